@@ -1,0 +1,247 @@
+//! Mock provider: a scripted Seam subagent provider for tests and demos.
+//!
+//! It runs no model. Its descriptor and its answer come entirely from the plugin config: a reply
+//! template, a stop reason, optional delays before and after declaring readiness, an optional
+//! readiness failure, and an optional structured answer. That makes every lifecycle path of the
+//! host reachable from a test without a real agent.
+
+// Shared with the other guests, each of which uses only part of it.
+#[allow(dead_code)]
+#[path = "../../common/config.rs"]
+mod config;
+
+wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin" });
+
+use config::Section;
+use exports::seam::plugin::provider::Guest;
+use seam::plugin::host::log;
+use seam::plugin::run_context;
+use seam::plugin::types::{
+    Capabilities, ContentBlock, LogLevel, ProviderDescriptor, RuntimeFeatures, StartRequest,
+    StopReason, SubagentResult,
+};
+use serde_json::Value;
+
+/// Every key the config may contain.
+const KEYS: &[&str] = &[
+    "name",
+    "reply",
+    "stopReason",
+    "delayMs",
+    "readyDelayMs",
+    "failBeforeReady",
+    "capabilities",
+    "inheritsParentContext",
+    "steering",
+    "resume",
+    "structured",
+];
+
+/// Every key the `capabilities` object may contain.
+const CAPABILITY_KEYS: &[&str] = &["outputSchema", "depthLimit", "toolFilter", "persona"];
+
+struct MockProvider;
+
+export!(MockProvider);
+
+/// The validated plugin config.
+struct Settings {
+    name: String,
+    reply: String,
+    stop_reason: StopReason,
+    delay_ms: u64,
+    ready_delay_ms: u64,
+    fail_before_ready: Option<String>,
+    capabilities: Capabilities,
+    features: RuntimeFeatures,
+    inherits_parent_context: bool,
+    structured: Option<Value>,
+}
+
+impl Settings {
+    fn parse(text: &str) -> Result<Self, String> {
+        let fields = config::parse(text)?;
+        let root = Section::root(&fields, KEYS)?;
+        Ok(Settings {
+            name: root
+                .non_empty_string("name")?
+                .unwrap_or_else(|| "mock".to_owned()),
+            reply: root
+                .string("reply")?
+                .unwrap_or_else(|| "mock reply".to_owned()),
+            stop_reason: root
+                .string("stopReason")?
+                .map_or(StopReason::Completed, |name| parse_stop_reason(&name)),
+            delay_ms: root.u64("delayMs")?.unwrap_or(0),
+            ready_delay_ms: root.u64("readyDelayMs")?.unwrap_or(0),
+            fail_before_ready: root.string("failBeforeReady")?,
+            capabilities: parse_capabilities(&root)?,
+            features: RuntimeFeatures {
+                steering: root.bool("steering")?.unwrap_or(false),
+                resume: root.bool("resume")?.unwrap_or(false),
+            },
+            inherits_parent_context: root.bool("inheritsParentContext")?.unwrap_or(false),
+            structured: root.value("structured").cloned(),
+        })
+    }
+}
+
+/// Reads the optional `capabilities` object; a missing object or key means "not supported".
+fn parse_capabilities(root: &Section) -> Result<Capabilities, String> {
+    let mut capabilities = Capabilities {
+        output_schema: false,
+        depth_limit: false,
+        tool_filter: false,
+        persona: false,
+    };
+    if let Some(section) = root.object("capabilities", CAPABILITY_KEYS)? {
+        capabilities.output_schema = section.bool("outputSchema")?.unwrap_or(false);
+        capabilities.depth_limit = section.bool("depthLimit")?.unwrap_or(false);
+        capabilities.tool_filter = section.bool("toolFilter")?.unwrap_or(false);
+        capabilities.persona = section.bool("persona")?.unwrap_or(false);
+    }
+    Ok(capabilities)
+}
+
+/// Maps a configured stop-reason name; unknown names become provider-specific reasons so tests
+/// can exercise the host's handling of `other`.
+fn parse_stop_reason(name: &str) -> StopReason {
+    match name {
+        "completed" => StopReason::Completed,
+        "aborted" => StopReason::Aborted,
+        "error" => StopReason::Error,
+        "max-tokens" => StopReason::MaxTokens,
+        "refusal" => StopReason::Refusal,
+        other => StopReason::Other(other.to_owned()),
+    }
+}
+
+/// The result of a run cancelled while the mock was waiting.
+fn cancelled() -> SubagentResult {
+    SubagentResult {
+        output: vec![ContentBlock::Text("cancelled".to_owned())],
+        structured: None,
+        stop_reason: StopReason::Aborted,
+    }
+}
+
+/// Waits `ms` milliseconds, returning false if the run was cancelled meanwhile. A zero delay
+/// makes no host call, so an unconfigured delay cannot turn into a cancellation point.
+fn wait(ms: u64) -> bool {
+    ms == 0 || run_context::sleep(ms)
+}
+
+/// The text blocks of the prompt, concatenated; JSON blocks are not part of the prompt text.
+fn prompt_text(prompt: &[ContentBlock]) -> String {
+    prompt
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text(text) => Some(text.as_str()),
+            ContentBlock::Json(_) => None,
+        })
+        .collect()
+}
+
+/// Replaces each `{placeholder}` of `template` in a single left-to-right pass, so that text
+/// substituted in (a prompt mentioning `{model}`, say) is never expanded again.
+fn substitute(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        rest = &rest[open..];
+        match values
+            .iter()
+            .find(|(placeholder, _)| rest.starts_with(placeholder))
+        {
+            Some((placeholder, value)) => {
+                out.push_str(value);
+                rest = &rest[placeholder.len()..];
+            }
+            None => {
+                out.push('{');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The configured reply with the request's values filled in.
+fn render_reply(template: &str, request: &StartRequest) -> String {
+    let prompt = prompt_text(&request.prompt);
+    let depth = request.parent.depth.to_string();
+    let persona = request.persona.as_deref().unwrap_or("");
+    let model = request
+        .agent_options
+        .as_ref()
+        .and_then(|options| options.model.as_deref())
+        .unwrap_or("");
+    substitute(
+        template,
+        &[
+            ("{prompt}", &prompt),
+            ("{parent}", &request.parent.id),
+            ("{depth}", &depth),
+            ("{persona}", persona),
+            ("{model}", model),
+        ],
+    )
+}
+
+impl Guest for MockProvider {
+    fn describe(config: String) -> Result<ProviderDescriptor, String> {
+        let settings = Settings::parse(&config)?;
+        Ok(ProviderDescriptor {
+            name: settings.name,
+            capabilities: settings.capabilities,
+            features: settings.features,
+            inherits_parent_context: settings.inherits_parent_context,
+        })
+    }
+
+    fn run(
+        config: String,
+        run_id: String,
+        request: StartRequest,
+    ) -> Result<SubagentResult, String> {
+        let settings = Settings::parse(&config)?;
+        log(
+            LogLevel::Debug,
+            &format!(
+                "mock provider `{}`: run `{run_id}` for parent `{}` at depth {}",
+                settings.name, request.parent.id, request.parent.depth
+            ),
+        );
+
+        // Cancelled while "starting": the run ends without ever declaring readiness.
+        if !wait(settings.ready_delay_ms) {
+            return Ok(cancelled());
+        }
+        // Failing after the ready delay lets a test observe a start that is pending, then fails.
+        if let Some(message) = settings.fail_before_ready {
+            return Err(message);
+        }
+        run_context::ready();
+        if !wait(settings.delay_ms) {
+            return Ok(cancelled());
+        }
+
+        let reply = render_reply(&settings.reply, &request);
+        // Only a provider that claims the capability may answer a schema, so the mock stays
+        // honest about what it declared.
+        let structured = (request.output_schema.is_some() && settings.capabilities.output_schema)
+            .then(|| {
+                settings
+                    .structured
+                    .unwrap_or_else(|| serde_json::json!({ "reply": reply }))
+                    .to_string()
+            });
+        Ok(SubagentResult {
+            output: vec![ContentBlock::Text(reply)],
+            structured,
+            stop_reason: settings.stop_reason,
+        })
+    }
+}

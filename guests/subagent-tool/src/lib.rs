@@ -1,0 +1,337 @@
+//! Subagent tool: the model-facing `subagent` tool of Seam, bound by config to one provider.
+//!
+//! A call starts one run on the bound provider through the host's `subagents` service, waits
+//! for its outcome, disposes it, and hands the model only the child's final output. The wording
+//! the model sees follows the provider's descriptor: a child that does not inherit the parent's
+//! conversation needs a standalone prompt, a forked child can be pointed at earlier turns.
+
+// Shared with the other guests, each of which uses only part of it.
+#[allow(dead_code)]
+#[path = "../../common/config.rs"]
+mod config;
+
+wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin" });
+
+use config::Section;
+use exports::seam::plugin::tool::{Guest, ToolBinding, ToolDescriptor, ToolResult};
+use seam::plugin::host::log;
+use seam::plugin::subagents;
+use seam::plugin::types::{
+    AgentOptions, ContentBlock, LogLevel, ParentRef, ProviderDescriptor, StartRequest, StopReason,
+    SubagentError, SubagentResult, ToolFilter,
+};
+use serde_json::{json, Value};
+
+/// Every key the config may contain.
+const KEYS: &[&str] = &[
+    "provider",
+    "toolName",
+    "agentOptions",
+    "persona",
+    "toolFilter",
+    "maxDepth",
+];
+
+/// The tool name used when the config gives none.
+const DEFAULT_TOOL_NAME: &str = "subagent";
+
+/// The only keys a call's arguments may contain; both are required.
+const ARGUMENT_KEYS: &[&str] = &["description", "prompt"];
+
+struct SubagentTool;
+
+export!(SubagentTool);
+
+/// The validated plugin config.
+struct Settings {
+    provider: String,
+    tool_name: String,
+    agent_options: Option<AgentOptions>,
+    persona: Option<String>,
+    tool_filter: Option<ToolFilter>,
+    max_depth: Option<i32>,
+}
+
+impl Settings {
+    fn parse(text: &str) -> Result<Self, String> {
+        let fields = config::parse(text)?;
+        let root = Section::root(&fields, KEYS)?;
+        Ok(Settings {
+            provider: root.required_string("provider")?,
+            tool_name: parse_tool_name(&root)?,
+            agent_options: root
+                .object("agentOptions", &["model", "systemPrompt"])?
+                .map(|section| {
+                    Ok::<_, String>(AgentOptions {
+                        model: section.string("model")?,
+                        system_prompt: section.string("systemPrompt")?,
+                    })
+                })
+                .transpose()?,
+            persona: root.string("persona")?,
+            tool_filter: parse_tool_filter(&root)?,
+            max_depth: root
+                .u64("maxDepth")?
+                // The request carries the cap as s32, so anything larger is unrepresentable.
+                .map(|depth| {
+                    i32::try_from(depth).map_err(|_| {
+                        root.invalid(
+                            "maxDepth",
+                            "a non-negative integer no greater than 2147483647",
+                        )
+                    })
+                })
+                .transpose()?,
+        })
+    }
+}
+
+/// Reads `toolName`, which must be a name every model API accepts for a function.
+fn parse_tool_name(root: &Section) -> Result<String, String> {
+    let Some(name) = root.string("toolName")? else {
+        return Ok(DEFAULT_TOOL_NAME.to_owned());
+    };
+    let valid_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if (1..=64).contains(&name.len()) && name.chars().all(valid_char) {
+        Ok(name)
+    } else {
+        Err(root.invalid(
+            "toolName",
+            "1 to 64 characters from `A-Z`, `a-z`, `0-9`, `_` and `-`",
+        ))
+    }
+}
+
+/// Reads the optional `toolFilter` object, which must name at least one of its lists.
+fn parse_tool_filter(root: &Section) -> Result<Option<ToolFilter>, String> {
+    let Some(section) = root.object("toolFilter", &["allow", "deny"])? else {
+        return Ok(None);
+    };
+    let filter = ToolFilter {
+        allow: section.string_list("allow")?,
+        deny: section.string_list("deny")?,
+    };
+    if filter.allow.is_none() && filter.deny.is_none() {
+        return Err(root.invalid("toolFilter", "at least one of `allow` and `deny`"));
+    }
+    Ok(Some(filter))
+}
+
+/// The arguments of one call.
+struct Arguments {
+    description: String,
+    prompt: String,
+}
+
+/// Parses a call's arguments: an object with exactly the non-empty strings `description` and
+/// `prompt`. The messages are written for the model, which is the one that has to fix them.
+fn parse_arguments(text: &str) -> Result<Arguments, String> {
+    let fields = match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(fields)) => fields,
+        Ok(_) => return Err("subagent: the arguments must be a JSON object".to_owned()),
+        Err(err) => return Err(format!("subagent: the arguments are not valid JSON: {err}")),
+    };
+    if let Some(key) = fields
+        .keys()
+        .find(|key| !ARGUMENT_KEYS.contains(&key.as_str()))
+    {
+        return Err(format!(
+            "subagent: unknown argument `{key}`; only `description` and `prompt` are accepted"
+        ));
+    }
+    let field = |key: &str| match fields.get(key) {
+        Some(Value::String(text)) if !text.trim().is_empty() => Ok(text.clone()),
+        Some(Value::String(_)) => Err(format!("subagent: argument `{key}` must not be empty")),
+        Some(_) => Err(format!("subagent: argument `{key}` must be a string")),
+        None => Err(format!("subagent: missing required argument `{key}`")),
+    };
+    Ok(Arguments {
+        description: field("description")?,
+        prompt: field("prompt")?,
+    })
+}
+
+/// The model-facing wording: `(tool description, prompt parameter description)`.
+fn wording(inherits_parent_context: bool) -> (&'static str, &'static str) {
+    if inherits_parent_context {
+        (
+            "Delegate a task to a subagent forked from this conversation. The subagent already \
+             sees the completed turns of this conversation, so the prompt can refer to them \
+             instead of repeating them. Only the subagent's final answer comes back to you; its \
+             intermediate steps are not shown.",
+            "The task for the subagent. It sees the completed turns of this conversation, so the \
+             prompt can refer to them. Only its final answer comes back.",
+        )
+    } else {
+        (
+            "Delegate a task to a subagent that works on it independently. The subagent does NOT \
+             see this conversation: write a standalone prompt that includes all the context it \
+             needs (goal, relevant files and facts, constraints, what to report). Only the \
+             subagent's final answer comes back to you; its intermediate steps are not shown.",
+            "The task for the subagent. It does NOT see this conversation, so the prompt must be \
+             standalone and contain all needed context. Only its final answer comes back.",
+        )
+    }
+}
+
+/// A readable message for a failure of the subagent service.
+fn error_message(provider: &str, error: &SubagentError) -> String {
+    match error {
+        SubagentError::DuplicateProvider(name) => {
+            format!("subagent: provider `{name}` is already registered")
+        }
+        SubagentError::NoProvider(name) => format!("subagent: provider `{name}` is not registered"),
+        SubagentError::UnsupportedCapability(feature) => {
+            format!("subagent: provider `{provider}` does not support `{feature}`")
+        }
+        SubagentError::InvalidRequest(why) => format!("subagent: invalid request: {why}"),
+        SubagentError::DepthExceeded(depth) => format!(
+            "subagent: depth limit exceeded: the child would be at depth {} but the maximum is {}",
+            depth.attempted, depth.max
+        ),
+        SubagentError::Aborted(Some(reason)) => {
+            format!("subagent: aborted before the child started: {reason}")
+        }
+        SubagentError::Aborted(None) => "subagent: aborted before the child started".to_owned(),
+        SubagentError::StartFailed(why) => {
+            format!("subagent: provider `{provider}` failed to start: {why}")
+        }
+        SubagentError::Disposed => "subagent: the run was disposed".to_owned(),
+        SubagentError::Internal(why) => format!("subagent: internal error: {why}"),
+    }
+}
+
+/// The WIT name of a stop reason; a provider-specific reason is shown as given.
+fn stop_reason_name(reason: &StopReason) -> &str {
+    match reason {
+        StopReason::Completed => "completed",
+        StopReason::Aborted => "aborted",
+        StopReason::Error => "error",
+        StopReason::MaxTokens => "max-tokens",
+        StopReason::Refusal => "refusal",
+        StopReason::Other(name) => name,
+    }
+}
+
+/// The text of a content block; a JSON block is passed on as its serialised text.
+fn block_text(block: ContentBlock) -> String {
+    match block {
+        ContentBlock::Text(text) | ContentBlock::Json(text) => text,
+    }
+}
+
+fn error_result(message: String) -> ToolResult {
+    ToolResult {
+        content: vec![ContentBlock::Text(message)],
+        is_error: true,
+    }
+}
+
+/// Turns the child's outcome into the tool's answer. Only the child's final output is passed
+/// on; the structured answer is dropped because this tool never asks for one.
+fn map_result(tool_name: &str, result: SubagentResult) -> ToolResult {
+    if matches!(result.stop_reason, StopReason::Completed) {
+        return ToolResult {
+            content: result
+                .output
+                .into_iter()
+                .map(|block| ContentBlock::Text(block_text(block)))
+                .collect(),
+            is_error: false,
+        };
+    }
+    let mut message = format!(
+        "subagent `{tool_name}` ended with stop reason `{}`",
+        stop_reason_name(&result.stop_reason)
+    );
+    let partial = result
+        .output
+        .into_iter()
+        .map(block_text)
+        .collect::<Vec<_>>()
+        .join("\n");
+    if !partial.is_empty() {
+        message.push_str("\npartial output: ");
+        message.push_str(&partial);
+    }
+    error_result(message)
+}
+
+/// Runs one call; an `Err` is a failure message for the model.
+fn run_call(config: &str, caller: ParentRef, arguments: &str) -> Result<ToolResult, String> {
+    let settings =
+        Settings::parse(config).map_err(|err| format!("subagent: invalid config: {err}"))?;
+    let arguments = parse_arguments(arguments)?;
+    log(
+        LogLevel::Debug,
+        &format!(
+            "subagent tool `{}`: starting a run on provider `{}` for `{}`: {}",
+            settings.tool_name, settings.provider, caller.id, arguments.description
+        ),
+    );
+    let request = StartRequest {
+        prompt: vec![ContentBlock::Text(arguments.prompt)],
+        parent: caller,
+        agent_options: settings.agent_options,
+        output_schema: None,
+        max_depth: settings.max_depth,
+        tool_filter: settings.tool_filter,
+        persona: settings.persona,
+    };
+    let run = subagents::start(&settings.provider, &request)
+        .map_err(|err| error_message(&settings.provider, &err))?;
+    let outcome = run.result();
+    // Dispose explicitly on every path so nothing of the child outlives this call, rather than
+    // relying on when the handle happens to be dropped.
+    run.dispose();
+    let result = outcome.map_err(|err| error_message(&settings.provider, &err))?;
+    Ok(map_result(&settings.tool_name, result))
+}
+
+impl Guest for SubagentTool {
+    fn bind(config: String) -> Result<ToolBinding, String> {
+        let settings = Settings::parse(&config)?;
+        Ok(ToolBinding {
+            tool_name: settings.tool_name,
+            provider: Some(settings.provider),
+        })
+    }
+
+    fn describe(
+        config: String,
+        provider: Option<ProviderDescriptor>,
+    ) -> Result<ToolDescriptor, String> {
+        let settings = Settings::parse(&config)?;
+        let Some(provider) = provider else {
+            return Err(format!(
+                "provider `{}` is not registered",
+                settings.provider
+            ));
+        };
+        let (description, prompt_description) = wording(provider.inherits_parent_context);
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "description": {
+                    "type": "string",
+                    "description": "A short (3-5 word) summary of the task.",
+                },
+                "prompt": {
+                    "type": "string",
+                    "description": prompt_description,
+                },
+            },
+            "required": ["description", "prompt"],
+            "additionalProperties": false,
+        });
+        Ok(ToolDescriptor {
+            name: settings.tool_name,
+            description: description.to_owned(),
+            parameters_schema: schema.to_string(),
+        })
+    }
+
+    fn execute(config: String, caller: ParentRef, arguments: String) -> ToolResult {
+        run_call(&config, caller, &arguments).unwrap_or_else(error_result)
+    }
+}

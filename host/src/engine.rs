@@ -1,0 +1,268 @@
+//! The wasmtime engine: configuration, the epoch ticker, linkers, and compilation with an
+//! on-disk cache of compiled artifacts.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::bindings;
+use crate::sandbox::PluginState;
+
+/// How the engine is set up.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Where compiled components are cached; `None` disables the cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Use the pooling instance allocator (fast instantiation, reserved address space).
+    pub pooling: bool,
+    /// Component instances the pool can hold at once.
+    pub pool_instances: u32,
+    /// Largest linear memory a pool slot holds, in bytes.
+    pub pool_memory_bytes: usize,
+    /// Interval of the epoch ticker: the granularity of yields and time budgets.
+    pub epoch_tick: Duration,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            cache_dir: default_cache_dir(),
+            pooling: true,
+            pool_instances: 1000,
+            pool_memory_bytes: 256 << 20,
+            epoch_tick: Duration::from_millis(10),
+        }
+    }
+}
+
+/// `$SEAM_CACHE_DIR`, else `$XDG_CACHE_HOME/seam`, else `~/.cache/seam`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("SEAM_CACHE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(dir).join("seam"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("seam"))
+}
+
+/// Engine-level failures.
+#[derive(Debug, Error)]
+pub enum EngineError {
+    /// The engine could not be configured.
+    #[error("cannot configure the wasm engine: {0}")]
+    Config(String),
+    /// A component file could not be read.
+    #[error("cannot read component `{path}`: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The bytes are not a valid component.
+    #[error("`{path}` is not a valid WebAssembly component: {reason}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The parser's or compiler's explanation.
+        reason: String,
+    },
+    /// The component is a component, but not of a Seam world.
+    #[error(
+        "`{path}` is not a Seam plugin: it exports [{exports}], expected `{}` (provider) or `{}` (tool)",
+        bindings::PROVIDER_EXPORT,
+        bindings::TOOL_EXPORT
+    )]
+    WrongWorld {
+        /// The file.
+        path: PathBuf,
+        /// What it exports.
+        exports: String,
+    },
+    /// The component imports something the host does not provide.
+    #[error("`{path}` cannot be linked: {reason}")]
+    Link {
+        /// The file.
+        path: PathBuf,
+        /// The linker's explanation.
+        reason: String,
+    },
+}
+
+/// What kind of plugin a component is, by the world it exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PluginKind {
+    /// Exports `seam:plugin/provider`.
+    Provider,
+    /// Exports `seam:plugin/tool`.
+    Tool,
+}
+
+impl std::fmt::Display for PluginKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Provider => "provider",
+            Self::Tool => "tool",
+        })
+    }
+}
+
+/// Stops the ticker thread when the engine goes away.
+struct EpochTicker(Arc<AtomicBool>);
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// One engine per host, with the two linkers and the compile cache.
+pub(crate) struct SeamEngine {
+    pub(crate) engine: Engine,
+    pub(crate) provider_linker: Linker<PluginState>,
+    pub(crate) tool_linker: Linker<PluginState>,
+    cache_dir: Option<PathBuf>,
+    _ticker: EpochTicker,
+}
+
+impl SeamEngine {
+    pub(crate) fn new(options: &EngineOptions) -> Result<Self, EngineError> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        config.wasm_component_model(true);
+        if options.pooling {
+            let mut pool = PoolingAllocationConfig::default();
+            let instances = options.pool_instances.max(1);
+            pool.total_component_instances(instances);
+            // A wasip2 Rust component has a few core instances, memories and tables.
+            pool.total_core_instances(instances.saturating_mul(4));
+            pool.total_memories(instances.saturating_mul(2));
+            pool.total_tables(instances.saturating_mul(4));
+            pool.total_stacks(instances);
+            pool.max_memory_size(options.pool_memory_bytes);
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        }
+        let engine = Engine::new(&config).map_err(|e| EngineError::Config(format!("{e:#}")))?;
+
+        let mut provider_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut provider_linker)
+            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        bindings::provider::ProviderPlugin::add_to_linker::<_, HasSelf<PluginState>>(
+            &mut provider_linker,
+            |s| s,
+        )
+        .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+
+        let mut tool_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut tool_linker)
+            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        bindings::tool::ToolPlugin::add_to_linker::<_, HasSelf<PluginState>>(
+            &mut tool_linker,
+            |s| s,
+        )
+        .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+
+        let stop = Arc::new(AtomicBool::new(false));
+        {
+            let engine = engine.clone();
+            let stop = stop.clone();
+            let tick = options.epoch_tick;
+            std::thread::Builder::new()
+                .name("seam-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(tick);
+                        engine.increment_epoch();
+                    }
+                })
+                .map_err(|e| EngineError::Config(format!("cannot start epoch ticker: {e}")))?;
+        }
+
+        Ok(Self {
+            engine,
+            provider_linker,
+            tool_linker,
+            cache_dir: options.cache_dir.clone(),
+            _ticker: EpochTicker(stop),
+        })
+    }
+
+    /// Reads and compiles a component, through the artifact cache when one is configured.
+    pub(crate) fn compile(&self, path: &Path) -> Result<Component, EngineError> {
+        let bytes = std::fs::read(path).map_err(|source| EngineError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let invalid = |e: wasmtime::Error| EngineError::Invalid {
+            path: path.to_path_buf(),
+            reason: format!("{e:#}"),
+        };
+        let Some(cached) = self.cache_path(&bytes) else {
+            return Component::new(&self.engine, &bytes).map_err(invalid);
+        };
+        if cached.is_file() {
+            // SAFETY: the cache directory holds only artifacts this engine configuration wrote
+            // (the file name includes the engine's compatibility hash and the source's digest).
+            match unsafe { Component::deserialize_file(&self.engine, &cached) } {
+                Ok(component) => return Ok(component),
+                Err(e) => tracing::warn!(file = %cached.display(), error = %e, "stale compile cache entry; recompiling"),
+            }
+        }
+        let component = Component::new(&self.engine, &bytes).map_err(invalid)?;
+        if let Err(e) = self.store_artifact(&component, &cached) {
+            // A cache that cannot be written only costs time on the next start.
+            tracing::warn!(file = %cached.display(), error = %e, "cannot write compile cache");
+        }
+        Ok(component)
+    }
+
+    fn cache_path(&self, bytes: &[u8]) -> Option<PathBuf> {
+        let dir = self.cache_dir.as_ref()?;
+        let mut engine_hash = std::collections::hash_map::DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut engine_hash);
+        let digest = Sha256::digest(bytes);
+        let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        Some(dir.join(format!("{hex}-{:016x}.cwasm", engine_hash.finish())))
+    }
+
+    fn store_artifact(&self, component: &Component, path: &Path) -> std::io::Result<()> {
+        let artifact = component
+            .serialize()
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        // Write then rename, so a concurrent reader never sees half a file.
+        let tmp = dir.join(format!(
+            ".{}.{}.tmp",
+            path.file_name().and_then(|n| n.to_str()).unwrap_or("artifact"),
+            std::process::id()
+        ));
+        std::fs::write(&tmp, artifact)?;
+        std::fs::rename(&tmp, path)
+    }
+
+    /// The kind of plugin `component` is, by its exports.
+    pub(crate) fn kind_of(&self, path: &Path, component: &Component) -> Result<PluginKind, EngineError> {
+        let ty = component.component_type();
+        let exports: Vec<String> = ty.exports(&self.engine).map(|(n, _)| n.to_string()).collect();
+        if exports.iter().any(|e| e == bindings::PROVIDER_EXPORT) {
+            Ok(PluginKind::Provider)
+        } else if exports.iter().any(|e| e == bindings::TOOL_EXPORT) {
+            Ok(PluginKind::Tool)
+        } else {
+            Err(EngineError::WrongWorld {
+                path: path.to_path_buf(),
+                exports: exports.join(", "),
+            })
+        }
+    }
+}

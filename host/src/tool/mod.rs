@@ -1,0 +1,243 @@
+//! The registry of model-facing tools, mounted by tool name.
+//!
+//! A tool plugin bound to a provider is mounted only while that provider is registered: it
+//! follows provider-added and provider-removed, so plugins may load in any order.
+
+use std::sync::{Arc, RwLock};
+
+use futures::future::BoxFuture;
+use thiserror::Error;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::{Event, EventBus};
+use crate::plugin::tool::{ToolBinding, WasmTool};
+use crate::subagent::SubagentService;
+use crate::types::{ParentRef, ToolDescriptor, ToolResult};
+
+/// Something a model can call.
+pub trait Tool: Send + Sync + 'static {
+    /// Executes one call with JSON `arguments` on behalf of `caller`. `abort` is linked to every
+    /// run the call starts. Failures are reported as an `is_error` result.
+    fn execute(
+        &self,
+        caller: ParentRef,
+        arguments: String,
+        abort: CancellationToken,
+    ) -> BoxFuture<'static, ToolResult>;
+}
+
+/// Failures of the tool registry.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ToolError {
+    /// No tool is mounted under this name.
+    #[error("no tool named `{0}` is mounted")]
+    NotMounted(String),
+    /// Another plugin already uses this tool name.
+    #[error("tool name `{name}` is already used by plugin `{other}`")]
+    DuplicateToolName {
+        /// The contested name.
+        name: String,
+        /// The plugin that has it.
+        other: String,
+    },
+    /// The tool's description could not be read.
+    #[error("plugin `{plugin}`: {message}")]
+    Describe {
+        /// The plugin.
+        plugin: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// A mounted tool, as the model sees it.
+#[derive(Clone)]
+pub struct MountedTool {
+    /// The description given to the model.
+    pub descriptor: ToolDescriptor,
+    /// The plugin that provides it.
+    pub plugin: String,
+    tool: Arc<dyn Tool>,
+}
+
+struct Waiting {
+    binding: ToolBinding,
+    tool: WasmTool,
+}
+
+/// Mounted tools and the tool plugins waiting for their providers.
+pub struct ToolRegistry {
+    /// Serialises (un)mounting so that a provider arriving while a tool loads is never missed.
+    plugins: tokio::sync::Mutex<Vec<Waiting>>,
+    mounted: RwLock<Vec<MountedTool>>,
+    events: Arc<EventBus>,
+    subagents: Arc<SubagentService>,
+}
+
+impl ToolRegistry {
+    pub(crate) fn new(events: Arc<EventBus>, subagents: Arc<SubagentService>) -> Self {
+        Self {
+            plugins: tokio::sync::Mutex::new(Vec::new()),
+            mounted: RwLock::new(Vec::new()),
+            events,
+            subagents,
+        }
+    }
+
+    fn mounted_read(&self) -> std::sync::RwLockReadGuard<'_, Vec<MountedTool>> {
+        self.mounted.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn mounted_write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<MountedTool>> {
+        self.mounted.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Mounted tools, in mount order.
+    pub fn list(&self) -> Vec<ToolDescriptor> {
+        self.mounted_read()
+            .iter()
+            .map(|m| m.descriptor.clone())
+            .collect()
+    }
+
+    /// A mounted tool by name.
+    pub fn get(&self, name: &str) -> Option<MountedTool> {
+        self.mounted_read()
+            .iter()
+            .find(|m| m.descriptor.name == name)
+            .cloned()
+    }
+
+    /// Executes the tool mounted under `name`.
+    pub async fn execute(
+        &self,
+        name: &str,
+        caller: ParentRef,
+        arguments: String,
+        abort: CancellationToken,
+    ) -> Result<ToolResult, ToolError> {
+        let tool = self
+            .get(name)
+            .ok_or_else(|| ToolError::NotMounted(name.to_string()))?;
+        Ok(tool.tool.execute(caller, arguments, abort).await)
+    }
+
+    /// Tool names of plugins that wait for a provider that is not registered.
+    pub async fn unmounted(&self) -> Vec<(String, String, Option<String>)> {
+        let plugins = self.plugins.lock().await;
+        let mounted = self.mounted_read();
+        plugins
+            .iter()
+            .filter(|w| !mounted.iter().any(|m| m.plugin == w.tool.plugin()))
+            .map(|w| {
+                (
+                    w.tool.plugin().to_string(),
+                    w.binding.tool_name.clone(),
+                    w.binding.provider.clone(),
+                )
+            })
+            .collect()
+    }
+
+    /// Adds a tool plugin; mounts it now if its provider is registered (or it has none).
+    pub(crate) async fn add_plugin(
+        &self,
+        binding: ToolBinding,
+        tool: WasmTool,
+    ) -> Result<(), ToolError> {
+        let mut plugins = self.plugins.lock().await;
+        if let Some(other) = plugins
+            .iter()
+            .find(|w| w.binding.tool_name == binding.tool_name)
+        {
+            return Err(ToolError::DuplicateToolName {
+                name: binding.tool_name,
+                other: other.tool.plugin().to_string(),
+            });
+        }
+        let waiting = Waiting { binding, tool };
+        self.try_mount(&waiting).await?;
+        plugins.push(waiting);
+        Ok(())
+    }
+
+    /// Removes a tool plugin, unmounting its tool.
+    pub(crate) async fn remove_plugin(&self, plugin: &str) {
+        let mut plugins = self.plugins.lock().await;
+        plugins.retain(|w| w.tool.plugin() != plugin);
+        self.unmount_where(|m| m.plugin == plugin);
+    }
+
+    /// Mounts the tools that follow `provider`.
+    pub(crate) async fn provider_added(&self, provider: &str) {
+        let plugins = self.plugins.lock().await;
+        for waiting in plugins
+            .iter()
+            .filter(|w| w.binding.provider.as_deref() == Some(provider))
+        {
+            if let Err(e) = self.try_mount(waiting).await {
+                tracing::warn!(error = %e, "cannot mount tool");
+            }
+        }
+    }
+
+    /// Unmounts the tools that follow `provider`.
+    pub(crate) async fn provider_removed(&self, provider: &str) {
+        let plugins = self.plugins.lock().await;
+        let followers: Vec<String> = plugins
+            .iter()
+            .filter(|w| w.binding.provider.as_deref() == Some(provider))
+            .map(|w| w.tool.plugin().to_string())
+            .collect();
+        self.unmount_where(|m| followers.contains(&m.plugin));
+    }
+
+    async fn try_mount(&self, waiting: &Waiting) -> Result<(), ToolError> {
+        let plugin = waiting.tool.plugin().to_string();
+        if self.mounted_read().iter().any(|m| m.plugin == plugin) {
+            return Ok(());
+        }
+        let provider = match &waiting.binding.provider {
+            Some(name) => match self.subagents.descriptor(name) {
+                Some(d) => Some(d),
+                None => return Ok(()), // waits for provider-added
+            },
+            None => None,
+        };
+        let mut descriptor = waiting
+            .tool
+            .describe(provider.as_deref())
+            .await
+            .map_err(|message| ToolError::Describe {
+                plugin: plugin.clone(),
+                message,
+            })?;
+        // The binding's name is what uniqueness was checked against; it wins.
+        descriptor.name = waiting.binding.tool_name.clone();
+        self.mounted_write().push(MountedTool {
+            descriptor,
+            plugin: plugin.clone(),
+            tool: Arc::new(waiting.tool.clone()),
+        });
+        self.events.emit(&Event::ToolMounted {
+            name: waiting.binding.tool_name.clone(),
+            plugin,
+        });
+        Ok(())
+    }
+
+    fn unmount_where(&self, pred: impl Fn(&MountedTool) -> bool) {
+        let removed: Vec<MountedTool> = {
+            let mut mounted = self.mounted_write();
+            let (gone, kept) = mounted.drain(..).partition(|m| pred(m));
+            *mounted = kept;
+            gone
+        };
+        for m in removed {
+            self.events.emit(&Event::ToolUnmounted {
+                name: m.descriptor.name,
+                plugin: m.plugin,
+            });
+        }
+    }
+}
