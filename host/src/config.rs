@@ -5,6 +5,7 @@
 //! id = "mock-a"                       # unique; names the plugin in every message
 //! component = "mock_provider.wasm"    # relative to the config file
 //! disabled = false                    # optional
+//! kind = "provider"                   # optional: refuse a component of the other world
 //! config = { name = "mock-a" }        # optional; reaches the component as JSON
 //! ```
 
@@ -60,6 +61,10 @@ pub struct PluginEntry {
     /// A disabled entry is listed but not loaded.
     #[serde(default)]
     pub disabled: bool,
+    /// The kind the entry expects (`provider` or `tool`); a component of the other world is
+    /// refused. Optional: without it the kind is read from the component.
+    #[serde(default)]
+    pub kind: Option<crate::engine::PluginKind>,
 }
 
 fn empty_object() -> serde_json::Value {

@@ -87,6 +87,16 @@ pub enum EngineError {
         /// What it exports.
         exports: String,
     },
+    /// The component is of the other world than its config entry expects.
+    #[error("`{path}` is a {found} component, but the entry expects a {expected}")]
+    KindMismatch {
+        /// The file.
+        path: PathBuf,
+        /// What the entry's `kind` says.
+        expected: PluginKind,
+        /// What the component exports.
+        found: PluginKind,
+    },
     /// The component imports something the host does not provide.
     #[error("`{path}` cannot be linked: {reason}")]
     Link {
@@ -98,7 +108,7 @@ pub enum EngineError {
 }
 
 /// What kind of plugin a component is, by the world it exports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PluginKind {
     /// Exports `seam:plugin/provider`.

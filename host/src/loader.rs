@@ -281,6 +281,13 @@ impl Host {
             .kind_of(&entry.component, &component)
             .map_err(engine_err)?;
         info.kind = Some(kind);
+        if let Some(expected) = entry.kind.filter(|k| *k != kind) {
+            return Err(engine_err(EngineError::KindMismatch {
+                path: entry.component.clone(),
+                expected,
+                found: kind,
+            }));
+        }
         let config: Arc<str> = entry.config.to_string().into();
         let plugin: Arc<str> = entry.id.as_str().into();
         let limits = inner.options.limits.clone();

@@ -1,1 +1,7 @@
-fn main(){}
+//! `seam`: inspect components, check configs, and run subagents and tools from the command line.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

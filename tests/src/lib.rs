@@ -1,1 +1,97 @@
+//! Helpers for the integration tests: paths of the built guest components and a host set up
+//! for tests. The guests are built by this crate's build script.
 
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use seam_host::{Config, EngineOptions, Event, Host, HostOptions};
+
+/// Folder of the built guest components.
+pub fn guest_dir() -> PathBuf {
+    PathBuf::from(env!("SEAM_GUEST_DIR"))
+}
+
+/// Path of a built guest, by crate name with underscores (`mock_provider`).
+pub fn guest(name: &str) -> PathBuf {
+    guest_dir().join(format!("{name}.wasm"))
+}
+
+/// Host options for tests: a shared compile cache under `target/`, a small pool, a short grace.
+pub fn test_options() -> HostOptions {
+    let cache = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("target")
+        .join("seam-test-cache");
+    HostOptions {
+        engine: EngineOptions {
+            cache_dir: Some(cache),
+            pool_instances: 1100,
+            ..EngineOptions::default()
+        },
+        cancel_grace: Duration::from_millis(100),
+        ..HostOptions::default()
+    }
+}
+
+/// A fresh host for one test.
+pub fn test_host() -> Host {
+    Host::new(test_options()).expect("the test host starts")
+}
+
+/// Parses config text; relative component paths resolve against the guest folder, so entries can
+/// say `component = "mock_provider.wasm"`.
+pub fn config(text: &str) -> Config {
+    Config::parse(text, Path::new("test.toml"), &guest_dir()).expect("test config parses")
+}
+
+/// Records every event the host emits.
+pub fn record(host: &Host) -> Arc<Mutex<Vec<Event>>> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    host.events().subscribe(move |e| {
+        sink.lock().unwrap().push(e);
+        Ok(())
+    });
+    seen
+}
+
+/// Names of the recorded events, in order.
+pub fn names(seen: &Arc<Mutex<Vec<Event>>>) -> Vec<&'static str> {
+    seen.lock().unwrap().iter().map(Event::name).collect()
+}
+
+/// A `[[plugin]]` entry for a component with an inline config table.
+pub fn entry(id: &str, component: &str, config: &str) -> String {
+    format!("[[plugin]]\nid = \"{id}\"\ncomponent = \"{component}.wasm\"\nconfig = {{ {config} }}\n\n")
+}
+
+/// A mock provider entry named like its id, with extra config.
+pub fn mock(id: &str, extra: &str) -> String {
+    let sep = if extra.is_empty() { "" } else { ", " };
+    entry(id, "mock_provider", &format!("name = \"{id}\"{sep}{extra}"))
+}
+
+/// A host with `toml` loaded; panics if any entry failed.
+pub async fn host_with(toml: &str) -> Host {
+    let host = test_host();
+    let report = host.load(&config(toml)).await;
+    assert!(report.is_ok(), "load failed: {:?}", report.failed);
+    host
+}
+
+/// A top-level request with a text prompt.
+pub fn request(prompt: &str) -> seam_host::StartRequest {
+    seam_host::StartRequest::new(prompt, seam_host::ParentRef::top_level("parent", "/work"))
+}
+
+/// Waits until `cond` holds, polling, for at most five seconds.
+pub async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
+    for _ in 0..500 {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cond()
+}

@@ -1,0 +1,70 @@
+//! `seam call CONFIG --tool NAME --args JSON [--events]`.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use seam_host::ParentRef;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    load_for_use, print_events, read_config, with_host, working_directory, EXIT_OK,
+    EXIT_UNSUCCESSFUL,
+};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The config file (TOML).
+    config: PathBuf,
+    /// The mounted tool to call.
+    #[arg(long, value_name = "NAME")]
+    tool: String,
+    /// The call's arguments, as a JSON object.
+    #[arg(long = "args", value_name = "JSON")]
+    arguments: String,
+    /// Print lifecycle events during the call as JSON lines on stderr.
+    #[arg(long)]
+    events: bool,
+}
+
+pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
+    let config = read_config(&args.config)?;
+    serde_json::from_str::<serde_json::Value>(&args.arguments)
+        .context("`--args` is not valid JSON")?;
+    let caller = ParentRef::top_level("cli", working_directory()?);
+
+    with_host(|host| async move {
+        load_for_use(&host, &config).await;
+        let listener = args.events.then(|| print_events(&host));
+        // Ctrl-C aborts the call (and the runs it started), enforced after the grace period.
+        let outcome = host
+            .call_tool(&args.tool, caller, &args.arguments, interrupt.child_token())
+            .await;
+        if let Some(id) = listener {
+            host.events().unsubscribe(id);
+        }
+        let result = match outcome {
+            Ok(result) => result,
+            Err(e) => {
+                let mounted: Vec<String> = host
+                    .tool_descriptors()
+                    .into_iter()
+                    .map(|d| format!("`{}`", d.name))
+                    .collect();
+                let hint = if mounted.is_empty() {
+                    "no tool is mounted".to_string()
+                } else {
+                    format!("mounted: {}", mounted.join(", "))
+                };
+                bail!("{e} ({hint})");
+            }
+        };
+        println!("{}", result.text());
+        if result.is_error {
+            eprintln!("tool `{}` returned an error result", args.tool);
+            Ok(EXIT_UNSUCCESSFUL)
+        } else {
+            Ok(EXIT_OK)
+        }
+    })
+    .await
+}

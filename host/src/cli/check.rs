@@ -1,0 +1,187 @@
+//! `seam check CONFIG [--json]`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use seam_host::{Host, PluginInfo, PluginState};
+use serde_json::json;
+
+use super::{read_config, with_host, EXIT_ERROR, EXIT_OK};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The config file (TOML).
+    config: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A mounted tool, as `check` reports it.
+struct ToolLine {
+    name: String,
+    plugin: String,
+    description: String,
+    parameters: serde_json::Value,
+}
+
+pub(crate) async fn run(args: Args) -> Result<u8> {
+    let config = read_config(&args.config)?;
+    let (plugins, tools, problems) = with_host(|host| async move {
+        host.load(&config).await;
+        let plugins = host.plugins().await;
+        let tools = mounted_tools(&host);
+        let problems = problems(&host, &plugins).await;
+        Ok((plugins, tools, problems))
+    })
+    .await?;
+
+    if args.json {
+        let doc = json!({
+            "config": args.config,
+            "ok": problems.is_empty(),
+            "plugins": plugins.iter().map(plugin_json).collect::<Vec<_>>(),
+            "tools": tools.iter().map(|t| json!({
+                "name": t.name,
+                "plugin": t.plugin,
+                "description": t.description,
+                "parameters": t.parameters,
+            })).collect::<Vec<_>>(),
+            "errors": problems,
+        });
+        let text = serde_json::to_string_pretty(&doc).context("cannot serialise the report")?;
+        println!("{text}");
+    } else {
+        print_human(&args.config, &plugins, &tools);
+    }
+
+    if problems.is_empty() {
+        return Ok(EXIT_OK);
+    }
+    for problem in &problems {
+        eprintln!("error: {problem}");
+    }
+    let n = problems.len();
+    eprintln!(
+        "error: `{}` has {n} problem{}",
+        args.config.display(),
+        if n == 1 { "" } else { "s" }
+    );
+    Ok(EXIT_ERROR)
+}
+
+/// Plugins that failed, then tools left waiting for a provider, in config order.
+async fn problems(host: &Host, plugins: &[PluginInfo]) -> Vec<String> {
+    let mut problems: Vec<String> = plugins
+        .iter()
+        .filter_map(|p| match &p.state {
+            PluginState::Failed(message) => Some(message.clone()),
+            _ => None,
+        })
+        .collect();
+    for (plugin, tool, provider) in host.tools().unmounted().await {
+        problems.push(match provider {
+            Some(provider) => format!(
+                "plugin `{plugin}`: tool `{tool}` waits for provider `{provider}`, which no \
+                 plugin registers"
+            ),
+            None => format!("plugin `{plugin}`: tool `{tool}` is not mounted"),
+        });
+    }
+    problems
+}
+
+fn mounted_tools(host: &Host) -> Vec<ToolLine> {
+    host.tool_descriptors()
+        .into_iter()
+        .map(|d| ToolLine {
+            plugin: host
+                .tools()
+                .get(&d.name)
+                .map(|m| m.plugin)
+                .unwrap_or_default(),
+            name: d.name,
+            description: d.description,
+            parameters: d.parameters,
+        })
+        .collect()
+}
+
+fn state_name(state: &PluginState) -> &'static str {
+    match state {
+        PluginState::Pending => "pending",
+        PluginState::Active => "active",
+        PluginState::Failed(_) => "failed",
+        PluginState::Disabled => "disabled",
+        PluginState::Disposed => "disposed",
+    }
+}
+
+fn plugin_json(p: &PluginInfo) -> serde_json::Value {
+    let error = match &p.state {
+        PluginState::Failed(message) => Some(message.as_str()),
+        _ => None,
+    };
+    json!({
+        "id": p.id,
+        "component": p.component,
+        "kind": p.kind,
+        "state": state_name(&p.state),
+        "error": error,
+        "name": p.name,
+        "follows": p.follows,
+    })
+}
+
+/// What a plugin registered or mounts, in a few words.
+fn what(p: &PluginInfo) -> String {
+    match (&p.kind, &p.name, &p.follows) {
+        (Some(seam_host::PluginKind::Provider), Some(name), _) => format!("provider `{name}`"),
+        (Some(seam_host::PluginKind::Tool), Some(name), Some(follows)) => {
+            format!("tool `{name}` follows provider `{follows}`")
+        }
+        (Some(seam_host::PluginKind::Tool), Some(name), None) => format!("tool `{name}`"),
+        _ => String::new(),
+    }
+}
+
+fn print_human(config: &std::path::Path, plugins: &[PluginInfo], tools: &[ToolLine]) {
+    println!("config {}: {} plugin(s)", config.display(), plugins.len());
+    let rows: Vec<[String; 4]> = plugins
+        .iter()
+        .map(|p| {
+            [
+                p.id.clone(),
+                p.kind.map(|k| k.to_string()).unwrap_or_else(|| "?".into()),
+                state_name(&p.state).to_string(),
+                what(p),
+            ]
+        })
+        .collect();
+    let width = |i: usize| rows.iter().map(|r| r[i].len()).max().unwrap_or(0);
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    for [id, kind, state, what] in &rows {
+        println!("  {id:<w0$}  {kind:<w1$}  {state:<w2$}  {what}");
+    }
+    println!("mounted tools: {}", tools.len());
+    let w = tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
+    for t in tools {
+        let params = t.parameters["properties"]
+            .as_object()
+            .map(|p| p.keys().cloned().collect::<Vec<_>>().join(", "))
+            .unwrap_or_default();
+        println!(
+            "  {:<w$}  (plugin `{}`, arguments {{{params}}}): {}",
+            t.name,
+            t.plugin,
+            first_sentence(&t.description)
+        );
+    }
+}
+
+fn first_sentence(text: &str) -> &str {
+    match text.find(". ") {
+        Some(end) => &text[..=end],
+        None => text,
+    }
+}

@@ -1,0 +1,137 @@
+//! `seam inspect COMPONENT [--config JSON] [--json]`.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use seam_host::{ComponentInfo, PluginKind, ProviderDescriptor};
+
+use super::{with_host, EXIT_ERROR, EXIT_OK};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The `.wasm` component.
+    component: PathBuf,
+    /// The plugin config to describe it with, as a JSON object (default `{}`). With this flag, a
+    /// config the component refuses makes the command exit 1.
+    #[arg(long, value_name = "JSON")]
+    config: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) async fn run(args: Args) -> Result<u8> {
+    let config = match &args.config {
+        None => None,
+        Some(text) => {
+            let value: serde_json::Value =
+                serde_json::from_str(text).context("`--config` is not valid JSON")?;
+            if !value.is_object() {
+                bail!("`--config` must be a JSON object");
+            }
+            Some(value)
+        }
+    };
+    let given = config.is_some();
+    let info = with_host(|host| async move {
+        host.inspect(&args.component, config)
+            .await
+            .with_context(|| format!("cannot inspect `{}`", args.component.display()))
+    })
+    .await?;
+
+    if args.json {
+        let mut value = serde_json::to_value(&info).context("cannot serialise the report")?;
+        if let Some(fields) = value.as_object_mut() {
+            fields.insert("world".into(), world(info.kind).into());
+        }
+        let text = serde_json::to_string_pretty(&value).context("cannot serialise the report")?;
+        println!("{text}");
+    } else {
+        print_human(&info, given);
+    }
+    Ok(if given && info.config_error.is_some() {
+        EXIT_ERROR
+    } else {
+        EXIT_OK
+    })
+}
+
+fn world(kind: PluginKind) -> &'static str {
+    match kind {
+        PluginKind::Provider => "provider-plugin",
+        PluginKind::Tool => "tool-plugin",
+    }
+}
+
+fn print_human(info: &ComponentInfo, config_given: bool) {
+    println!("component: {}", info.path.display());
+    println!("kind:      {} (world {})", info.kind, world(info.kind));
+    println!("imports:");
+    for name in &info.imports {
+        println!("  {name}");
+    }
+    println!("exports:");
+    for name in &info.exports {
+        println!("  {name}");
+    }
+    if let Some(error) = &info.config_error {
+        let with = if config_given {
+            "with the given config"
+        } else {
+            "with config {} (pass one with --config)"
+        };
+        println!("declares:  nothing {with}: {error}");
+        return;
+    }
+    if let Some(provider) = &info.provider {
+        print_provider(provider);
+    }
+    if let Some(tool_name) = &info.tool_name {
+        println!("declares:");
+        println!("  tool name:               {tool_name}");
+        match &info.binds_to {
+            Some(provider) => println!("  follows provider:        {provider}"),
+            None => println!("  follows provider:        (none: always mounted)"),
+        }
+    }
+}
+
+fn print_provider(d: &ProviderDescriptor) {
+    let capabilities = list(&[
+        ("output-schema", d.capabilities.output_schema),
+        ("depth-limit", d.capabilities.depth_limit),
+        ("tool-filter", d.capabilities.tool_filter),
+        ("persona", d.capabilities.persona),
+    ]);
+    let features = list(&[
+        ("steering", d.features.steering),
+        ("resume", d.features.resume),
+    ]);
+    println!("declares:");
+    println!("  provider name:           {}", d.name);
+    println!("  capabilities:            {capabilities}");
+    println!("  runtime features:        {features}");
+    println!(
+        "  inherits parent context: {}",
+        if d.inherits_parent_context {
+            "yes"
+        } else {
+            "no"
+        }
+    );
+}
+
+/// The names whose flag is set, or `none`.
+fn list(flags: &[(&str, bool)]) -> String {
+    let on: Vec<&str> = flags
+        .iter()
+        .filter(|(_, set)| *set)
+        .map(|(name, _)| *name)
+        .collect();
+    if on.is_empty() {
+        "none".into()
+    } else {
+        on.join(", ")
+    }
+}

@@ -1,0 +1,201 @@
+//! CONTRACT section 4: events.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use seam_host::{
+    Capabilities, Event, ProviderDescriptor, Provider, RunContext, RunFailure, RuntimeFeatures,
+    StartRequest, StopReason, SubagentResult,
+};
+use seam_tests::*;
+
+fn ids_in_order(seen: &Arc<Mutex<Vec<Event>>>) -> Vec<(String, &'static str)> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentStart { id, .. } => Some((id.clone(), "start")),
+            Event::SubagentEnd { id, .. } => Some((id.clone(), "end")),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn start_payload_names_provider_run_and_parent_and_end_carries_the_output() {
+    let host = host_with(&mock("m", "reply = \"final answer\"")).await;
+    let seen = record(&host);
+    let run = host.subagents().start("m", request("x")).unwrap();
+    run.result().await.unwrap();
+    run.dispose().await;
+    let events = seen.lock().unwrap().clone();
+    match &events[..] {
+        [Event::SubagentStart { provider, id, parent }, Event::SubagentEnd {
+            provider: p2,
+            id: id2,
+            stop_reason,
+            last_assistant_message,
+            ..
+        }] => {
+            assert_eq!(provider, "m");
+            assert_eq!(p2, "m");
+            assert_eq!(id, run.id());
+            assert_eq!(id2, run.id());
+            assert_eq!(parent.id, "parent");
+            assert_eq!(*stop_reason, StopReason::Completed);
+            assert_eq!(
+                last_assistant_message.as_deref(),
+                Some(&[seam_host::ContentBlock::text("final answer")][..])
+            );
+        }
+        other => panic!("unexpected events {other:?}"),
+    }
+    let json = events[1].to_json();
+    assert!(json.contains("\"event\":\"subagent/end\""), "{json}");
+    assert!(json.contains("last-assistant-message"), "{json}");
+}
+
+/// A native provider that settles without ever declaring readiness.
+struct SettlesFirst;
+
+impl Provider for SettlesFirst {
+    fn run(
+        &self,
+        _ctx: RunContext,
+        _request: StartRequest,
+    ) -> BoxFuture<'static, Result<SubagentResult, RunFailure>> {
+        Box::pin(async { Ok(SubagentResult::text(StopReason::Completed, "early")) })
+    }
+}
+
+#[tokio::test]
+async fn start_precedes_end_even_when_the_result_settles_first() {
+    let host = host_with(&mock("m", "")).await;
+    host.register_provider(
+        ProviderDescriptor {
+            name: "early".into(),
+            capabilities: Capabilities::default(),
+            features: RuntimeFeatures::default(),
+            inherits_parent_context: false,
+        },
+        Arc::new(SettlesFirst),
+    )
+    .await
+    .unwrap();
+    let seen = record(&host);
+    let runs: Vec<_> = (0..50)
+        .map(|i| {
+            let name = if i % 2 == 0 { "early" } else { "m" };
+            host.subagents().start(name, request("x")).unwrap()
+        })
+        .collect();
+    for run in &runs {
+        run.result().await.unwrap();
+        run.started().await.expect("a settled result implies readiness");
+        run.dispose().await;
+    }
+    let order = ids_in_order(&seen);
+    assert_eq!(order.len(), 100);
+    for run in &runs {
+        let start = order.iter().position(|(id, k)| id == run.id() && *k == "start");
+        let end = order.iter().position(|(id, k)| id == run.id() && *k == "end");
+        assert!(start.unwrap() < end.unwrap(), "{}: {order:?}", run.id());
+    }
+}
+
+#[tokio::test]
+async fn a_failing_or_panicking_listener_is_contained() {
+    let host = host_with(&mock("m", "")).await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    host.events().subscribe(move |_| {
+        c.fetch_add(1, Ordering::SeqCst);
+        Err("listener says no".into())
+    });
+    host.events().subscribe(|e| {
+        if e.name() == "subagent/start" {
+            panic!("listener blew up");
+        }
+        Ok(())
+    });
+    let seen = record(&host);
+    let run = host.subagents().start("m", request("x")).unwrap();
+    let result = run.result().await.unwrap();
+    run.dispose().await;
+    assert!(result.stop_reason.is_success());
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(names(&seen), ["subagent/start", "subagent/end"]);
+}
+
+#[tokio::test]
+async fn each_listener_gets_its_own_copy() {
+    let host = host_with(&mock("m", "reply = \"truth\"")).await;
+    // The first listener vandalises its copy; nobody else may notice.
+    host.events().subscribe(|mut e| {
+        if let Event::SubagentEnd {
+            stop_reason,
+            last_assistant_message,
+            ..
+        } = &mut e
+        {
+            *stop_reason = StopReason::Error;
+            *last_assistant_message = None;
+        }
+        Ok(())
+    });
+    let seen = record(&host);
+    let run = host.subagents().start("m", request("x")).unwrap();
+    let result = run.result().await.unwrap();
+    run.dispose().await;
+    assert_eq!(result.output_text(), "truth");
+    assert!(result.stop_reason.is_success());
+    let events = seen.lock().unwrap();
+    match &events[1] {
+        Event::SubagentEnd {
+            stop_reason,
+            last_assistant_message,
+            ..
+        } => {
+            assert_eq!(*stop_reason, StopReason::Completed);
+            assert!(last_assistant_message.is_some());
+        }
+        e => panic!("{e:?}"),
+    }
+}
+
+#[tokio::test]
+async fn provider_added_and_removed_follow_load_and_unload() {
+    let host = test_host();
+    let seen = record(&host);
+    assert!(host.load(&config(&mock("m", ""))).await.is_ok());
+    host.unload_all().await;
+    let names = names(&seen);
+    assert_eq!(
+        names,
+        [
+            "subagent/provider-added",
+            "plugin/loaded",
+            "subagent/provider-removed",
+            "plugin/unloaded"
+        ]
+    );
+    let first = seen.lock().unwrap()[0].clone();
+    assert_eq!(first, Event::ProviderAdded { name: "m".into() });
+}
+
+#[tokio::test]
+async fn unsubscribed_listeners_hear_nothing_more() {
+    let host = host_with(&mock("m", "")).await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let id = host.events().subscribe(move |_| {
+        c.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    });
+    assert!(host.events().unsubscribe(id));
+    let run = host.subagents().start("m", request("x")).unwrap();
+    run.result().await.unwrap();
+    run.dispose().await;
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+}

@@ -1,0 +1,169 @@
+//! The loader: config entries, states, bad input, reconfigure, unload order, the compile cache.
+
+use std::path::Path;
+
+use seam_host::{Config, Event, Host, PluginKind, PluginState};
+use seam_tests::*;
+
+#[tokio::test]
+async fn bad_components_fail_with_errors_naming_the_entry_and_others_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.wasm");
+    std::fs::write(&garbage, b"\0asm not really").unwrap();
+    let core = dir.path().join("core.wasm");
+    // A core module (not a component): the smallest valid module.
+    std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
+    let toml = format!(
+        "[[plugin]]\nid = \"junk\"\ncomponent = \"{}\"\n\n[[plugin]]\nid = \"core\"\ncomponent = \"{}\"\n\n[[plugin]]\nid = \"gone\"\ncomponent = \"missing.wasm\"\n\n[[plugin]]\nid = \"wrong\"\nkind = \"provider\"\ncomponent = \"subagent_tool.wasm\"\nconfig = {{ provider = \"m\" }}\n\n",
+        garbage.display(),
+        core.display()
+    ) + &mock("m", "");
+    let host = test_host();
+    let report = host.load(&config(&toml)).await;
+    assert_eq!(report.failed.len(), 4, "{:?}", report.failed);
+    let msg = |id: &str| {
+        report
+            .failed
+            .iter()
+            .map(|e| e.to_string())
+            .find(|e| e.contains(&format!("plugin `{id}`")))
+            .unwrap_or_else(|| panic!("no error for {id}: {:?}", report.failed))
+    };
+    assert!(msg("junk").contains("not a valid WebAssembly component"), "{}", msg("junk"));
+    assert!(msg("core").contains("garbage") || msg("core").contains("component"), "{}", msg("core"));
+    assert!(msg("gone").contains("cannot read component") && msg("gone").contains("missing.wasm"));
+    assert!(msg("wrong").contains("is a tool component, but the entry expects a provider"), "{}", msg("wrong"));
+    let plugins = host.plugins().await;
+    let state = |id: &str| plugins.iter().find(|p| p.id == id).unwrap().state.clone();
+    assert!(matches!(state("junk"), PluginState::Failed(_)));
+    assert_eq!(state("m"), PluginState::Active);
+    let run = host.subagents().start("m", request("x")).unwrap();
+    assert!(run.result().await.unwrap().stop_reason.is_success());
+    run.dispose().await;
+}
+
+#[tokio::test]
+async fn bad_config_keys_are_errors_naming_entry_and_key() {
+    let base = Path::new("/nowhere");
+    let cases = [
+        ("[[plugin]]\nid = \"a\"\ncompnent = \"x.wasm\"\n", "plugin entry 1 (id `a`)", "compnent"),
+        ("[[plugin]]\nid = \"a\"\ncomponent = \"x.wasm\"\n[[plugin]]\nid = \"a\"\ncomponent = \"y.wasm\"\n", "plugin entry 2 (id `a`)", "used twice"),
+        ("[[plugin]]\nid = \"bad id!\"\ncomponent = \"x.wasm\"\n", "plugin entry 1", "key `id`"),
+        ("[[plugin]]\nid = \"a\"\ncomponent = \"x.wasm\"\nconfig = 3\n", "plugin entry 1 (id `a`)", "config"),
+        ("[[plugin]]\nid = \"a\"\ncomponent = \"x.wasm\"\nkind = \"gadget\"\n", "plugin entry 1 (id `a`)", "gadget"),
+        ("[[plugins]]\nid = \"a\"\n", "test.toml", "plugins"),
+        ("[[plugin]\n", "test.toml", "line 1"),
+    ];
+    for (text, place, key) in cases {
+        let err = Config::parse(text, Path::new("test.toml"), base).unwrap_err().to_string();
+        assert!(err.contains(place), "{text:?}: {err}");
+        assert!(err.contains(key), "{text:?}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn config_files_resolve_components_relative_to_themselves() {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("plugins");
+    std::fs::create_dir(&wasm).unwrap();
+    std::fs::copy(guest("mock_provider"), wasm.join("m.wasm")).unwrap();
+    let file = dir.path().join("seam.toml");
+    std::fs::write(&file, "[[plugin]]\nid = \"m\"\ncomponent = \"plugins/m.wasm\"\n").unwrap();
+    let config = Config::from_file(&file).unwrap();
+    assert_eq!(config.plugins[0].component, wasm.join("m.wasm"));
+    let host = test_host();
+    assert!(host.load(&config).await.is_ok());
+    assert!(host.subagents().descriptor("mock").is_some(), "default mock name");
+    let err = Config::from_file(&dir.path().join("nope.toml")).unwrap_err().to_string();
+    assert!(err.contains("nope.toml"), "{err}");
+}
+
+#[tokio::test]
+async fn reconfigure_diffs_entries() {
+    let host = test_host();
+    let first = mock("a", "") + &mock("b", "reply = \"old\"") + &entry("t", "subagent_tool", "provider = \"a\"");
+    let report = host.load(&config(&first)).await;
+    assert!(report.is_ok());
+    assert_eq!(report.loaded.len(), 3);
+    let seen = record(&host);
+
+    let second = mock("a", "") + &mock("b", "reply = \"new\"") + &mock("c", "");
+    let report = host.reconfigure(&config(&second)).await;
+    assert!(report.is_ok(), "{:?}", report.failed);
+    assert_eq!(report.kept, ["a"]);
+    assert_eq!(report.reloaded, ["b"]);
+    assert_eq!(report.loaded, ["c"]);
+    assert_eq!(report.unloaded, ["t"]);
+    // `a` was untouched: no event names it.
+    let events = seen.lock().unwrap().clone();
+    assert!(!events.iter().any(|e| matches!(e, Event::ProviderRemoved { name } if name == "a")));
+    let run = host.subagents().start("b", request("x")).unwrap();
+    assert_eq!(run.result().await.unwrap().output_text(), "new");
+    run.dispose().await;
+    let ids: Vec<String> = host.plugins().await.into_iter().map(|p| p.id).collect();
+    assert_eq!(ids, ["a", "b", "c"]);
+}
+
+#[tokio::test]
+async fn unload_runs_in_reverse_order_and_disabled_entries_stay_unloaded() {
+    let toml = mock("a", "") + &mock("b", "") + &mock("c", "")
+        + "[[plugin]]\nid = \"off\"\ncomponent = \"mock_provider.wasm\"\ndisabled = true\nconfig = { name = \"off\" }\n";
+    let host = host_with(&toml).await;
+    assert!(host.subagents().descriptor("off").is_none());
+    let plugins = host.plugins().await;
+    assert_eq!(plugins[3].state, PluginState::Disabled);
+    assert_eq!(plugins[0].kind, Some(PluginKind::Provider));
+    let seen = record(&host);
+    host.unload_all().await;
+    let unloaded: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            Event::PluginUnloaded { id } => Some(id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(unloaded, ["c", "b", "a"]);
+    assert!(host.plugins().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_warm_cache_skips_compilation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = test_options();
+    options.engine.cache_dir = Some(dir.path().to_path_buf());
+    let host = Host::new(options.clone()).unwrap();
+    assert!(host.load(&config(&mock("m", ""))).await.is_ok());
+    let artifacts: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+        .collect();
+    assert_eq!(artifacts.len(), 1);
+    // A corrupt artifact is recompiled, not trusted.
+    std::fs::write(artifacts[0].path(), b"corrupt").unwrap();
+    let host = Host::new(options).unwrap();
+    assert!(host.load(&config(&mock("m", ""))).await.is_ok());
+    let run = host.subagents().start("m", request("x")).unwrap();
+    assert!(run.result().await.unwrap().stop_reason.is_success());
+    run.dispose().await;
+}
+
+#[tokio::test]
+async fn inspect_tells_the_world_and_the_declaration() {
+    let host = test_host();
+    let info = host.inspect(&guest("mock_provider"), None).await.unwrap();
+    assert_eq!(info.kind, PluginKind::Provider);
+    assert_eq!(info.provider.unwrap().name, "mock");
+    assert!(info.exports.iter().any(|e| e == "seam:plugin/provider@0.1.0"));
+    let info = host
+        .inspect(&guest("subagent_tool"), Some(serde_json::json!({"provider": "p", "toolName": "go"})))
+        .await
+        .unwrap();
+    assert_eq!(info.kind, PluginKind::Tool);
+    assert_eq!(info.tool_name.as_deref(), Some("go"));
+    assert_eq!(info.binds_to.as_deref(), Some("p"));
+    let info = host.inspect(&guest("subagent_tool"), None).await.unwrap();
+    assert!(info.config_error.unwrap().contains("provider"));
+}

@@ -1,0 +1,9 @@
+//! Integration tests: every test loads real built components through the host's public API.
+//! One binary, one module per area (the wasmtime `tests/all` shape).
+
+mod events;
+mod loader;
+mod mock;
+mod registry;
+mod runs;
+mod tool;

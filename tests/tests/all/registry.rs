@@ -1,0 +1,275 @@
+//! CONTRACT section 2: the registry.
+
+use seam_host::{PluginState, SubagentError, ToolFilter};
+use seam_tests::*;
+use serde_json::json;
+
+#[tokio::test]
+async fn registered_descriptor_is_what_the_component_declared() {
+    let host = host_with(&mock(
+        "a",
+        "capabilities = { persona = true }, inheritsParentContext = true, steering = true",
+    ))
+    .await;
+    let d = host.subagents().descriptor("a").expect("registered");
+    assert_eq!(d.name, "a");
+    assert!(d.capabilities.persona);
+    assert!(!d.capabilities.output_schema);
+    assert!(d.inherits_parent_context);
+    assert!(d.features.steering && !d.features.resume);
+}
+
+#[tokio::test]
+async fn malformed_descriptors_are_refused_naming_the_plugin() {
+    let long = "x".repeat(500);
+    let toml = entry("empty", "faulty_provider", "name = \"\", mode = \"ok\"")
+        + &entry("huge", "faulty_provider", &format!("name = \"{long}\", mode = \"ok\""))
+        + &entry("spaces", "faulty_provider", "name = \"a b\", mode = \"ok\"")
+        + &mock("good", "");
+    let host = test_host();
+    let report = host.load(&config(&toml)).await;
+    assert_eq!(report.failed.len(), 3);
+    for (id, needle) in [
+        ("empty", "name is empty"),
+        ("huge", "500 bytes"),
+        ("spaces", "may only contain"),
+    ] {
+        let e = report
+            .failed
+            .iter()
+            .find(|e| e.to_string().contains(&format!("plugin `{id}`")))
+            .unwrap_or_else(|| panic!("no error for {id}: {:?}", report.failed));
+        assert!(e.to_string().contains("INVALID_DESCRIPTOR"), "{e}");
+        assert!(e.to_string().contains(needle), "{e}");
+    }
+    assert_eq!(host.subagents().list().len(), 1, "only the good provider");
+}
+
+#[tokio::test]
+async fn duplicate_name_fails_and_first_stays() {
+    let toml = mock("first", "reply = \"one\"")
+        + &entry("second", "mock_provider", "name = \"first\", reply = \"two\"");
+    let host = test_host();
+    let report = host.load(&config(&toml)).await;
+    assert_eq!(report.failed.len(), 1);
+    assert!(report.failed[0].to_string().contains("DUPLICATE_PROVIDER"));
+    // Loading is concurrent, so either entry may win; the winner keeps serving.
+    let plugins = host.plugins().await;
+    let active: Vec<_> = plugins
+        .iter()
+        .filter(|p| p.state == PluginState::Active)
+        .collect();
+    assert_eq!(active.len(), 1);
+    let run = host.subagents().start("first", request("hi")).unwrap();
+    let text = run.result().await.unwrap().output_text();
+    run.dispose().await;
+    let expected = if active[0].id == "first" { "one" } else { "two" };
+    assert_eq!(text, expected);
+
+    // A later duplicate is refused deterministically and changes nothing.
+    let again = mock("first", "reply = \"one\"")
+        + &entry("second", "mock_provider", "name = \"first\", reply = \"two\"")
+        + &entry("third", "mock_provider", "name = \"first\", reply = \"three\"");
+    let report = host.reconfigure(&config(&again)).await;
+    assert!(report.failed.iter().any(|e| e.to_string().contains("plugin `third`")
+        && e.to_string().contains("DUPLICATE_PROVIDER")));
+    assert_eq!(host.subagents().list().len(), 1);
+}
+
+#[tokio::test]
+async fn unknown_provider_is_no_provider() {
+    let host = host_with(&mock("a", "")).await;
+    let err = host.subagents().start("nope", request("hi")).unwrap_err();
+    assert_eq!(err, SubagentError::NoProvider("nope".into()));
+    assert_eq!(host.live_runs(), 0);
+}
+
+fn all_features() -> seam_host::StartRequest {
+    let mut r = request("task");
+    r.output_schema = Some(json!({"type": "object", "properties": {"reply": {"type": "string"}}}));
+    r.max_depth = Some(3);
+    r.tool_filter = Some(ToolFilter {
+        allow: Some(vec!["read".into()]),
+        deny: None,
+    });
+    r.persona = Some("terse".into());
+    r
+}
+
+#[tokio::test]
+async fn capabilities_are_checked_in_order_before_any_instance() {
+    let caps = [
+        ("none", "", "output-schema"),
+        ("s", "outputSchema = true", "depth-limit"),
+        ("sd", "outputSchema = true, depthLimit = true", "tool-filter"),
+        (
+            "sdt",
+            "outputSchema = true, depthLimit = true, toolFilter = true",
+            "persona",
+        ),
+    ];
+    let toml: String = caps
+        .iter()
+        .map(|(id, c, _)| mock(id, &format!("capabilities = {{ {c} }}")))
+        .collect();
+    let host = host_with(&toml).await;
+    for (id, _, missing) in caps {
+        let err = host.subagents().start(id, all_features()).unwrap_err();
+        assert_eq!(
+            err,
+            SubagentError::UnsupportedCapability {
+                provider: id.into(),
+                capability: missing.into()
+            }
+        );
+        assert_eq!(err.code(), "UNSUPPORTED_CAPABILITY");
+        assert_eq!(host.live_runs(), 0, "no run for {id}");
+        assert_eq!(host.live_instances(), 0, "no instance for {id}");
+    }
+}
+
+#[tokio::test]
+async fn each_capability_is_accepted_when_present() {
+    let host = host_with(&mock(
+        "all",
+        "capabilities = { outputSchema = true, depthLimit = true, toolFilter = true, persona = true }, reply = \"p={persona}\"",
+    ))
+    .await;
+    let run = host.subagents().start("all", all_features()).unwrap();
+    let result = run.result().await.unwrap();
+    run.dispose().await;
+    assert!(result.stop_reason.is_success());
+    assert_eq!(result.output_text(), "p=terse");
+    assert_eq!(result.structured, Some(json!({"reply": "p=terse"})));
+}
+
+#[tokio::test]
+async fn malformed_requests_fail_before_start() {
+    let host = host_with(&mock(
+        "all",
+        "capabilities = { outputSchema = true, depthLimit = true, toolFilter = true, persona = true }",
+    ))
+    .await;
+    let cases: Vec<(&str, seam_host::StartRequest)> = vec![
+        ("max-depth must be 0 or more", {
+            let mut r = request("x");
+            r.max_depth = Some(-1);
+            r
+        }),
+        ("absurd", {
+            let mut r = request("x");
+            r.max_depth = Some(1_000_000);
+            r
+        }),
+        ("needs `allow` or `deny`", {
+            let mut r = request("x");
+            r.tool_filter = Some(ToolFilter::default());
+            r
+        }),
+        ("outside the supported schema subset", {
+            let mut r = request("x");
+            r.output_schema = Some(json!({"type": "object", "oneOf": []}));
+            r
+        }),
+        ("must be an object schema", {
+            let mut r = request("x");
+            r.output_schema = Some(json!({"type": "array"}));
+            r
+        }),
+        ("not a JSON Schema type", {
+            let mut r = request("x");
+            r.output_schema = Some(json!({"type": "object", "properties": {"a": {"type": "thing"}}}));
+            r
+        }),
+        ("prompt is empty", request("  ")),
+        ("not valid JSON", {
+            let mut r = request("x");
+            r.prompt.push(seam_host::ContentBlock::Json("{nope".into()));
+            r
+        }),
+    ];
+    for (needle, r) in cases {
+        let err = host.subagents().start("all", r).unwrap_err();
+        assert_eq!(err.code(), "INVALID_REQUEST", "{needle}: {err}");
+        assert!(err.to_string().contains(needle), "{needle}: {err}");
+    }
+    assert_eq!(host.live_runs(), 0);
+    assert_eq!(host.live_instances(), 0);
+}
+
+#[tokio::test]
+async fn depth_beyond_max_is_refused_with_both_depths() {
+    let host = host_with(&mock("d", "capabilities = { depthLimit = true }")).await;
+    let mut r = request("x");
+    r.parent.depth = 2;
+    r.max_depth = Some(2);
+    let err = host.subagents().start("d", r).unwrap_err();
+    assert_eq!(err, SubagentError::DepthExceeded { attempted: 3, max: 2 });
+    let mut r = request("x");
+    r.parent.depth = 1;
+    r.max_depth = Some(2);
+    let run = host.subagents().start("d", r).unwrap();
+    assert!(run.result().await.unwrap().stop_reason.is_success());
+    run.dispose().await;
+}
+
+#[tokio::test]
+async fn request_is_snapshotted_at_start() {
+    let host = host_with(&mock("echo", "reply = \"{prompt}\", delayMs = 30")).await;
+    let mut mine = request("original");
+    let run = host.subagents().start("echo", mine.clone()).unwrap();
+    mine.prompt = vec![seam_host::ContentBlock::text("mutated")];
+    mine.parent.depth = 9;
+    let result = run.result().await.unwrap();
+    run.dispose().await;
+    assert_eq!(result.output_text(), "original");
+}
+
+#[tokio::test]
+async fn removing_a_provider_cancels_and_disposes_its_runs() {
+    let host = host_with(&(mock("slow", "delayMs = 10000") + &mock("other", ""))).await;
+    let seen = record(&host);
+    let run = host.subagents().start("slow", request("x")).unwrap();
+    run.started().await.unwrap();
+    assert_eq!(host.live_runs(), 1);
+    let report = host.reconfigure(&config(&mock("other", ""))).await;
+    assert_eq!(report.unloaded, vec!["slow".to_string()]);
+    let result = run.result().await.unwrap();
+    assert_eq!(result.stop_reason, seam_host::StopReason::Aborted);
+    assert!(run.is_disposed());
+    assert_eq!(host.live_runs(), 0);
+    assert_eq!(host.live_instances(), 0);
+    let names = names(&seen);
+    let end = names.iter().position(|n| *n == "subagent/end").unwrap();
+    let removed = names
+        .iter()
+        .position(|n| *n == "subagent/provider-removed")
+        .unwrap();
+    assert!(end < removed, "{names:?}");
+    assert!(host.subagents().descriptor("slow").is_none());
+    // Re-registration after removal works.
+    let report = host
+        .reconfigure(&config(&(mock("slow", "") + &mock("other", ""))))
+        .await;
+    assert!(report.is_ok());
+    let run = host.subagents().start("slow", request("x")).unwrap();
+    assert!(run.result().await.unwrap().stop_reason.is_success());
+    run.dispose().await;
+}
+
+#[tokio::test]
+async fn list_is_in_registration_order() {
+    let host = test_host();
+    let mut toml = String::new();
+    for id in ["zeta", "alpha", "mid"] {
+        toml += &mock(id, "");
+        assert!(host.reconfigure(&config(&toml)).await.is_ok());
+    }
+    let names: Vec<String> = host
+        .subagents()
+        .list()
+        .iter()
+        .map(|d| d.name.clone())
+        .collect();
+    assert_eq!(names, ["zeta", "alpha", "mid"]);
+}

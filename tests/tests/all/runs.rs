@@ -1,0 +1,221 @@
+//! CONTRACT section 3: run lifecycle and ownership (the parts that need no child agent).
+
+use std::time::{Duration, Instant};
+
+use seam_host::{StopReason, SubagentError};
+use seam_tests::*;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test]
+async fn a_run_becomes_ready_then_completes() {
+    let host = host_with(&mock("m", "reply = \"done: {prompt}\"")).await;
+    let run = host.subagents().start("m", request("task")).unwrap();
+    run.started().await.unwrap();
+    let result = run.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Completed);
+    assert_eq!(result.output_text(), "done: task");
+    assert_eq!(result.structured, None, "no schema requested");
+    run.dispose().await;
+    assert_eq!(host.live_runs(), 0);
+    assert_eq!(host.live_instances(), 0);
+}
+
+#[tokio::test]
+async fn guest_faults_resolve_error_and_the_host_keeps_serving() {
+    let toml = entry("trap", "faulty_provider", "name = \"trap\", mode = \"trap-after-ready\"")
+        + &entry("panic", "faulty_provider", "name = \"panic\", mode = \"panic-after-ready\"")
+        + &mock("good", "");
+    let host = host_with(&toml).await;
+    let seen = record(&host);
+    for name in ["trap", "panic"] {
+        let run = host.subagents().start(name, request("x")).unwrap();
+        run.started().await.unwrap();
+        let result = run.result().await.expect("result never fails on a guest fault");
+        assert_eq!(result.stop_reason, StopReason::Error, "{name}");
+        assert!(result.output_text().contains(&format!("provider `{name}` failed")));
+        run.dispose().await;
+        let good = host.subagents().start("good", request("x")).unwrap();
+        assert!(good.result().await.unwrap().stop_reason.is_success());
+        good.dispose().await;
+    }
+    let ends = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| matches!(e, seam_host::Event::SubagentEnd { stop_reason: StopReason::Error, .. }))
+        .count();
+    assert_eq!(ends, 2);
+    assert_eq!(host.live_instances(), 0);
+}
+
+#[tokio::test]
+async fn readiness_failures_reject_started_and_emit_nothing() {
+    let toml = entry("trap", "faulty_provider", "name = \"trap\", mode = \"trap-before-ready\"")
+        + &mock("refuse", "failBeforeReady = \"no child for you\"");
+    let host = host_with(&toml).await;
+    let seen = record(&host);
+    for name in ["trap", "refuse"] {
+        let run = host.subagents().start(name, request("x")).unwrap();
+        let err = run.started().await.unwrap_err();
+        assert_eq!(err.code(), "START_FAILED", "{name}: {err}");
+        let result = run.result().await.unwrap();
+        assert_eq!(result.stop_reason, StopReason::Error);
+        run.dispose().await;
+    }
+    assert!(
+        names(&seen).iter().all(|n| !n.starts_with("subagent/")),
+        "{:?}",
+        names(&seen)
+    );
+    let err = {
+        let run = host.subagents().start("refuse", request("x")).unwrap();
+        let e = run.started().await.unwrap_err();
+        run.dispose().await;
+        e
+    };
+    assert!(err.to_string().contains("no child for you"), "{err}");
+}
+
+#[tokio::test]
+async fn cancel_before_readiness_leaves_nothing() {
+    let host = host_with(&mock("m", "readyDelayMs = 10000")).await;
+    let seen = record(&host);
+    let run = host.subagents().start("m", request("x")).unwrap();
+    assert!(eventually(|| host.live_instances() == 1).await);
+    run.cancel(Some("changed my mind".into()));
+    let err = run.started().await.unwrap_err();
+    assert_eq!(err, SubagentError::Aborted(Some("changed my mind".into())));
+    assert_eq!(run.result().await.unwrap().stop_reason, StopReason::Aborted);
+    run.dispose().await;
+    assert_eq!(host.live_instances(), 0);
+    assert_eq!(host.live_runs(), 0);
+    assert!(names(&seen).is_empty(), "{:?}", names(&seen));
+}
+
+#[tokio::test]
+async fn cancel_after_readiness_reaches_the_run_at_once() {
+    let host = host_with(&mock("m", "delayMs = 10000")).await;
+    let seen = record(&host);
+    let run = host.subagents().start("m", request("x")).unwrap();
+    run.started().await.unwrap();
+    let t = Instant::now();
+    run.cancel(None);
+    let result = run.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Aborted);
+    // The mock saw the cancel through its sleep and answered itself, well before the 10 s.
+    assert!(t.elapsed() < Duration::from_secs(5));
+    run.dispose().await;
+    assert_eq!(names(&seen), ["subagent/start", "subagent/end"]);
+}
+
+#[tokio::test]
+async fn a_provider_that_ignores_cancel_is_stopped_by_the_host() {
+    let toml = entry("spin", "faulty_provider", "name = \"spin\", mode = \"spin-after-ready\"")
+        + &entry("deaf", "faulty_provider", "name = \"deaf\", mode = \"ignore-cancel\"")
+        + &mock("good", "");
+    let host = host_with(&toml).await;
+    for name in ["spin", "deaf"] {
+        let run = host.subagents().start(name, request("x")).unwrap();
+        run.started().await.unwrap();
+        // The well-behaved provider is served while the bad one burns its slice.
+        let good = host.subagents().start("good", request("x")).unwrap();
+        assert!(good.result().await.unwrap().stop_reason.is_success());
+        good.dispose().await;
+        run.cancel(Some("stop".into()));
+        let result = run.result().await.unwrap();
+        assert_eq!(result.stop_reason, StopReason::Aborted, "{name}");
+        assert!(result.output_text().contains("enforced"), "{name}: {result:?}");
+        run.dispose().await;
+    }
+    assert_eq!(host.live_instances(), 0);
+    assert_eq!(host.live_runs(), 0);
+}
+
+#[tokio::test]
+async fn an_already_aborted_signal_yields_aborted_with_no_child() {
+    let host = host_with(&mock("m", "")).await;
+    let seen = record(&host);
+    let signal = CancellationToken::new();
+    signal.cancel();
+    let mut r = request("x");
+    r.signal = Some(signal);
+    let run = host.subagents().start("m", r).unwrap();
+    assert_eq!(host.live_instances(), 0, "nothing was instantiated");
+    assert_eq!(run.started().await.unwrap_err().code(), "ABORTED");
+    assert_eq!(run.result().await.unwrap().stop_reason, StopReason::Aborted);
+    run.dispose().await;
+    assert_eq!(host.live_runs(), 0);
+    assert!(names(&seen).is_empty());
+}
+
+#[tokio::test]
+async fn the_callers_signal_cancels_a_live_run() {
+    let host = host_with(&mock("m", "delayMs = 10000")).await;
+    let signal = CancellationToken::new();
+    let mut r = request("x");
+    r.signal = Some(signal.clone());
+    let run = host.subagents().start("m", r).unwrap();
+    run.started().await.unwrap();
+    signal.cancel();
+    assert_eq!(run.result().await.unwrap().stop_reason, StopReason::Aborted);
+    run.dispose().await;
+}
+
+#[tokio::test]
+async fn dispose_is_idempotent_and_concurrent_safe() {
+    let host = host_with(&mock("m", "delayMs = 10000")).await;
+    let seen = record(&host);
+    let run = host.subagents().start("m", request("x")).unwrap();
+    run.started().await.unwrap();
+    let (a, b) = (run.clone(), run.clone());
+    tokio::join!(a.dispose(), b.dispose(), run.dispose());
+    run.dispose().await;
+    assert!(run.is_disposed());
+    assert_eq!(run.result().await.unwrap().stop_reason, StopReason::Aborted);
+    assert_eq!(host.live_runs(), 0);
+    assert_eq!(host.live_instances(), 0);
+    // Disposing mid-run settles it, so start is still paired with exactly one end.
+    assert_eq!(names(&seen), ["subagent/start", "subagent/end"]);
+}
+
+#[tokio::test]
+async fn a_thousand_runs_leave_the_host_quiescent() {
+    let host = host_with(&(mock("m", "") + &mock("slow", "delayMs = 10000"))).await;
+    let runs: Vec<_> = (0..1000)
+        .map(|i| {
+            let name = if i % 10 == 0 { "slow" } else { "m" };
+            host.subagents().start(name, request("x")).unwrap()
+        })
+        .collect();
+    for (i, run) in runs.iter().enumerate() {
+        if i % 10 == 0 {
+            run.cancel(None);
+        }
+        let result = run.result().await.unwrap();
+        let expected = if i % 10 == 0 {
+            StopReason::Aborted
+        } else {
+            StopReason::Completed
+        };
+        assert_eq!(result.stop_reason, expected);
+    }
+    assert_eq!(host.live_runs(), 1000, "settled but not yet disposed");
+    futures::future::join_all(runs.iter().map(|r| r.dispose())).await;
+    assert_eq!(host.live_runs(), 0);
+    assert_eq!(host.live_instances(), 0);
+    assert_eq!(host.subagents().live_runs_of("m"), 0);
+}
+
+#[tokio::test]
+async fn unloading_everything_disposes_runs_of_every_provider() {
+    let host = host_with(&(mock("a", "delayMs = 10000") + &mock("b", "delayMs = 10000"))).await;
+    let a = host.subagents().start("a", request("x")).unwrap();
+    let b = host.subagents().start("b", request("x")).unwrap();
+    a.started().await.unwrap();
+    b.started().await.unwrap();
+    host.unload_all().await;
+    assert!(a.is_disposed() && b.is_disposed());
+    assert_eq!(host.live_runs(), 0);
+    assert_eq!(host.live_instances(), 0);
+    assert!(host.subagents().list().is_empty());
+}

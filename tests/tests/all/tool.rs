@@ -1,0 +1,254 @@
+//! CONTRACT section 5: the model-facing `subagent` tool component.
+
+use seam_host::{ParentRef, PluginState, StopReason};
+use seam_tests::*;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+fn tool(id: &str, provider: &str, extra: &str) -> String {
+    let sep = if extra.is_empty() { "" } else { ", " };
+    entry(
+        id,
+        "subagent_tool",
+        &format!("provider = \"{provider}\", toolName = \"{id}\"{sep}{extra}"),
+    )
+}
+
+fn caller() -> ParentRef {
+    ParentRef::top_level("agent-0", "/work")
+}
+
+fn args(prompt: &str) -> String {
+    json!({"description": "a task", "prompt": prompt}).to_string()
+}
+
+#[tokio::test]
+async fn the_model_sees_description_and_prompt_only_with_wording_from_the_provider() {
+    let toml = mock("spawnish", "")
+        + &mock("forkish", "inheritsParentContext = true")
+        + &tool("delegate", "spawnish", "")
+        + &tool("branch", "forkish", "");
+    let host = host_with(&toml).await;
+    let tools = host.tool_descriptors();
+    assert_eq!(tools.len(), 2);
+    for t in &tools {
+        assert_eq!(
+            t.parameters["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            ["description", "prompt"]
+        );
+        assert_eq!(t.parameters["required"], json!(["description", "prompt"]));
+        assert_eq!(t.parameters["additionalProperties"], json!(false));
+    }
+    let spawn = tools.iter().find(|t| t.name == "delegate").unwrap();
+    let fork = tools.iter().find(|t| t.name == "branch").unwrap();
+    assert!(spawn.description.contains("standalone"), "{}", spawn.description);
+    assert!(!spawn.description.contains("sees the completed turns"));
+    assert!(fork.description.contains("sees the completed turns"), "{}", fork.description);
+}
+
+#[tokio::test]
+async fn two_instances_are_bound_to_two_providers() {
+    let toml = mock("a", "reply = \"from a: {prompt}\"")
+        + &mock("b", "reply = \"from b: {prompt}\"")
+        + &tool("ask_a", "a", "")
+        + &tool("ask_b", "b", "");
+    let host = host_with(&toml).await;
+    for (tool, expected) in [("ask_a", "from a: hello"), ("ask_b", "from b: hello")] {
+        let r = host
+            .call_tool(tool, caller(), &args("hello"), CancellationToken::new())
+            .await
+            .unwrap();
+        assert!(!r.is_error, "{r:?}");
+        assert_eq!(r.text(), expected);
+    }
+    assert_eq!(host.live_runs(), 0, "the tool disposed its runs");
+    assert_eq!(host.live_instances(), 0);
+}
+
+#[tokio::test]
+async fn a_duplicate_tool_name_is_a_clear_error() {
+    let toml = mock("a", "")
+        + &entry("t1", "subagent_tool", "provider = \"a\", toolName = \"same\"")
+        + &entry("t2", "subagent_tool", "provider = \"a\", toolName = \"same\"");
+    let host = test_host();
+    let report = host.load(&config(&toml)).await;
+    assert_eq!(report.failed.len(), 1);
+    let e = report.failed[0].to_string();
+    assert!(e.contains("tool name `same` is already used by plugin"), "{e}");
+    assert_eq!(host.tool_descriptors().len(), 1);
+}
+
+#[tokio::test]
+async fn the_tool_follows_its_provider_in_any_load_order() {
+    let host = test_host();
+    let seen = record(&host);
+    // The tool loads first; its provider does not exist yet.
+    let t = tool("ask", "late", "");
+    assert!(host.load(&config(&t)).await.is_ok());
+    assert!(host.tool_descriptors().is_empty());
+    let waiting = host.tools().unmounted().await;
+    assert_eq!(waiting, [("ask".to_string(), "ask".to_string(), Some("late".to_string()))]);
+    let err = host
+        .call_tool("ask", caller(), &args("x"), CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no tool named `ask`"));
+
+    // Another provider's arrival changes nothing.
+    assert!(host.reconfigure(&config(&(t.clone() + &mock("other", "")))).await.is_ok());
+    assert!(host.tool_descriptors().is_empty());
+
+    // Its provider arrives: mounted.
+    let with = t.clone() + &mock("other", "") + &mock("late", "reply = \"hi\"");
+    assert!(host.reconfigure(&config(&with)).await.is_ok());
+    assert_eq!(host.tool_descriptors().len(), 1);
+    let r = host
+        .call_tool("ask", caller(), &args("x"), CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "hi");
+
+    // Removed: unmounted. Back: remounted.
+    assert!(host.reconfigure(&config(&(t.clone() + &mock("other", "")))).await.is_ok());
+    assert!(host.tool_descriptors().is_empty());
+    assert!(host.reconfigure(&config(&with)).await.is_ok());
+    assert_eq!(host.tool_descriptors().len(), 1);
+    let mounts = names(&seen)
+        .into_iter()
+        .filter(|n| n.starts_with("tool/"))
+        .collect::<Vec<_>>();
+    assert_eq!(mounts, ["tool/mounted", "tool/unmounted", "tool/mounted"]);
+    let plugins = host.plugins().await;
+    assert!(plugins.iter().all(|p| p.state == PluginState::Active));
+}
+
+#[tokio::test]
+async fn non_completed_runs_become_error_results() {
+    let toml = mock("bad", "stopReason = \"max-tokens\", reply = \"half an answ\"")
+        + &entry("trap", "faulty_provider", "name = \"trap\", mode = \"trap-after-ready\"")
+        + &tool("ask_bad", "bad", "")
+        + &tool("ask_trap", "trap", "");
+    let host = host_with(&toml).await;
+    let r = host
+        .call_tool("ask_bad", caller(), &args("x"), CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(r.is_error);
+    assert!(r.text().contains("max-tokens"), "{}", r.text());
+    let r = host
+        .call_tool("ask_trap", caller(), &args("x"), CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(r.is_error);
+    assert!(r.text().contains("error"), "{}", r.text());
+    assert_eq!(host.live_runs(), 0);
+    assert_eq!(host.live_instances(), 0);
+}
+
+#[tokio::test]
+async fn aborting_the_call_aborts_the_run_and_disposes_it() {
+    let toml = mock("slow", "delayMs = 10000") + &tool("ask", "slow", "");
+    let host = host_with(&toml).await;
+    let seen = record(&host);
+    let abort = CancellationToken::new();
+    let call = {
+        let host = host.clone();
+        let abort = abort.clone();
+        tokio::spawn(async move { host.call_tool("ask", caller(), &args("x"), abort).await })
+    };
+    assert!(eventually(|| names(&seen).contains(&"subagent/start")).await);
+    abort.cancel();
+    let r = call.await.unwrap().unwrap();
+    assert!(r.is_error);
+    assert!(r.text().contains("aborted"), "{}", r.text());
+    assert_eq!(host.live_runs(), 0);
+    assert_eq!(host.live_instances(), 0);
+    let events = seen.lock().unwrap().clone();
+    assert!(events.iter().any(|e| matches!(
+        e,
+        seam_host::Event::SubagentEnd { stop_reason: StopReason::Aborted, .. }
+    )));
+}
+
+#[tokio::test]
+async fn tool_config_reaches_the_request_and_capabilities_are_enforced() {
+    let toml = mock(
+        "p",
+        "reply = \"{persona}/{model}\", capabilities = { persona = true, depthLimit = true }",
+    ) + &mock("plain", "")
+        + &tool("styled", "p", "persona = \"pirate\", agentOptions = { model = \"scripted\" }")
+        + &tool("capped", "p", "maxDepth = 0")
+        + &tool("unsupported", "plain", "persona = \"pirate\"");
+    let host = host_with(&toml).await;
+    let call = |name: &'static str| {
+        let host = host.clone();
+        async move {
+            host.call_tool(name, caller(), &args("x"), CancellationToken::new())
+                .await
+                .unwrap()
+        }
+    };
+    let r = call("styled").await;
+    assert_eq!(r.text(), "pirate/scripted");
+    let r = call("capped").await;
+    assert!(r.is_error && r.text().contains("depth"), "{}", r.text());
+    let r = call("unsupported").await;
+    assert!(r.is_error && r.text().contains("persona"), "{}", r.text());
+}
+
+#[tokio::test]
+async fn the_host_not_the_tool_says_who_the_caller_is() {
+    let toml = mock("p", "reply = \"{parent}@{depth}\"") + &tool("ask", "p", "");
+    let host = host_with(&toml).await;
+    let mut who = caller();
+    who.id = "agent-7".into();
+    who.depth = 2;
+    let r = host
+        .call_tool("ask", who, &args("x"), CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "agent-7@2");
+}
+
+#[tokio::test]
+async fn bad_arguments_are_error_results_not_crashes() {
+    let host = host_with(&(mock("p", "") + &tool("ask", "p", ""))).await;
+    for bad in [
+        "not json",
+        "[]",
+        r#"{"description":"d"}"#,
+        r#"{"description":"d","prompt":""}"#,
+        r#"{"description":"d","prompt":"p","provider":"x"}"#,
+    ] {
+        let r = host
+            .call_tool("ask", caller(), bad, CancellationToken::new())
+            .await
+            .unwrap();
+        assert!(r.is_error, "{bad}: {r:?}");
+    }
+    assert_eq!(host.live_runs(), 0);
+}
+
+#[tokio::test]
+async fn tool_config_is_validated_at_load() {
+    let host = test_host();
+    let toml = entry("nop", "subagent_tool", "toolName = \"x\"")
+        + &entry("neg", "subagent_tool", "provider = \"p\", maxDepth = -1")
+        + &entry("empty", "subagent_tool", "provider = \"p\", toolFilter = {}")
+        + &entry("odd", "subagent_tool", "provider = \"p\", colour = \"red\"");
+    let report = host.load(&config(&toml)).await;
+    assert_eq!(report.failed.len(), 4, "{:?}", report.failed);
+    for (id, key) in [("nop", "provider"), ("neg", "maxDepth"), ("empty", "toolFilter"), ("odd", "colour")] {
+        let e = report
+            .failed
+            .iter()
+            .map(|e| e.to_string())
+            .find(|e| e.contains(&format!("plugin `{id}`")))
+            .unwrap_or_else(|| panic!("no error for {id}"));
+        assert!(e.contains(key), "{id}: {e}");
+    }
+}
