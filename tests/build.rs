@@ -11,7 +11,10 @@ const GUESTS: &[&str] = &["mock-provider", "subagent-tool", "faulty-provider"];
 
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
-    let root = manifest.parent().expect("tests/ sits in the workspace").to_path_buf();
+    let root = manifest
+        .parent()
+        .expect("tests/ sits in the workspace")
+        .to_path_buf();
     let target_dir = root.join("target").join("guests");
     for watched in ["guests", "wit", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
@@ -20,7 +23,13 @@ fn main() {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root)
-        .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir"])
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--target-dir",
+        ])
         .arg(&target_dir);
     for guest in GUESTS {
         cmd.args(["-p", guest]);

@@ -161,7 +161,11 @@ fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     match span {
         Some(span) => {
             let start = span.start.min(text.len());
-            let line = text.as_bytes()[..start].iter().filter(|b| **b == b'\n').count() + 1;
+            let line = text.as_bytes()[..start]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count()
+                + 1;
             format!(" (line {line})")
         }
         None => String::new(),

@@ -224,7 +224,9 @@ impl SeamEngine {
             // (the file name includes the engine's compatibility hash and the source's digest).
             match unsafe { Component::deserialize_file(&self.engine, &cached) } {
                 Ok(component) => return Ok(component),
-                Err(e) => tracing::warn!(file = %cached.display(), error = %e, "stale compile cache entry; recompiling"),
+                Err(e) => {
+                    tracing::warn!(file = %cached.display(), error = %e, "stale compile cache entry; recompiling")
+                }
             }
         }
         let component = Component::new(&self.engine, &bytes).map_err(invalid)?;
@@ -238,7 +240,9 @@ impl SeamEngine {
     fn cache_path(&self, bytes: &[u8]) -> Option<PathBuf> {
         let dir = self.cache_dir.as_ref()?;
         let mut engine_hash = std::collections::hash_map::DefaultHasher::new();
-        self.engine.precompile_compatibility_hash().hash(&mut engine_hash);
+        self.engine
+            .precompile_compatibility_hash()
+            .hash(&mut engine_hash);
         let digest = Sha256::digest(bytes);
         let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
         Some(dir.join(format!("{hex}-{:016x}.cwasm", engine_hash.finish())))
@@ -253,7 +257,9 @@ impl SeamEngine {
         // Write then rename, so a concurrent reader never sees half a file.
         let tmp = dir.join(format!(
             ".{}.{}.tmp",
-            path.file_name().and_then(|n| n.to_str()).unwrap_or("artifact"),
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("artifact"),
             std::process::id()
         ));
         std::fs::write(&tmp, artifact)?;
@@ -261,9 +267,16 @@ impl SeamEngine {
     }
 
     /// The kind of plugin `component` is, by its exports.
-    pub(crate) fn kind_of(&self, path: &Path, component: &Component) -> Result<PluginKind, EngineError> {
+    pub(crate) fn kind_of(
+        &self,
+        path: &Path,
+        component: &Component,
+    ) -> Result<PluginKind, EngineError> {
         let ty = component.component_type();
-        let exports: Vec<String> = ty.exports(&self.engine).map(|(n, _)| n.to_string()).collect();
+        let exports: Vec<String> = ty
+            .exports(&self.engine)
+            .map(|(n, _)| n.to_string())
+            .collect();
         if exports.iter().any(|e| e == bindings::PROVIDER_EXPORT) {
             Ok(PluginKind::Provider)
         } else if exports.iter().any(|e| e == bindings::TOOL_EXPORT) {

@@ -57,6 +57,7 @@ pub struct Host {
 
 /// What `inspect` learns about a component without loading it as a plugin.
 #[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct ComponentInfo {
     /// The file.
     pub path: PathBuf,
@@ -210,8 +211,15 @@ impl Host {
         };
         match kind {
             PluginKind::Provider => {
-                match WasmProvider::load(engine, &self.inner.live, plugin, &component, config, limits)
-                    .await
+                match WasmProvider::load(
+                    engine,
+                    &self.inner.live,
+                    plugin,
+                    &component,
+                    config,
+                    limits,
+                )
+                .await
                 {
                     Ok((d, _)) => info.provider = Some(d),
                     Err(e) => info.config_error = Some(e),

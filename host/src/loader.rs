@@ -293,10 +293,16 @@ impl Host {
         let limits = inner.options.limits.clone();
         match kind {
             PluginKind::Provider => {
-                let (descriptor, provider) =
-                    WasmProvider::load(&inner.engine, &inner.live, plugin, &component, config, limits)
-                        .await
-                        .map_err(guest_err)?;
+                let (descriptor, provider) = WasmProvider::load(
+                    &inner.engine,
+                    &inner.live,
+                    plugin,
+                    &component,
+                    config,
+                    limits,
+                )
+                .await
+                .map_err(guest_err)?;
                 let d = inner
                     .subagents
                     .register(&entry.id, descriptor, Arc::new(provider))

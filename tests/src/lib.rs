@@ -63,7 +63,9 @@ pub fn names(seen: &Arc<Mutex<Vec<Event>>>) -> Vec<&'static str> {
 
 /// A `[[plugin]]` entry for a component with an inline config table.
 pub fn entry(id: &str, component: &str, config: &str) -> String {
-    format!("[[plugin]]\nid = \"{id}\"\ncomponent = \"{component}.wasm\"\nconfig = {{ {config} }}\n\n")
+    format!(
+        "[[plugin]]\nid = \"{id}\"\ncomponent = \"{component}.wasm\"\nconfig = {{ {config} }}\n\n"
+    )
 }
 
 /// A mock provider entry named like its id, with extra config.

@@ -58,9 +58,9 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
                 bail!("{e} ({hint})");
             }
         };
-        println!("{}", result.text());
+        outln!("{}", result.text());
         if result.is_error {
-            eprintln!("tool `{}` returned an error result", args.tool);
+            errln!("tool `{}` returned an error result", args.tool);
             Ok(EXIT_UNSUCCESSFUL)
         } else {
             Ok(EXIT_OK)

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use seam_host::{Host, PluginInfo, PluginState};
+use seam_host::{Host, PluginInfo, PluginKind, PluginState};
 use serde_json::json;
 
 use super::{read_config, with_host, EXIT_ERROR, EXIT_OK};
@@ -50,7 +50,7 @@ pub(crate) async fn run(args: Args) -> Result<u8> {
             "errors": problems,
         });
         let text = serde_json::to_string_pretty(&doc).context("cannot serialise the report")?;
-        println!("{text}");
+        outln!("{text}");
     } else {
         print_human(&args.config, &plugins, &tools);
     }
@@ -59,10 +59,10 @@ pub(crate) async fn run(args: Args) -> Result<u8> {
         return Ok(EXIT_OK);
     }
     for problem in &problems {
-        eprintln!("error: {problem}");
+        errln!("error: {problem}");
     }
     let n = problems.len();
-    eprintln!(
+    errln!(
         "error: `{}` has {n} problem{}",
         args.config.display(),
         if n == 1 { "" } else { "s" }
@@ -134,43 +134,57 @@ fn plugin_json(p: &PluginInfo) -> serde_json::Value {
 }
 
 /// What a plugin registered or mounts, in a few words.
-fn what(p: &PluginInfo) -> String {
-    match (&p.kind, &p.name, &p.follows) {
-        (Some(seam_host::PluginKind::Provider), Some(name), _) => format!("provider `{name}`"),
-        (Some(seam_host::PluginKind::Tool), Some(name), Some(follows)) => {
-            format!("tool `{name}` follows provider `{follows}`")
+fn what(p: &PluginInfo, tools: &[ToolLine]) -> String {
+    if matches!(p.state, PluginState::Failed(_)) {
+        return "(see the error below)".into();
+    }
+    let mounted = |name: &str| {
+        if tools.iter().any(|t| t.name == name && t.plugin == p.id) {
+            ""
+        } else {
+            " (not mounted)"
         }
-        (Some(seam_host::PluginKind::Tool), Some(name), None) => format!("tool `{name}`"),
+    };
+    match (&p.kind, &p.name, &p.follows) {
+        (Some(PluginKind::Provider), Some(name), _) => format!("provider `{name}`"),
+        (Some(PluginKind::Tool), Some(name), Some(follows)) => {
+            format!(
+                "tool `{name}` follows provider `{follows}`{}",
+                mounted(name)
+            )
+        }
+        (Some(PluginKind::Tool), Some(name), None) => format!("tool `{name}`{}", mounted(name)),
         _ => String::new(),
     }
 }
 
 fn print_human(config: &std::path::Path, plugins: &[PluginInfo], tools: &[ToolLine]) {
-    println!("config {}: {} plugin(s)", config.display(), plugins.len());
+    outln!("config {}: {} plugin(s)", config.display(), plugins.len());
     let rows: Vec<[String; 4]> = plugins
         .iter()
         .map(|p| {
             [
                 p.id.clone(),
-                p.kind.map(|k| k.to_string()).unwrap_or_else(|| "?".into()),
+                p.kind.map(|k| k.to_string()).unwrap_or_else(|| "-".into()),
                 state_name(&p.state).to_string(),
-                what(p),
+                what(p, tools),
             ]
         })
         .collect();
     let width = |i: usize| rows.iter().map(|r| r[i].len()).max().unwrap_or(0);
     let (w0, w1, w2) = (width(0), width(1), width(2));
     for [id, kind, state, what] in &rows {
-        println!("  {id:<w0$}  {kind:<w1$}  {state:<w2$}  {what}");
+        let line = format!("  {id:<w0$}  {kind:<w1$}  {state:<w2$}  {what}");
+        outln!("{}", line.trim_end());
     }
-    println!("mounted tools: {}", tools.len());
+    outln!("mounted tools: {}", tools.len());
     let w = tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
     for t in tools {
         let params = t.parameters["properties"]
             .as_object()
             .map(|p| p.keys().cloned().collect::<Vec<_>>().join(", "))
             .unwrap_or_default();
-        println!(
+        outln!(
             "  {:<w$}  (plugin `{}`, arguments {{{params}}}): {}",
             t.name,
             t.plugin,

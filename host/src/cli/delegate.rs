@@ -93,20 +93,20 @@ async fn delegate(
 
     if let Err(e) = started {
         // The child never existed: a start failure, not a stop reason.
-        eprintln!("error: run `{}` did not start: {e}", run.id());
+        errln!("error: run `{}` did not start: {e}", run.id());
         return Ok(EXIT_ERROR);
     }
     let result = result.with_context(|| format!("run `{}` failed", run.id()))?;
-    println!("{}", result.output_text());
+    outln!("{}", result.output_text());
     if let Some(structured) = &result.structured {
-        let text =
-            serde_json::to_string_pretty(structured).context("cannot print the structured answer")?;
-        println!("{text}");
+        let text = serde_json::to_string_pretty(structured)
+            .context("cannot print the structured answer")?;
+        outln!("{text}");
     }
     if result.stop_reason.is_success() {
         Ok(EXIT_OK)
     } else {
-        eprintln!(
+        errln!(
             "run `{}` ended with stop reason `{}`",
             run.id(),
             result.stop_reason

@@ -46,7 +46,7 @@ pub(crate) async fn run(args: Args) -> Result<u8> {
             fields.insert("world".into(), world(info.kind).into());
         }
         let text = serde_json::to_string_pretty(&value).context("cannot serialise the report")?;
-        println!("{text}");
+        outln!("{text}");
     } else {
         print_human(&info, given);
     }
@@ -65,34 +65,33 @@ fn world(kind: PluginKind) -> &'static str {
 }
 
 fn print_human(info: &ComponentInfo, config_given: bool) {
-    println!("component: {}", info.path.display());
-    println!("kind:      {} (world {})", info.kind, world(info.kind));
-    println!("imports:");
+    outln!("component: {}", info.path.display());
+    outln!("kind:      {} (world {})", info.kind, world(info.kind));
+    outln!("imports:");
     for name in &info.imports {
-        println!("  {name}");
+        outln!("  {name}");
     }
-    println!("exports:");
+    outln!("exports:");
     for name in &info.exports {
-        println!("  {name}");
+        outln!("  {name}");
     }
     if let Some(error) = &info.config_error {
-        let with = if config_given {
-            "with the given config"
+        if config_given {
+            outln!("config error: {error}");
         } else {
-            "with config {} (pass one with --config)"
-        };
-        println!("declares:  nothing {with}: {error}");
+            outln!("config error: {error} (described with config {{}}; pass one with --config)");
+        }
         return;
     }
     if let Some(provider) = &info.provider {
         print_provider(provider);
     }
     if let Some(tool_name) = &info.tool_name {
-        println!("declares:");
-        println!("  tool name:               {tool_name}");
+        outln!("declares:");
+        outln!("  tool name:               {tool_name}");
         match &info.binds_to {
-            Some(provider) => println!("  follows provider:        {provider}"),
-            None => println!("  follows provider:        (none: always mounted)"),
+            Some(provider) => outln!("  follows provider:        {provider}"),
+            None => outln!("  follows provider:        (none: always mounted)"),
         }
     }
 }
@@ -108,11 +107,11 @@ fn print_provider(d: &ProviderDescriptor) {
         ("steering", d.features.steering),
         ("resume", d.features.resume),
     ]);
-    println!("declares:");
-    println!("  provider name:           {}", d.name);
-    println!("  capabilities:            {capabilities}");
-    println!("  runtime features:        {features}");
-    println!(
+    outln!("declares:");
+    outln!("  provider name:           {}", d.name);
+    outln!("  capabilities:            {capabilities}");
+    outln!("  runtime features:        {features}");
+    outln!(
         "  inherits parent context: {}",
         if d.inherits_parent_context {
             "yes"

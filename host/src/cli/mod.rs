@@ -4,6 +4,23 @@
 //! a run that cannot start); 2 a run that ended with a stop reason other than `completed`, or a
 //! tool call that returned an error result; 130 interrupted by Ctrl-C.
 
+/// `println!` that does not panic when stdout is closed (piped into `head`, say): output that
+/// nobody reads is dropped.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// `eprintln!` that does not panic when stderr is closed.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 mod call;
 mod check;
 mod delegate;
@@ -79,7 +96,7 @@ pub(crate) fn main() -> ExitCode {
             Command::Call(args) => call::run(args, interrupt.clone()).await,
         };
         if interrupt.is_cancelled() {
-            eprintln!("interrupted");
+            errln!("interrupted");
             return ExitCode::from(EXIT_INTERRUPTED);
         }
         match outcome {
@@ -93,17 +110,38 @@ pub(crate) fn main() -> ExitCode {
 }
 
 fn report_error(e: &anyhow::Error) -> ExitCode {
-    eprintln!("error: {e:#}");
+    errln!("error: {}", chain(e));
     ExitCode::from(EXIT_ERROR)
 }
 
-/// Logs go to stderr; `RUST_LOG` filters them, default `warn`.
+/// The error and its causes on one line, `outer: inner: ...`. A cause whose text the message
+/// already contains is skipped: several library errors repeat their source in their own text.
+fn chain(e: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
+}
+
+/// Logs go to stderr; `RUST_LOG` filters them. The default is `warn`, except for the loader's
+/// warnings about plugins that fail to load: the commands report those themselves.
 fn init_tracing() {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("warn,seam_host::loader=error"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .without_time()
         .init();
 }
@@ -116,7 +154,7 @@ fn watch_ctrl_c() -> CancellationToken {
         if tokio::signal::ctrl_c().await.is_err() {
             return;
         }
-        eprintln!("cancelling (press Ctrl-C again to exit at once)");
+        errln!("cancelling (press Ctrl-C again to exit at once)");
         cancel.cancel();
         if tokio::signal::ctrl_c().await.is_ok() {
             std::process::exit(i32::from(EXIT_INTERRUPTED));
@@ -146,7 +184,7 @@ pub(crate) fn read_config(path: &Path) -> Result<Config> {
 pub(crate) async fn load_for_use(host: &Host, config: &Config) -> LoadReport {
     let report = host.load(config).await;
     for failure in &report.failed {
-        eprintln!("warning: {failure}");
+        errln!("warning: {failure}");
     }
     report
 }

@@ -39,12 +39,11 @@ pub(crate) fn truncate(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-/// Renders a wasmtime error (often a trap with a backtrace) as one readable line.
+/// Renders a wasmtime error (often a trap wrapped in a backtrace) as one readable line.
 pub(crate) fn guest_fault(e: &wasmtime::Error) -> String {
-    let text = format!("{e:#}");
-    let first = text.lines().next().unwrap_or("guest fault").to_string();
-    match e.downcast_ref::<wasmtime::Trap>() {
-        Some(trap) if !first.contains(&trap.to_string()) => format!("{first}: {trap}"),
-        _ => first,
+    if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
+        return trap.to_string();
     }
+    let text = format!("{e:#}");
+    text.lines().next().unwrap_or("guest fault").to_string()
 }

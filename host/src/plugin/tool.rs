@@ -95,7 +95,13 @@ impl WasmTool {
     async fn instance(
         &self,
         role: Role,
-    ) -> Result<(wasmtime::Store<PluginState>, crate::bindings::tool::ToolPlugin), String> {
+    ) -> Result<
+        (
+            wasmtime::Store<PluginState>,
+            crate::bindings::tool::ToolPlugin,
+        ),
+        String,
+    > {
         let inner = &self.0;
         let mut store = new_store(
             &inner.engine,
@@ -193,10 +199,9 @@ impl WasmTool {
                 content: r.content.into_iter().map(ContentBlock::from).collect(),
                 is_error: r.is_error,
             },
-            Some(Err(fault)) => ToolResult::error(format!(
-                "tool plugin `{}` failed: {fault}",
-                inner.plugin
-            )),
+            Some(Err(fault)) => {
+                ToolResult::error(format!("tool plugin `{}` failed: {fault}", inner.plugin))
+            }
             None => ToolResult::error("the tool call was aborted"),
         }
     }
@@ -221,7 +226,10 @@ fn call_of(state: &mut PluginState) -> Option<&mut ToolCall> {
     }
 }
 
-fn run_of(state: &mut PluginState, handle: &Resource<RunResource>) -> wasmtime::Result<SubagentRun> {
+fn run_of(
+    state: &mut PluginState,
+    handle: &Resource<RunResource>,
+) -> wasmtime::Result<SubagentRun> {
     Ok(state.table().get(handle)?.0.clone())
 }
 
@@ -254,7 +262,10 @@ impl SubagentsHost for PluginState {
         Ok(Ok(self.table().push(RunResource(run))?))
     }
 
-    async fn provider(&mut self, name: String) -> wasmtime::Result<Option<wit::ProviderDescriptor>> {
+    async fn provider(
+        &mut self,
+        name: String,
+    ) -> wasmtime::Result<Option<wit::ProviderDescriptor>> {
         Ok(call_of(self)
             .and_then(|c| c.subagents.descriptor(&name))
             .map(|d| wit::ProviderDescriptor::from(&*d)))

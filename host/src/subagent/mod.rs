@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 pub use error::SubagentError;
-pub use run::{Provider, RunContext, RunFailure, SubagentRun};
 use run::RunShared;
+pub use run::{Provider, RunContext, RunFailure, SubagentRun};
 
 use crate::events::{Event, EventBus};
 use crate::live::LiveCounts;
@@ -42,7 +42,11 @@ pub struct SubagentService {
 }
 
 impl SubagentService {
-    pub(crate) fn new(events: Arc<EventBus>, live: Arc<LiveCounts>, cancel_grace: Duration) -> Self {
+    pub(crate) fn new(
+        events: Arc<EventBus>,
+        live: Arc<LiveCounts>,
+        cancel_grace: Duration,
+    ) -> Self {
         Self {
             providers: RwLock::new(Vec::new()),
             events,
@@ -72,7 +76,10 @@ impl SubagentService {
         let descriptor = Arc::new(descriptor);
         {
             let mut providers = self.write();
-            if providers.iter().any(|e| e.descriptor.name == descriptor.name) {
+            if providers
+                .iter()
+                .any(|e| e.descriptor.name == descriptor.name)
+            {
                 return Err(SubagentError::DuplicateProvider(descriptor.name.clone()));
             }
             providers.push(Entry {

@@ -206,7 +206,7 @@ impl RunShared {
                     self.settle(r, e);
                 } else {
                     let message = format!("provider `{}` failed: {failure}", self.provider);
-                    tracing::warn!(run = %self.id, "{message}");
+                    tracing::info!(run = %self.id, "{message}");
                     self.settle(
                         SubagentResult::text(StopReason::Error, message.clone()),
                         SubagentError::StartFailed(message),

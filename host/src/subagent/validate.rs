@@ -45,7 +45,11 @@ pub fn descriptor(plugin: &str, d: &ProviderDescriptor) -> Result<(), SubagentEr
 pub fn capabilities(d: &ProviderDescriptor, r: &StartRequest) -> Result<(), SubagentError> {
     let caps = &d.capabilities;
     let checks = [
-        (r.output_schema.is_some(), caps.output_schema, "output-schema"),
+        (
+            r.output_schema.is_some(),
+            caps.output_schema,
+            "output-schema",
+        ),
         (r.max_depth.is_some(), caps.depth_limit, "depth-limit"),
         (r.tool_filter.is_some(), caps.tool_filter, "tool-filter"),
         (r.persona.is_some(), caps.persona, "persona"),

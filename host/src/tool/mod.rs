@@ -204,14 +204,15 @@ impl ToolRegistry {
             },
             None => None,
         };
-        let mut descriptor = waiting
-            .tool
-            .describe(provider.as_deref())
-            .await
-            .map_err(|message| ToolError::Describe {
-                plugin: plugin.clone(),
-                message,
-            })?;
+        let mut descriptor =
+            waiting
+                .tool
+                .describe(provider.as_deref())
+                .await
+                .map_err(|message| ToolError::Describe {
+                    plugin: plugin.clone(),
+                    message,
+                })?;
         // The binding's name is what uniqueness was checked against; it wins.
         descriptor.name = waiting.binding.tool_name.clone();
         self.mounted_write().push(MountedTool {

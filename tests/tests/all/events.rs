@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use seam_host::{
-    Capabilities, Event, ProviderDescriptor, Provider, RunContext, RunFailure, RuntimeFeatures,
+    Capabilities, Event, Provider, ProviderDescriptor, RunContext, RunFailure, RuntimeFeatures,
     StartRequest, StopReason, SubagentResult,
 };
 use seam_tests::*;
@@ -31,7 +31,11 @@ async fn start_payload_names_provider_run_and_parent_and_end_carries_the_output(
     run.dispose().await;
     let events = seen.lock().unwrap().clone();
     match &events[..] {
-        [Event::SubagentStart { provider, id, parent }, Event::SubagentEnd {
+        [Event::SubagentStart {
+            provider,
+            id,
+            parent,
+        }, Event::SubagentEnd {
             provider: p2,
             id: id2,
             stop_reason,
@@ -92,14 +96,20 @@ async fn start_precedes_end_even_when_the_result_settles_first() {
         .collect();
     for run in &runs {
         run.result().await.unwrap();
-        run.started().await.expect("a settled result implies readiness");
+        run.started()
+            .await
+            .expect("a settled result implies readiness");
         run.dispose().await;
     }
     let order = ids_in_order(&seen);
     assert_eq!(order.len(), 100);
     for run in &runs {
-        let start = order.iter().position(|(id, k)| id == run.id() && *k == "start");
-        let end = order.iter().position(|(id, k)| id == run.id() && *k == "end");
+        let start = order
+            .iter()
+            .position(|(id, k)| id == run.id() && *k == "start");
+        let end = order
+            .iter()
+            .position(|(id, k)| id == run.id() && *k == "end");
         assert!(start.unwrap() < end.unwrap(), "{}: {order:?}", run.id());
     }
 }

@@ -29,10 +29,22 @@ async fn bad_components_fail_with_errors_naming_the_entry_and_others_load() {
             .find(|e| e.contains(&format!("plugin `{id}`")))
             .unwrap_or_else(|| panic!("no error for {id}: {:?}", report.failed))
     };
-    assert!(msg("junk").contains("not a valid WebAssembly component"), "{}", msg("junk"));
-    assert!(msg("core").contains("garbage") || msg("core").contains("component"), "{}", msg("core"));
+    assert!(
+        msg("junk").contains("not a valid WebAssembly component"),
+        "{}",
+        msg("junk")
+    );
+    assert!(
+        msg("core").contains("garbage") || msg("core").contains("component"),
+        "{}",
+        msg("core")
+    );
     assert!(msg("gone").contains("cannot read component") && msg("gone").contains("missing.wasm"));
-    assert!(msg("wrong").contains("is a tool component, but the entry expects a provider"), "{}", msg("wrong"));
+    assert!(
+        msg("wrong").contains("is a tool component, but the entry expects a provider"),
+        "{}",
+        msg("wrong")
+    );
     let plugins = host.plugins().await;
     let state = |id: &str| plugins.iter().find(|p| p.id == id).unwrap().state.clone();
     assert!(matches!(state("junk"), PluginState::Failed(_)));
@@ -55,7 +67,9 @@ async fn bad_config_keys_are_errors_naming_entry_and_key() {
         ("[[plugin]\n", "test.toml", "line 1"),
     ];
     for (text, place, key) in cases {
-        let err = Config::parse(text, Path::new("test.toml"), base).unwrap_err().to_string();
+        let err = Config::parse(text, Path::new("test.toml"), base)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(place), "{text:?}: {err}");
         assert!(err.contains(key), "{text:?}: {err}");
     }
@@ -68,20 +82,31 @@ async fn config_files_resolve_components_relative_to_themselves() {
     std::fs::create_dir(&wasm).unwrap();
     std::fs::copy(guest("mock_provider"), wasm.join("m.wasm")).unwrap();
     let file = dir.path().join("seam.toml");
-    std::fs::write(&file, "[[plugin]]\nid = \"m\"\ncomponent = \"plugins/m.wasm\"\n").unwrap();
+    std::fs::write(
+        &file,
+        "[[plugin]]\nid = \"m\"\ncomponent = \"plugins/m.wasm\"\n",
+    )
+    .unwrap();
     let config = Config::from_file(&file).unwrap();
     assert_eq!(config.plugins[0].component, wasm.join("m.wasm"));
     let host = test_host();
     assert!(host.load(&config).await.is_ok());
-    assert!(host.subagents().descriptor("mock").is_some(), "default mock name");
-    let err = Config::from_file(&dir.path().join("nope.toml")).unwrap_err().to_string();
+    assert!(
+        host.subagents().descriptor("mock").is_some(),
+        "default mock name"
+    );
+    let err = Config::from_file(&dir.path().join("nope.toml"))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("nope.toml"), "{err}");
 }
 
 #[tokio::test]
 async fn reconfigure_diffs_entries() {
     let host = test_host();
-    let first = mock("a", "") + &mock("b", "reply = \"old\"") + &entry("t", "subagent_tool", "provider = \"a\"");
+    let first = mock("a", "")
+        + &mock("b", "reply = \"old\"")
+        + &entry("t", "subagent_tool", "provider = \"a\"");
     let report = host.load(&config(&first)).await;
     assert!(report.is_ok());
     assert_eq!(report.loaded.len(), 3);
@@ -96,7 +121,9 @@ async fn reconfigure_diffs_entries() {
     assert_eq!(report.unloaded, ["t"]);
     // `a` was untouched: no event names it.
     let events = seen.lock().unwrap().clone();
-    assert!(!events.iter().any(|e| matches!(e, Event::ProviderRemoved { name } if name == "a")));
+    assert!(!events
+        .iter()
+        .any(|e| matches!(e, Event::ProviderRemoved { name } if name == "a")));
     let run = host.subagents().start("b", request("x")).unwrap();
     assert_eq!(run.result().await.unwrap().output_text(), "new");
     run.dispose().await;
@@ -156,9 +183,15 @@ async fn inspect_tells_the_world_and_the_declaration() {
     let info = host.inspect(&guest("mock_provider"), None).await.unwrap();
     assert_eq!(info.kind, PluginKind::Provider);
     assert_eq!(info.provider.unwrap().name, "mock");
-    assert!(info.exports.iter().any(|e| e == "seam:plugin/provider@0.1.0"));
+    assert!(info
+        .exports
+        .iter()
+        .any(|e| e == "seam:plugin/provider@0.1.0"));
     let info = host
-        .inspect(&guest("subagent_tool"), Some(serde_json::json!({"provider": "p", "toolName": "go"})))
+        .inspect(
+            &guest("subagent_tool"),
+            Some(serde_json::json!({"provider": "p", "toolName": "go"})),
+        )
         .await
         .unwrap();
     assert_eq!(info.kind, PluginKind::Tool);

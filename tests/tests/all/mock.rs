@@ -1,6 +1,6 @@
 //! CONTRACT section 7: the mock provider.
 
-use seam_host::{StopReason, Config};
+use seam_host::{Config, StopReason};
 use seam_tests::*;
 use serde_json::json;
 
@@ -49,10 +49,17 @@ async fn structured_output_needs_the_capability_and_a_schema() {
     assert_eq!(err.code(), "UNSUPPORTED_CAPABILITY");
 
     let run = host.subagents().start("schema", request("x")).unwrap();
-    assert_eq!(run.result().await.unwrap().structured, None, "not requested");
+    assert_eq!(
+        run.result().await.unwrap().structured,
+        None,
+        "not requested"
+    );
     run.dispose().await;
 
-    for (name, expected) in [("schema", json!({"reply": "r"})), ("custom", json!({"score": 7}))] {
+    for (name, expected) in [
+        ("schema", json!({"reply": "r"})),
+        ("custom", json!({"score": 7})),
+    ] {
         let mut r = request("x");
         r.output_schema = Some(schema.clone());
         let run = host.subagents().start(name, r).unwrap();
@@ -74,9 +81,7 @@ async fn unloading_the_mock_unregisters_it() {
 #[tokio::test]
 async fn a_bad_mock_config_is_refused_naming_the_key() {
     let host = test_host();
-    let report = host
-        .load(&config(&mock("m", "delayMs = \"soon\"")))
-        .await;
+    let report = host.load(&config(&mock("m", "delayMs = \"soon\""))).await;
     let e = report.failed[0].to_string();
     assert!(e.contains("plugin `m`") && e.contains("delayMs"), "{e}");
 }

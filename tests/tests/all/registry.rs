@@ -23,7 +23,11 @@ async fn registered_descriptor_is_what_the_component_declared() {
 async fn malformed_descriptors_are_refused_naming_the_plugin() {
     let long = "x".repeat(500);
     let toml = entry("empty", "faulty_provider", "name = \"\", mode = \"ok\"")
-        + &entry("huge", "faulty_provider", &format!("name = \"{long}\", mode = \"ok\""))
+        + &entry(
+            "huge",
+            "faulty_provider",
+            &format!("name = \"{long}\", mode = \"ok\""),
+        )
         + &entry("spaces", "faulty_provider", "name = \"a b\", mode = \"ok\"")
         + &mock("good", "");
     let host = test_host();
@@ -48,7 +52,11 @@ async fn malformed_descriptors_are_refused_naming_the_plugin() {
 #[tokio::test]
 async fn duplicate_name_fails_and_first_stays() {
     let toml = mock("first", "reply = \"one\"")
-        + &entry("second", "mock_provider", "name = \"first\", reply = \"two\"");
+        + &entry(
+            "second",
+            "mock_provider",
+            "name = \"first\", reply = \"two\"",
+        );
     let host = test_host();
     let report = host.load(&config(&toml)).await;
     assert_eq!(report.failed.len(), 1);
@@ -63,16 +71,31 @@ async fn duplicate_name_fails_and_first_stays() {
     let run = host.subagents().start("first", request("hi")).unwrap();
     let text = run.result().await.unwrap().output_text();
     run.dispose().await;
-    let expected = if active[0].id == "first" { "one" } else { "two" };
+    let expected = if active[0].id == "first" {
+        "one"
+    } else {
+        "two"
+    };
     assert_eq!(text, expected);
 
     // A later duplicate is refused deterministically and changes nothing.
     let again = mock("first", "reply = \"one\"")
-        + &entry("second", "mock_provider", "name = \"first\", reply = \"two\"")
-        + &entry("third", "mock_provider", "name = \"first\", reply = \"three\"");
+        + &entry(
+            "second",
+            "mock_provider",
+            "name = \"first\", reply = \"two\"",
+        )
+        + &entry(
+            "third",
+            "mock_provider",
+            "name = \"first\", reply = \"three\"",
+        );
     let report = host.reconfigure(&config(&again)).await;
-    assert!(report.failed.iter().any(|e| e.to_string().contains("plugin `third`")
-        && e.to_string().contains("DUPLICATE_PROVIDER")));
+    assert!(report
+        .failed
+        .iter()
+        .any(|e| e.to_string().contains("plugin `third`")
+            && e.to_string().contains("DUPLICATE_PROVIDER")));
     assert_eq!(host.subagents().list().len(), 1);
 }
 
@@ -101,7 +124,11 @@ async fn capabilities_are_checked_in_order_before_any_instance() {
     let caps = [
         ("none", "", "output-schema"),
         ("s", "outputSchema = true", "depth-limit"),
-        ("sd", "outputSchema = true, depthLimit = true", "tool-filter"),
+        (
+            "sd",
+            "outputSchema = true, depthLimit = true",
+            "tool-filter",
+        ),
         (
             "sdt",
             "outputSchema = true, depthLimit = true, toolFilter = true",
@@ -178,7 +205,8 @@ async fn malformed_requests_fail_before_start() {
         }),
         ("not a JSON Schema type", {
             let mut r = request("x");
-            r.output_schema = Some(json!({"type": "object", "properties": {"a": {"type": "thing"}}}));
+            r.output_schema =
+                Some(json!({"type": "object", "properties": {"a": {"type": "thing"}}}));
             r
         }),
         ("prompt is empty", request("  ")),
@@ -204,7 +232,13 @@ async fn depth_beyond_max_is_refused_with_both_depths() {
     r.parent.depth = 2;
     r.max_depth = Some(2);
     let err = host.subagents().start("d", r).unwrap_err();
-    assert_eq!(err, SubagentError::DepthExceeded { attempted: 3, max: 2 });
+    assert_eq!(
+        err,
+        SubagentError::DepthExceeded {
+            attempted: 3,
+            max: 2
+        }
+    );
     let mut r = request("x");
     r.parent.depth = 1;
     r.max_depth = Some(2);

@@ -22,17 +22,28 @@ async fn a_run_becomes_ready_then_completes() {
 
 #[tokio::test]
 async fn guest_faults_resolve_error_and_the_host_keeps_serving() {
-    let toml = entry("trap", "faulty_provider", "name = \"trap\", mode = \"trap-after-ready\"")
-        + &entry("panic", "faulty_provider", "name = \"panic\", mode = \"panic-after-ready\"")
-        + &mock("good", "");
+    let toml = entry(
+        "trap",
+        "faulty_provider",
+        "name = \"trap\", mode = \"trap-after-ready\"",
+    ) + &entry(
+        "panic",
+        "faulty_provider",
+        "name = \"panic\", mode = \"panic-after-ready\"",
+    ) + &mock("good", "");
     let host = host_with(&toml).await;
     let seen = record(&host);
     for name in ["trap", "panic"] {
         let run = host.subagents().start(name, request("x")).unwrap();
         run.started().await.unwrap();
-        let result = run.result().await.expect("result never fails on a guest fault");
+        let result = run
+            .result()
+            .await
+            .expect("result never fails on a guest fault");
         assert_eq!(result.stop_reason, StopReason::Error, "{name}");
-        assert!(result.output_text().contains(&format!("provider `{name}` failed")));
+        assert!(result
+            .output_text()
+            .contains(&format!("provider `{name}` failed")));
         run.dispose().await;
         let good = host.subagents().start("good", request("x")).unwrap();
         assert!(good.result().await.unwrap().stop_reason.is_success());
@@ -42,7 +53,15 @@ async fn guest_faults_resolve_error_and_the_host_keeps_serving() {
         .lock()
         .unwrap()
         .iter()
-        .filter(|e| matches!(e, seam_host::Event::SubagentEnd { stop_reason: StopReason::Error, .. }))
+        .filter(|e| {
+            matches!(
+                e,
+                seam_host::Event::SubagentEnd {
+                    stop_reason: StopReason::Error,
+                    ..
+                }
+            )
+        })
         .count();
     assert_eq!(ends, 2);
     assert_eq!(host.live_instances(), 0);
@@ -50,8 +69,11 @@ async fn guest_faults_resolve_error_and_the_host_keeps_serving() {
 
 #[tokio::test]
 async fn readiness_failures_reject_started_and_emit_nothing() {
-    let toml = entry("trap", "faulty_provider", "name = \"trap\", mode = \"trap-before-ready\"")
-        + &mock("refuse", "failBeforeReady = \"no child for you\"");
+    let toml = entry(
+        "trap",
+        "faulty_provider",
+        "name = \"trap\", mode = \"trap-before-ready\"",
+    ) + &mock("refuse", "failBeforeReady = \"no child for you\"");
     let host = host_with(&toml).await;
     let seen = record(&host);
     for name in ["trap", "refuse"] {
@@ -110,9 +132,15 @@ async fn cancel_after_readiness_reaches_the_run_at_once() {
 
 #[tokio::test]
 async fn a_provider_that_ignores_cancel_is_stopped_by_the_host() {
-    let toml = entry("spin", "faulty_provider", "name = \"spin\", mode = \"spin-after-ready\"")
-        + &entry("deaf", "faulty_provider", "name = \"deaf\", mode = \"ignore-cancel\"")
-        + &mock("good", "");
+    let toml = entry(
+        "spin",
+        "faulty_provider",
+        "name = \"spin\", mode = \"spin-after-ready\"",
+    ) + &entry(
+        "deaf",
+        "faulty_provider",
+        "name = \"deaf\", mode = \"ignore-cancel\"",
+    ) + &mock("good", "");
     let host = host_with(&toml).await;
     for name in ["spin", "deaf"] {
         let run = host.subagents().start(name, request("x")).unwrap();
@@ -124,7 +152,10 @@ async fn a_provider_that_ignores_cancel_is_stopped_by_the_host() {
         run.cancel(Some("stop".into()));
         let result = run.result().await.unwrap();
         assert_eq!(result.stop_reason, StopReason::Aborted, "{name}");
-        assert!(result.output_text().contains("enforced"), "{name}: {result:?}");
+        assert!(
+            result.output_text().contains("enforced"),
+            "{name}: {result:?}"
+        );
         run.dispose().await;
     }
     assert_eq!(host.live_instances(), 0);

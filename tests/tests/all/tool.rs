@@ -45,9 +45,17 @@ async fn the_model_sees_description_and_prompt_only_with_wording_from_the_provid
     }
     let spawn = tools.iter().find(|t| t.name == "delegate").unwrap();
     let fork = tools.iter().find(|t| t.name == "branch").unwrap();
-    assert!(spawn.description.contains("standalone"), "{}", spawn.description);
+    assert!(
+        spawn.description.contains("standalone"),
+        "{}",
+        spawn.description
+    );
     assert!(!spawn.description.contains("sees the completed turns"));
-    assert!(fork.description.contains("sees the completed turns"), "{}", fork.description);
+    assert!(
+        fork.description.contains("sees the completed turns"),
+        "{}",
+        fork.description
+    );
 }
 
 #[tokio::test]
@@ -72,13 +80,24 @@ async fn two_instances_are_bound_to_two_providers() {
 #[tokio::test]
 async fn a_duplicate_tool_name_is_a_clear_error() {
     let toml = mock("a", "")
-        + &entry("t1", "subagent_tool", "provider = \"a\", toolName = \"same\"")
-        + &entry("t2", "subagent_tool", "provider = \"a\", toolName = \"same\"");
+        + &entry(
+            "t1",
+            "subagent_tool",
+            "provider = \"a\", toolName = \"same\"",
+        )
+        + &entry(
+            "t2",
+            "subagent_tool",
+            "provider = \"a\", toolName = \"same\"",
+        );
     let host = test_host();
     let report = host.load(&config(&toml)).await;
     assert_eq!(report.failed.len(), 1);
     let e = report.failed[0].to_string();
-    assert!(e.contains("tool name `same` is already used by plugin"), "{e}");
+    assert!(
+        e.contains("tool name `same` is already used by plugin"),
+        "{e}"
+    );
     assert_eq!(host.tool_descriptors().len(), 1);
 }
 
@@ -91,7 +110,14 @@ async fn the_tool_follows_its_provider_in_any_load_order() {
     assert!(host.load(&config(&t)).await.is_ok());
     assert!(host.tool_descriptors().is_empty());
     let waiting = host.tools().unmounted().await;
-    assert_eq!(waiting, [("ask".to_string(), "ask".to_string(), Some("late".to_string()))]);
+    assert_eq!(
+        waiting,
+        [(
+            "ask".to_string(),
+            "ask".to_string(),
+            Some("late".to_string())
+        )]
+    );
     let err = host
         .call_tool("ask", caller(), &args("x"), CancellationToken::new())
         .await
@@ -99,7 +125,10 @@ async fn the_tool_follows_its_provider_in_any_load_order() {
     assert!(err.to_string().contains("no tool named `ask`"));
 
     // Another provider's arrival changes nothing.
-    assert!(host.reconfigure(&config(&(t.clone() + &mock("other", "")))).await.is_ok());
+    assert!(host
+        .reconfigure(&config(&(t.clone() + &mock("other", ""))))
+        .await
+        .is_ok());
     assert!(host.tool_descriptors().is_empty());
 
     // Its provider arrives: mounted.
@@ -113,7 +142,10 @@ async fn the_tool_follows_its_provider_in_any_load_order() {
     assert_eq!(r.text(), "hi");
 
     // Removed: unmounted. Back: remounted.
-    assert!(host.reconfigure(&config(&(t.clone() + &mock("other", "")))).await.is_ok());
+    assert!(host
+        .reconfigure(&config(&(t.clone() + &mock("other", ""))))
+        .await
+        .is_ok());
     assert!(host.tool_descriptors().is_empty());
     assert!(host.reconfigure(&config(&with)).await.is_ok());
     assert_eq!(host.tool_descriptors().len(), 1);
@@ -128,9 +160,14 @@ async fn the_tool_follows_its_provider_in_any_load_order() {
 
 #[tokio::test]
 async fn non_completed_runs_become_error_results() {
-    let toml = mock("bad", "stopReason = \"max-tokens\", reply = \"half an answ\"")
-        + &entry("trap", "faulty_provider", "name = \"trap\", mode = \"trap-after-ready\"")
-        + &tool("ask_bad", "bad", "")
+    let toml = mock(
+        "bad",
+        "stopReason = \"max-tokens\", reply = \"half an answ\"",
+    ) + &entry(
+        "trap",
+        "faulty_provider",
+        "name = \"trap\", mode = \"trap-after-ready\"",
+    ) + &tool("ask_bad", "bad", "")
         + &tool("ask_trap", "trap", "");
     let host = host_with(&toml).await;
     let r = host
@@ -170,7 +207,10 @@ async fn aborting_the_call_aborts_the_run_and_disposes_it() {
     let events = seen.lock().unwrap().clone();
     assert!(events.iter().any(|e| matches!(
         e,
-        seam_host::Event::SubagentEnd { stop_reason: StopReason::Aborted, .. }
+        seam_host::Event::SubagentEnd {
+            stop_reason: StopReason::Aborted,
+            ..
+        }
     )));
 }
 
@@ -180,7 +220,11 @@ async fn tool_config_reaches_the_request_and_capabilities_are_enforced() {
         "p",
         "reply = \"{persona}/{model}\", capabilities = { persona = true, depthLimit = true }",
     ) + &mock("plain", "")
-        + &tool("styled", "p", "persona = \"pirate\", agentOptions = { model = \"scripted\" }")
+        + &tool(
+            "styled",
+            "p",
+            "persona = \"pirate\", agentOptions = { model = \"scripted\" }",
+        )
         + &tool("capped", "p", "maxDepth = 0")
         + &tool("unsupported", "plain", "persona = \"pirate\"");
     let host = host_with(&toml).await;
@@ -238,11 +282,20 @@ async fn tool_config_is_validated_at_load() {
     let host = test_host();
     let toml = entry("nop", "subagent_tool", "toolName = \"x\"")
         + &entry("neg", "subagent_tool", "provider = \"p\", maxDepth = -1")
-        + &entry("empty", "subagent_tool", "provider = \"p\", toolFilter = {}")
+        + &entry(
+            "empty",
+            "subagent_tool",
+            "provider = \"p\", toolFilter = {}",
+        )
         + &entry("odd", "subagent_tool", "provider = \"p\", colour = \"red\"");
     let report = host.load(&config(&toml)).await;
     assert_eq!(report.failed.len(), 4, "{:?}", report.failed);
-    for (id, key) in [("nop", "provider"), ("neg", "maxDepth"), ("empty", "toolFilter"), ("odd", "colour")] {
+    for (id, key) in [
+        ("nop", "provider"),
+        ("neg", "maxDepth"),
+        ("empty", "toolFilter"),
+        ("odd", "colour"),
+    ] {
         let e = report
             .failed
             .iter()
