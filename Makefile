@@ -1,9 +1,9 @@
 # Seam: `make demo` to see it work, `make test` to run the tests. Each does its own setup.
 
 CARGO  ?= cargo
-GUESTS := -p mock-provider -p subagent-tool -p faulty-provider
+# Every workspace member but the host and the tests is a guest component.
+GUESTS := --workspace --exclude seam-host --exclude seam-tests
 SEAM   := target/debug/seam
-DEMO   := examples/seam.toml
 
 .DEFAULT_GOAL := build
 .PHONY: setup guests build demo test lint
@@ -12,7 +12,7 @@ DEMO   := examples/seam.toml
 setup:
 	rustup target add wasm32-wasip2
 
-# The three guest components, into target/guests/wasm32-wasip2/release/*.wasm.
+# The guest components, into target/guests/wasm32-wasip2/release/*.wasm.
 guests: setup
 	$(CARGO) build --release --target wasm32-wasip2 --target-dir target/guests $(GUESTS)
 
@@ -21,9 +21,8 @@ build: guests
 	$(CARGO) build -p seam-host
 
 demo: build
-	$(SEAM) check $(DEMO)
-	$(SEAM) delegate $(DEMO) --provider researcher --prompt "Find out how Seam isolates plugins" --events
-	$(SEAM) call $(DEMO) --tool review --args '{"description":"review the plan","prompt":"Review the plan to load every provider as a component"}'
+	$(SEAM) check examples/demo.toml
+	$(SEAM) run examples/demo.toml --events
 
 test: setup guests
 	$(CARGO) test

@@ -7,7 +7,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-const GUESTS: &[&str] = &["mock-provider", "subagent-tool", "faulty-provider"];
+/// The workspace members that are not guests; every other member is built for wasm.
+const HOST_CRATES: &[&str] = &["seam-host", "seam-tests"];
 
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
@@ -31,8 +32,9 @@ fn main() {
             "--target-dir",
         ])
         .arg(&target_dir);
-    for guest in GUESTS {
-        cmd.args(["-p", guest]);
+    cmd.arg("--workspace");
+    for krate in HOST_CRATES {
+        cmd.args(["--exclude", krate]);
     }
     // Flags meant for the host build must not leak into the guest build.
     for var in ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "CARGO_BUILD_TARGET"] {

@@ -9,8 +9,12 @@ pub(crate) mod provider {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "provider-plugin",
-        imports: { default: async },
+        // Resource handles are looked up in a table, which can fail: imports may trap.
+        imports: { default: async | trappable },
         exports: { default: async },
+        with: {
+            "seam:plugin/agents.child": crate::plugin::agents::ChildResource,
+        },
     });
 }
 
@@ -18,7 +22,6 @@ pub(crate) mod tool {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "tool-plugin",
-        // Resource handles are looked up in a table, which can fail: those calls may trap.
         imports: { default: async | trappable },
         exports: { default: async },
         with: {
@@ -233,9 +236,10 @@ impl From<SubagentError> for wit::SubagentError {
             SubagentError::Aborted(r) => Self::Aborted(r),
             SubagentError::StartFailed(m) => Self::StartFailed(m),
             SubagentError::Disposed => Self::Disposed,
-            e @ (SubagentError::InvalidDescriptor { .. } | SubagentError::Internal(_)) => {
-                Self::Internal(e.to_string())
-            }
+            e @ (SubagentError::InvalidDescriptor { .. }
+            | SubagentError::Internal(_)
+            | SubagentError::UnsupportedFeature { .. }
+            | SubagentError::InvalidState(_)) => Self::Internal(e.to_string()),
         }
     }
 }

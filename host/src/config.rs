@@ -12,6 +12,9 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use crate::agent::AgentConfig;
+use crate::model::ModelsConfig;
 use thiserror::Error;
 
 /// A config problem, naming the file and, where it applies, the entry and key.
@@ -65,19 +68,29 @@ pub struct PluginEntry {
     /// refused. Optional: without it the kind is read from the component.
     #[serde(default)]
     pub kind: Option<crate::engine::PluginKind>,
+    /// `[plugin.grants]`: what the plugin may reach beyond Seam's imports (default: nothing).
+    #[serde(skip)]
+    pub grants: crate::sandbox::Grants,
+    /// `[plugin.limits]`: overrides of the host-wide resource limits.
+    #[serde(skip)]
+    pub limits: crate::sandbox::LimitOverrides,
 }
 
 fn empty_object() -> serde_json::Value {
     serde_json::Value::Object(Default::default())
 }
 
-/// A whole config: plugin entries in order.
+/// A whole config: plugin entries in order, the agent defaults and the models.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Config {
     /// Where the config was read from, if a file.
     pub source: Option<PathBuf>,
     /// The entries, in file order.
     pub plugins: Vec<PluginEntry>,
+    /// `[agent]`: the top-level agent of `seam run` and the defaults children inherit.
+    pub agent: AgentConfig,
+    /// `[models]`: scripts and the OpenAI-compatible endpoint.
+    pub models: ModelsConfig,
 }
 
 #[derive(Deserialize)]
@@ -85,6 +98,10 @@ pub struct Config {
 struct RawConfig {
     #[serde(default)]
     plugin: Vec<toml::Value>,
+    #[serde(default)]
+    agent: Option<toml::Value>,
+    #[serde(default)]
+    models: Option<toml::Value>,
 }
 
 impl Config {
@@ -117,9 +134,23 @@ impl Config {
                 id: id.clone(),
                 message,
             };
+            // The sandbox tables are read by hand, so that errors name the nested key.
+            let mut value = value;
+            let sandbox = value
+                .as_table_mut()
+                .map(|t| (t.remove("grants"), t.remove("limits")));
             let mut entry: PluginEntry = value
                 .try_into()
                 .map_err(|e: toml::de::Error| entry_err(e.message().to_string()))?;
+            if let Some((grants, limits)) = sandbox {
+                if let Some(grants) = grants {
+                    entry.grants =
+                        crate::sandbox::parse_grants(&grants, base).map_err(entry_err)?;
+                }
+                if let Some(limits) = limits {
+                    entry.limits = crate::sandbox::parse_limits(&limits).map_err(entry_err)?;
+                }
+            }
             validate_id(&entry.id).map_err(entry_err)?;
             if plugins.iter().any(|p| p.id == entry.id) {
                 return Err(entry_err(format!("key `id`: `{}` is used twice", entry.id)));
@@ -135,9 +166,23 @@ impl Config {
             }
             plugins.push(entry);
         }
+        let section = |key: &str, e: toml::de::Error| ConfigError::Parse {
+            path: name.to_path_buf(),
+            message: format!("[{key}]: {}", e.message()),
+        };
+        let agent = match raw.agent {
+            Some(v) => v.try_into().map_err(|e| section("agent", e))?,
+            None => AgentConfig::default(),
+        };
+        let models = match raw.models {
+            Some(v) => v.try_into().map_err(|e| section("models", e))?,
+            None => ModelsConfig::default(),
+        };
         Ok(Self {
             source: Some(name.to_path_buf()),
             plugins,
+            agent,
+            models,
         })
     }
 }

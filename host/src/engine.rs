@@ -24,8 +24,10 @@ pub struct EngineOptions {
     pub pooling: bool,
     /// Component instances the pool can hold at once.
     pub pool_instances: u32,
-    /// Largest linear memory a pool slot holds, in bytes.
+    /// Largest linear memory a pool slot holds, in bytes; no plugin's `memory_mb` may exceed it.
     pub pool_memory_bytes: usize,
+    /// Most elements a pooled table holds; no plugin's `table_elements` may exceed it.
+    pub pool_table_elements: usize,
     /// Interval of the epoch ticker: the granularity of yields and time budgets.
     pub epoch_tick: Duration,
 }
@@ -37,6 +39,7 @@ impl Default for EngineOptions {
             pooling: true,
             pool_instances: 1000,
             pool_memory_bytes: 256 << 20,
+            pool_table_elements: 20_000,
             epoch_tick: Duration::from_millis(10),
         }
     }
@@ -159,7 +162,13 @@ impl SeamEngine {
             pool.total_tables(instances.saturating_mul(4));
             pool.total_stacks(instances);
             pool.max_memory_size(options.pool_memory_bytes);
+            pool.table_elements(options.pool_table_elements);
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+            // Each pool slot reserves this much address space. The 4 GiB default lets the
+            // compiler drop bounds checks, but a thousand slots would then reserve terabytes
+            // and several hosts in one process exhaust the address space; plugins are capped
+            // far below 4 GiB anyway.
+            config.memory_reservation(options.pool_memory_bytes as u64);
         }
         let engine = Engine::new(&config).map_err(|e| EngineError::Config(format!("{e:#}")))?;
 
@@ -254,13 +263,16 @@ impl SeamEngine {
             .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
         let dir = path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
-        // Write then rename, so a concurrent reader never sees half a file.
+        // Write then rename, so a concurrent reader never sees half a file; the temporary name
+        // is unique so that two plugins compiling the same component do not collide.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let tmp = dir.join(format!(
-            ".{}.{}.tmp",
+            ".{}.{}.{}.tmp",
             path.file_name()
                 .and_then(|n| n.to_str())
                 .unwrap_or("artifact"),
-            std::process::id()
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::write(&tmp, artifact)?;
         std::fs::rename(&tmp, path)

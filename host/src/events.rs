@@ -54,6 +54,66 @@ pub enum Event {
         /// Provider name.
         name: String,
     },
+    /// An agent was created and published in the agent registry.
+    #[serde(rename = "agent/created")]
+    AgentCreated {
+        /// Agent id.
+        id: String,
+        /// The parent agent, for a child.
+        parent: Option<String>,
+        /// Delegation depth.
+        depth: u32,
+        /// Model string.
+        model: String,
+    },
+    /// An agent began a turn.
+    #[serde(rename = "agent/turn-start")]
+    AgentTurnStart {
+        /// Agent id.
+        id: String,
+        /// Turn number.
+        turn: u32,
+    },
+    /// An agent called a tool.
+    #[serde(rename = "agent/tool-call")]
+    AgentToolCall {
+        /// Agent id.
+        id: String,
+        /// Call id.
+        call: String,
+        /// Tool name.
+        tool: String,
+    },
+    /// A tool answered an agent.
+    #[serde(rename = "agent/tool-result")]
+    AgentToolResult {
+        /// Agent id.
+        id: String,
+        /// Call id.
+        call: String,
+        /// Tool name.
+        tool: String,
+        /// Whether it failed.
+        #[serde(rename = "is-error")]
+        is_error: bool,
+    },
+    /// An agent ended a turn.
+    #[serde(rename = "agent/turn-end")]
+    AgentTurnEnd {
+        /// Agent id.
+        id: String,
+        /// Turn number.
+        turn: u32,
+        /// Why it ended.
+        #[serde(rename = "stop-reason")]
+        stop_reason: StopReason,
+    },
+    /// An agent was disposed.
+    #[serde(rename = "agent/disposed")]
+    AgentDisposed {
+        /// Agent id.
+        id: String,
+    },
     /// A tool was mounted under its tool name.
     #[serde(rename = "tool/mounted")]
     ToolMounted {
@@ -102,6 +162,12 @@ impl Event {
             Self::SubagentEnd { .. } => "subagent/end",
             Self::ProviderAdded { .. } => "subagent/provider-added",
             Self::ProviderRemoved { .. } => "subagent/provider-removed",
+            Self::AgentCreated { .. } => "agent/created",
+            Self::AgentTurnStart { .. } => "agent/turn-start",
+            Self::AgentToolCall { .. } => "agent/tool-call",
+            Self::AgentToolResult { .. } => "agent/tool-result",
+            Self::AgentTurnEnd { .. } => "agent/turn-end",
+            Self::AgentDisposed { .. } => "agent/disposed",
             Self::ToolMounted { .. } => "tool/mounted",
             Self::ToolUnmounted { .. } => "tool/unmounted",
             Self::PluginLoaded { .. } => "plugin/loaded",

@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::{Agent, AgentError, AgentRegistry, AgentSpec};
 use crate::engine::{EngineError, EngineOptions, PluginKind, SeamEngine};
 use crate::events::EventBus;
 use crate::live::LiveCounts;
 use crate::loader::PluginSlot;
+use crate::model::ModelRegistry;
 use crate::plugin::provider::WasmProvider;
 use crate::plugin::tool::WasmTool;
 use crate::sandbox::Limits;
@@ -45,6 +47,8 @@ pub(crate) struct Inner {
     pub(crate) live: Arc<LiveCounts>,
     pub(crate) subagents: Arc<SubagentService>,
     pub(crate) tools: Arc<ToolRegistry>,
+    pub(crate) models: Arc<ModelRegistry>,
+    pub(crate) agents: Arc<AgentRegistry>,
     pub(crate) plugins: tokio::sync::Mutex<Vec<PluginSlot>>,
     pub(crate) options: HostOptions,
 }
@@ -89,6 +93,12 @@ impl Host {
             options.cancel_grace,
         ));
         let tools = Arc::new(ToolRegistry::new(events.clone(), subagents.clone()));
+        let models = Arc::new(ModelRegistry::default());
+        let agents = Arc::new(AgentRegistry::new(
+            events.clone(),
+            models.clone(),
+            tools.clone(),
+        ));
         Ok(Self {
             inner: Arc::new(Inner {
                 engine,
@@ -96,6 +106,8 @@ impl Host {
                 live,
                 subagents,
                 tools,
+                models,
+                agents,
                 plugins: tokio::sync::Mutex::new(Vec::new()),
                 options,
             }),
@@ -115,6 +127,39 @@ impl Host {
     /// The tool registry.
     pub fn tools(&self) -> &ToolRegistry {
         &self.inner.tools
+    }
+
+    /// The agent runtime's registry of live agents.
+    pub fn agents(&self) -> &Arc<AgentRegistry> {
+        &self.inner.agents
+    }
+
+    /// The model adapters, configured from `[models]`.
+    pub fn models(&self) -> &ModelRegistry {
+        &self.inner.models
+    }
+
+    /// Agents alive in the agent registry.
+    pub fn live_agents(&self) -> usize {
+        self.inner.agents.live()
+    }
+
+    /// Creates and publishes a top-level agent (depth 0) with the `[agent]` defaults, on `model`
+    /// if given. Dispose it with [`AgentRegistry::dispose`].
+    pub fn create_agent(
+        &self,
+        model: Option<&str>,
+        working_directory: &str,
+    ) -> Result<Arc<Agent>, AgentError> {
+        let defaults = self.inner.agents.defaults();
+        let mut spec = AgentSpec::top_level(
+            model.map(str::to_string).unwrap_or(defaults.model.clone()),
+            working_directory,
+        );
+        spec.system_prompt = defaults.system_prompt;
+        spec.persona = defaults.persona;
+        spec.max_turns = defaults.max_turns;
+        self.inner.agents.create(spec, None)
     }
 
     /// Runs started and not yet disposed.
@@ -218,6 +263,7 @@ impl Host {
                     &component,
                     config,
                     limits,
+                    self.inner.agents.clone(),
                 )
                 .await
                 {

@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+pub mod agent;
 mod bindings;
 pub mod config;
 pub mod engine;
@@ -14,6 +15,7 @@ pub mod events;
 mod host;
 pub mod live;
 pub mod loader;
+pub mod model;
 mod plugin;
 pub mod sandbox;
 pub mod subagent;

@@ -13,6 +13,7 @@ use crate::events::Event;
 use crate::host::Host;
 use crate::plugin::provider::WasmProvider;
 use crate::plugin::tool::WasmTool;
+use crate::sandbox::{Granted, LimitedProvider, Limits, RunGate, Sandbox, SandboxError};
 use crate::subagent::SubagentError;
 use crate::tool::ToolError;
 
@@ -61,6 +62,14 @@ pub enum LoadError {
         /// The registry's error.
         source: SubagentError,
     },
+    /// A grant or limit of the entry cannot be honoured on this host.
+    #[error("plugin `{id}`: {source}")]
+    Sandbox {
+        /// The plugin id.
+        id: String,
+        /// The key and the problem.
+        source: SandboxError,
+    },
     /// The tool could not be added.
     #[error("plugin `{id}`: {source}")]
     Tool {
@@ -86,6 +95,10 @@ pub struct PluginInfo {
     pub name: Option<String>,
     /// For a tool: the provider it follows.
     pub follows: Option<String>,
+    /// What the plugin is granted, once checked against the host.
+    pub grants: Option<Granted>,
+    /// The limits in force for the plugin.
+    pub limits: Option<Limits>,
 }
 
 pub(crate) struct PluginSlot {
@@ -128,6 +141,8 @@ impl Host {
     pub async fn reconfigure(&self, config: &Config) -> LoadReport {
         let mut slots = self.inner.plugins.lock().await;
         let mut report = LoadReport::default();
+        self.inner.models.configure(config.models.clone());
+        self.inner.agents.configure(config.agent.clone());
 
         // Unload what left or changed, last loaded first.
         let mut keep: Vec<PluginSlot> = Vec::new();
@@ -227,6 +242,8 @@ impl Host {
             state: PluginState::Pending,
             name: None,
             follows: None,
+            grants: None,
+            limits: None,
         };
         if entry.disabled {
             info.state = PluginState::Disabled;
@@ -290,7 +307,10 @@ impl Host {
         }
         let config: Arc<str> = entry.config.to_string().into();
         let plugin: Arc<str> = entry.id.as_str().into();
-        let limits = inner.options.limits.clone();
+        let sandbox = self.sandbox_for(entry)?;
+        info.grants = Some(sandbox.grants().clone());
+        info.limits = Some(sandbox.limits().clone());
+        let gate = RunGate::new(plugin.clone(), sandbox.limits());
         match kind {
             PluginKind::Provider => {
                 let (descriptor, provider) = WasmProvider::load(
@@ -299,10 +319,13 @@ impl Host {
                     plugin,
                     &component,
                     config,
-                    limits,
+                    sandbox,
+                    inner.agents.clone(),
                 )
                 .await
                 .map_err(guest_err)?;
+                // Each run of the plugin passes its concurrency, time and output limits.
+                let provider = LimitedProvider::new(Arc::new(provider), gate);
                 let d = inner
                     .subagents
                     .register(&entry.id, descriptor, Arc::new(provider))
@@ -321,7 +344,7 @@ impl Host {
                     plugin,
                     &component,
                     config,
-                    limits,
+                    sandbox,
                     inner.options.cancel_grace,
                 )
                 .await
@@ -339,5 +362,46 @@ impl Host {
             }
         }
         Ok(())
+    }
+
+    /// The entry's sandbox: its limits over the host's defaults, its grants checked against the
+    /// host (directories exist and open, environment values read now).
+    fn sandbox_for(&self, entry: &PluginEntry) -> Result<Sandbox, LoadError> {
+        let err = |key: &str, message: String| LoadError::Sandbox {
+            id: entry.id.clone(),
+            source: SandboxError {
+                key: key.to_string(),
+                message,
+            },
+        };
+        let limits = entry.limits.apply(&self.inner.options.limits);
+        let engine = &self.inner.options.engine;
+        if engine.pooling && limits.memory_bytes > engine.pool_memory_bytes {
+            return Err(err(
+                "limits.memory_mb",
+                format!(
+                    "{} MiB is more than the engine's memory slot of {} MiB",
+                    limits.memory_bytes >> 20,
+                    engine.pool_memory_bytes >> 20
+                ),
+            ));
+        }
+        if engine.pooling && limits.table_elements > engine.pool_table_elements {
+            return Err(err(
+                "limits.table_elements",
+                format!(
+                    "{} is more than the engine's table slot of {} elements",
+                    limits.table_elements, engine.pool_table_elements
+                ),
+            ));
+        }
+        let grants = entry
+            .grants
+            .resolve()
+            .map_err(|source| LoadError::Sandbox {
+                id: entry.id.clone(),
+                source,
+            })?;
+        Ok(Sandbox::new(limits, grants, engine.epoch_tick))
     }
 }

@@ -1,38 +1,77 @@
 //! Per-store plugin state: a default-deny WASI context, resource limits, and the run or tool
 //! call the store was created for.
 //!
-//! A plugin gets no preopened directories, no environment, no arguments, no network and no
-//! inherited stdio: its stdout and stderr are discarded, and it talks to the host only through
-//! Seam's own imports.
+//! A plugin gets no preopened directories, no environment, no arguments, no network and no name
+//! lookup unless its config entry grants them ([`Grants`]); stdin is empty, and stdout and
+//! stderr are captured into `tracing` with the plugin id. Every store has a memory, table and
+//! instance cap and a CPU budget per call ([`Limits`]).
+
+mod entry;
+mod gate;
+mod grants;
+mod limits;
+mod output;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use wasmtime::component::ResourceTable;
-use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::live::{InstanceGuard, LiveCounts};
-use crate::plugin::tool::ToolCall;
-use crate::subagent::RunContext;
+pub use entry::{parse_grants, parse_limits};
+pub use grants::{DirGrant, Granted, Grants, SandboxError, DIR_KEYS, GRANT_KEYS};
+pub use limits::{
+    Limit, LimitHit, LimitOverrides, Limits, OnConcurrency, LIMIT_KEYS, MAX_MEMORY_MB,
+};
+pub use output::{LOG_BUDGET, MAX_LINE};
 
-/// Resource limits applied to every store of a plugin.
+use crate::live::{InstanceGuard, LiveCounts};
+use crate::plugin::agents::RunEnv;
+use crate::plugin::tool::ToolCall;
+pub(crate) use gate::{blocks_size, request_size, Denied, LimitedProvider, RunGate};
+use limits::PluginLimiter;
+pub(crate) use output::LogBudget;
+use output::{GuestOutput, Stdio};
+
+/// Everything a plugin's stores are made with: its limits and its grants.
 #[derive(Debug, Clone)]
-pub struct Limits {
-    /// Largest size of one linear memory, in bytes.
-    pub memory_bytes: usize,
-    /// Most table elements per table.
-    pub table_elements: usize,
-    /// Most component/core instances per store.
-    pub instances: usize,
+pub struct Sandbox {
+    limits: Limits,
+    grants: Arc<Granted>,
+    /// The engine's epoch tick, which turns the CPU budget into ticks.
+    epoch_tick: Duration,
 }
 
-impl Default for Limits {
-    fn default() -> Self {
+impl Sandbox {
+    /// A sandbox with these limits and grants, for an engine ticking every `epoch_tick`.
+    pub fn new(limits: Limits, grants: Granted, epoch_tick: Duration) -> Self {
         Self {
-            memory_bytes: 64 << 20,
-            table_elements: 20_000,
-            instances: 64,
+            limits,
+            grants: Arc::new(grants),
+            epoch_tick,
         }
+    }
+
+    /// The plugin's resource limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// What the plugin is granted.
+    pub fn grants(&self) -> &Granted {
+        &self.grants
+    }
+}
+
+impl From<Limits> for Sandbox {
+    /// Limits and no grants at all, for an engine with the default epoch tick.
+    fn from(limits: Limits) -> Self {
+        Self::new(
+            limits,
+            Granted::default(),
+            crate::engine::EngineOptions::default().epoch_tick,
+        )
     }
 }
 
@@ -41,7 +80,7 @@ pub(crate) enum Role {
     /// Reading a descriptor or binding at load.
     Describe,
     /// One provider run.
-    Run(RunContext),
+    Run(RunEnv),
     /// One tool call.
     Call(ToolCall),
 }
@@ -50,9 +89,13 @@ pub(crate) enum Role {
 pub(crate) struct PluginState {
     pub(crate) plugin: Arc<str>,
     pub(crate) role: Role,
+    /// Shared by stdout, stderr and `host.log`.
+    pub(crate) log_budget: Arc<LogBudget>,
     wasi: WasiCtx,
     table: ResourceTable,
-    limits: StoreLimits,
+    limiter: PluginLimiter,
+    /// Epoch ticks during which this store's guest code was running.
+    ticks: u64,
     _live: InstanceGuard,
 }
 
@@ -71,36 +114,60 @@ impl PluginState {
     }
 }
 
-/// Creates a store for `plugin` with a default-deny WASI context and the given limits.
+/// Creates a store for `plugin` with a WASI context holding only what `sandbox` grants, and its
+/// limits.
 ///
 /// Every store yields to the async executor at each epoch tick, so a guest that never calls the
-/// host still lets the host cancel it (by dropping the store) and keeps other runs moving.
+/// host still lets the host cancel it (by dropping the store) and keeps other runs moving. The
+/// same ticks measure the guest's CPU time: the callback only runs while guest code does, so
+/// time spent blocked in a host import costs at most one tick per import call.
 pub(crate) fn new_store(
     engine: &Engine,
     live: &Arc<LiveCounts>,
     plugin: Arc<str>,
     role: Role,
-    limits: &Limits,
+    sandbox: &Sandbox,
 ) -> Store<PluginState> {
-    let wasi = WasiCtxBuilder::new().build();
-    let store_limits = StoreLimitsBuilder::new()
-        .memory_size(limits.memory_bytes)
-        .table_elements(limits.table_elements)
-        .instances(limits.instances)
-        .trap_on_grow_failure(true)
-        .build();
+    let log_budget = LogBudget::new(plugin.clone());
+    let mut builder = WasiCtxBuilder::new();
+    builder
+        .stdout(GuestOutput::new(Stdio::Stdout, log_budget.clone()))
+        .stderr(GuestOutput::new(Stdio::Stderr, log_budget.clone()));
+    sandbox.grants.apply(&plugin, &mut builder);
+    let limits = &sandbox.limits;
     let state = PluginState {
+        limiter: PluginLimiter::new(plugin.clone(), limits),
         plugin,
         role,
-        wasi,
+        log_budget,
+        wasi: builder.build(),
         table: ResourceTable::new(),
-        limits: store_limits,
+        ticks: 0,
         _live: live.instance_guard(),
     };
     let mut store = Store::new(engine, state);
-    store.limiter(|s| &mut s.limits);
+    store.limiter(|s| &mut s.limiter);
     // A new store's deadline is 0: without this the first epoch check would trap.
     store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(|_| Ok(UpdateDeadline::Yield(1)));
+    let budget = ticks_for(limits.cpu_per_call, sandbox.epoch_tick);
+    let cpu = limits.cpu_per_call;
+    store.epoch_deadline_callback(move |mut ctx| {
+        let state = ctx.data_mut();
+        state.ticks += 1;
+        if state.ticks > budget {
+            let hit = LimitHit::new(&state.plugin, Limit::Cpu { budget: cpu });
+            tracing::warn!(plugin = %state.plugin, limit = hit.limit.key(), "{hit}");
+            return Err(wasmtime::Error::new(hit));
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
     store
+}
+
+/// How many ticks make `budget` (at least one).
+fn ticks_for(budget: Duration, tick: Duration) -> u64 {
+    let tick = tick.as_micros().max(1);
+    u64::try_from(budget.as_micros().div_ceil(tick))
+        .unwrap_or(u64::MAX)
+        .max(1)
 }

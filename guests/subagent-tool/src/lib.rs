@@ -174,30 +174,33 @@ fn wording(inherits_parent_context: bool) -> (&'static str, &'static str) {
     }
 }
 
-/// A readable message for a failure of the subagent service.
+/// A readable message for a failure of the subagent service, led by its stable code so that a
+/// model (or a log search) can tell the cases apart.
 fn error_message(provider: &str, error: &SubagentError) -> String {
     match error {
         SubagentError::DuplicateProvider(name) => {
-            format!("subagent: provider `{name}` is already registered")
+            format!("subagent: DUPLICATE_PROVIDER: provider `{name}` is already registered")
         }
-        SubagentError::NoProvider(name) => format!("subagent: provider `{name}` is not registered"),
-        SubagentError::UnsupportedCapability(feature) => {
-            format!("subagent: provider `{provider}` does not support `{feature}`")
+        SubagentError::NoProvider(name) => {
+            format!("subagent: NO_PROVIDER: provider `{name}` is not registered")
         }
-        SubagentError::InvalidRequest(why) => format!("subagent: invalid request: {why}"),
+        SubagentError::UnsupportedCapability(feature) => format!(
+            "subagent: UNSUPPORTED_CAPABILITY: provider `{provider}` does not support `{feature}`"
+        ),
+        SubagentError::InvalidRequest(why) => format!("subagent: INVALID_REQUEST: {why}"),
         SubagentError::DepthExceeded(depth) => format!(
-            "subagent: depth limit exceeded: the child would be at depth {} but the maximum is {}",
+            "subagent: DEPTH_EXCEEDED: the child would be at depth {} but max-depth is {}",
             depth.attempted, depth.max
         ),
         SubagentError::Aborted(Some(reason)) => {
-            format!("subagent: aborted before the child started: {reason}")
+            format!("subagent: ABORTED before the child started: {reason}")
         }
-        SubagentError::Aborted(None) => "subagent: aborted before the child started".to_owned(),
+        SubagentError::Aborted(None) => "subagent: ABORTED before the child started".to_owned(),
         SubagentError::StartFailed(why) => {
-            format!("subagent: provider `{provider}` failed to start: {why}")
+            format!("subagent: START_FAILED: provider `{provider}` failed to start: {why}")
         }
-        SubagentError::Disposed => "subagent: the run was disposed".to_owned(),
-        SubagentError::Internal(why) => format!("subagent: internal error: {why}"),
+        SubagentError::Disposed => "subagent: DISPOSED: the run was disposed".to_owned(),
+        SubagentError::Internal(why) => format!("subagent: INTERNAL: {why}"),
     }
 }
 

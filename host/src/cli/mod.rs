@@ -25,6 +25,7 @@ mod call;
 mod check;
 mod delegate;
 mod inspect;
+mod run;
 
 use std::future::Future;
 use std::io::Write;
@@ -64,6 +65,8 @@ enum Command {
     Delegate(delegate::Args),
     /// Load a config and call one mounted tool; print its result.
     Call(call::Args),
+    /// Load a config and let a top-level agent answer a prompt with the mounted tools.
+    Run(run::Args),
 }
 
 /// Parses the arguments, runs the command, and maps the outcome to an exit code.
@@ -94,6 +97,7 @@ pub(crate) fn main() -> ExitCode {
             Command::Check(args) => check::run(args).await,
             Command::Delegate(args) => delegate::run(args, interrupt.clone()).await,
             Command::Call(args) => call::run(args, interrupt.clone()).await,
+            Command::Run(args) => run::run(args, interrupt.clone()).await,
         };
         if interrupt.is_cancelled() {
             errln!("interrupted");

@@ -1,6 +1,7 @@
 //! Components as plugins: a provider component behind the [`crate::subagent::Provider`] trait,
 //! a tool component behind [`crate::tool::Tool`], and the host imports each world needs.
 
+pub(crate) mod agents;
 pub(crate) mod provider;
 pub(crate) mod tool;
 
@@ -14,8 +15,12 @@ const MAX_LOG_LINE: usize = 4096;
 impl TypesHost for PluginState {}
 
 impl LogHost for PluginState {
-    async fn log(&mut self, level: LogLevel, message: String) {
+    async fn log(&mut self, level: LogLevel, message: String) -> wasmtime::Result<()> {
         let message = truncate(&message, MAX_LOG_LINE);
+        // The same per-store budget as the guest's stdout and stderr.
+        if !self.log_budget.take(message.len().max(1)) {
+            return Ok(());
+        }
         let plugin = &*self.plugin;
         match level {
             LogLevel::Trace => tracing::trace!(plugin, "{message}"),
@@ -24,6 +29,7 @@ impl LogHost for PluginState {
             LogLevel::Warn => tracing::warn!(plugin, "{message}"),
             LogLevel::Error => tracing::error!(plugin, "{message}"),
         }
+        Ok(())
     }
 }
 
@@ -41,7 +47,14 @@ pub(crate) fn truncate(s: &str, max: usize) -> &str {
 
 /// Renders a wasmtime error (often a trap wrapped in a backtrace) as one readable line.
 pub(crate) fn guest_fault(e: &wasmtime::Error) -> String {
+    // A limit hit names the plugin and the limit; say that rather than "wasm trap".
+    if let Some(hit) = crate::sandbox::LimitHit::find(e) {
+        return hit.to_string();
+    }
     if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
+        if *trap == wasmtime::Trap::StackOverflow {
+            return format!("{trap} (the guest exceeded the wasm stack limit)");
+        }
         return trap.to_string();
     }
     let text = format!("{e:#}");

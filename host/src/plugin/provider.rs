@@ -1,17 +1,19 @@
 //! A provider component: describe once at load, then one fresh instance per run.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use futures::future::BoxFuture;
 use wasmtime::component::Component;
 
+use super::agents::RunEnv;
 use super::guest_fault;
+use crate::agent::AgentRegistry;
 use crate::bindings::provider::seam::plugin::run_context::Host as RunContextHost;
 use crate::bindings::provider::ProviderPluginPre;
 use crate::bindings::{request_to_wit, result_from_wit};
 use crate::engine::SeamEngine;
 use crate::live::LiveCounts;
-use crate::sandbox::{new_store, Limits, PluginState, Role};
+use crate::sandbox::{new_store, PluginState, Role, Sandbox};
 use crate::subagent::{Provider, RunContext, RunFailure};
 use crate::types::{ProviderDescriptor, StartRequest, SubagentResult};
 
@@ -22,7 +24,10 @@ pub(crate) struct WasmProvider {
     pre: ProviderPluginPre<PluginState>,
     engine: wasmtime::Engine,
     live: Arc<LiveCounts>,
-    limits: Limits,
+    sandbox: Sandbox,
+    /// Weak: the agent registry reaches this provider through its tools, and a strong
+    /// reference back would keep the whole host (and its memory pool) alive forever.
+    agents: Weak<AgentRegistry>,
 }
 
 impl WasmProvider {
@@ -33,7 +38,8 @@ impl WasmProvider {
         plugin: Arc<str>,
         component: &Component,
         config: Arc<str>,
-        limits: Limits,
+        sandbox: impl Into<Sandbox>,
+        agents: Arc<AgentRegistry>,
     ) -> Result<(ProviderDescriptor, Self), String> {
         let pre = engine
             .provider_linker
@@ -46,7 +52,8 @@ impl WasmProvider {
             pre,
             engine: engine.engine.clone(),
             live: live.clone(),
-            limits,
+            sandbox: sandbox.into(),
+            agents: Arc::downgrade(&agents),
         };
         let descriptor = this.describe().await?;
         Ok((descriptor, this))
@@ -58,7 +65,7 @@ impl WasmProvider {
             &self.live,
             self.plugin.clone(),
             Role::Describe,
-            &self.limits,
+            &self.sandbox,
         );
         let instance = self
             .pre
@@ -88,13 +95,20 @@ impl Provider for WasmProvider {
         let live = self.live.clone();
         let plugin = self.plugin.clone();
         let config = self.config.clone();
-        let limits = self.limits.clone();
+        let sandbox = self.sandbox.clone();
+        let agents = self.agents.upgrade();
         Box::pin(async move {
+            let agents = agents.ok_or_else(|| RunFailure("the host is shutting down".into()))?;
             let run_id = ctx.id().to_string();
             let wit_request = request_to_wit(&request);
+            let env = RunEnv {
+                ctx,
+                request,
+                agents,
+            };
             // The store lives inside this future: when the host drops the future (dispose,
             // enforced cancel), the instance goes with it.
-            let mut store = new_store(&engine, &live, plugin, Role::Run(ctx), &limits);
+            let mut store = new_store(&engine, &live, plugin, Role::Run(env), &sandbox);
             let instance = pre
                 .instantiate_async(&mut store)
                 .await
@@ -113,36 +127,37 @@ impl Provider for WasmProvider {
 }
 
 impl RunContextHost for PluginState {
-    async fn ready(&mut self) {
-        if let Role::Run(ctx) = &self.role {
-            ctx.ready();
+    async fn ready(&mut self) -> wasmtime::Result<()> {
+        if let Role::Run(env) = &self.role {
+            env.ctx.ready();
         }
+        Ok(())
     }
 
-    async fn cancel_reason(&mut self) -> Option<String> {
-        match &self.role {
-            Role::Run(ctx) => ctx.cancel_reason(),
+    async fn cancel_reason(&mut self) -> wasmtime::Result<Option<String>> {
+        Ok(match &self.role {
+            Role::Run(env) => env.ctx.cancel_reason(),
             _ => None,
-        }
+        })
     }
 
-    async fn is_cancelled(&mut self) -> bool {
-        matches!(&self.role, Role::Run(ctx) if ctx.is_cancelled())
+    async fn is_cancelled(&mut self) -> wasmtime::Result<bool> {
+        Ok(matches!(&self.role, Role::Run(env) if env.ctx.is_cancelled()))
     }
 
-    async fn sleep(&mut self, ms: u64) -> bool {
+    async fn sleep(&mut self, ms: u64) -> wasmtime::Result<bool> {
         let nap = tokio::time::sleep(std::time::Duration::from_millis(ms));
-        match &self.role {
-            Role::Run(ctx) => {
+        Ok(match &self.role {
+            Role::Run(env) => {
                 tokio::select! {
-                    _ = nap => !ctx.is_cancelled(),
-                    _ = ctx.cancelled() => false,
+                    _ = nap => !env.ctx.is_cancelled(),
+                    _ = env.ctx.cancelled() => false,
                 }
             }
             _ => {
                 nap.await;
                 true
             }
-        }
+        })
     }
 }

@@ -15,7 +15,9 @@ use crate::bindings::tool::seam::plugin::subagents::{Host as SubagentsHost, Host
 use crate::bindings::tool::ToolPluginPre;
 use crate::engine::SeamEngine;
 use crate::live::LiveCounts;
-use crate::sandbox::{new_store, Limits, PluginState, Role};
+use crate::sandbox::{
+    blocks_size, new_store, request_size, Denied, PluginState, Role, RunGate, Sandbox,
+};
 use crate::subagent::{SubagentError, SubagentRun, SubagentService};
 use crate::tool::Tool;
 use crate::types::{ContentBlock, ParentRef, ProviderDescriptor, ToolDescriptor, ToolResult};
@@ -31,6 +33,8 @@ pub(crate) struct ToolCall {
     /// Every run this call started, shared with the host so that they are disposed when the
     /// call ends even if the guest forgot, trapped, or was dropped mid-call.
     runs: Arc<Mutex<Vec<SubagentRun>>>,
+    /// The tool plugin's limits, for the size of the requests it sends.
+    gate: RunGate,
 }
 
 /// How a tool plugin binds: its tool name and the provider it follows.
@@ -46,7 +50,9 @@ struct Inner {
     pre: ToolPluginPre<PluginState>,
     engine: wasmtime::Engine,
     live: Arc<LiveCounts>,
-    limits: Limits,
+    sandbox: Sandbox,
+    /// Concurrency, wall-clock and size limits of its calls.
+    gate: RunGate,
     subagents: Arc<SubagentService>,
     cancel_grace: Duration,
 }
@@ -65,7 +71,7 @@ impl WasmTool {
         plugin: Arc<str>,
         component: &Component,
         config: Arc<str>,
-        limits: Limits,
+        sandbox: impl Into<Sandbox>,
         cancel_grace: Duration,
     ) -> Result<(ToolBinding, Self), String> {
         let pre = engine
@@ -73,13 +79,15 @@ impl WasmTool {
             .instantiate_pre(component)
             .and_then(ToolPluginPre::new)
             .map_err(|e| format!("cannot link the tool component: {e:#}"))?;
+        let sandbox = sandbox.into();
         let this = Self(Arc::new(Inner {
+            gate: RunGate::new(plugin.clone(), sandbox.limits()),
             plugin,
             config,
             pre,
             engine: engine.engine.clone(),
             live: live.clone(),
-            limits,
+            sandbox,
             subagents,
             cancel_grace,
         }));
@@ -108,7 +116,7 @@ impl WasmTool {
             &inner.live,
             inner.plugin.clone(),
             role,
-            &inner.limits,
+            &inner.sandbox,
         );
         let instance = inner
             .pre
@@ -166,12 +174,19 @@ impl WasmTool {
         abort: CancellationToken,
     ) -> ToolResult {
         let inner = &self.0;
+        // A slot first: nothing is instantiated for a call that waits or is refused.
+        let _slot = match inner.gate.enter(abort.cancelled()).await {
+            Ok(slot) => slot,
+            Err(Denied::Cancelled) => return ToolResult::error("the tool call was aborted"),
+            Err(Denied::Refused(hit)) => return ToolResult::error(hit.to_string()),
+        };
         let runs = Arc::new(Mutex::new(Vec::new()));
         let call = ToolCall {
             subagents: inner.subagents.clone(),
             caller: caller.clone(),
             abort: abort.clone(),
             runs: runs.clone(),
+            gate: inner.gate.clone(),
         };
         let work = async {
             let (mut store, instance) = self.instance(Role::Call(call)).await?;
@@ -187,7 +202,7 @@ impl WasmTool {
         };
         let outcome = tokio::select! {
             biased;
-            r = work => Some(r),
+            r = inner.gate.timed(work) => Some(r.unwrap_or_else(|hit| Err(hit.to_string()))),
             _ = enforce => None,
         };
         // Quiescence at the end of the call: whatever the guest did with its runs.
@@ -195,10 +210,19 @@ impl WasmTool {
             std::mem::take(&mut *runs.lock().unwrap_or_else(|p| p.into_inner()));
         futures::future::join_all(started.iter().map(SubagentRun::dispose)).await;
         match outcome {
-            Some(Ok(r)) => ToolResult {
-                content: r.content.into_iter().map(ContentBlock::from).collect(),
-                is_error: r.is_error,
-            },
+            Some(Ok(r)) => {
+                let content: Vec<ContentBlock> =
+                    r.content.into_iter().map(ContentBlock::from).collect();
+                match inner.gate.check_size(blocks_size(&content)) {
+                    Ok(()) => ToolResult {
+                        content,
+                        is_error: r.is_error,
+                    },
+                    Err(hit) => {
+                        ToolResult::error(format!("tool plugin `{}` failed: {hit}", inner.plugin))
+                    }
+                }
+            }
             Some(Err(fault)) => {
                 ToolResult::error(format!("tool plugin `{}` failed: {fault}", inner.plugin))
             }
@@ -248,6 +272,9 @@ impl SubagentsHost for PluginState {
             Ok(r) => r,
             Err(e) => return Ok(Err(e.into())),
         };
+        if let Err(hit) = call.gate.check_size(request_size(&request)) {
+            return Ok(Err(wit::SubagentError::InvalidRequest(hit.to_string())));
+        }
         // The host, not the guest, says who the caller is: a tool cannot lie about its depth.
         request.parent = call.caller.clone();
         request.signal = Some(call.abort.child_token());

@@ -22,6 +22,17 @@ pub enum SubagentError {
         /// The missing capability (`output-schema`, `depth-limit`, `tool-filter`, `persona`).
         capability: String,
     },
+    /// The provider does not declare this runtime feature (`steering`, `resume`).
+    #[error("UNSUPPORTED_FEATURE: provider `{provider}` does not support `{feature}`")]
+    UnsupportedFeature {
+        /// Provider name.
+        provider: String,
+        /// The feature.
+        feature: String,
+    },
+    /// The run is not in a state that allows the operation.
+    #[error("INVALID_STATE: {0}")]
+    InvalidState(String),
     /// The request is malformed.
     #[error("INVALID_REQUEST: {0}")]
     InvalidRequest(String),
@@ -69,6 +80,8 @@ impl SubagentError {
             Self::DuplicateProvider(_) => "DUPLICATE_PROVIDER",
             Self::NoProvider(_) => "NO_PROVIDER",
             Self::UnsupportedCapability { .. } => "UNSUPPORTED_CAPABILITY",
+            Self::UnsupportedFeature { .. } => "UNSUPPORTED_FEATURE",
+            Self::InvalidState(_) => "INVALID_STATE",
             Self::InvalidRequest(_) => "INVALID_REQUEST",
             Self::InvalidDescriptor { .. } => "INVALID_DESCRIPTOR",
             Self::DepthExceeded { .. } => "DEPTH_EXCEEDED",

@@ -17,9 +17,10 @@ pub use error::SubagentError;
 use run::RunShared;
 pub use run::{Provider, RunContext, RunFailure, SubagentRun};
 
+use crate::agent::SessionEvent;
 use crate::events::{Event, EventBus};
 use crate::live::LiveCounts;
-use crate::types::{ProviderDescriptor, StartRequest};
+use crate::types::{ContentBlock, ProviderDescriptor, StartRequest};
 
 /// Strong references: a run whose caller dropped its handle is still found (and disposed) when
 /// its provider is removed.
@@ -140,6 +141,46 @@ impl SubagentService {
     /// `INVALID_REQUEST` or `DEPTH_EXCEEDED` before any instance exists. An already-aborted
     /// signal yields a run that has settled `aborted` without running anything.
     pub fn start(&self, name: &str, request: StartRequest) -> Result<SubagentRun, SubagentError> {
+        self.start_inner(name, request, None)
+    }
+
+    /// Continues a finished run's child with a new prompt, as a new run on the same provider
+    /// (providers declaring `resume`). The new child starts from the old one's completed turns.
+    pub fn resume(
+        &self,
+        run: &SubagentRun,
+        prompt: Vec<ContentBlock>,
+    ) -> Result<SubagentRun, SubagentError> {
+        let shared = &run.0;
+        if !shared.features.resume {
+            return Err(SubagentError::UnsupportedFeature {
+                provider: run.provider().to_string(),
+                feature: "resume".into(),
+            });
+        }
+        if run.try_result().is_none() {
+            return Err(SubagentError::InvalidState(format!(
+                "run `{}` is still running",
+                run.id()
+            )));
+        }
+        let seed = run.child_session().ok_or_else(|| {
+            SubagentError::InvalidState(format!(
+                "run `{}` has no finished child to resume",
+                run.id()
+            ))
+        })?;
+        let mut request = shared.request.clone();
+        request.prompt = prompt;
+        self.start_inner(run.provider(), request, Some(seed))
+    }
+
+    fn start_inner(
+        &self,
+        name: &str,
+        request: StartRequest,
+        resume_seed: Option<Vec<SessionEvent>>,
+    ) -> Result<SubagentRun, SubagentError> {
         let (descriptor, provider, runs) = {
             let providers = self.read();
             let entry = providers
@@ -180,6 +221,10 @@ impl SubagentService {
                     runs.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
                 }
             }),
+            self.cancel_grace,
+            resume_seed,
+            descriptor.features,
+            &request,
         );
         runs.lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -188,7 +233,7 @@ impl SubagentService {
         if request.signal.as_ref().is_some_and(|s| s.is_cancelled()) {
             shared.settle_pre_aborted();
         } else {
-            shared.spawn(provider, request, self.cancel_grace);
+            shared.spawn(provider, request);
         }
         Ok(SubagentRun(shared))
     }

@@ -5,7 +5,7 @@
 //! `subagent/start` precede `subagent/end` by construction and keeps both away from runs whose
 //! readiness failed.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -14,9 +14,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::SubagentError;
+use crate::agent::{Agent, SessionEvent};
 use crate::events::{Event, EventBus};
 use crate::live::LiveCounts;
-use crate::types::{ParentRef, StartRequest, StopReason, SubagentResult};
+use crate::types::{
+    ContentBlock, ParentRef, RuntimeFeatures, StartRequest, StopReason, SubagentResult,
+};
 
 /// What a provider implementation does with one run.
 ///
@@ -79,6 +82,18 @@ pub(crate) struct RunShared {
     dispose_state: Mutex<DisposeState>,
     disposed: watch::Sender<bool>,
     on_disposed: Box<dyn Fn(&str) + Send + Sync>,
+    /// How long dispose lets a cancelled run wind down before dropping it.
+    grace: Duration,
+    /// The in-process child this run owns, for steering.
+    child: Mutex<Option<Weak<Agent>>>,
+    /// The child's completed turns when it was torn down, for `resume`.
+    child_session: Mutex<Option<Vec<SessionEvent>>>,
+    /// For a resumed run: the session its child starts from.
+    resume_seed: Option<Vec<SessionEvent>>,
+    /// The provider's runtime features, for `send-message` and `resume`.
+    pub(crate) features: RuntimeFeatures,
+    /// The request as started (without its signal), for `resume`.
+    pub(crate) request: StartRequest,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -94,6 +109,10 @@ impl RunShared {
         events: Arc<EventBus>,
         live: Arc<LiveCounts>,
         on_disposed: Box<dyn Fn(&str) + Send + Sync>,
+        grace: Duration,
+        resume_seed: Option<Vec<SessionEvent>>,
+        features: RuntimeFeatures,
+        request: &StartRequest,
     ) -> Arc<Self> {
         live.run_started();
         Arc::new(Self {
@@ -111,6 +130,15 @@ impl RunShared {
             dispose_state: Mutex::new(DisposeState::Live),
             disposed: watch::channel(false).0,
             on_disposed,
+            grace,
+            child: Mutex::new(None),
+            child_session: Mutex::new(None),
+            resume_seed,
+            features,
+            request: StartRequest {
+                signal: None,
+                ..request.clone()
+            },
         })
     }
 
@@ -224,12 +252,8 @@ impl RunShared {
     }
 
     /// Spawns the driver task for `provider`.
-    pub(crate) fn spawn(
-        self: &Arc<Self>,
-        provider: Arc<dyn Provider>,
-        request: StartRequest,
-        grace: Duration,
-    ) {
+    pub(crate) fn spawn(self: &Arc<Self>, provider: Arc<dyn Provider>, request: StartRequest) {
+        let grace = self.grace;
         let shared = self.clone();
         let handle = tokio::spawn(async move {
             let signal = request.signal.clone();
@@ -275,12 +299,16 @@ impl RunShared {
         }
         self.cancel(Some("disposed".into()));
         let task = lock(&self.task).take();
-        if let Some(task) = task {
-            let own_task = tokio::task::try_id() == Some(task.id());
-            task.abort();
-            if !own_task {
-                // Waits until the store and instance are dropped.
-                let _ = task.await;
+        if let Some(mut task) = task {
+            if tokio::task::try_id() == Some(task.id()) {
+                task.abort();
+            } else {
+                // Cooperative first, so that the run unwinds (its child's tool calls dispose
+                // their own runs); then the run's future, and with it its store, is dropped.
+                if tokio::time::timeout(self.grace, &mut task).await.is_err() {
+                    task.abort();
+                    let _ = task.await;
+                }
             }
         }
         let (r, e) = self.aborted_result("disposed before it settled");
@@ -297,6 +325,31 @@ impl RunShared {
 pub struct RunContext(Arc<RunShared>);
 
 impl RunContext {
+    /// A token cancelled when the run is cancelled or disposed; link what the run owns to it.
+    pub fn token(&self) -> CancellationToken {
+        self.0.cancel.clone()
+    }
+
+    /// Records the in-process child this run owns (for steering).
+    pub fn set_child(&self, child: &Arc<Agent>) {
+        *lock(&self.0.child) = Some(Arc::downgrade(child));
+    }
+
+    /// Whether the run already owns a child.
+    pub fn has_child(&self) -> bool {
+        lock(&self.0.child).is_some()
+    }
+
+    /// Keeps the child's completed turns when it is torn down, so that the run can be resumed.
+    pub fn record_child_session(&self, events: Vec<SessionEvent>) {
+        *lock(&self.0.child_session) = Some(events);
+    }
+
+    /// For a resumed run: the session its child must start from.
+    pub fn resume_seed(&self) -> Option<Vec<SessionEvent>> {
+        self.0.resume_seed.clone()
+    }
+
     /// The run id (the child's agent id).
     pub fn id(&self) -> &str {
         &self.0.id
@@ -396,5 +449,35 @@ impl SubagentRun {
     /// Whether dispose has completed.
     pub fn is_disposed(&self) -> bool {
         *self.0.disposed.borrow()
+    }
+
+    /// Steers the run's live child with an extra message (providers declaring `steering`).
+    pub fn send_message(&self, content: Vec<ContentBlock>) -> Result<(), SubagentError> {
+        if !self.0.features.steering {
+            return Err(SubagentError::UnsupportedFeature {
+                provider: self.0.provider.clone(),
+                feature: "steering".into(),
+            });
+        }
+        match self.child() {
+            Some(child) => {
+                child.steer(content);
+                Ok(())
+            }
+            None => Err(SubagentError::InvalidState(format!(
+                "run `{}` has no live child to steer",
+                self.0.id
+            ))),
+        }
+    }
+
+    /// The live child agent, for an in-process provider.
+    pub(crate) fn child(&self) -> Option<Arc<Agent>> {
+        lock(&self.0.child).as_ref().and_then(Weak::upgrade)
+    }
+
+    /// The child's completed turns, once it was torn down (in-process providers).
+    pub fn child_session(&self) -> Option<Vec<SessionEvent>> {
+        lock(&self.0.child_session).clone()
     }
 }

@@ -1,9 +1,12 @@
 //! Integration tests: every test loads real built components through the host's public API.
 //! One binary, one module per area (the wasmtime `tests/all` shape).
 
+mod agent;
 mod events;
+mod hostile;
 mod loader;
 mod mock;
+mod openai;
 mod registry;
 mod runs;
 mod tool;

@@ -1,0 +1,25 @@
+//! The `fork` provider: the child runs on the host's agent runtime, its session seeded with the
+//! parent's balanced completed-turn prefix (the turn in flight is left out). Its answer is read
+//! only from its own events after the seed.
+//! Like `spawn`, it inherits the parent's working directory and model unless the request's agent options say
+//! otherwise, and declares all four start-time capabilities.
+
+#[allow(dead_code)]
+#[path = "../../common/config.rs"]
+mod config;
+#[path = "../../common/inprocess.rs"]
+mod inprocess;
+
+wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin" });
+
+use exports::seam::plugin::provider::Guest;
+use seam::plugin::agents::Seed;
+use seam::plugin::types::{ProviderDescriptor, StartRequest, SubagentResult};
+
+const FORK: inprocess::Flavour = inprocess::Flavour {
+    default_name: "fork",
+    seed: Seed::ParentCompletedTurns,
+    inherits_parent_context: true,
+};
+
+in_process_provider!(ForkProvider, FORK);

@@ -1,0 +1,198 @@
+//! An agent's tool layer: the host's mounted tools seen through the agent's tool filter, plus the
+//! `structured_output` capture tool when an output schema was asked for.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::AgentError;
+use crate::model::scripted::STRUCTURED_OUTPUT_TOOL;
+use crate::model::ToolSpec;
+use crate::tool::ToolRegistry;
+use crate::types::{ContentBlock, ParentRef, ToolFilter, ToolResult};
+
+/// The forced capture tool of a child asked for structured output.
+struct Capture {
+    schema: Value,
+    validator: jsonschema::Validator,
+    captured: Mutex<Option<Value>>,
+}
+
+/// What an agent may see and call.
+pub struct ToolLayer {
+    tools: Arc<ToolRegistry>,
+    filter: Option<ToolFilter>,
+    capture: Option<Capture>,
+}
+
+/// What running one call decided.
+pub(crate) enum CallOutcome {
+    /// An ordinary tool result.
+    Result(ToolResult),
+    /// A valid structured answer was captured: the turn ends.
+    Captured(ToolResult),
+}
+
+impl ToolLayer {
+    /// A layer over `tools`. Every name in `filter` must be a mounted tool (or the capture tool).
+    pub fn new(
+        tools: Arc<ToolRegistry>,
+        filter: Option<ToolFilter>,
+        output_schema: Option<Value>,
+    ) -> Result<Self, AgentError> {
+        if let Some(f) = &filter {
+            let known: Vec<String> = tools.list().into_iter().map(|t| t.name).collect();
+            for name in f.allow.iter().chain(f.deny.iter()).flatten() {
+                if name != STRUCTURED_OUTPUT_TOOL && !known.contains(name) {
+                    return Err(AgentError::Invalid(format!(
+                        "tool-filter names `{name}`, which is not a mounted tool (mounted: {})",
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    )));
+                }
+            }
+        }
+        let capture = match output_schema {
+            Some(schema) => {
+                let validator = jsonschema::validator_for(&schema).map_err(|e| {
+                    AgentError::Invalid(format!("output-schema does not compile: {e}"))
+                })?;
+                Some(Capture {
+                    schema,
+                    validator,
+                    captured: Mutex::new(None),
+                })
+            }
+            None => None,
+        };
+        Ok(Self {
+            tools,
+            filter,
+            capture,
+        })
+    }
+
+    fn visible(&self, name: &str) -> bool {
+        match &self.filter {
+            None => true,
+            Some(f) => {
+                let allowed = f.allow.as_ref().is_none_or(|a| a.iter().any(|n| n == name));
+                let denied = f.deny.as_ref().is_some_and(|d| d.iter().any(|n| n == name));
+                allowed && !denied
+            }
+        }
+    }
+
+    /// The tools offered to the model.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        let mut specs: Vec<ToolSpec> = self
+            .tools
+            .list()
+            .into_iter()
+            .filter(|t| self.visible(&t.name))
+            .map(|t| ToolSpec {
+                name: t.name,
+                description: t.description,
+                parameters: t.parameters,
+            })
+            .collect();
+        if let Some(c) = &self.capture {
+            specs.push(ToolSpec {
+                name: STRUCTURED_OUTPUT_TOOL.into(),
+                description: "Return your final answer as structured data matching the schema. \
+                              Call this exactly once, when you are done; it ends your turn."
+                    .into(),
+                parameters: c.schema.clone(),
+            });
+        }
+        specs
+    }
+
+    /// Whether a structured answer is required and not yet captured.
+    pub fn capture_pending(&self) -> bool {
+        self.capture
+            .as_ref()
+            .is_some_and(|c| lock(&c.captured).is_none())
+    }
+
+    /// The captured structured answer.
+    pub fn captured(&self) -> Option<Value> {
+        self.capture
+            .as_ref()
+            .and_then(|c| lock(&c.captured).clone())
+    }
+
+    /// Handles a call to the capture tool without running anything else.
+    pub(crate) fn try_capture(&self, name: &str, arguments: &str) -> Option<CallOutcome> {
+        if name != STRUCTURED_OUTPUT_TOOL {
+            return None;
+        }
+        let Some(c) = &self.capture else {
+            return Some(CallOutcome::Result(ToolResult::error(format!(
+                "tool `{name}` is not available: no output schema was requested"
+            ))));
+        };
+        let mut captured = lock(&c.captured);
+        if captured.is_some() {
+            return Some(CallOutcome::Result(ToolResult::error(
+                "the structured answer was already captured",
+            )));
+        }
+        let value: Value = match serde_json::from_str(arguments) {
+            Ok(v) => v,
+            Err(e) => {
+                return Some(CallOutcome::Result(ToolResult::error(format!(
+                    "arguments are not valid JSON: {e}; call structured_output again"
+                ))))
+            }
+        };
+        let problems: Vec<String> = c
+            .validator
+            .iter_errors(&value)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Some(CallOutcome::Result(ToolResult::error(format!(
+                "arguments do not match the schema: {}; fix them and call structured_output again",
+                problems.join("; ")
+            ))));
+        }
+        *captured = Some(value);
+        Some(CallOutcome::Captured(ToolResult {
+            content: vec![ContentBlock::text("structured answer captured")],
+            is_error: false,
+        }))
+    }
+
+    /// Runs a host tool, refusing hidden ones.
+    pub(crate) async fn run(
+        &self,
+        name: &str,
+        caller: ParentRef,
+        arguments: String,
+        abort: CancellationToken,
+    ) -> ToolResult {
+        if !self.visible(name) {
+            return ToolResult::error(format!("tool `{name}` is not available to this agent"));
+        }
+        match self.tools.execute(name, caller, arguments, abort).await {
+            Ok(r) => r,
+            Err(e) => ToolResult::error(e.to_string()),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

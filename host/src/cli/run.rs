@@ -1,0 +1,149 @@
+//! `seam run CONFIG [PROMPT] [--model M] [--events] [--json]`: a top-level agent whose tools are
+//! the mounted tool plugins answers one prompt.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use seam_host::{ContentBlock, Event, Host};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    load_for_use, print_events, read_config, with_host, working_directory, EXIT_OK,
+    EXIT_UNSUCCESSFUL,
+};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The config file (TOML).
+    config: PathBuf,
+    /// The prompt; defaults to `[agent] prompt` in the config.
+    prompt: Option<String>,
+    /// The model string of the top-level agent, overriding `[agent] model`.
+    #[arg(long, value_name = "M")]
+    model: Option<String>,
+    /// Print the whole event stream (agent, tool, subagent) as JSON lines on stderr.
+    #[arg(long)]
+    events: bool,
+    /// Print the answer as a JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
+    let config = read_config(&args.config)?;
+    let prompt = args
+        .prompt
+        .clone()
+        .or_else(|| config.agent.prompt.clone())
+        .context("no prompt: give one on the command line or set `prompt` under [agent]")?;
+    let cwd = working_directory()?;
+    with_host(|host| async move {
+        load_for_use(&host, &config).await;
+        let listener = args.events.then(|| print_events(&host));
+        let progress =
+            (!args.events && std::io::stderr().is_terminal()).then(|| Progress::start(&host));
+        let outcome = answer(&host, &args, &cwd, prompt, interrupt).await;
+        if let Some(p) = progress {
+            p.stop(&host);
+        }
+        if let Some(id) = listener {
+            host.events().unsubscribe(id);
+        }
+        outcome
+    })
+    .await
+}
+
+async fn answer(
+    host: &Host,
+    args: &Args,
+    cwd: &str,
+    prompt: String,
+    interrupt: CancellationToken,
+) -> Result<u8> {
+    let agent = host
+        .create_agent(args.model.as_deref(), cwd)
+        .context("cannot create the top-level agent")?;
+    // Ctrl-C aborts the whole tree: the agent's model call, its tool calls, their runs.
+    let watcher = {
+        let agent = agent.clone();
+        tokio::spawn(async move {
+            interrupt.cancelled().await;
+            agent.abort();
+        })
+    };
+    let outcome = agent.run_turn(vec![ContentBlock::text(prompt)]).await;
+    watcher.abort();
+    host.agents().dispose(agent.id()).await;
+
+    let text = seam_host::blocks_text(&outcome.output);
+    if args.json {
+        let json = serde_json::json!({
+            "agent": agent.id(),
+            "stop-reason": outcome.stop_reason.as_str(),
+            "output": text,
+            "structured": outcome.structured,
+        });
+        outln!("{json}");
+    } else {
+        outln!("{text}");
+    }
+    if outcome.stop_reason.is_success() {
+        Ok(EXIT_OK)
+    } else {
+        errln!("the agent ended with stop reason `{}`", outcome.stop_reason);
+        Ok(EXIT_UNSUCCESSFUL)
+    }
+}
+
+/// A one-line spinner on stderr saying what the agent tree is doing.
+struct Progress {
+    listener: seam_host::ListenerId,
+    ticker: tokio::task::JoinHandle<()>,
+}
+
+impl Progress {
+    fn start(host: &Host) -> Self {
+        let status = Arc::new(Mutex::new(String::from("thinking")));
+        let sink = status.clone();
+        let listener = host.events().subscribe(move |event| {
+            let line = match &event {
+                Event::AgentToolCall { id, tool, .. } => format!("{id}: calling `{tool}`"),
+                Event::SubagentStart { provider, id, .. } => format!("{id}: child on `{provider}`"),
+                Event::SubagentEnd {
+                    id, stop_reason, ..
+                } => format!("{id}: {stop_reason}"),
+                Event::AgentTurnStart { id, .. } => format!("{id}: thinking"),
+                _ => return Ok(()),
+            };
+            *sink.lock().unwrap_or_else(|p| p.into_inner()) = line;
+            Ok(())
+        });
+        let ticker = tokio::spawn(async move {
+            const FRAMES: [char; 4] = ['|', '/', '-', '\\'];
+            for frame in FRAMES.iter().cycle() {
+                let line = status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                {
+                    use std::io::Write as _;
+                    let mut err = std::io::stderr().lock();
+                    let _ = write!(err, "\r\x1b[2K{frame} {line}");
+                    let _ = err.flush();
+                }
+                tokio::time::sleep(Duration::from_millis(120)).await;
+            }
+        });
+        Self { listener, ticker }
+    }
+
+    fn stop(self, host: &Host) {
+        self.ticker.abort();
+        host.events().unsubscribe(self.listener);
+        use std::io::Write as _;
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\r\x1b[2K");
+        let _ = err.flush();
+    }
+}

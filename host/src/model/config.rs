@@ -1,0 +1,106 @@
+//! The `[models]` section of the config: scripts for the scripted model, and the OpenAI-compatible
+//! endpoint.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// `[models]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelsConfig {
+    /// `[models.scripts.NAME]`: scripts for `scripted:NAME`.
+    #[serde(default)]
+    pub scripts: BTreeMap<String, Script>,
+    /// `[models.openai]`: the endpoint for `openai` and `openai:MODEL`.
+    #[serde(default)]
+    pub openai: Option<OpenAiConfig>,
+}
+
+/// A script: one step per model call, in order.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Script {
+    /// The steps.
+    pub steps: Vec<ScriptStep>,
+}
+
+/// One scripted reply. Exactly one of the reply kinds should be set; text may accompany tool
+/// calls. In text, `{prompt}` is the latest user message, `{tool_results}` the results of the
+/// latest tool calls (one per line), `{system}` the system prompt and `{tools}` the names of the
+/// tools offered, comma-separated.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptStep {
+    /// Reply text.
+    pub text: Option<String>,
+    /// Tool calls to make.
+    #[serde(default)]
+    pub tool_calls: Vec<ScriptToolCall>,
+    /// Shorthand for a `structured_output` call with these arguments.
+    pub structured: Option<serde_json::Value>,
+    /// Fail the model call with this message.
+    pub error: Option<String>,
+    /// Reply `text` but stop for lack of tokens.
+    #[serde(default)]
+    pub max_tokens: bool,
+    /// Decline with `text`.
+    #[serde(default)]
+    pub refusal: bool,
+    /// Wait this long before replying (to make cancellation observable).
+    #[serde(default)]
+    pub delay_ms: u64,
+}
+
+/// A scripted tool call.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptToolCall {
+    /// Tool name.
+    pub name: String,
+    /// Arguments (any JSON; objects are typical).
+    #[serde(default)]
+    pub arguments: serde_json::Value,
+}
+
+/// `[models.openai]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenAiConfig {
+    /// Base URL up to and excluding `/chat/completions`, e.g. `https://api.deepseek.com/v1`.
+    pub base_url: String,
+    /// Name of the environment variable holding the API key (never the key itself).
+    pub api_key_env: Option<String>,
+    /// Model name sent to the endpoint.
+    pub model: String,
+    /// Stream the reply with server-sent events.
+    #[serde(default = "yes")]
+    pub stream: bool,
+    /// Per-request timeout, for each attempt: without streaming, for the whole reply; with
+    /// streaming, for the reply to start and then for each next piece of the stream (so a long
+    /// answer that keeps arriving is not cut off).
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Retries on 429 and 5xx, with exponential backoff.
+    #[serde(default = "default_retries")]
+    pub max_retries: u32,
+    /// First backoff delay; doubles each retry (a `Retry-After` header in seconds wins). Each
+    /// wait is capped at 60 s.
+    #[serde(default = "default_backoff_ms")]
+    pub backoff_ms: u64,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_timeout_ms() -> u64 {
+    60_000
+}
+fn default_retries() -> u32 {
+    3
+}
+fn default_backoff_ms() -> u64 {
+    500
+}

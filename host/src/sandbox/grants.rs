@@ -1,0 +1,166 @@
+//! What a plugin is granted beyond Seam's own imports: preopened directories, environment
+//! variables, network addresses and name lookup. Everything is denied unless the plugin's config
+//! entry grants it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Serialize;
+use thiserror::Error;
+use wasmtime_wasi::sockets::SocketAddrUse;
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+/// A config entry's `[plugin.grants]`, as written (paths already resolved against the config
+/// file's folder). [`Grants::resolve`] checks it against the host at load.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Grants {
+    /// Host directories preopened in the guest (`dirs`).
+    pub dirs: Vec<DirGrant>,
+    /// Names of host environment variables the guest sees (`env`).
+    pub env: Vec<String>,
+    /// Socket addresses the guest may connect or send to, over TCP or UDP (`network`).
+    pub network: Vec<SocketAddr>,
+    /// Whether the guest may resolve names (`dns`).
+    pub dns: bool,
+}
+
+/// One preopened directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DirGrant {
+    /// The directory on the host.
+    pub host: PathBuf,
+    /// Its name in the guest, for example `/data`.
+    pub guest: String,
+    /// Whether the guest may create, change and delete files in it; read-only otherwise.
+    pub write: bool,
+}
+
+/// The keys of `[plugin.grants]`.
+pub const GRANT_KEYS: &[&str] = &["dirs", "env", "network", "dns"];
+/// The keys of one `dirs` entry.
+pub const DIR_KEYS: &[&str] = &["host", "guest", "write"];
+
+/// A grant that cannot be honoured on this host, naming the config key.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("key `{key}`: {message}")]
+pub struct SandboxError {
+    /// The key, for example `grants.dirs[0].host`.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Grants checked against the host: directories exist and open, environment values read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Granted {
+    /// Preopened directories, host paths made canonical.
+    pub dirs: Vec<DirGrant>,
+    /// Granted environment variables that are set on the host (names only: values stay secret).
+    pub env: Vec<String>,
+    /// Granted environment variables that are not set on the host; the guest does not see them.
+    pub env_unset: Vec<String>,
+    /// Addresses the guest may connect or send to.
+    pub network: Vec<SocketAddr>,
+    /// Whether name lookup is allowed.
+    pub dns: bool,
+    #[serde(skip)]
+    env_values: Vec<(String, String)>,
+}
+
+impl Grants {
+    /// Checks every grant against the host: each directory must exist, be a directory and open;
+    /// each environment variable's value is read now (a variable that is not set is left out).
+    pub fn resolve(&self) -> Result<Granted, SandboxError> {
+        let mut granted = Granted {
+            network: self.network.clone(),
+            dns: self.dns,
+            ..Granted::default()
+        };
+        for (i, dir) in self.dirs.iter().enumerate() {
+            let err = |message: String| SandboxError {
+                key: format!("grants.dirs[{i}].host"),
+                message,
+            };
+            let host = std::fs::canonicalize(&dir.host)
+                .map_err(|e| err(format!("`{}`: {e}", dir.host.display())))?;
+            if !host.is_dir() {
+                return Err(err(format!("`{}` is not a directory", dir.host.display())));
+            }
+            // Open it the way every store will, so a problem shows now and not at the first run.
+            WasiCtxBuilder::new()
+                .preopened_dir(&host, &dir.guest, FsPerms::ReadOnly)
+                .map_err(|e| err(format!("cannot open `{}`: {e}", host.display())))?;
+            granted.dirs.push(DirGrant {
+                host,
+                guest: dir.guest.clone(),
+                write: dir.write,
+            });
+        }
+        for name in &self.env {
+            match std::env::var(name) {
+                Ok(value) => {
+                    granted.env.push(name.clone());
+                    granted.env_values.push((name.clone(), value));
+                }
+                Err(_) => granted.env_unset.push(name.clone()),
+            }
+        }
+        Ok(granted)
+    }
+}
+
+impl Granted {
+    /// Whether nothing at all is granted.
+    pub fn is_empty(&self) -> bool {
+        self.dirs.is_empty()
+            && self.env.is_empty()
+            && self.env_unset.is_empty()
+            && self.network.is_empty()
+            && !self.dns
+    }
+
+    /// Applies the grants to a WASI context builder.
+    pub(crate) fn apply(&self, plugin: &str, builder: &mut WasiCtxBuilder) {
+        for (name, value) in &self.env_values {
+            builder.env(name, value);
+        }
+        for dir in &self.dirs {
+            let perms = if dir.write {
+                FsPerms::ReadWrite
+            } else {
+                FsPerms::ReadOnly
+            };
+            if let Err(e) = builder.preopened_dir(&dir.host, &dir.guest, perms) {
+                // It opened at load; it vanished since. The guest sees no such directory.
+                tracing::warn!(
+                    plugin,
+                    dir = %dir.host.display(),
+                    error = %e,
+                    "a granted directory can no longer be opened; the guest will not see it"
+                );
+            }
+        }
+        builder.allow_ip_name_lookup(self.dns);
+        let network = !self.network.is_empty();
+        builder.allow_tcp(network);
+        builder.allow_udp(network);
+        if network {
+            let allowed: Arc<[SocketAddr]> = self.network.clone().into();
+            builder.socket_addr_check(move |addr, usage| {
+                let ok = match usage {
+                    SocketAddrUse::TcpConnect
+                    | SocketAddrUse::UdpSend
+                    | SocketAddrUse::UdpReceive => allowed.contains(&addr),
+                    // The implicit bind before a connect or send is to the wildcard address
+                    // with port 0; any other bind, and every listen or accept, is refused.
+                    SocketAddrUse::TcpBind | SocketAddrUse::UdpBind => {
+                        addr.ip().is_unspecified() && addr.port() == 0
+                    }
+                    SocketAddrUse::TcpListen | SocketAddrUse::TcpAccept => false,
+                };
+                Box::pin(async move { ok })
+            });
+        }
+    }
+}

@@ -1,0 +1,946 @@
+//! The hostile-guest suite: components that attack their sandbox or their limits. Each attack
+//! must end only its own run (or call, or load), with an outcome that names the plugin and the
+//! limit, while a well-behaved provider in the same host keeps serving.
+
+use std::future::Future;
+use std::path::Path;
+
+use seam_host::{Event, Host, ParentRef, PluginState, StartRequest, StopReason, SubagentRun};
+use seam_tests::*;
+use tokio_util::sync::CancellationToken;
+
+/// A hostile provider entry (`name` = id) with extra component config and extra TOML after the
+/// entry (its `[plugin.grants]` or `[plugin.limits]`).
+fn hostile(id: &str, extra: &str, tables: &str) -> String {
+    let sep = if extra.is_empty() { "" } else { ", " };
+    entry(
+        id,
+        "hostile_provider",
+        &format!("name = \"{id}\"{sep}{extra}"),
+    ) + tables
+        + "\n"
+}
+
+/// A hostile tool entry under tool name `id`.
+fn hostile_tool(id: &str, extra: &str, tables: &str) -> String {
+    entry(id, "hostile_tool", &format!("toolName = \"{id}\", {extra}")) + tables + "\n"
+}
+
+/// The well-behaved provider every test keeps using during its attack.
+fn good() -> String {
+    mock("good", "reply = \"fine\"")
+}
+
+/// Runs the good provider over and over until `attack` finishes; every one of those runs must
+/// complete. Returns the attack's output and how many good runs were served meanwhile.
+async fn while_serving<F: Future>(host: &Host, attack: F) -> (F::Output, usize) {
+    let stop = CancellationToken::new();
+    let serving = {
+        let host = host.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut served = 0;
+            loop {
+                let run = host.subagents().start("good", request("x")).unwrap();
+                let result = run.result().await.unwrap();
+                run.dispose().await;
+                assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");
+                assert_eq!(result.output_text(), "fine");
+                served += 1;
+                if stop.is_cancelled() {
+                    return served;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let out = attack.await;
+    stop.cancel();
+    let served = serving
+        .await
+        .expect("the good provider's loop never panics");
+    assert!(served >= 1);
+    (out, served)
+}
+
+/// Starts a run on `name`, waits for its result and disposes it.
+async fn run_once(host: &Host, name: &str, req: StartRequest) -> seam_host::SubagentResult {
+    let run = host.subagents().start(name, req).unwrap();
+    let result = run
+        .result()
+        .await
+        .expect("result never fails on a guest fault");
+    run.dispose().await;
+    result
+}
+
+/// The output text of a run of hostile provider `name`, which must complete.
+async fn attack_output(host: &Host, name: &str) -> String {
+    let (result, _) = while_serving(host, run_once(host, name, request("x"))).await;
+    assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");
+    result.output_text()
+}
+
+/// The stop reason and last assistant message of `name`'s last `subagent/end`.
+fn last_end(
+    seen: &std::sync::Arc<std::sync::Mutex<Vec<Event>>>,
+    name: &str,
+) -> (StopReason, String) {
+    let events = seen.lock().unwrap();
+    let end = events
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            Event::SubagentEnd {
+                provider,
+                stop_reason,
+                last_assistant_message,
+                ..
+            } if provider == name => Some((
+                stop_reason.clone(),
+                seam_host::blocks_text(last_assistant_message.as_deref().unwrap_or_default()),
+            )),
+            _ => None,
+        })
+        .expect("a subagent/end was emitted");
+    end
+}
+
+fn assert_quiescent(host: &Host) {
+    assert_eq!(host.live_runs(), 0, "live runs");
+    assert_eq!(host.live_instances(), 0, "live instances");
+}
+
+/// Asserts that a limit hit ended the run `error`, named the plugin and the limit in the result
+/// and in `subagent/end`.
+async fn assert_limit_hit(host: &Host, name: &str, limit: &str) {
+    let seen = record(host);
+    let (result, _) = while_serving(host, run_once(host, name, request("x"))).await;
+    let expected = format!("plugin `{name}` hit its limit `{limit}`");
+    assert_eq!(result.stop_reason, StopReason::Error, "{result:?}");
+    assert!(result.output_text().contains(&expected), "{result:?}");
+    let (reason, message) = last_end(&seen, name);
+    assert_eq!(reason, StopReason::Error);
+    assert!(message.contains(&expected), "{message}");
+    assert_quiescent(host);
+}
+
+// --- CPU, memory, stack, output -------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_infinite_loop_is_stopped_by_the_cpu_budget() {
+    let toml = hostile(
+        "spin",
+        "mode = \"spin\"",
+        "[plugin.limits]\ncpu_ms_per_call = 1000",
+    ) + &good();
+    let host = host_with(&toml).await;
+    let run = host.subagents().start("spin", request("x")).unwrap();
+    run.started().await.unwrap();
+    // The good provider is served while the loop burns its budget, not only after.
+    let (served_during, _) = while_serving(&host, async {
+        let mut during = 0;
+        while run.try_result().is_none() {
+            let r = run_once(&host, "good", request("x")).await;
+            assert!(r.stop_reason.is_success());
+            during += usize::from(run.try_result().is_none());
+        }
+        during
+    })
+    .await;
+    eprintln!("served {served_during} good runs while the loop spun");
+    assert!(served_during >= 1, "nothing was served during the loop");
+    let result = run.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Error);
+    assert!(
+        result.output_text().contains(
+            "plugin `spin` hit its limit `cpu_ms_per_call`: one call may use at most 1000 ms"
+        ),
+        "{result:?}"
+    );
+    run.dispose().await;
+    assert_limit_hit(&host, "spin", "cpu_ms_per_call").await;
+}
+
+#[tokio::test]
+async fn a_memory_bomb_hits_the_memory_limit() {
+    let toml = hostile(
+        "bomb",
+        "mode = \"memory-bomb\"",
+        "[plugin.limits]\nmemory_mb = 16",
+    ) + &good();
+    let host = host_with(&toml).await;
+    assert_limit_hit(&host, "bomb", "memory_mb").await;
+}
+
+#[tokio::test]
+async fn allocating_a_huge_output_string_hits_the_memory_limit() {
+    let toml = hostile(
+        "alloc",
+        "mode = \"huge-output\", bytes = 100000000",
+        "[plugin.limits]\nmemory_mb = 32",
+    ) + &good();
+    let host = host_with(&toml).await;
+    assert_limit_hit(&host, "alloc", "memory_mb").await;
+}
+
+#[tokio::test]
+async fn deep_recursion_overflows_the_stack_and_ends_only_that_run() {
+    // Small frames exhaust the wasm call stack; large ones the guest's own stack in its linear
+    // memory, which runs off the bottom of the memory.
+    let toml = hostile("deep", "mode = \"recurse\"", "")
+        + &hostile("wide", "mode = \"recurse-big\"", "")
+        + &good();
+    let host = host_with(&toml).await;
+    let (result, _) = while_serving(&host, run_once(&host, "deep", request("x"))).await;
+    assert_eq!(result.stop_reason, StopReason::Error);
+    assert!(
+        result.output_text().contains("stack"),
+        "the stack overflow is named: {result:?}"
+    );
+    let (result, _) = while_serving(&host, run_once(&host, "wide", request("x"))).await;
+    assert_eq!(result.stop_reason, StopReason::Error);
+    assert!(
+        result
+            .output_text()
+            .contains("provider `wide` failed: guest fault"),
+        "{result:?}"
+    );
+    assert_quiescent(&host);
+}
+
+#[tokio::test]
+async fn a_huge_output_hits_the_output_cap() {
+    let toml = hostile(
+        "big",
+        "mode = \"huge-output\", bytes = 3000000",
+        "[plugin.limits]\nmax_output_bytes = 2000000",
+    ) + &hostile("small", "mode = \"huge-output\", bytes = 1000000", "")
+        + &good();
+    let host = host_with(&toml).await;
+    assert_limit_hit(&host, "big", "max_output_bytes").await;
+    // Under the cap, the same attack is just a big answer.
+    let r = run_once(&host, "small", request("x")).await;
+    assert_eq!(r.stop_reason, StopReason::Completed);
+    assert_eq!(r.output_text().len(), 1_000_000);
+}
+
+#[tokio::test]
+async fn a_run_past_its_wall_clock_budget_ends_error() {
+    let toml = hostile(
+        "slow",
+        "mode = \"ignore-cancel\"",
+        "[plugin.limits]\nrun_timeout_ms = 300",
+    ) + &good();
+    let host = host_with(&toml).await;
+    assert_limit_hit(&host, "slow", "run_timeout_ms").await;
+}
+
+// --- Files --------------------------------------------------------------------------------
+
+/// A folder with `data/readme.txt`, `data/escape` (a symlink to /etc/passwd), `data/up` (a
+/// symlink to the folder above `data`), `secret.txt` beside `data`, and an empty `out`.
+fn files() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::create_dir(dir.path().join("out")).unwrap();
+    std::fs::write(data.join("readme.txt"), "granted content").unwrap();
+    std::fs::write(dir.path().join("secret.txt"), "top secret").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", data.join("escape")).unwrap();
+    std::os::unix::fs::symlink(dir.path(), data.join("up")).unwrap();
+    dir
+}
+
+fn dirs_grant(root: &Path) -> String {
+    format!(
+        "[plugin.grants]\ndirs = [{{ host = '{}', guest = '/data' }}, {{ host = '{}', guest = '/out', write = true }}]\n",
+        root.join("data").display(),
+        root.join("out").display()
+    )
+}
+
+#[tokio::test]
+async fn a_plugin_reads_only_inside_its_granted_directory() {
+    let dir = files();
+    let reads = [
+        ("mine", "/data/readme.txt"),
+        ("passwd", "/etc/passwd"),
+        ("dotdot", "/data/../../../../etc/passwd"),
+        ("dotdot2", "/data/../secret.txt"),
+        ("symlink", "/data/escape"),
+        ("dirlink", "/data/up/secret.txt"),
+    ];
+    let mut toml = good();
+    for (id, path) in reads {
+        toml += &hostile(
+            id,
+            &format!("mode = \"read-file\", path = \"{path}\""),
+            &dirs_grant(dir.path()),
+        );
+    }
+    toml += &hostile(
+        "nogrant",
+        "mode = \"read-file\", path = \"/etc/passwd\"",
+        "",
+    );
+    let host = host_with(&toml).await;
+    assert_eq!(attack_output(&host, "mine").await, "ok: granted content");
+    for id in [
+        "passwd", "dotdot", "dotdot2", "symlink", "dirlink", "nogrant",
+    ] {
+        let out = attack_output(&host, id).await;
+        assert!(out.starts_with("denied: "), "{id} escaped: {out}");
+        assert!(
+            !out.contains("root:") && !out.contains("top secret"),
+            "{id}: {out}"
+        );
+    }
+    assert_quiescent(&host);
+}
+
+#[tokio::test]
+async fn a_plugin_cannot_write_to_a_read_only_grant() {
+    let dir = files();
+    let toml = good()
+        + &hostile(
+            "ro",
+            "mode = \"write-file\", path = \"/data/new.txt\"",
+            &dirs_grant(dir.path()),
+        )
+        + &hostile(
+            "overwrite",
+            "mode = \"write-file\", path = \"/data/readme.txt\"",
+            &dirs_grant(dir.path()),
+        )
+        + &hostile(
+            "rw",
+            "mode = \"write-file\", path = \"/out/new.txt\"",
+            &dirs_grant(dir.path()),
+        );
+    let host = host_with(&toml).await;
+    for id in ["ro", "overwrite"] {
+        let out = attack_output(&host, id).await;
+        assert!(out.starts_with("denied: "), "{id}: {out}");
+    }
+    assert!(!dir.path().join("data/new.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("data/readme.txt")).unwrap(),
+        "granted content"
+    );
+    // The writable grant works, so the denials above are the sandbox's doing.
+    assert_eq!(attack_output(&host, "rw").await, "ok: written");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out/new.txt")).unwrap(),
+        "pwned"
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_without_grants_sees_no_filesystem() {
+    let toml = good() + &hostile("ls", "mode = \"list-dir\", path = \"/\"", "");
+    let host = host_with(&toml).await;
+    let out = attack_output(&host, "ls").await;
+    assert!(out.starts_with("denied: "), "{out}");
+}
+
+// --- Network and environment --------------------------------------------------------------
+
+#[tokio::test]
+async fn sockets_and_name_lookup_need_a_grant() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let other_addr = other.local_addr().unwrap();
+    let grant = format!("[plugin.grants]\nnetwork = [\"{addr}\"]\n");
+    let toml = good()
+        + &hostile(
+            "connect",
+            &format!("mode = \"connect\", addr = \"{addr}\""),
+            "",
+        )
+        + &hostile("resolve", "mode = \"resolve\", host = \"localhost\"", "")
+        + &hostile(
+            "granted",
+            &format!("mode = \"connect\", addr = \"{addr}\""),
+            &grant,
+        )
+        + &hostile(
+            "elsewhere",
+            &format!("mode = \"connect\", addr = \"{other_addr}\""),
+            &grant,
+        )
+        + &hostile(
+            "lookup-with-socket-grant",
+            "mode = \"resolve\", host = \"localhost\"",
+            &grant,
+        );
+    let host = host_with(&toml).await;
+    for id in [
+        "connect",
+        "resolve",
+        "elsewhere",
+        "lookup-with-socket-grant",
+    ] {
+        let out = attack_output(&host, id).await;
+        assert!(out.starts_with("denied: "), "{id}: {out}");
+    }
+    // The granted address connects, so the denials are the sandbox's doing.
+    let out = attack_output(&host, "granted").await;
+    assert!(out.starts_with("ok: connected"), "{out}");
+}
+
+#[tokio::test]
+async fn a_plugin_sees_only_the_environment_it_is_granted() {
+    // PATH and HOME are set for any test process; only PATH is granted.
+    assert!(std::env::var("PATH").is_ok());
+    let grant = "[plugin.grants]\nenv = [\"PATH\", \"SEAM_TEST_SURELY_UNSET_VARIABLE\"]\n";
+    let toml = good()
+        + &hostile("all", "mode = \"env-all\"", grant)
+        + &hostile("home", "mode = \"env\", var = \"HOME\"", grant)
+        + &hostile("path", "mode = \"env\", var = \"PATH\"", grant)
+        + &hostile("none", "mode = \"env-all\"", "");
+    let host = host_with(&toml).await;
+    assert_eq!(attack_output(&host, "all").await, "vars: [PATH]");
+    assert_eq!(attack_output(&host, "home").await, "unset");
+    assert_eq!(
+        attack_output(&host, "path").await,
+        format!("set: {}", std::env::var("PATH").unwrap())
+    );
+    assert_eq!(attack_output(&host, "none").await, "vars: []");
+    // What was granted, as `seam check` reports it.
+    let plugins = host.plugins().await;
+    let all = plugins.iter().find(|p| p.id == "all").unwrap();
+    let grants = all.grants.as_ref().unwrap();
+    assert_eq!(grants.env, ["PATH"]);
+    assert_eq!(grants.env_unset, ["SEAM_TEST_SURELY_UNSET_VARIABLE"]);
+    let none = plugins.iter().find(|p| p.id == "none").unwrap();
+    assert!(none.grants.as_ref().unwrap().is_empty());
+}
+
+// --- Faults at each step ------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_fault_in_describe_fails_only_that_plugin() {
+    for how in ["trap", "panic"] {
+        let toml = good()
+            + &hostile(
+                "bad",
+                &format!("mode = \"fault\", at = \"describe\", how = \"{how}\""),
+                "",
+            );
+        let host = test_host();
+        let report = host.load(&config(&toml)).await;
+        assert_eq!(report.failed.len(), 1, "{how}");
+        let e = report.failed[0].to_string();
+        assert!(
+            e.contains("plugin `bad`") && e.contains("describe failed"),
+            "{e}"
+        );
+        let plugins = host.plugins().await;
+        assert!(matches!(plugins[1].state, PluginState::Failed(_)));
+        let r = run_once(&host, "good", request("x")).await;
+        assert!(r.stop_reason.is_success());
+        assert_quiescent(&host);
+    }
+}
+
+#[tokio::test]
+async fn a_fault_at_start_rejects_started_and_emits_nothing() {
+    for how in ["trap", "panic"] {
+        let toml = good()
+            + &hostile(
+                "bad",
+                &format!("mode = \"fault\", at = \"start\", how = \"{how}\""),
+                "",
+            );
+        let host = host_with(&toml).await;
+        let seen = record(&host);
+        let run = host.subagents().start("bad", request("x")).unwrap();
+        let (err, _) = while_serving(&host, run.started()).await;
+        assert_eq!(err.unwrap_err().code(), "START_FAILED", "{how}");
+        assert_eq!(run.result().await.unwrap().stop_reason, StopReason::Error);
+        run.dispose().await;
+        let bad_events = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| matches!(e, Event::SubagentStart { provider, .. } if provider == "bad"))
+            .count();
+        assert_eq!(bad_events, 0);
+        assert_quiescent(&host);
+    }
+}
+
+#[tokio::test]
+async fn a_fault_while_producing_the_result_ends_the_run_error() {
+    for how in ["trap", "panic"] {
+        let toml = good()
+            + &hostile(
+                "bad",
+                &format!("mode = \"fault\", at = \"result\", how = \"{how}\""),
+                "",
+            );
+        let host = host_with(&toml).await;
+        let seen = record(&host);
+        let (result, _) = while_serving(&host, run_once(&host, "bad", request("x"))).await;
+        assert_eq!(result.stop_reason, StopReason::Error, "{how}");
+        assert!(
+            result.output_text().contains("provider `bad` failed"),
+            "{result:?}"
+        );
+        assert_eq!(last_end(&seen, "bad").0, StopReason::Error);
+        assert_quiescent(&host);
+    }
+}
+
+#[tokio::test]
+async fn a_fault_on_cancel_still_ends_the_run_aborted() {
+    for how in ["trap", "panic"] {
+        let toml = good()
+            + &hostile(
+                "bad",
+                &format!("mode = \"fault\", at = \"cancel\", how = \"{how}\""),
+                "",
+            );
+        let host = host_with(&toml).await;
+        let seen = record(&host);
+        let run = host.subagents().start("bad", request("x")).unwrap();
+        run.started().await.unwrap();
+        run.cancel(Some("stop".into()));
+        let (result, _) = while_serving(&host, run.result()).await;
+        assert_eq!(result.unwrap().stop_reason, StopReason::Aborted, "{how}");
+        run.dispose().await;
+        assert_eq!(last_end(&seen, "bad").0, StopReason::Aborted);
+        assert_quiescent(&host);
+    }
+}
+
+#[tokio::test]
+async fn a_provider_that_ignores_cancel_is_dropped_after_the_grace() {
+    let toml = good() + &hostile("deaf", "mode = \"ignore-cancel\"", "");
+    let host = host_with(&toml).await;
+    let run = host.subagents().start("deaf", request("x")).unwrap();
+    run.started().await.unwrap();
+    run.cancel(None);
+    let (result, _) = while_serving(&host, run.result()).await;
+    let result = result.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Aborted);
+    assert!(result.output_text().contains("enforced"), "{result:?}");
+    run.dispose().await;
+    assert_quiescent(&host);
+}
+
+// --- Lying descriptors --------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_provider_that_lies_about_its_capabilities_fails_only_its_runs() {
+    let toml = good() + &hostile("liar", "mode = \"lie\"", "");
+    let host = host_with(&toml).await;
+    let d = host.subagents().descriptor("liar").unwrap();
+    assert!(d.capabilities.output_schema && d.capabilities.persona);
+
+    let mut schema = request("x");
+    schema.output_schema = Some(serde_json::json!({"type": "object"}));
+    let (r, _) = while_serving(&host, run_once(&host, "liar", schema)).await;
+    assert_eq!(r.stop_reason, StopReason::Error);
+    assert!(r.output_text().contains("not JSON"), "{r:?}");
+    assert_eq!(r.structured, None);
+
+    let mut persona = request("x");
+    persona.persona = Some("pirate".into());
+    let (r, _) = while_serving(&host, run_once(&host, "liar", persona)).await;
+    assert_eq!(r.stop_reason, StopReason::Error);
+    assert!(r.output_text().contains("I lied"), "{r:?}");
+
+    // Asked for nothing special, it answers.
+    assert!(run_once(&host, "liar", request("x"))
+        .await
+        .stop_reason
+        .is_success());
+    assert_quiescent(&host);
+}
+
+#[tokio::test]
+async fn an_empty_or_enormous_provider_name_is_refused_at_load() {
+    let toml = good()
+        + &entry("empty", "hostile_provider", "name = \"\", mode = \"ok\"")
+        + &entry(
+            "huge",
+            "hostile_provider",
+            "nameBytes = 1000000, mode = \"ok\"",
+        );
+    let host = test_host();
+    let report = host.load(&config(&toml)).await;
+    assert_eq!(report.failed.len(), 2);
+    for failure in &report.failed {
+        let e = failure.to_string();
+        assert!(e.contains("INVALID_DESCRIPTOR"), "{e}");
+        // The message names the problem without repeating a megabyte of name.
+        assert!(e.len() < 500, "{} bytes", e.len());
+    }
+    assert_eq!(host.subagents().list().len(), 1);
+    assert!(run_once(&host, "good", request("x"))
+        .await
+        .stop_reason
+        .is_success());
+    assert_quiescent(&host);
+}
+
+// --- Concurrency --------------------------------------------------------------------------
+
+#[tokio::test]
+async fn excess_runs_wait_for_a_slot_when_the_entry_says_wait() {
+    let toml = good()
+        + &mock("slow", "delayMs = 60000")
+        + "[plugin.limits]\nmax_concurrent_runs = 2\non_concurrency = \"wait\"\n";
+    let host = host_with(&toml).await;
+    let runs: Vec<SubagentRun> = (0..3)
+        .map(|_| host.subagents().start("slow", request("x")).unwrap())
+        .collect();
+    runs[0].started().await.unwrap();
+    runs[1].started().await.unwrap();
+    // The third holds no instance while it waits, and the host keeps serving.
+    assert!(run_once(&host, "good", request("x"))
+        .await
+        .stop_reason
+        .is_success());
+    assert_eq!(host.live_instances(), 2);
+    assert!(runs[2].try_result().is_none());
+    // A slot frees: the third starts.
+    runs[0].dispose().await;
+    runs[2].started().await.unwrap();
+    // A waiting run can be cancelled: it never starts.
+    let waiting = host.subagents().start("slow", request("x")).unwrap();
+    waiting.cancel(Some("no longer needed".into()));
+    assert_eq!(waiting.started().await.unwrap_err().code(), "ABORTED");
+    assert_eq!(
+        waiting.result().await.unwrap().stop_reason,
+        StopReason::Aborted
+    );
+    waiting.dispose().await;
+    for run in &runs {
+        run.dispose().await;
+    }
+    assert_quiescent(&host);
+}
+
+#[tokio::test]
+async fn excess_runs_are_refused_when_the_entry_says_refuse() {
+    let toml = good()
+        + &mock("slow", "delayMs = 60000")
+        + "[plugin.limits]\nmax_concurrent_runs = 2\non_concurrency = \"refuse\"\n";
+    let host = host_with(&toml).await;
+    let seen = record(&host);
+    let a = host.subagents().start("slow", request("x")).unwrap();
+    let b = host.subagents().start("slow", request("x")).unwrap();
+    a.started().await.unwrap();
+    b.started().await.unwrap();
+    let c = host.subagents().start("slow", request("x")).unwrap();
+    let err = c.started().await.unwrap_err();
+    assert_eq!(err.code(), "START_FAILED");
+    assert!(
+        err.to_string()
+            .contains("plugin `slow` hit its limit `max_concurrent_runs`"),
+        "{err}"
+    );
+    assert_eq!(c.result().await.unwrap().stop_reason, StopReason::Error);
+    c.dispose().await;
+    assert_eq!(names(&seen), ["subagent/start", "subagent/start"]);
+    a.dispose().await;
+    b.dispose().await;
+    assert_quiescent(&host);
+}
+
+// --- Hostile tools ------------------------------------------------------------------------
+
+fn caller() -> ParentRef {
+    ParentRef::top_level("agent-0", "/work")
+}
+
+async fn call(host: &Host, tool: &str) -> seam_host::ToolResult {
+    let (r, _) = while_serving(
+        host,
+        host.call_tool(tool, caller(), "{}", CancellationToken::new()),
+    )
+    .await;
+    r.unwrap()
+}
+
+#[tokio::test]
+async fn a_tool_that_never_disposes_its_runs_leaves_nothing_behind() {
+    let toml = good()
+        + &mock("slow", "delayMs = 60000")
+        + &hostile_tool(
+            "leak",
+            "mode = \"leak-runs\", provider = \"slow\", count = 5",
+            "",
+        )
+        + &hostile_tool(
+            "leaktrap",
+            "mode = \"leak-and-trap\", provider = \"slow\", count = 5",
+            "",
+        );
+    let host = host_with(&toml).await;
+    let seen = record(&host);
+    let r = call(&host, "leak").await;
+    assert!(!r.is_error, "{r:?}");
+    assert_eq!(r.text(), "leaked 5 runs");
+    // The call has returned: its runs are gone, whatever the guest did.
+    assert_quiescent(&host);
+    let r = call(&host, "leaktrap").await;
+    assert!(r.is_error, "{r:?}");
+    assert!(r.text().contains("tool plugin `leaktrap` failed"), "{r:?}");
+    assert_quiescent(&host);
+    let starts = names(&seen)
+        .iter()
+        .filter(|n| **n == "subagent/start")
+        .count();
+    let ends = names(&seen)
+        .iter()
+        .filter(|n| **n == "subagent/end")
+        .count();
+    assert_eq!(starts, ends, "every leaked run that started also ended");
+}
+
+#[tokio::test]
+async fn a_tool_hits_its_limits_like_a_provider() {
+    let toml = good()
+        + &hostile_tool(
+            "spin",
+            "mode = \"spin\"",
+            "[plugin.limits]\ncpu_ms_per_call = 300",
+        )
+        + &hostile_tool(
+            "big",
+            "mode = \"huge-result\", bytes = 5000",
+            "[plugin.limits]\nmax_output_bytes = 1000",
+        )
+        + &hostile_tool(
+            "bigreq",
+            "mode = \"huge-request\", provider = \"good\", bytes = 5000",
+            "[plugin.limits]\nmax_output_bytes = 1000",
+        )
+        + &hostile_tool(
+            "flood",
+            "mode = \"flood\", provider = \"capped\", count = 4",
+            "",
+        )
+        + &mock("capped", "delayMs = 60000")
+        + "[plugin.limits]\nmax_concurrent_runs = 2\non_concurrency = \"refuse\"\n";
+    let host = host_with(&toml).await;
+    for (tool, limit) in [("spin", "cpu_ms_per_call"), ("big", "max_output_bytes")] {
+        let r = call(&host, tool).await;
+        assert!(r.is_error, "{r:?}");
+        let expected = format!("plugin `{tool}` hit its limit `{limit}`");
+        assert!(r.text().contains(&expected), "{tool}: {r:?}");
+    }
+    let r = call(&host, "bigreq").await;
+    assert!(
+        r.text().starts_with("refused: ")
+            && r.text().contains("InvalidRequest")
+            && r.text()
+                .contains("plugin `bigreq` hit its limit `max_output_bytes`"),
+        "{r:?}"
+    );
+    let r = call(&host, "flood").await;
+    assert!(r.text().starts_with("started 2, refused 2"), "{r:?}");
+    assert!(r.text().contains("max_concurrent_runs"), "{r:?}");
+    assert_quiescent(&host);
+}
+
+// --- Guest output -------------------------------------------------------------------------
+
+/// Everything a `tracing` fmt subscriber writes.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+impl Captured {
+    fn lines(&self) -> Vec<String> {
+        String::from_utf8_lossy(&self.0.lock().unwrap())
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+// Current-thread runtime: every guest call runs on this thread, under the scoped subscriber.
+#[tokio::test(flavor = "current_thread")]
+async fn guest_stdout_and_stderr_reach_the_log_with_the_plugin_id_capped() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let toml = good()
+        + &hostile("printer", "mode = \"print\", lines = 3, lineBytes = 10", "")
+        + &hostile(
+            "flood",
+            "mode = \"print\", lines = 2000, lineBytes = 5000",
+            "",
+        );
+    let host = host_with(&toml).await;
+
+    assert_eq!(attack_output(&host, "printer").await, "ok");
+    let lines = captured.lines();
+    let of = |plugin: &str, stream: &str| -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| {
+                l.contains("seam_host::guest")
+                    && l.contains(&format!("plugin=\"{plugin}\""))
+                    && l.contains(&format!("stream=\"{stream}\""))
+            })
+            .cloned()
+            .collect()
+    };
+    let stdout = of("printer", "stdout");
+    assert_eq!(stdout.len(), 3, "{lines:#?}");
+    assert!(stdout[0].contains("line 0 zzzzzzzzzz"), "{}", stdout[0]);
+    let stderr = of("printer", "stderr");
+    assert_eq!(stderr.len(), 1, "{lines:#?}");
+    assert!(stderr[0].contains("a line on stderr"));
+
+    // 10 MB of output: lines are cut, and the store's log budget ends the flood.
+    assert_eq!(attack_output(&host, "flood").await, "ok");
+    let lines = captured.lines();
+    let flood: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("plugin=\"flood\"") && l.contains("stream="))
+        .collect();
+    assert!(!flood.is_empty());
+    for l in &flood {
+        assert!(l.contains("[line cut]"), "{l}");
+        assert!(
+            l.len() < seam_host::sandbox::MAX_LINE + 200,
+            "{} bytes",
+            l.len()
+        );
+    }
+    let logged: usize = flood.len() * seam_host::sandbox::MAX_LINE;
+    assert!(
+        logged <= seam_host::sandbox::LOG_BUDGET,
+        "{logged} bytes logged"
+    );
+    let spent = lines
+        .iter()
+        .filter(|l| l.contains("plugin=\"flood\"") && l.contains("log budget"))
+        .count();
+    assert_eq!(spent, 1, "one warning when the budget is spent");
+    assert_quiescent(&host);
+}
+
+// --- Grants and limits in the config ------------------------------------------------------
+
+fn parse_err(text: &str) -> String {
+    seam_host::Config::parse(text, Path::new("test.toml"), &guest_dir())
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn malformed_grants_and_limits_are_config_errors_naming_entry_and_key() {
+    let base = hostile("p", "mode = \"ok\"", "");
+    let cases = [
+        ("[plugin.grants]\nnetwork = [\"example.com:80\"]", "key `grants.network[0]`"),
+        ("[plugin.grants]\nfiles = []", "key `grants.files` is unknown"),
+        ("[plugin.grants]\ndirs = [{ host = \"x\" }]", "key `grants.dirs[0].guest` is required"),
+        (
+            "[plugin.grants]\ndirs = [{ host = \"x\", guest = \"/a\", write = \"yes\" }]",
+            "key `grants.dirs[0].write` must be a boolean",
+        ),
+        (
+            "[plugin.grants]\ndirs = [{ host = \"x\", guest = \"/a\" }, { host = \"y\", guest = \"/a\" }]",
+            "key `grants.dirs[1].guest`: `/a` is granted twice",
+        ),
+        ("[plugin.grants]\nenv = [\"A=B\"]", "key `grants.env[0]`"),
+        ("[plugin.grants]\ndns = 1", "key `grants.dns` must be a boolean"),
+        ("[plugin.limits]\nmemory_mb = 0", "key `limits.memory_mb` must be an integer from 1"),
+        ("[plugin.limits]\ncpu_ms_per_call = -5", "key `limits.cpu_ms_per_call`"),
+        ("[plugin.limits]\nfuel = 5", "key `limits.fuel` is unknown"),
+        ("[plugin.limits]\non_concurrency = \"drop\"", "key `limits.on_concurrency`"),
+    ];
+    for (tables, expected) in cases {
+        let e = parse_err(&format!("{base}{tables}\n"));
+        assert!(
+            e.contains("plugin entry 1 (id `p`)") && e.contains(expected),
+            "{tables}: {e}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn grants_and_limits_the_host_cannot_honour_fail_the_load_naming_entry_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file.txt");
+    std::fs::write(&file, "x").unwrap();
+    let toml = good()
+        + &hostile(
+            "missing",
+            "mode = \"ok\"",
+            &format!(
+                "[plugin.grants]\ndirs = [{{ host = '{}', guest = '/d' }}]",
+                dir.path().join("nope").display()
+            ),
+        )
+        + &hostile(
+            "notdir",
+            "mode = \"ok\"",
+            &format!(
+                "[plugin.grants]\ndirs = [{{ host = '{}', guest = '/d' }}]",
+                file.display()
+            ),
+        )
+        + &hostile(
+            "hungry",
+            "mode = \"ok\"",
+            "[plugin.limits]\nmemory_mb = 4096",
+        );
+    let host = test_host();
+    let report = host.load(&config(&toml)).await;
+    let errors: Vec<String> = report.failed.iter().map(|e| e.to_string()).collect();
+    assert_eq!(errors.len(), 3, "{errors:#?}");
+    assert!(
+        errors[0].contains("plugin `missing`: key `grants.dirs[0].host`"),
+        "{}",
+        errors[0]
+    );
+    assert!(
+        errors[1].contains("plugin `notdir`: key `grants.dirs[0].host`")
+            && errors[1].contains("not a directory"),
+        "{}",
+        errors[1]
+    );
+    assert!(
+        errors[2].contains("plugin `hungry`: key `limits.memory_mb`"),
+        "{}",
+        errors[2]
+    );
+    assert!(run_once(&host, "good", request("x"))
+        .await
+        .stop_reason
+        .is_success());
+    // What each loaded plugin is granted and limited to is reported.
+    let plugins = host.plugins().await;
+    let limits = plugins[0].limits.as_ref().unwrap();
+    assert_eq!(*limits, seam_host::Limits::default());
+}
