@@ -27,6 +27,7 @@ demo: build
 test: setup guests
 	$(CARGO) test
 
-lint:
+lint: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --release --target wasm32-wasip2 --target-dir target/guests $(GUESTS) -- -D warnings

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 pub use error::SubagentError;
-use run::RunShared;
 pub use run::{Provider, RunContext, RunFailure, SubagentRun};
+use run::{RunHooks, RunShared};
 
 use crate::agent::SessionEvent;
 use crate::events::{Event, EventBus};
@@ -210,22 +210,17 @@ impl SubagentService {
             self.next_run.fetch_add(1, Ordering::Relaxed)
         );
         let registry = Arc::downgrade(&runs);
-        let shared = RunShared::new(
-            id.clone(),
-            descriptor.name.clone(),
-            request.parent.clone(),
-            self.events.clone(),
-            self.live.clone(),
-            Box::new(move |id| {
+        let hooks = RunHooks {
+            events: self.events.clone(),
+            live: self.live.clone(),
+            grace: self.cancel_grace,
+            on_disposed: Box::new(move |id| {
                 if let Some(runs) = registry.upgrade() {
                     runs.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
                 }
             }),
-            self.cancel_grace,
-            resume_seed,
-            descriptor.features,
-            &request,
-        );
+        };
+        let shared = RunShared::new(id.clone(), &descriptor, &request, hooks, resume_seed);
         runs.lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id, shared.clone());

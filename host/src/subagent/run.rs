@@ -18,7 +18,8 @@ use crate::agent::{Agent, SessionEvent};
 use crate::events::{Event, EventBus};
 use crate::live::LiveCounts;
 use crate::types::{
-    ContentBlock, ParentRef, RuntimeFeatures, StartRequest, StopReason, SubagentResult,
+    ContentBlock, ParentRef, ProviderDescriptor, RuntimeFeatures, StartRequest, StopReason,
+    SubagentResult,
 };
 
 /// What a provider implementation does with one run.
@@ -101,24 +102,34 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// What a run gets from the service that starts it.
+pub(crate) struct RunHooks {
+    pub(crate) events: Arc<EventBus>,
+    pub(crate) live: Arc<LiveCounts>,
+    pub(crate) grace: Duration,
+    /// Called once the run is disposed (it removes the run from its provider's table).
+    pub(crate) on_disposed: Box<dyn Fn(&str) + Send + Sync>,
+}
+
 impl RunShared {
     pub(crate) fn new(
         id: String,
-        provider: String,
-        parent: ParentRef,
-        events: Arc<EventBus>,
-        live: Arc<LiveCounts>,
-        on_disposed: Box<dyn Fn(&str) + Send + Sync>,
-        grace: Duration,
-        resume_seed: Option<Vec<SessionEvent>>,
-        features: RuntimeFeatures,
+        descriptor: &ProviderDescriptor,
         request: &StartRequest,
+        hooks: RunHooks,
+        resume_seed: Option<Vec<SessionEvent>>,
     ) -> Arc<Self> {
+        let RunHooks {
+            events,
+            live,
+            grace,
+            on_disposed,
+        } = hooks;
         live.run_started();
         Arc::new(Self {
             id,
-            provider,
-            parent,
+            provider: descriptor.name.clone(),
+            parent: request.parent.clone(),
             events,
             live,
             cancel: CancellationToken::new(),
@@ -134,7 +145,7 @@ impl RunShared {
             child: Mutex::new(None),
             child_session: Mutex::new(None),
             resume_seed,
-            features,
+            features: descriptor.features,
             request: StartRequest {
                 signal: None,
                 ..request.clone()
