@@ -1,0 +1,274 @@
+//! Soak test: 10,000 mixed runs (well-behaved, slow, trapping, panicking, spinning past their CPU
+//! budget, blowing their memory limit, timing out, failing to start, and tool calls that leak
+//! their runs) with random cancels and early disposes, 64 at a time, from a fixed seed. Every
+//! outcome must be one the contract allows, and the host must end with no live run or instance.
+//!
+//! Its own test binary, so it can run alone: `cargo test -p seam-tests --test soak -- --nocapture`
+//! prints the wall time and the peak RSS.
+
+use std::time::{Duration, Instant};
+
+use seam_host::{Host, ParentRef, StopReason};
+use seam_tests::*;
+use tokio_util::sync::CancellationToken;
+
+const RUNS: usize = 10_000;
+const AT_ONCE: usize = 64;
+const SEED: u64 = 0x5EA3_50A4;
+
+/// xorshift64*: small, deterministic, good enough to mix a workload.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// What one soak job does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Ok,
+    Slow,
+    Trap,
+    Panic,
+    Spin,
+    Bomb,
+    Timeout,
+    StartFails,
+    LeakyTool,
+}
+
+/// The workload mix, in percent.
+const MIX: &[(Kind, u64)] = &[
+    (Kind::Ok, 45),
+    (Kind::Slow, 15),
+    (Kind::Trap, 8),
+    (Kind::Panic, 8),
+    (Kind::Spin, 4),
+    (Kind::Bomb, 5),
+    (Kind::Timeout, 5),
+    (Kind::StartFails, 6),
+    (Kind::LeakyTool, 4),
+];
+
+impl Kind {
+    fn provider(self) -> &'static str {
+        match self {
+            Kind::Ok => "ok",
+            Kind::Slow => "slow",
+            Kind::Trap => "trap",
+            Kind::Panic => "panic",
+            Kind::Spin => "spin",
+            Kind::Bomb => "bomb",
+            Kind::Timeout => "deaf",
+            Kind::StartFails => "startfail",
+            Kind::LeakyTool => "leak",
+        }
+    }
+}
+
+fn config_text() -> String {
+    let h = |id: &str, extra: &str, limits: &str| {
+        entry(id, "hostile_provider", &format!("name = \"{id}\", {extra}")) + limits + "\n"
+    };
+    mock("ok", "reply = \"fine\"")
+        + &mock("slow", "delayMs = 30")
+        + &entry(
+            "trap",
+            "faulty_provider",
+            "name = \"trap\", mode = \"trap-after-ready\"",
+        )
+        + &h(
+            "panic",
+            "mode = \"fault\", at = \"result\", how = \"panic\"",
+            "",
+        )
+        + &h(
+            "spin",
+            "mode = \"spin\"",
+            "[plugin.limits]\ncpu_ms_per_call = 30",
+        )
+        + &h(
+            "bomb",
+            "mode = \"memory-bomb\"",
+            "[plugin.limits]\nmemory_mb = 8",
+        )
+        + &h(
+            "deaf",
+            "mode = \"ignore-cancel\"",
+            "[plugin.limits]\nrun_timeout_ms = 40",
+        )
+        + &h(
+            "startfail",
+            "mode = \"fault\", at = \"start\", how = \"trap\"",
+            "",
+        )
+        + &entry(
+            "leak",
+            "hostile_tool",
+            "toolName = \"leak\", mode = \"leak-runs\", provider = \"slow\", count = 2",
+        )
+}
+
+/// Resident set size now and at its peak, in KiB, from /proc/self/status.
+fn rss() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// One job; returns whether it was cancelled and the stop reason it ended with.
+async fn job(host: Host, kind: Kind, plan: u64) -> (bool, StopReason) {
+    // From `plan`: whether to cancel (1 in 5), after how many ms (0-24), and whether to dispose
+    // at once instead of cancelling (1 in 4 of those).
+    let cancel = plan % 100 < 20;
+    let delay = Duration::from_millis((plan >> 8) % 25);
+    let dispose_early = cancel && (plan >> 16).is_multiple_of(4);
+    if kind == Kind::LeakyTool {
+        let abort = CancellationToken::new();
+        if cancel {
+            let abort = abort.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                abort.cancel();
+            });
+        }
+        let r = host
+            .call_tool(
+                "leak",
+                ParentRef::top_level("soak", "/"),
+                "{}",
+                abort.clone(),
+            )
+            .await
+            .expect("the tool is mounted");
+        let reason = if r.is_error {
+            StopReason::Error
+        } else {
+            StopReason::Completed
+        };
+        // Whether the abort came before the call returned is a race: report that it was asked.
+        return (cancel, reason);
+    }
+    let run = host
+        .subagents()
+        .start(kind.provider(), request("soak"))
+        .expect("start is accepted");
+    if cancel {
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        if dispose_early {
+            run.dispose().await;
+        } else {
+            run.cancel(Some("soak".into()));
+        }
+    }
+    let result = run.result().await.expect("result never fails");
+    run.dispose().await;
+    // Cancelled after it settled, a run keeps its outcome; count it as not cancelled.
+    let cancelled = cancel && result.stop_reason == StopReason::Aborted;
+    (cancelled, result.stop_reason)
+}
+
+/// Whether `reason` is an outcome the contract allows for `kind`.
+fn allowed(kind: Kind, cancelled: bool, reason: &StopReason) -> bool {
+    if kind == Kind::LeakyTool {
+        // A tool call completes, or, aborted, reports an error result.
+        return *reason == StopReason::Completed || (cancelled && *reason == StopReason::Error);
+    }
+    if cancelled {
+        return *reason == StopReason::Aborted;
+    }
+    match kind {
+        Kind::Ok | Kind::Slow => *reason == StopReason::Completed,
+        _ => *reason == StopReason::Error,
+    }
+}
+
+#[test]
+fn ten_thousand_mixed_runs_leave_the_host_quiescent() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let host = host_with(&config_text()).await;
+        let mut rng = Rng(SEED);
+        let t = Instant::now();
+        let mut counts = std::collections::BTreeMap::<String, usize>::new();
+        let mut warm_rss = 0;
+        let mut done = 0;
+        while done < RUNS {
+            let batch: Vec<_> = (0..AT_ONCE.min(RUNS - done))
+                .map(|_| {
+                    let mut pick = rng.below(100);
+                    let kind = MIX
+                        .iter()
+                        .find(|(_, weight)| {
+                            let hit = pick < *weight;
+                            pick = pick.saturating_sub(*weight);
+                            hit
+                        })
+                        .map(|(k, _)| *k)
+                        .unwrap_or(Kind::Ok);
+                    let plan = rng.next();
+                    let host = host.clone();
+                    tokio::spawn(async move { (kind, job(host, kind, plan).await) })
+                })
+                .collect();
+            for outcome in futures::future::join_all(batch).await {
+                let (kind, (cancelled, reason)) = outcome.expect("no job panics");
+                assert!(
+                    allowed(kind, cancelled, &reason),
+                    "{kind:?} cancelled={cancelled}: {reason:?}"
+                );
+                *counts
+                    .entry(format!("{kind:?}/{}", reason.as_str()))
+                    .or_default() += 1;
+            }
+            done += AT_ONCE.min(RUNS - done);
+            if done == 2048 {
+                warm_rss = rss().0;
+            }
+        }
+        let wall = t.elapsed();
+        assert_eq!(host.live_runs(), 0, "live runs at the end");
+        assert_eq!(host.live_instances(), 0, "live instances at the end");
+        let (now_rss, peak_rss) = rss();
+        eprintln!(
+            "soak: {RUNS} runs in {:.1} s (seed {SEED:#x}, {AT_ONCE} at a time); RSS after 2048 \
+             runs {} MiB, at the end {} MiB, peak (VmHWM) {} MiB; live runs {}, live instances {}",
+            wall.as_secs_f64(),
+            warm_rss / 1024,
+            now_rss / 1024,
+            peak_rss / 1024,
+            host.live_runs(),
+            host.live_instances()
+        );
+        eprintln!("soak outcomes: {counts:?}");
+        // Memory does not grow with the number of runs: the second 8,000 runs cost no more
+        // resident memory than a generous margin over the first 2,000.
+        assert!(
+            now_rss <= warm_rss * 3 / 2 + 64 * 1024,
+            "RSS grew from {warm_rss} KiB to {now_rss} KiB"
+        );
+        host.unload_all().await;
+    });
+}
