@@ -146,3 +146,20 @@ impl<'a> Section<'a> {
         }
     }
 }
+
+/// Keys of a provider's `capabilities` config object.
+pub const CAPABILITY_KEYS: &[&str] = &["outputSchema", "depthLimit", "toolFilter", "persona"];
+
+/// Reads the optional `capabilities` object as `[output-schema, depth-limit, tool-filter,
+/// persona]`; a missing object or key means "not supported".
+pub fn capability_flags(root: &Section) -> Result<[bool; 4], String> {
+    let Some(section) = root.object("capabilities", CAPABILITY_KEYS)? else {
+        return Ok([false; 4]);
+    };
+    Ok([
+        section.bool("outputSchema")?.unwrap_or(false),
+        section.bool("depthLimit")?.unwrap_or(false),
+        section.bool("toolFilter")?.unwrap_or(false),
+        section.bool("persona")?.unwrap_or(false),
+    ])
+}

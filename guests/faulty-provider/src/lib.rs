@@ -23,9 +23,6 @@ use seam::plugin::types::{
 /// Every key the config may contain.
 const KEYS: &[&str] = &["name", "mode", "reply", "capabilities"];
 
-/// Every key the `capabilities` object may contain.
-const CAPABILITY_KEYS: &[&str] = &["outputSchema", "depthLimit", "toolFilter", "persona"];
-
 struct FaultyProvider;
 
 export!(FaultyProvider);
@@ -91,19 +88,13 @@ impl Settings {
 
 /// Reads the optional `capabilities` object; a missing object or key means "not supported".
 fn parse_capabilities(root: &Section) -> Result<Capabilities, String> {
-    let mut capabilities = Capabilities {
-        output_schema: false,
-        depth_limit: false,
-        tool_filter: false,
-        persona: false,
-    };
-    if let Some(section) = root.object("capabilities", CAPABILITY_KEYS)? {
-        capabilities.output_schema = section.bool("outputSchema")?.unwrap_or(false);
-        capabilities.depth_limit = section.bool("depthLimit")?.unwrap_or(false);
-        capabilities.tool_filter = section.bool("toolFilter")?.unwrap_or(false);
-        capabilities.persona = section.bool("persona")?.unwrap_or(false);
-    }
-    Ok(capabilities)
+    let [output_schema, depth_limit, tool_filter, persona] = config::capability_flags(root)?;
+    Ok(Capabilities {
+        output_schema,
+        depth_limit,
+        tool_filter,
+        persona,
+    })
 }
 
 /// Executes the Wasm `unreachable` instruction: a trap, with no panic machinery involved.

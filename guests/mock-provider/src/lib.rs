@@ -37,9 +37,6 @@ const KEYS: &[&str] = &[
     "structured",
 ];
 
-/// Every key the `capabilities` object may contain.
-const CAPABILITY_KEYS: &[&str] = &["outputSchema", "depthLimit", "toolFilter", "persona"];
-
 struct MockProvider;
 
 export!(MockProvider);
@@ -88,19 +85,13 @@ impl Settings {
 
 /// Reads the optional `capabilities` object; a missing object or key means "not supported".
 fn parse_capabilities(root: &Section) -> Result<Capabilities, String> {
-    let mut capabilities = Capabilities {
-        output_schema: false,
-        depth_limit: false,
-        tool_filter: false,
-        persona: false,
-    };
-    if let Some(section) = root.object("capabilities", CAPABILITY_KEYS)? {
-        capabilities.output_schema = section.bool("outputSchema")?.unwrap_or(false);
-        capabilities.depth_limit = section.bool("depthLimit")?.unwrap_or(false);
-        capabilities.tool_filter = section.bool("toolFilter")?.unwrap_or(false);
-        capabilities.persona = section.bool("persona")?.unwrap_or(false);
-    }
-    Ok(capabilities)
+    let [output_schema, depth_limit, tool_filter, persona] = config::capability_flags(root)?;
+    Ok(Capabilities {
+        output_schema,
+        depth_limit,
+        tool_filter,
+        persona,
+    })
 }
 
 /// Maps a configured stop-reason name; unknown names become provider-specific reasons so tests

@@ -58,6 +58,16 @@ fn child_sessions(host: &Host) -> Arc<Mutex<Vec<(String, u32, Session)>>> {
     seen
 }
 
+/// A top-level request whose child runs on `model`.
+fn on_model(prompt: &str, model: &str) -> seam_host::StartRequest {
+    let mut r = request(prompt);
+    r.agent_options = Some(seam_host::AgentOptions {
+        model: Some(model.into()),
+        system_prompt: None,
+    });
+    r
+}
+
 fn assert_quiescent(host: &Host) {
     assert_eq!(host.live_agents(), 0, "agents");
     assert_eq!(host.live_runs(), 0, "runs");
@@ -168,11 +178,7 @@ async fn tool_filter_hides_and_refuses_and_unknown_names_are_errors() {
     ) + &providers("");
     let host = host_with(&toml).await;
     let start = |filter: ToolFilter| {
-        let mut r = request("x");
-        r.agent_options = Some(seam_host::AgentOptions {
-            model: Some("scripted:child".into()),
-            system_prompt: None,
-        });
+        let mut r = on_model("x", "scripted:child");
         r.tool_filter = Some(filter);
         host.subagents().start("spawn", r).unwrap()
     };
@@ -223,11 +229,7 @@ async fn persona_shadows_the_deployment_persona_for_that_child_only() {
 }
 
 fn structured_request(model: &str) -> seam_host::StartRequest {
-    let mut r = request("fill the form");
-    r.agent_options = Some(seam_host::AgentOptions {
-        model: Some(model.into()),
-        system_prompt: None,
-    });
+    let mut r = on_model("fill the form", model);
     r.output_schema = Some(json!({
         "type": "object",
         "properties": {"answer": {"type": "string"}},
@@ -314,12 +316,10 @@ async fn cancel_mid_child_reaches_the_child_and_settles_aborted() {
         + &providers("");
     let host = host_with(&toml).await;
     let seen = record(&host);
-    let mut r = request("x");
-    r.agent_options = Some(seam_host::AgentOptions {
-        model: Some("scripted:slow".into()),
-        system_prompt: None,
-    });
-    let run = host.subagents().start("spawn", r).unwrap();
+    let run = host
+        .subagents()
+        .start("spawn", on_model("x", "scripted:slow"))
+        .unwrap();
     run.started().await.unwrap();
     assert_eq!(host.live_agents(), 1);
     run.cancel(Some("enough".into()));
@@ -345,13 +345,11 @@ async fn dispose_at_any_point_leaves_no_orphan() {
         + &providers("");
     let host = host_with(&toml).await;
     for i in 0..40u64 {
-        let mut r = request("x");
-        r.agent_options = Some(seam_host::AgentOptions {
-            model: Some("scripted:slow".into()),
-            system_prompt: None,
-        });
         let provider = if i % 2 == 0 { "spawn" } else { "fork" };
-        let run = host.subagents().start(provider, r).unwrap();
+        let run = host
+            .subagents()
+            .start(provider, on_model("x", "scripted:slow"))
+            .unwrap();
         // From "right away" (during creation) to "well after the child exists".
         tokio::time::sleep(std::time::Duration::from_micros(i * i * 20)).await;
         run.dispose().await;
@@ -412,14 +410,7 @@ async fn steering_reaches_a_live_child_and_resume_continues_a_finished_one() {
         .to_string()
         + &providers("");
     let host = host_with(&toml).await;
-    let with_model = |model: &str| {
-        let mut r = request("begin");
-        r.agent_options = Some(seam_host::AgentOptions {
-            model: Some(model.into()),
-            system_prompt: None,
-        });
-        r
-    };
+    let with_model = |model: &str| on_model("begin", model);
     let run = host
         .subagents()
         .start("spawn", with_model("scripted:steer"))
@@ -494,12 +485,10 @@ async fn a_model_error_ends_the_child_with_error_and_max_turns_bounds_a_turn() {
         ("scripted:no", StopReason::Refusal, "I won't"),
         ("scripted:missing", StopReason::Error, "no script `missing`"),
     ] {
-        let mut r = request("x");
-        r.agent_options = Some(seam_host::AgentOptions {
-            model: Some(model.into()),
-            system_prompt: None,
-        });
-        let run = host.subagents().start("spawn", r).unwrap();
+        let run = host
+            .subagents()
+            .start("spawn", on_model("x", model))
+            .unwrap();
         let _ = run.started().await;
         let result = run.result().await.unwrap();
         run.dispose().await;
