@@ -130,6 +130,8 @@ fn plugin_json(p: &PluginInfo) -> serde_json::Value {
         "error": error,
         "name": p.name,
         "follows": p.follows,
+        "grants": p.grants,
+        "limits": p.limits,
     })
 }
 
@@ -173,9 +175,16 @@ fn print_human(config: &std::path::Path, plugins: &[PluginInfo], tools: &[ToolLi
         .collect();
     let width = |i: usize| rows.iter().map(|r| r[i].len()).max().unwrap_or(0);
     let (w0, w1, w2) = (width(0), width(1), width(2));
-    for [id, kind, state, what] in &rows {
+    for (p, [id, kind, state, what]) in plugins.iter().zip(&rows) {
         let line = format!("  {id:<w0$}  {kind:<w1$}  {state:<w2$}  {what}");
         outln!("{}", line.trim_end());
+        // What the sandbox lets it do, once the grants were checked against this host.
+        if let Some(grants) = &p.grants {
+            outln!("      grants: {}", grants.summary());
+        }
+        if let Some(limits) = &p.limits {
+            outln!("      limits: {}", limits.summary());
+        }
     }
     outln!("mounted tools: {}", tools.len());
     let w = tools.iter().map(|t| t.name.len()).max().unwrap_or(0);

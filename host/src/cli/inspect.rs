@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use seam_host::{ComponentInfo, PluginKind, ProviderDescriptor};
+use seam_host::sandbox::Granted;
+use seam_host::{ComponentInfo, Limits, PluginKind, ProviderDescriptor};
 
 use super::{with_host, EXIT_ERROR, EXIT_OK};
 
@@ -44,6 +45,8 @@ pub(crate) async fn run(args: Args) -> Result<u8> {
         let mut value = serde_json::to_value(&info).context("cannot serialise the report")?;
         if let Some(fields) = value.as_object_mut() {
             fields.insert("world".into(), world(info.kind).into());
+            fields.insert("grants".into(), serde_json::to_value(Granted::default())?);
+            fields.insert("limits".into(), serde_json::to_value(Limits::default())?);
         }
         let text = serde_json::to_string_pretty(&value).context("cannot serialise the report")?;
         outln!("{text}");
@@ -67,6 +70,12 @@ fn world(kind: PluginKind) -> &'static str {
 fn print_human(info: &ComponentInfo, config_given: bool) {
     outln!("component: {}", info.path.display());
     outln!("kind:      {} (world {})", info.kind, world(info.kind));
+    // `inspect` reads the component with no config entry, so with nothing granted.
+    outln!(
+        "grants:    {} (grants come from a config entry; see `seam check`)",
+        Granted::default().summary()
+    );
+    outln!("limits:    {}", Limits::default().summary());
     outln!("imports:");
     for name in &info.imports {
         outln!("  {name}");

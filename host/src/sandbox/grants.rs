@@ -164,3 +164,34 @@ impl Granted {
         }
     }
 }
+
+impl Granted {
+    /// One line for people: `nothing granted`, or each grant in turn.
+    pub fn summary(&self) -> String {
+        if self.is_empty() {
+            return "nothing granted".into();
+        }
+        let mut parts = Vec::new();
+        for d in &self.dirs {
+            let mode = if d.write { "read-write" } else { "read-only" };
+            parts.push(format!("dir {} = {} ({mode})", d.guest, d.host.display()));
+        }
+        if !self.env.is_empty() {
+            parts.push(format!("env {}", self.env.join(", ")));
+        }
+        if !self.env_unset.is_empty() {
+            parts.push(format!(
+                "env {} (not set on this host)",
+                self.env_unset.join(", ")
+            ));
+        }
+        if !self.network.is_empty() {
+            let addrs: Vec<String> = self.network.iter().map(ToString::to_string).collect();
+            parts.push(format!("connect to {}", addrs.join(", ")));
+        }
+        if self.dns {
+            parts.push("name lookup".into());
+        }
+        parts.join("; ")
+    }
+}

@@ -51,6 +51,24 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// One line for people, for example `64 MiB memory, 10000 ms CPU per call, ...`.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} MiB memory, {} table elements, {} instances, {} ms CPU per call, {} ms per run, \
+             {} runs at once ({}), {} output bytes",
+            self.memory_bytes / MIB,
+            self.table_elements,
+            self.instances,
+            millis(self.cpu_per_call),
+            millis(self.run_timeout),
+            self.max_concurrent_runs,
+            self.on_concurrency.as_str(),
+            self.max_output_bytes
+        )
+    }
+}
+
 /// Shown by `seam check` under the config keys.
 impl Serialize for Limits {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
