@@ -441,7 +441,8 @@ impl AgentRegistry {
             spec.output_schema.clone(),
         )?;
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let id = spec.id.clone().unwrap_or_else(|| format!("agent-{n}"));
+        // `:` cannot appear in a provider name, so a generated id never collides with a run id.
+        let id = spec.id.clone().unwrap_or_else(|| format!("agent:{n}"));
         if lock(&self.agents).contains_key(&id) {
             return Err(AgentError::Invalid(format!(
                 "an agent `{id}` already exists"
