@@ -11,7 +11,7 @@ pub mod tools;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use thiserror::Error;
@@ -522,6 +522,3 @@ impl AgentRegistry {
         }
     }
 }
-
-/// A weak handle, for run state that must not keep an agent alive.
-pub type AgentHandle = Weak<Agent>;

@@ -79,8 +79,9 @@ async fn problems(host: &Host, plugins: &[PluginInfo]) -> Vec<String> {
             _ => None,
         })
         .collect();
-    for (plugin, tool, provider) in host.tools().unmounted().await {
-        problems.push(match provider {
+    for waiting in host.tools().unmounted().await {
+        let (plugin, tool) = (&waiting.plugin, &waiting.tool_name);
+        problems.push(match &waiting.provider {
             Some(provider) => format!(
                 "plugin `{plugin}`: tool `{tool}` waits for provider `{provider}`, which no \
                  plugin registers"

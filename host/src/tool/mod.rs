@@ -60,6 +60,17 @@ pub struct MountedTool {
     tool: Arc<dyn Tool>,
 }
 
+/// A tool plugin waiting for its provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitingTool {
+    /// The plugin id.
+    pub plugin: String,
+    /// The tool name it will mount under.
+    pub tool_name: String,
+    /// The provider it follows.
+    pub provider: Option<String>,
+}
+
 struct Waiting {
     binding: ToolBinding,
     tool: WasmTool,
@@ -122,19 +133,17 @@ impl ToolRegistry {
         Ok(tool.tool.execute(caller, arguments, abort).await)
     }
 
-    /// Tool names of plugins that wait for a provider that is not registered.
-    pub async fn unmounted(&self) -> Vec<(String, String, Option<String>)> {
+    /// Tool plugins that are loaded but not mounted, because their provider is not registered.
+    pub async fn unmounted(&self) -> Vec<WaitingTool> {
         let plugins = self.plugins.lock().await;
         let mounted = self.mounted_read();
         plugins
             .iter()
             .filter(|w| !mounted.iter().any(|m| m.plugin == w.tool.plugin()))
-            .map(|w| {
-                (
-                    w.tool.plugin().to_string(),
-                    w.binding.tool_name.clone(),
-                    w.binding.provider.clone(),
-                )
+            .map(|w| WaitingTool {
+                plugin: w.tool.plugin().to_string(),
+                tool_name: w.binding.tool_name.clone(),
+                provider: w.binding.provider.clone(),
             })
             .collect()
     }

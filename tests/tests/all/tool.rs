@@ -112,11 +112,11 @@ async fn the_tool_follows_its_provider_in_any_load_order() {
     let waiting = host.tools().unmounted().await;
     assert_eq!(
         waiting,
-        [(
-            "ask".to_string(),
-            "ask".to_string(),
-            Some("late".to_string())
-        )]
+        [seam_host::tool::WaitingTool {
+            plugin: "ask".into(),
+            tool_name: "ask".into(),
+            provider: Some("late".into()),
+        }]
     );
     let err = host
         .call_tool("ask", caller(), &args("x"), CancellationToken::new())
