@@ -7,7 +7,14 @@
 //! disabled = false                    # optional
 //! kind = "provider"                   # optional: refuse a component of the other world
 //! config = { name = "mock-a" }        # optional; reaches the component as JSON
+//! [plugin.grants]                     # optional; default: nothing granted
+//! dirs = [{ host = "data", guest = "/data" }]
+//! [plugin.limits]                     # optional; overrides the host's default limits
+//! memory_mb = 32
 //! ```
+//!
+//! `[plugin.grants]` and `[plugin.limits]` are read by [`crate::sandbox::parse_grants`] and
+//! [`crate::sandbox::parse_limits`].
 
 use std::path::{Path, PathBuf};
 

@@ -9,6 +9,7 @@
 //! - `leak-and-trap`: starts `count` runs, then traps.
 //! - `spin`: burns CPU forever.
 //! - `huge-result`: answers a text of `bytes` bytes.
+//! - `huge-describe`: describes itself to the model with a text of `bytes` bytes.
 //! - `huge-request`: starts a run with a prompt of `bytes` bytes and reports what `start` said.
 //! - `flood`: starts `count` runs at once, waits for each to start, and reports how many
 //!   started and how many were refused, then disposes them.
@@ -163,9 +164,14 @@ impl Guest for HostileTool {
         _provider: Option<ProviderDescriptor>,
     ) -> Result<ToolDescriptor, String> {
         let settings = Settings::parse(&config)?;
+        let description = if settings.mode == "huge-describe" {
+            "d".repeat(settings.bytes as usize)
+        } else {
+            "A tool that misbehaves on purpose.".into()
+        };
         Ok(ToolDescriptor {
             name: settings.tool_name,
-            description: "A tool that misbehaves on purpose.".into(),
+            description,
             parameters_schema: r#"{"type":"object"}"#.into(),
         })
     }

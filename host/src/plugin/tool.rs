@@ -22,6 +22,9 @@ use crate::subagent::{SubagentError, SubagentRun, SubagentService};
 use crate::tool::Tool;
 use crate::types::{ContentBlock, ParentRef, ProviderDescriptor, ToolDescriptor, ToolResult};
 
+/// Most bytes a tool's binding (its tool name and provider name) may take.
+const MAX_BINDING_BYTES: usize = 256;
+
 /// A run handle held in a tool instance's resource table.
 pub struct RunResource(SubagentRun);
 
@@ -133,10 +136,20 @@ impl WasmTool {
             .call_bind(&mut store, &self.0.config)
             .await
         {
-            Ok(Ok(b)) => Ok(ToolBinding {
-                tool_name: b.tool_name,
-                provider: b.provider,
-            }),
+            Ok(Ok(b)) => {
+                // Names travel in every tool event; keep them to what a name needs.
+                let size = b.tool_name.len() + b.provider.as_ref().map_or(0, String::len);
+                if b.tool_name.is_empty() || size > MAX_BINDING_BYTES {
+                    return Err(format!(
+                        "bind returned an empty tool name or a binding of more than \
+                         {MAX_BINDING_BYTES} bytes ({size})"
+                    ));
+                }
+                Ok(ToolBinding {
+                    tool_name: b.tool_name,
+                    provider: b.provider,
+                })
+            }
             Ok(Err(message)) => Err(format!("bind refused the config: {message}")),
             Err(e) => Err(format!("bind failed: {}", guest_fault(&e))),
         }
@@ -158,6 +171,11 @@ impl WasmTool {
             Ok(Err(message)) => return Err(format!("describe refused: {message}")),
             Err(e) => return Err(format!("describe failed: {}", guest_fault(&e))),
         };
+        // What the model will see crosses the boundary too: the same cap as a result.
+        let size = d.name.len() + d.description.len() + d.parameters_schema.len();
+        if let Err(hit) = self.0.gate.check_size(size) {
+            return Err(format!("describe failed: {hit}"));
+        }
         let parameters = serde_json::from_str(&d.parameters_schema)
             .map_err(|e| format!("describe returned a parameters schema that is not JSON: {e}"))?;
         Ok(ToolDescriptor {

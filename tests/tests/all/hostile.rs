@@ -944,3 +944,37 @@ async fn grants_and_limits_the_host_cannot_honour_fail_the_load_naming_entry_and
     let limits = plugins[0].limits.as_ref().unwrap();
     assert_eq!(*limits, seam_host::Limits::default());
 }
+
+#[tokio::test]
+async fn a_tool_with_an_enormous_name_or_description_is_not_mounted() {
+    let long_name = "n".repeat(100_000);
+    let toml = good()
+        + &hostile_tool(&long_name, "mode = \"ok\"", "")
+        + &hostile_tool("verbose", "mode = \"huge-describe\", bytes = 5000000", "")
+        + &hostile_tool("fine", "mode = \"ok\"", "");
+    // A 100 KB id is refused by the config before anything loads; use a short id.
+    let toml = toml.replacen(&format!("id = \"{long_name}\""), "id = \"longname\"", 1);
+    let host = test_host();
+    let report = host.load(&config(&toml)).await;
+    let errors: Vec<String> = report.failed.iter().map(|e| e.to_string()).collect();
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+    assert!(errors[0].contains("plugin `longname`") && errors[0].contains("binding of more than"));
+    assert!(errors[0].len() < 500);
+    assert!(
+        errors[1].contains("plugin `verbose`")
+            && errors[1].contains("hit its limit `max_output_bytes`"),
+        "{}",
+        errors[1]
+    );
+    let names: Vec<String> = host
+        .tool_descriptors()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(names, ["fine"]);
+    assert!(run_once(&host, "good", request("x"))
+        .await
+        .stop_reason
+        .is_success());
+    assert_quiescent(&host);
+}

@@ -3,6 +3,7 @@
 
 mod agent;
 mod events;
+mod fuzz_smoke;
 mod hostile;
 mod loader;
 mod mock;

@@ -1,0 +1,137 @@
+//! The fuzz targets of `fuzz/` (config parsing, descriptor and request validation), run as a
+//! deterministic smoke test: their seeds, then thousands of mutations of them from a fixed seed.
+//! `cargo fuzz` explores far more (see the README); this keeps the targets' invariants checked
+//! in every `cargo test`, where no fuzzer is installed.
+
+#[allow(dead_code)]
+#[path = "../../../fuzz/src/lib.rs"]
+mod targets;
+
+use std::path::PathBuf;
+
+const MUTATIONS: usize = 20_000;
+
+/// Fragments a mutation may splice in: the syntax the parsers care about.
+const TOKENS: &[&[u8]] = &[
+    b"[[plugin]]\n",
+    b"[plugin.grants]\n",
+    b"[plugin.limits]\n",
+    b"dirs = [{ host = \"..\", guest = \"/\" }]\n",
+    b"network = [\"1.2.3.4:5\"]\n",
+    b"env = [\"A\"]\n",
+    b"memory_mb = 0\n",
+    b"max_concurrent_runs = 99999999999999999999\n",
+    b"on_concurrency = \"refuse\"\n",
+    b"id = \"x\"\n",
+    b"component = \"\"\n",
+    b"= ",
+    b"\"",
+    b"{",
+    b"}",
+    b"\x00",
+    b"\xff\xfe",
+    b"{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#\"}}}",
+];
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn mutate(rng: &mut Rng, seeds: &[Vec<u8>], input: &mut Vec<u8>) {
+    for _ in 0..1 + rng.below(4) {
+        let at = rng.below(input.len() + 1);
+        match rng.below(6) {
+            0 if !input.is_empty() => {
+                let i = rng.below(input.len());
+                input[i] ^= 1 << rng.below(8);
+            }
+            // Mostly ASCII: a config with invalid UTF-8 is refused before parsing.
+            1 => input.insert(
+                at,
+                (rng.next() % 0x7f) as u8 + u8::from(rng.below(64) == 0) * 0x80,
+            ),
+            2 if !input.is_empty() => {
+                let end = (at + rng.below(16)).min(input.len());
+                input.drain(at..end);
+            }
+            3 => {
+                let token = TOKENS[rng.below(TOKENS.len())];
+                input.splice(at..at, token.iter().copied());
+            }
+            4 => {
+                let other = &seeds[rng.below(seeds.len())];
+                let from = rng.below(other.len());
+                let to = (from + rng.below(64)).min(other.len());
+                input.splice(at..at, other[from..to].iter().copied());
+            }
+            _ => input.truncate(at),
+        }
+    }
+}
+
+fn seeds(target: &str) -> Vec<Vec<u8>> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/seeds")
+        .join(target);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let seeds: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
+    assert!(!seeds.is_empty());
+    seeds
+}
+
+fn smoke(target: &str, body: fn(&[u8]), seed: u64) {
+    let seeds = seeds(target);
+    for s in &seeds {
+        body(s);
+    }
+    let mut rng = Rng(seed);
+    let mut input = Vec::new();
+    for i in 0..MUTATIONS {
+        // Mostly keep mutating the last input; now and then start over from a seed.
+        if i % 8 == 0 {
+            input = seeds[rng.below(seeds.len())].clone();
+        }
+        mutate(&mut rng, &seeds, &mut input);
+        body(&input);
+    }
+}
+
+#[test]
+fn config_parsing_survives_mutated_configs() {
+    smoke("config_parse", targets::config_parse, 0xC0FF_EE01);
+}
+
+#[test]
+fn request_validation_survives_mutated_requests() {
+    smoke(
+        "request_validation",
+        targets::request_validation,
+        0xC0FF_EE02,
+    );
+}
+
+#[test]
+fn the_config_seeds_parse() {
+    // Mutations are only useful if the seeds themselves are accepted.
+    for (i, seed) in seeds("config_parse").iter().enumerate() {
+        let text = std::str::from_utf8(seed).unwrap();
+        let parsed =
+            seam_host::Config::parse(text, std::path::Path::new("seed.toml"), "/b".as_ref());
+        assert!(parsed.is_ok(), "seed {i}: {parsed:?}");
+    }
+}
