@@ -148,6 +148,10 @@ impl Host {
         let mut keep: Vec<PluginSlot> = Vec::new();
         let mut old: Vec<PluginSlot> = std::mem::take(&mut *slots);
         while let Some(slot) = old.pop() {
+            if slot.info.state == PluginState::Disposed {
+                // Unloaded by `unload_all`: nothing to tear down; loaded afresh if still listed.
+                continue;
+            }
             match config.plugins.iter().find(|e| e.id == slot.entry.id) {
                 Some(new) if *new == slot.entry => keep.push(slot),
                 Some(_) => {
@@ -197,10 +201,12 @@ impl Host {
     }
 
     /// Unloads every plugin, last loaded first.
+    /// The plugins stay listed, in state `disposed`, until the next load or reconfigure.
     pub async fn unload_all(&self) {
         let mut slots = self.inner.plugins.lock().await;
-        while let Some(slot) = slots.pop() {
-            self.unload_slot(&slot).await;
+        for slot in slots.iter_mut().rev() {
+            self.unload_slot(slot).await;
+            slot.info.state = PluginState::Disposed;
         }
     }
 

@@ -152,7 +152,13 @@ async fn unload_runs_in_reverse_order_and_disabled_entries_stay_unloaded() {
         })
         .collect();
     assert_eq!(unloaded, ["c", "b", "a"]);
-    assert!(host.plugins().await.is_empty());
+    let states: Vec<PluginState> = host.plugins().await.into_iter().map(|p| p.state).collect();
+    assert_eq!(states, vec![PluginState::Disposed; 4]);
+    // Unloading again does nothing; loading again brings the entries back.
+    host.unload_all().await;
+    assert!(host.reconfigure(&config(&toml)).await.is_ok());
+    assert!(host.subagents().descriptor("a").is_some());
+    assert_eq!(host.plugins().await[0].state, PluginState::Active);
 }
 
 #[tokio::test]
