@@ -1,7 +1,8 @@
-//! Soak test: 10,000 mixed runs (well-behaved, slow, trapping, panicking, spinning past their CPU
+//! Soak test: 10,000 mixed runs (well-behaved, slow, child agents on the spawn provider, trapping, panicking, spinning past their CPU
 //! budget, blowing their memory limit, timing out, failing to start, and tool calls that leak
 //! their runs) with random cancels and early disposes, 64 at a time, from a fixed seed. Every
-//! outcome must be one the contract allows, and the host must end with no live run or instance.
+//! outcome must be one the contract allows, and the host must end with no live run, instance or
+//! child agent.
 //!
 //! Its own test binary, so it can run alone: `cargo test -p seam-tests --test soak -- --nocapture`
 //! prints the wall time and the peak RSS.
@@ -44,11 +45,13 @@ enum Kind {
     Timeout,
     StartFails,
     LeakyTool,
+    Child,
 }
 
 /// The workload mix, in percent.
 const MIX: &[(Kind, u64)] = &[
-    (Kind::Ok, 45),
+    (Kind::Ok, 37),
+    (Kind::Child, 8),
     (Kind::Slow, 15),
     (Kind::Trap, 8),
     (Kind::Panic, 8),
@@ -71,6 +74,7 @@ impl Kind {
             Kind::Timeout => "deaf",
             Kind::StartFails => "startfail",
             Kind::LeakyTool => "leak",
+            Kind::Child => "spawn",
         }
     }
 }
@@ -79,8 +83,11 @@ fn config_text() -> String {
     let h = |id: &str, extra: &str, limits: &str| {
         entry(id, "hostile_provider", &format!("name = \"{id}\", {extra}")) + limits + "\n"
     };
-    mock("ok", "reply = \"fine\"")
+    // The spawn provider's children run on a scripted model that takes 10 ms to answer.
+    "[models.scripts.child]\nsteps = [ { text = \"child done\", delay_ms = 10 } ]\n\n".to_string()
+        + &mock("ok", "reply = \"fine\"")
         + &mock("slow", "delayMs = 30")
+        + &entry("spawn", "spawn_provider", "")
         + &entry(
             "trap",
             "faulty_provider",
@@ -165,9 +172,16 @@ async fn job(host: Host, kind: Kind, plan: u64) -> (bool, StopReason) {
         // Whether the abort came before the call returned is a race: report that it was asked.
         return (cancel, reason);
     }
+    let mut req = request("soak");
+    if kind == Kind::Child {
+        req.agent_options = Some(seam_host::AgentOptions {
+            model: Some("scripted:child".into()),
+            system_prompt: None,
+        });
+    }
     let run = host
         .subagents()
-        .start(kind.provider(), request("soak"))
+        .start(kind.provider(), req)
         .expect("start is accepted");
     if cancel {
         if !delay.is_zero() {
@@ -196,7 +210,7 @@ fn allowed(kind: Kind, cancelled: bool, reason: &StopReason) -> bool {
         return *reason == StopReason::Aborted;
     }
     match kind {
-        Kind::Ok | Kind::Slow => *reason == StopReason::Completed,
+        Kind::Ok | Kind::Slow | Kind::Child => *reason == StopReason::Completed,
         _ => *reason == StopReason::Error,
     }
 }
@@ -251,16 +265,19 @@ fn ten_thousand_mixed_runs_leave_the_host_quiescent() {
         let wall = t.elapsed();
         assert_eq!(host.live_runs(), 0, "live runs at the end");
         assert_eq!(host.live_instances(), 0, "live instances at the end");
+        assert_eq!(host.live_agents(), 0, "live child agents at the end");
         let (now_rss, peak_rss) = rss();
         eprintln!(
             "soak: {RUNS} runs in {:.1} s (seed {SEED:#x}, {AT_ONCE} at a time); RSS after 2048 \
-             runs {} MiB, at the end {} MiB, peak (VmHWM) {} MiB; live runs {}, live instances {}",
+             runs {} MiB, at the end {} MiB, peak (VmHWM) {} MiB; live runs {}, instances {}, \
+             child agents {}",
             wall.as_secs_f64(),
             warm_rss / 1024,
             now_rss / 1024,
             peak_rss / 1024,
             host.live_runs(),
-            host.live_instances()
+            host.live_instances(),
+            host.live_agents()
         );
         eprintln!("soak outcomes: {counts:?}");
         // Memory does not grow with the number of runs: the second 8,000 runs cost no more
