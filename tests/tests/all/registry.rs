@@ -307,3 +307,22 @@ async fn list_is_in_registration_order() {
         .collect();
     assert_eq!(names, ["zeta", "alpha", "mid"]);
 }
+
+#[tokio::test]
+async fn what_was_registered_does_not_change_when_the_component_file_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.wasm");
+    std::fs::copy(guest("mock_provider"), &file).unwrap();
+    let toml = format!(
+        "[[plugin]]\nid = \"p\"\ncomponent = \"{}\"\nconfig = {{ name = \"p\", reply = \"original\" }}\n",
+        file.display()
+    );
+    let host = host_with(&toml).await;
+    let before = host.subagents().descriptor("p").unwrap();
+    // Swap the file for a different component: the registered provider is frozen.
+    std::fs::copy(guest("faulty_provider"), &file).unwrap();
+    let run = host.subagents().start("p", request("x")).unwrap();
+    assert_eq!(run.result().await.unwrap().output_text(), "original");
+    run.dispose().await;
+    assert_eq!(host.subagents().descriptor("p").unwrap(), before);
+}
