@@ -32,6 +32,19 @@ pub(crate) mod tool {
     });
 }
 
+pub(crate) mod observer {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "observer-plugin",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: {
+            "seam:plugin/types": super::provider::seam::plugin::types,
+            "seam:plugin/host": super::provider::seam::plugin::host,
+        },
+    });
+}
+
 use provider::seam::plugin::types as wit;
 
 use crate::subagent::SubagentError;
@@ -43,6 +56,7 @@ use crate::types::{
 /// The WIT package's exported interface names, by which a component's world is recognised.
 pub(crate) const PROVIDER_EXPORT: &str = "seam:plugin/provider@0.1.0";
 pub(crate) const TOOL_EXPORT: &str = "seam:plugin/tool@0.1.0";
+pub(crate) const OBSERVER_EXPORT: &str = "seam:plugin/observer@0.1.0";
 
 impl From<wit::ContentBlock> for ContentBlock {
     fn from(b: wit::ContentBlock) -> Self {

@@ -80,9 +80,10 @@ pub enum EngineError {
     },
     /// The component is a component, but not of a Seam world.
     #[error(
-        "`{path}` is not a Seam plugin: it exports [{exports}], expected `{}` (provider) or `{}` (tool)",
+        "`{path}` is not a Seam plugin: it exports [{exports}], expected `{}` (provider), `{}` (tool) or `{}` (observer)",
         bindings::PROVIDER_EXPORT,
-        bindings::TOOL_EXPORT
+        bindings::TOOL_EXPORT,
+        bindings::OBSERVER_EXPORT
     )]
     WrongWorld {
         /// The file.
@@ -118,12 +119,15 @@ pub enum PluginKind {
     Provider,
     /// Exports `seam:plugin/tool`.
     Tool,
+    /// Exports `seam:plugin/observer`.
+    Observer,
 }
 
 impl std::fmt::Display for PluginKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::Provider => "provider",
+            Self::Observer => "observer",
             Self::Tool => "tool",
         })
     }
@@ -143,6 +147,7 @@ pub(crate) struct SeamEngine {
     pub(crate) engine: Engine,
     pub(crate) provider_linker: Linker<PluginState>,
     pub(crate) tool_linker: Linker<PluginState>,
+    pub(crate) observer_linker: Linker<PluginState>,
     cache_dir: Option<PathBuf>,
     _ticker: EpochTicker,
 }
@@ -190,6 +195,15 @@ impl SeamEngine {
         )
         .map_err(|e| EngineError::Config(format!("{e:#}")))?;
 
+        let mut observer_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut observer_linker)
+            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        bindings::observer::ObserverPlugin::add_to_linker::<_, HasSelf<PluginState>>(
+            &mut observer_linker,
+            |s| s,
+        )
+        .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+
         let stop = Arc::new(AtomicBool::new(false));
         {
             let engine = engine.clone();
@@ -210,6 +224,7 @@ impl SeamEngine {
             engine,
             provider_linker,
             tool_linker,
+            observer_linker,
             cache_dir: options.cache_dir.clone(),
             _ticker: EpochTicker(stop),
         })
@@ -293,6 +308,8 @@ impl SeamEngine {
             Ok(PluginKind::Provider)
         } else if exports.iter().any(|e| e == bindings::TOOL_EXPORT) {
             Ok(PluginKind::Tool)
+        } else if exports.iter().any(|e| e == bindings::OBSERVER_EXPORT) {
+            Ok(PluginKind::Observer)
         } else {
             Err(EngineError::WrongWorld {
                 path: path.to_path_buf(),

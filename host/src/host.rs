@@ -1,6 +1,7 @@
 //! The host: one engine, the event bus, the subagent service, the tool registry and the plugins
 //! loaded from config. Cheap to clone; every clone is the same host.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use crate::events::EventBus;
 use crate::live::LiveCounts;
 use crate::loader::PluginSlot;
 use crate::model::ModelRegistry;
+use crate::plugin::observer::{ObserverHandle, WasmObserver};
 use crate::plugin::provider::WasmProvider;
 use crate::plugin::tool::WasmTool;
 use crate::sandbox::Limits;
@@ -50,6 +52,8 @@ pub(crate) struct Inner {
     pub(crate) models: Arc<ModelRegistry>,
     pub(crate) agents: Arc<AgentRegistry>,
     pub(crate) plugins: tokio::sync::Mutex<Vec<PluginSlot>>,
+    /// Listening observer plugins, by plugin id.
+    pub(crate) observers: std::sync::Mutex<HashMap<String, ObserverHandle>>,
     pub(crate) options: HostOptions,
 }
 
@@ -109,6 +113,7 @@ impl Host {
                 models,
                 agents,
                 plugins: tokio::sync::Mutex::new(Vec::new()),
+                observers: std::sync::Mutex::new(HashMap::new()),
                 options,
             }),
         })
@@ -289,6 +294,19 @@ impl Host {
                         info.binds_to = b.provider;
                     }
                     Err(e) => info.config_error = Some(e),
+                }
+            }
+            PluginKind::Observer => {
+                // An observer declares nothing; linking it is the whole check.
+                if let Err(e) = WasmObserver::load(
+                    engine,
+                    &self.inner.live,
+                    plugin,
+                    &component,
+                    config,
+                    limits.into(),
+                ) {
+                    info.config_error = Some(e);
                 }
             }
         }

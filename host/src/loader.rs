@@ -11,6 +11,7 @@ use crate::config::{Config, PluginEntry};
 use crate::engine::{EngineError, PluginKind};
 use crate::events::Event;
 use crate::host::Host;
+use crate::plugin::observer::WasmObserver;
 use crate::plugin::provider::WasmProvider;
 use crate::plugin::tool::WasmTool;
 use crate::sandbox::{Granted, LimitedProvider, Limits, RunGate, Sandbox, SandboxError};
@@ -232,6 +233,17 @@ impl Host {
                 }
             }
             Some(PluginKind::Tool) => self.inner.tools.remove_plugin(&slot.entry.id).await,
+            Some(PluginKind::Observer) => {
+                let handle = self
+                    .inner
+                    .observers
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&slot.entry.id);
+                if let Some(handle) = handle {
+                    handle.detach(&self.inner.events);
+                }
+            }
             None => {}
         }
         self.inner.events.emit(&Event::PluginUnloaded {
@@ -365,6 +377,26 @@ impl Host {
                         id: id.clone(),
                         source,
                     })?;
+            }
+            PluginKind::Observer => {
+                let observer = WasmObserver::load(
+                    &inner.engine,
+                    &inner.live,
+                    plugin,
+                    &component,
+                    config,
+                    sandbox,
+                )
+                .map_err(guest_err)?;
+                let handle = observer.attach(&inner.events);
+                let previous = inner
+                    .observers
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(entry.id.clone(), handle);
+                if let Some(previous) = previous {
+                    previous.detach(&inner.events);
+                }
             }
         }
         Ok(())

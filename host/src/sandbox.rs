@@ -79,6 +79,8 @@ impl From<Limits> for Sandbox {
 pub(crate) enum Role {
     /// Reading a descriptor or binding at load.
     Describe,
+    /// Delivering one event to an observer.
+    Observe,
     /// One provider run.
     Run(RunEnv),
     /// One tool call.

@@ -64,6 +64,7 @@ fn world(kind: PluginKind) -> &'static str {
     match kind {
         PluginKind::Provider => "provider-plugin",
         PluginKind::Tool => "tool-plugin",
+        PluginKind::Observer => "observer-plugin",
     }
 }
 

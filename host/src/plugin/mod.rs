@@ -2,6 +2,7 @@
 //! a tool component behind [`crate::tool::Tool`], and the host imports each world needs.
 
 pub(crate) mod agents;
+pub(crate) mod observer;
 pub(crate) mod provider;
 pub(crate) mod tool;
 

@@ -209,3 +209,60 @@ async fn unsubscribed_listeners_hear_nothing_more() {
     run.dispose().await;
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
+
+/// Log lines of `plugin`'s observer that contain `needle`.
+fn observed(log: &CapturedLog, plugin: &str, needle: &str) -> Vec<String> {
+    log.lines()
+        .into_iter()
+        .filter(|l| {
+            l.contains(&format!("plugin=\"{plugin}\"")) || l.contains(&format!("plugin={plugin}"))
+        })
+        .filter(|l| l.contains(needle))
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn observer_components_see_every_event_in_order_and_faulty_ones_are_contained() {
+    let (log, _guard) = CapturedLog::start();
+    let toml = entry("watch", "observer_probe", "mode = \"log\"")
+        + &entry("trapper", "observer_probe", "mode = \"trap\"")
+        + &entry("panicker", "observer_probe", "mode = \"panic\"")
+        + &entry("grump", "observer_probe", "mode = \"error\"")
+        + &mock("m", "");
+    let host = host_with(&toml).await;
+    let seen = record(&host);
+    let run = host.subagents().start("m", request("x")).unwrap();
+    let result = run.result().await.unwrap();
+    run.dispose().await;
+    assert!(result.stop_reason.is_success());
+    assert_eq!(names(&seen), ["subagent/start", "subagent/end"]);
+    // Delivery is asynchronous: wait for the well-behaved observer's log.
+    assert!(
+        eventually(|| observed(&log, "watch", "observed subagent/end").len() == 1).await,
+        "{:#?}",
+        log.lines()
+    );
+    let order: Vec<String> = observed(&log, "watch", "observed subagent/")
+        .into_iter()
+        .filter(|l| l.contains("subagent/start") || l.contains("subagent/end"))
+        .collect();
+    assert_eq!(order.len(), 2, "{order:#?}");
+    assert!(
+        order[0].contains("subagent/start") && order[1].contains("subagent/end"),
+        "{order:#?}"
+    );
+    for faulty in ["trapper", "panicker", "grump"] {
+        assert!(
+            eventually(|| !observed(&log, faulty, "observer failed").is_empty()).await,
+            "{faulty}: {:#?}",
+            log.lines()
+        );
+    }
+    // Unloaded observers hear nothing more.
+    host.unload_all().await;
+    let before = observed(&log, "watch", "observed").len();
+    host.load(&config(&mock("again", ""))).await;
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert_eq!(observed(&log, "watch", "observed").len(), before);
+    assert_eq!(host.live_instances(), 0);
+}
