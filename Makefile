@@ -31,3 +31,10 @@ lint: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --release --target wasm32-wasip2 --target-dir target/guests $(GUESTS) -- -D warnings
+
+# Runs each `cargo fuzz` target briefly from a fixed seed (needs `cargo install cargo-fuzz`; the
+# first build instruments wasmtime and takes long). CI runs the same bodies in `cargo test`.
+fuzz-run:
+	mkdir -p fuzz/corpus/config_parse fuzz/corpus/request_validation
+	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run config_parse corpus/config_parse seeds/config_parse -- -seed=1 -runs=200000
+	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run request_validation corpus/request_validation seeds/request_validation -- -seed=1 -runs=200000
