@@ -10,7 +10,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::bindings;
 use crate::sandbox::PluginState;
@@ -133,6 +133,50 @@ impl std::fmt::Display for PluginKind {
     }
 }
 
+/// Bytes of a linear memory's dirtied pages a pool slot keeps across instances: more than a
+/// small Rust component touches in one run (its stack top, data and a little heap), and small
+/// enough that a full pool of idle slots holds at most a few hundred MiB. Pages dirtied beyond
+/// it are given back to the kernel as without warm slots.
+const KEEP_RESIDENT_MEMORY: usize = 256 << 10;
+/// The same for a table slot.
+const KEEP_RESIDENT_TABLE: usize = 64 << 10;
+
+/// The wasmtime configuration for `options`; `warm_slots` keeps what a run dirtied resident in
+/// its pool slot (needs PAGEMAP_SCAN, so `Engine::new` fails without it).
+fn engine_config(options: &EngineOptions, warm_slots: bool) -> Config {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    config.wasm_component_model(true);
+    if options.pooling {
+        let mut pool = PoolingAllocationConfig::default();
+        let instances = options.pool_instances.max(1);
+        pool.total_component_instances(instances);
+        // A wasip2 Rust component has a few core instances, memories and tables.
+        pool.total_core_instances(instances.saturating_mul(4));
+        pool.total_memories(instances.saturating_mul(2));
+        pool.total_tables(instances.saturating_mul(4));
+        pool.total_stacks(instances);
+        pool.max_memory_size(options.pool_memory_bytes);
+        pool.table_elements(options.pool_table_elements);
+        if warm_slots {
+            // Without this, freeing a slot madvises its memory away, and the next run in it
+            // takes a copy-on-write fault (and a TLB shootdown across cores) on every page it
+            // writes: most of a run's cost. With it, the kernel reports exactly the pages a
+            // run dirtied (PAGEMAP_SCAN) and only those are reset, by copying the image back.
+            pool.pagemap_scan(Enabled::Yes);
+            pool.linear_memory_keep_resident(KEEP_RESIDENT_MEMORY);
+            pool.table_keep_resident(KEEP_RESIDENT_TABLE);
+        }
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        // Each pool slot reserves this much address space. The 4 GiB default lets the
+        // compiler drop bounds checks, but a thousand slots would then reserve terabytes
+        // and several hosts in one process exhaust the address space; plugins are capped
+        // far below 4 GiB anyway.
+        config.memory_reservation(options.pool_memory_bytes as u64);
+    }
+    config
+}
+
 /// Stops the ticker thread when the engine goes away.
 struct EpochTicker(Arc<AtomicBool>);
 
@@ -154,28 +198,14 @@ pub(crate) struct SeamEngine {
 
 impl SeamEngine {
     pub(crate) fn new(options: &EngineOptions) -> Result<Self, EngineError> {
-        let mut config = Config::new();
-        config.epoch_interruption(true);
-        config.wasm_component_model(true);
-        if options.pooling {
-            let mut pool = PoolingAllocationConfig::default();
-            let instances = options.pool_instances.max(1);
-            pool.total_component_instances(instances);
-            // A wasip2 Rust component has a few core instances, memories and tables.
-            pool.total_core_instances(instances.saturating_mul(4));
-            pool.total_memories(instances.saturating_mul(2));
-            pool.total_tables(instances.saturating_mul(4));
-            pool.total_stacks(instances);
-            pool.max_memory_size(options.pool_memory_bytes);
-            pool.table_elements(options.pool_table_elements);
-            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-            // Each pool slot reserves this much address space. The 4 GiB default lets the
-            // compiler drop bounds checks, but a thousand slots would then reserve terabytes
-            // and several hosts in one process exhaust the address space; plugins are capped
-            // far below 4 GiB anyway.
-            config.memory_reservation(options.pool_memory_bytes as u64);
-        }
-        let engine = Engine::new(&config).map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        // Warm slots need PAGEMAP_SCAN (Linux 6.7+); where the kernel lacks it, the engine is
+        // made again with the plain pool.
+        let engine = match Engine::new(&engine_config(options, true)) {
+            Ok(engine) => engine,
+            Err(_) if options.pooling => Engine::new(&engine_config(options, false))
+                .map_err(|e| EngineError::Config(format!("{e:#}")))?,
+            Err(e) => return Err(EngineError::Config(format!("{e:#}"))),
+        };
 
         let mut provider_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut provider_linker)

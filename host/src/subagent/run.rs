@@ -316,14 +316,20 @@ impl RunShared {
             } else {
                 // Cooperative first, so that the run unwinds (its child's tool calls dispose
                 // their own runs); then the run's future, and with it its store, is dropped.
-                if tokio::time::timeout(self.grace, &mut task).await.is_err() {
+                // A task that has already ended (the usual case) needs no grace timer.
+                if task.is_finished() {
+                    let _ = task.await;
+                } else if tokio::time::timeout(self.grace, &mut task).await.is_err() {
                     task.abort();
                     let _ = task.await;
                 }
             }
         }
-        let (r, e) = self.aborted_result("disposed before it settled");
-        self.settle(r, e);
+        // Only an unsettled run needs its `aborted` result built; `settle` ignores it otherwise.
+        if *lock(&self.phase) != Phase::Settled {
+            let (r, e) = self.aborted_result("disposed before it settled");
+            self.settle(r, e);
+        }
         (self.on_disposed)(&self.id);
         *lock(&self.dispose_state) = DisposeState::Disposed;
         self.live.run_disposed();
