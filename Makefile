@@ -1,12 +1,12 @@
 # Seam: `make demo` to see it work, `make test` to run the tests. Each does its own setup.
 
 CARGO  ?= cargo
-# Every workspace member but the host and the tests is a guest component.
-GUESTS := --workspace --exclude seam-host --exclude seam-tests
+# Every workspace member but the host, the tests and the benchmarks is a guest component.
+GUESTS := --workspace --exclude seam-host --exclude seam-tests --exclude seam-bench
 SEAM   := target/debug/seam
 
 .DEFAULT_GOAL := build
-.PHONY: setup guests build demo test lint
+.PHONY: setup guests build demo test lint bench bench-setup
 
 # The guest components are built for WASI preview 2.
 setup:
@@ -38,3 +38,20 @@ fuzz-run:
 	mkdir -p fuzz/corpus/config_parse fuzz/corpus/request_validation
 	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run config_parse corpus/config_parse seeds/config_parse -- -seed=1 -runs=200000
 	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run request_validation corpus/request_validation seeds/request_validation -- -seed=1 -runs=200000
+
+# The Extism peer lives in a workspace of its own (a second wasmtime) with its own target dir,
+# so that `make test` never compiles it; its plugin is a core module for wasm32-unknown-unknown.
+EXTISM   := benches/extism
+EXTISM_T := $(CURDIR)/target/extism
+# Both criterion runs report into the same place, which seam-bench-report reads.
+bench: export CRITERION_HOME := $(CURDIR)/target/criterion
+
+bench-setup: setup
+	rustup target add wasm32-unknown-unknown
+
+# Runs every benchmark (Seam's, then the Extism peer's) and writes the tables into BENCHMARKS.md.
+bench: bench-setup guests
+	cd $(EXTISM) && $(CARGO) build --release --target wasm32-unknown-unknown --target-dir $(EXTISM_T) -p extism-bench-plugin
+	$(CARGO) bench -p seam-bench
+	cd $(EXTISM) && $(CARGO) bench --target-dir $(EXTISM_T) -p extism-peer
+	$(CARGO) run --release -p seam-bench --bin seam-bench-report -- BENCHMARKS.md

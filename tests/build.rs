@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The workspace members that are not guests; every other member is built for wasm.
-const HOST_CRATES: &[&str] = &["seam-host", "seam-tests"];
+const HOST_CRATES: &[&str] = &["seam-host", "seam-tests", "seam-bench"];
 
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));

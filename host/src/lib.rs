@@ -8,6 +8,9 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+#[cfg(feature = "bench")]
+#[doc(hidden)]
+pub mod bench;
 mod bindings;
 pub mod config;
 pub mod engine;

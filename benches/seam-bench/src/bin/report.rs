@@ -1,0 +1,341 @@
+//! Turns the results of `make bench` into Markdown: criterion's `estimates.json` files under
+//! `target/criterion/` and the JSON files the other benchmarks write into `target/seam-bench/`.
+//!
+//! `seam-bench-report FILE` replaces the part of FILE between the `bench:results` markers with
+//! the tables (the prose around them is left alone); without FILE, the tables go to stdout.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+const BEGIN: &str = "<!-- bench:results:begin -->";
+const END: &str = "<!-- bench:results:end -->";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn read_json(path: &Path) -> Option<Value> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Criterion's median estimate of one benchmark, in nanoseconds.
+fn criterion_median(id: &str) -> Option<f64> {
+    let dir = std::env::var_os("CRITERION_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/criterion"));
+    let v = read_json(&dir.join(id).join("new/estimates.json"))?;
+    v["median"]["point_estimate"].as_f64()
+}
+
+fn result(name: &str) -> Option<Value> {
+    read_json(
+        &repo()
+            .join("target/seam-bench")
+            .join(format!("{name}.json")),
+    )
+}
+
+/// A duration in ns, shown in the most readable unit.
+fn dur(ns: Option<f64>) -> String {
+    match ns {
+        None => "n/a".into(),
+        Some(ns) if ns < 1_000.0 => format!("{ns:.0} ns"),
+        Some(ns) if ns < 1_000_000.0 => format!("{:.2} µs", ns / 1e3),
+        Some(ns) => format!("{:.2} ms", ns / 1e6),
+    }
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
+        _ => "n/a".into(),
+    }
+}
+
+fn num(v: &Value, path: &[&str]) -> Option<f64> {
+    path.iter().try_fold(v, |v, k| v.get(*k))?.as_f64()
+}
+
+fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map_or("unknown".to_string(), |s| s.trim().to_string());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_gib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|l| l.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or("unknown".to_string(), |kib| {
+            format!("{:.1} GiB", kib / 1048576.0)
+        });
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_or("unknown".to_string(), |s| s.trim().to_string());
+    let rustc = std::process::Command::new("rustc")
+        .arg("--version")
+        .output()
+        .ok()
+        .map_or("unknown".to_string(), |o| {
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+        });
+    format!(
+        "{cores} cores ({model}), {mem_gib} memory, Linux {kernel}, {rustc}, wasmtime 48.0.8 \
+         (Seam) and 37 (Extism 1.20.0)"
+    )
+}
+
+/// Whether `value` meets `limit` (at most), and if not by how much.
+fn verdict(value: Option<f64>, limit: f64) -> String {
+    match value {
+        None => "not measured".into(),
+        Some(v) if v <= limit => "**met**".into(),
+        Some(v) => format!("missed by {:.0}%", (v / limit - 1.0) * 100.0),
+    }
+}
+
+fn tables() -> String {
+    let mut md = String::new();
+    let w = &mut md;
+    let seam = criterion_median("run/seam");
+    let native = criterion_median("run/native");
+    let extism = criterion_median("run/extism");
+    let latency = result("latency").unwrap_or(Value::Null);
+    let extism_latency = result("extism-latency").unwrap_or(Value::Null);
+    let _ = writeln!(w, "Machine: {}.\n", machine());
+
+    let _ = writeln!(
+        w,
+        "**Full run** (start, readiness, result, dispose; one store per run)\n"
+    );
+    let _ = writeln!(
+        w,
+        "| | criterion median | p50 | p99 | p99.9 | ÷ native | Seam ÷ it |"
+    );
+    let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|");
+    let seam_ct = criterion_median("run/seam_current_thread");
+    let native_ct = criterion_median("run/native_current_thread");
+    let null = Value::Null;
+    // (label, median, percentiles, the native run it is set against, the Seam run set against it)
+    let rows = [
+        ("Seam: mock component", seam, &latency["seam"], native, seam),
+        (
+            "native Rust provider (floor)",
+            native,
+            &latency["native"],
+            native,
+            seam,
+        ),
+        (
+            "Seam, current-thread runtime",
+            seam_ct,
+            &null,
+            native_ct,
+            seam_ct,
+        ),
+        (
+            "native, current-thread runtime",
+            native_ct,
+            &null,
+            native_ct,
+            seam_ct,
+        ),
+        (
+            "Extism: instantiate + call + drop",
+            extism,
+            &extism_latency["extism"],
+            native,
+            seam,
+        ),
+    ];
+    for (label, median, pct, floor, ours) in rows {
+        let _ = writeln!(
+            w,
+            "| {label} | {} | {} | {} | {} | {} | {} |",
+            dur(median),
+            dur(num(pct, &["p50_ns"])),
+            dur(num(pct, &["p99_ns"])),
+            dur(num(pct, &["p999_ns"])),
+            ratio(median, floor),
+            ratio(ours, median),
+        );
+    }
+
+    let noop = criterion_median("call/noop");
+    let describe = criterion_median("call/describe");
+    let inst = criterion_median("instantiate/describe");
+    let extism_noop = criterion_median("call/extism_noop");
+    let _ = writeln!(w, "\n**Host → guest calls** (criterion medians)\n");
+    let _ = writeln!(w, "| call | Seam | Extism |");
+    let _ = writeln!(w, "|---|---:|---:|");
+    let _ = writeln!(
+        w,
+        "| trivial export (`noop`) on a live instance | {} | {} |",
+        dur(noop),
+        dur(extism_noop)
+    );
+    let _ = writeln!(
+        w,
+        "| `describe` (parses its JSON config) on a live instance | {} | |",
+        dur(describe)
+    );
+    let _ = writeln!(
+        w,
+        "| new store + instantiate + `describe` + drop | {} | |",
+        dur(inst)
+    );
+
+    let throughput = result("throughput").unwrap_or(Value::Null);
+    let _ = writeln!(
+        w,
+        "\n**Throughput** (runs/s, N callers each running runs back to back)\n"
+    );
+    let _ = writeln!(w, "| callers | Seam | native |");
+    let _ = writeln!(w, "|---:|---:|---:|");
+    for n in ["1", "2", "16", "256"] {
+        let rate = |p: &str| {
+            num(&throughput, &[p, n, "runs_per_sec"]).map_or("n/a".into(), |r| format!("{r:.0}"))
+        };
+        let _ = writeln!(w, "| {n} | {} | {} |", rate("seam"), rate("native"));
+    }
+
+    let live = result("live").unwrap_or(Value::Null);
+    let mib = |k: &str| num(&live, &[k]).map_or("n/a".into(), |v| format!("{:.0} MiB", v / 1024.0));
+    let _ = writeln!(
+        w,
+        "\n**10,000 live runs** (each blocked in `run-context.sleep`)\n"
+    );
+    let _ = writeln!(w, "| peak RSS (VmHWM) | RSS before | RSS with all live | per live run | start all | dispose all |");
+    let _ = writeln!(w, "|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        w,
+        "| {} | {} | {} | {} | {} | {} |",
+        mib("peak_rss_kib"),
+        mib("base_rss_kib"),
+        mib("live_rss_kib"),
+        num(&live, &["per_run_kib"]).map_or("n/a".into(), |v| format!("{v:.1} KiB")),
+        num(&live, &["start_all_secs"]).map_or("n/a".into(), |v| format!("{:.0} ms", v * 1e3)),
+        num(&live, &["dispose_all_secs"]).map_or("n/a".into(), |v| format!("{:.0} ms", v * 1e3)),
+    );
+
+    let cold = result("cold_start").unwrap_or(Value::Null);
+    let ms = |p: &[&str]| num(&cold, p).map_or("n/a".into(), |v| format!("{v:.1} ms"));
+    let _ = writeln!(
+        w,
+        "\n**Cold start**: `Host::new` + loading `examples/seam.toml` (medians)\n"
+    );
+    let _ = writeln!(w, "| compile cache | `Host::new` | load | total |");
+    let _ = writeln!(w, "|---|---:|---:|---:|");
+    for (label, key) in [("empty", "cold"), ("warm", "warm")] {
+        let _ = writeln!(
+            w,
+            "| {label} | {} | {} | {} |",
+            ms(&[key, "host_new_ms"]),
+            ms(&[key, "load_ms"]),
+            ms(&[key, "total_ms"])
+        );
+    }
+
+    let loads: Vec<String> = ["latency", "throughput", "live", "cold_start"]
+        .iter()
+        .filter_map(|name| {
+            let load = result(name)?.get("loadavg")?.as_str()?.to_string();
+            let one_minute = load.split_whitespace().next()?.to_string();
+            Some(format!("{name} {one_minute}"))
+        })
+        .collect();
+    if !loads.is_empty() {
+        let _ = writeln!(
+            w,
+            "\nLoad average (1 min) when each benchmark ended: {}.",
+            loads.join(", ")
+        );
+    }
+
+    let _ = writeln!(w, "\n**Targets**\n");
+    let _ = writeln!(w, "| target | figure | verdict |");
+    let _ = writeln!(w, "|---|---:|---|");
+    let _ = writeln!(
+        w,
+        "| full mock run ≤ 20 µs (median) | {} | {} |",
+        dur(seam),
+        verdict(seam, 20_000.0)
+    );
+    let vs_native = seam.zip(native).map(|(s, n)| s / n);
+    let vs_native_ct = seam_ct.zip(native_ct).map(|(s, n)| s / n);
+    let _ = writeln!(
+        w,
+        "| within 3× of native | {} | {} |",
+        ratio(seam, native),
+        verdict(vs_native, 3.0)
+    );
+    let _ = writeln!(
+        w,
+        "| within 3× of native, current-thread runtime | {} | {} |",
+        ratio(seam_ct, native_ct),
+        verdict(vs_native_ct, 3.0)
+    );
+    let _ = writeln!(
+        w,
+        "| full mock run ≤ 20 µs, current-thread runtime | {} | {} |",
+        dur(seam_ct),
+        verdict(seam_ct, 20_000.0)
+    );
+    let vs_extism = seam.zip(extism).map(|(s, e)| s / e);
+    let _ = writeln!(
+        w,
+        "| faster than Extism for instantiate + call (Seam ÷ Extism < 1) | {} | {} |",
+        ratio(seam, extism),
+        verdict(vs_extism, 1.0)
+    );
+    let peak = num(&live, &["peak_rss_kib"]).map(|k| k / 1024.0);
+    let _ = writeln!(
+        w,
+        "| 10,000 live runs ≤ 512 MiB RSS | {} | {} |",
+        mib("peak_rss_kib"),
+        verdict(peak, 512.0)
+    );
+    let warm = num(&cold, &["warm", "total_ms"]);
+    let _ = writeln!(
+        w,
+        "| warm-cache cold start ≤ 30 ms | {} | {} |",
+        ms(&["warm", "total_ms"]),
+        verdict(warm, 30.0)
+    );
+    let _ = writeln!(
+        w,
+        "| trivial call ≤ 0.3 µs | {} | {} |",
+        dur(noop),
+        verdict(noop, 300.0)
+    );
+    md
+}
+
+fn main() {
+    let tables = tables();
+    let Some(file) = std::env::args_os().nth(1) else {
+        print!("{tables}");
+        return;
+    };
+    let file = PathBuf::from(file);
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let (Some(begin), Some(end)) = (text.find(BEGIN), text.find(END)) else {
+        eprintln!(
+            "{} has no `{BEGIN}` ... `{END}` markers; the tables follow on stdout",
+            file.display()
+        );
+        print!("{tables}");
+        std::process::exit(1);
+    };
+    let updated = format!("{}{BEGIN}\n{tables}{}", &text[..begin], &text[end..]);
+    if let Err(e) = std::fs::write(&file, updated) {
+        eprintln!("cannot write {}: {e}", file.display());
+        std::process::exit(1);
+    }
+    print!("{tables}");
+}
