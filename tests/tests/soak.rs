@@ -17,22 +17,6 @@ const RUNS: usize = 10_000;
 const AT_ONCE: usize = 64;
 const SEED: u64 = 0x5EA3_50A4;
 
-/// xorshift64*: small, deterministic, good enough to mix a workload.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// What one soak job does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -49,7 +33,7 @@ enum Kind {
 }
 
 /// The workload mix, in percent.
-const MIX: &[(Kind, u64)] = &[
+const MIX: &[(Kind, usize)] = &[
     (Kind::Ok, 37),
     (Kind::Child, 8),
     (Kind::Slow, 15),
@@ -242,7 +226,7 @@ fn ten_thousand_mixed_runs_leave_the_host_quiescent() {
                         })
                         .map(|(k, _)| *k)
                         .unwrap_or(Kind::Ok);
-                    let plan = rng.next();
+                    let plan = rng.next_u64();
                     let host = host.clone();
                     tokio::spawn(async move { (kind, job(host, kind, plan).await) })
                 })

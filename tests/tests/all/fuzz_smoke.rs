@@ -9,6 +9,8 @@ mod targets;
 
 use std::path::PathBuf;
 
+use seam_tests::Rng;
+
 const MUTATIONS: usize = 20_000;
 
 /// Fragments a mutation may splice in: the syntax the parsers care about.
@@ -33,21 +35,6 @@ const TOKENS: &[&[u8]] = &[
     b"{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#\"}}}",
 ];
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 fn mutate(rng: &mut Rng, seeds: &[Vec<u8>], input: &mut Vec<u8>) {
     for _ in 0..1 + rng.below(4) {
         let at = rng.below(input.len() + 1);
@@ -59,7 +46,7 @@ fn mutate(rng: &mut Rng, seeds: &[Vec<u8>], input: &mut Vec<u8>) {
             // Mostly ASCII: a config with invalid UTF-8 is refused before parsing.
             1 => input.insert(
                 at,
-                (rng.next() % 0x7f) as u8 + u8::from(rng.below(64) == 0) * 0x80,
+                (rng.next_u64() % 0x7f) as u8 + u8::from(rng.below(64) == 0) * 0x80,
             ),
             2 if !input.is_empty() => {
                 let end = (at + rng.below(16)).min(input.len());
