@@ -1,8 +1,10 @@
 # Seam: `make demo` to see it work, `make test` to run the tests. Each does its own setup.
 
 CARGO  ?= cargo
-# Every workspace member but the host, the tests and the benchmarks is a guest component.
-GUESTS := --workspace --exclude seam-host --exclude seam-tests --exclude seam-bench
+# The guest components, by package: those the tests load (the list in tests/build.rs) and the
+# benchmarks' probe. guests/support is a library they build with, not a component.
+GUESTS := -p mock-provider -p subagent-tool -p faulty-provider -p hostile-provider \
+          -p hostile-tool -p spawn-provider -p fork-provider -p observer-probe -p seam-probe
 SEAM   := target/debug/seam
 
 .DEFAULT_GOAL := build
@@ -18,7 +20,7 @@ guests: setup
 
 # The guests and the `seam` CLI (target/debug/seam).
 build: guests
-	$(CARGO) build -p seam-host
+	$(CARGO) build -p seam-cli
 
 demo: build
 	$(SEAM) check examples/demo.toml
@@ -30,7 +32,7 @@ test: setup guests
 lint: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
-	$(CARGO) clippy --release --target wasm32-wasip2 --target-dir target/guests $(GUESTS) -- -D warnings
+	$(CARGO) clippy --release --target wasm32-wasip2 --target-dir target/guests $(GUESTS) -p seam-guest-support -- -D warnings
 
 # Runs each `cargo fuzz` target briefly from a fixed seed (needs `cargo install cargo-fuzz`; the
 # first build instruments wasmtime and takes long). CI runs the same bodies in `cargo test`.

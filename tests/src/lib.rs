@@ -7,6 +7,15 @@ use std::time::Duration;
 
 use seam_host::{Config, EngineOptions, Event, Host, HostOptions};
 
+/// Paths of the built guest components, one `&str` constant per guest that `build.rs` builds,
+/// named after its package in upper case (`my-guest` would give `guests::MY_GUEST`).
+/// `build.rs` fails when a guest in its list is named by no test: by its constant, its `.wasm`
+/// file name or its quoted crate name (as in [`guest`]'s argument). Don't name real guests in
+/// comments here: this folder is scanned.
+pub mod guests {
+    include!(concat!(env!("OUT_DIR"), "/guests.rs"));
+}
+
 /// Folder of the built guest components.
 pub fn guest_dir() -> PathBuf {
     PathBuf::from(env!("SEAM_GUEST_DIR"))

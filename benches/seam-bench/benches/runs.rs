@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use seam_bench::{guest, host, on_worker, one_run, options, request, runtime, MOCK, NATIVE};
-use seam_host::bench::Template;
+use seam_host::probe::Template;
 
 /// The mock's config, as `describe` gets it.
 const DESCRIBE_CONFIG: &str = r#"{"name":"mock","reply":"Notes on {prompt}"}"#;

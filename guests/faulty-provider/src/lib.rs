@@ -5,20 +5,15 @@
 //! while ignoring cancellation. The host must contain each of these without hanging or
 //! crashing. Mode `ok` behaves, so the same component can also serve as a well-formed baseline.
 
-// Shared with the other guests, each of which uses only part of it.
-#[allow(dead_code)]
-#[path = "../../common/config.rs"]
-mod config;
-
 wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin" });
 
-use config::Section;
 use exports::seam::plugin::provider::Guest;
 use seam::plugin::run_context;
 use seam::plugin::types::{
     Capabilities, ContentBlock, ProviderDescriptor, RuntimeFeatures, StartRequest, StopReason,
     SubagentResult,
 };
+use seam_guest_support::config::{self, Section};
 
 /// Every key the config may contain.
 const KEYS: &[&str] = &["name", "mode", "reply", "capabilities"];

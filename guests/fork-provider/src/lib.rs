@@ -4,17 +4,8 @@
 //! Like `spawn`, it inherits the parent's working directory and model unless the request's agent options say
 //! otherwise, and declares all four start-time capabilities.
 
-#[allow(dead_code)]
-#[path = "../../common/config.rs"]
-mod config;
-#[path = "../../common/inprocess.rs"]
-mod inprocess;
-
-wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin" });
-
-use exports::seam::plugin::provider::Guest;
-use seam::plugin::agents::Seed;
-use seam::plugin::types::{ProviderDescriptor, StartRequest, SubagentResult};
+use seam_guest_support::bindings::seam::plugin::agents::Seed;
+use seam_guest_support::inprocess;
 
 const FORK: inprocess::Flavour = inprocess::Flavour {
     default_name: "fork",
@@ -22,4 +13,4 @@ const FORK: inprocess::Flavour = inprocess::Flavour {
     inherits_parent_context: true,
 };
 
-in_process_provider!(ForkProvider, FORK);
+seam_guest_support::in_process_provider!(ForkProvider, FORK);

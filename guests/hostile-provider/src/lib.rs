@@ -21,21 +21,17 @@
 //! `name` is the provider name (not checked, so the host's checks can be tested), or
 //! `nameBytes` makes it that many `x`s.
 
-#[allow(dead_code)]
-#[path = "../../common/config.rs"]
-mod config;
-
 wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin" });
 
 use std::io::{Read, Write};
 
-use config::Section;
 use exports::seam::plugin::provider::Guest;
 use seam::plugin::run_context;
 use seam::plugin::types::{
     Capabilities, ContentBlock, ProviderDescriptor, RuntimeFeatures, StartRequest, StopReason,
     SubagentResult,
 };
+use seam_guest_support::config::{self, Section};
 
 const KEYS: &[&str] = &[
     "mode",

@@ -14,16 +14,12 @@
 //! - `flood`: starts `count` runs at once, waits for each to start, and reports how many
 //!   started and how many were refused, then disposes them.
 
-#[allow(dead_code)]
-#[path = "../../common/config.rs"]
-mod config;
-
 wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin" });
 
-use config::Section;
 use exports::seam::plugin::tool::{Guest, ToolBinding, ToolDescriptor, ToolResult};
 use seam::plugin::subagents;
 use seam::plugin::types::{ContentBlock, ParentRef, ProviderDescriptor, StartRequest};
+use seam_guest_support::config::{self, Section};
 
 const KEYS: &[&str] = &["toolName", "provider", "follow", "mode", "count", "bytes"];
 

@@ -5,14 +5,8 @@
 //! readiness failure, and an optional structured answer. That makes every lifecycle path of the
 //! host reachable from a test without a real agent.
 
-// Shared with the other guests, each of which uses only part of it.
-#[allow(dead_code)]
-#[path = "../../common/config.rs"]
-mod config;
-
 wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin" });
 
-use config::Section;
 use exports::seam::plugin::provider::Guest;
 use seam::plugin::host::log;
 use seam::plugin::run_context;
@@ -20,6 +14,7 @@ use seam::plugin::types::{
     Capabilities, ContentBlock, LogLevel, ProviderDescriptor, RuntimeFeatures, StartRequest,
     StopReason, SubagentResult,
 };
+use seam_guest_support::config::{self, Section};
 use serde_json::Value;
 
 /// Every key the config may contain.

@@ -2,16 +2,12 @@
 //! (`mode = "log"`), or fails on each one (`"error"`, `"trap"`, `"panic"`) so that tests can prove
 //! a faulty observer is contained.
 
-#[allow(dead_code)]
-#[path = "../../common/config.rs"]
-mod config;
-
 wit_bindgen::generate!({ path: "../../wit", world: "observer-plugin" });
 
-use config::Section;
 use exports::seam::plugin::observer::Guest;
 use seam::plugin::host::log;
 use seam::plugin::types::LogLevel;
+use seam_guest_support::config::{self, Section};
 
 struct ObserverProbe;
 

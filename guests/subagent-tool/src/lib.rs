@@ -5,14 +5,8 @@
 //! the model sees follows the provider's descriptor: a child that does not inherit the parent's
 //! conversation needs a standalone prompt, a forked child can be pointed at earlier turns.
 
-// Shared with the other guests, each of which uses only part of it.
-#[allow(dead_code)]
-#[path = "../../common/config.rs"]
-mod config;
-
 wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin" });
 
-use config::Section;
 use exports::seam::plugin::tool::{Guest, ToolBinding, ToolDescriptor, ToolResult};
 use seam::plugin::host::log;
 use seam::plugin::subagents;
@@ -20,6 +14,7 @@ use seam::plugin::types::{
     AgentOptions, ContentBlock, LogLevel, ParentRef, ProviderDescriptor, StartRequest, StopReason,
     SubagentError, SubagentResult, ToolFilter,
 };
+use seam_guest_support::config::{self, Section};
 use serde_json::{json, Value};
 
 /// Every key the config may contain.

@@ -1,0 +1,209 @@
+//! `seam`: the command line. Argument parsing, logging, the runtime, Ctrl-C, and exit codes.
+//!
+//! Exit codes: 0 success; 1 any error (bad arguments, bad config, a plugin that fails to load,
+//! a run that cannot start); 2 a run that ended with a stop reason other than `completed`, or a
+//! tool call that returned an error result; 130 interrupted by Ctrl-C.
+
+/// `println!` that does not panic when stdout is closed (piped into `head`, say): output that
+/// nobody reads is dropped.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// `eprintln!` that does not panic when stderr is closed.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
+mod call;
+mod check;
+mod delegate;
+mod inspect;
+mod run;
+
+use std::future::Future;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use seam_host::{Config, Host, HostOptions, ListenerId, LoadReport};
+use tokio_util::sync::CancellationToken;
+
+/// Everything went as asked.
+pub(crate) const EXIT_OK: u8 = 0;
+/// Something could not be done.
+pub(crate) const EXIT_ERROR: u8 = 1;
+/// The run or tool call finished, but not successfully.
+pub(crate) const EXIT_UNSUCCESSFUL: u8 = 2;
+/// Interrupted by Ctrl-C.
+pub(crate) const EXIT_INTERRUPTED: u8 = 130;
+
+/// Seam: a host in which subagent providers and tools are WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "seam", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show what a component is (provider, tool or observer), what it imports and exports, and what it
+    /// declares with a given config.
+    Inspect(inspect::Args),
+    /// Load a config and report every plugin; exit 1 if anything fails to load or mount.
+    Check(check::Args),
+    /// Load a config and run one subagent on a provider; print its output.
+    Delegate(delegate::Args),
+    /// Load a config and call one mounted tool; print its result.
+    Call(call::Args),
+    /// Load a config and let a top-level agent answer a prompt with the mounted tools.
+    Run(run::Args),
+}
+
+/// Parses the arguments, runs the command, and maps the outcome to an exit code.
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // `--help` and `--version` arrive here too, as "errors" that go to stdout.
+            let code = if e.use_stderr() { EXIT_ERROR } else { EXIT_OK };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    init_tracing();
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+    {
+        Ok(rt) => rt,
+        Err(e) => return report_error(&e),
+    };
+    let code = runtime.block_on(async move {
+        let interrupt = watch_ctrl_c();
+        let outcome = match cli.command {
+            Command::Inspect(args) => inspect::run(args).await,
+            Command::Check(args) => check::run(args).await,
+            Command::Delegate(args) => delegate::run(args, interrupt.clone()).await,
+            Command::Call(args) => call::run(args, interrupt.clone()).await,
+            Command::Run(args) => run::run(args, interrupt.clone()).await,
+        };
+        if interrupt.is_cancelled() {
+            errln!("interrupted");
+            return ExitCode::from(EXIT_INTERRUPTED);
+        }
+        match outcome {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => report_error(&e),
+        }
+    });
+    // Plugins are unloaded by then; a blocking task still compiling must not hold up the exit.
+    runtime.shutdown_background();
+    code
+}
+
+fn report_error(e: &anyhow::Error) -> ExitCode {
+    errln!("error: {}", chain(e));
+    ExitCode::from(EXIT_ERROR)
+}
+
+/// The error and its causes on one line, `outer: inner: ...`. A cause whose text the message
+/// already contains is skipped: several library errors repeat their source in their own text.
+fn chain(e: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
+}
+
+/// Logs go to stderr; `RUST_LOG` filters them. The default is `warn`, except for the loader's
+/// warnings about plugins that fail to load: the commands report those themselves.
+fn init_tracing() {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("warn,seam_host::loader=error"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .without_time()
+        .init();
+}
+
+/// A token cancelled by the first Ctrl-C; a second Ctrl-C exits at once.
+fn watch_ctrl_c() -> CancellationToken {
+    let token = CancellationToken::new();
+    let cancel = token.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        errln!("cancelling (press Ctrl-C again to exit at once)");
+        cancel.cancel();
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(i32::from(EXIT_INTERRUPTED));
+        }
+    });
+    token
+}
+
+/// Creates a host, runs `body` with it, and unloads every plugin whatever `body` returned.
+pub(crate) async fn with_host<T, F, Fut>(body: F) -> Result<T>
+where
+    F: FnOnce(Host) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let host = Host::new(HostOptions::default()).context("cannot create the host")?;
+    let outcome = body(host.clone()).await;
+    host.unload_all().await;
+    outcome
+}
+
+/// Reads and validates a config file.
+pub(crate) fn read_config(path: &Path) -> Result<Config> {
+    Ok(Config::from_file(path)?)
+}
+
+/// Loads `config` into `host`, printing each plugin that failed as a warning.
+pub(crate) async fn load_for_use(host: &Host, config: &Config) -> LoadReport {
+    let report = host.load(config).await;
+    for failure in &report.failed {
+        errln!("warning: {failure}");
+    }
+    report
+}
+
+/// Prints every event as a JSON line on stderr until unsubscribed.
+pub(crate) fn print_events(host: &Host) -> ListenerId {
+    host.events().subscribe(|event| {
+        let mut err = std::io::stderr().lock();
+        writeln!(err, "{}", event.to_json())?;
+        Ok(())
+    })
+}
+
+/// The working directory, as the top-level caller's.
+pub(crate) fn working_directory() -> Result<String> {
+    let cwd: PathBuf = std::env::current_dir().context("cannot read the working directory")?;
+    Ok(cwd.to_string_lossy().into_owned())
+}

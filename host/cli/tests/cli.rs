@@ -1,0 +1,134 @@
+//! The `seam` binary, end to end on the example configs and the built guest components.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn seam(args: &[&str]) -> Output {
+    // Make sure the guests exist (the seam-tests build script builds them).
+    assert!(seam_tests::guest("spawn_provider").is_file());
+    Command::new(env!("CARGO_BIN_EXE_seam"))
+        .args(args)
+        .current_dir(root())
+        .env(
+            "SEAM_CACHE_DIR",
+            root().join("target").join("seam-test-cache"),
+        )
+        .output()
+        .expect("the seam binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn check_reports_every_plugin_of_the_examples() {
+    for config in ["examples/seam.toml", "examples/demo.toml"] {
+        let out = seam(&["check", config]);
+        assert!(out.status.success(), "{config}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stdout).contains("active"),
+            "{}",
+            text(&out.stdout)
+        );
+    }
+}
+
+#[test]
+fn check_fails_naming_the_entry_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[[plugin]]\nid = \"x\"\ncomponnt = \"a.wasm\"\n").unwrap();
+    let out = seam(&["check", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("id `x`") && err.contains("componnt"), "{err}");
+
+    // A tool whose provider never appears.
+    let lonely = dir.path().join("lonely.toml");
+    let tool = seam_tests::guest("subagent_tool");
+    std::fs::write(
+        &lonely,
+        format!(
+            "[[plugin]]\nid = \"t\"\ncomponent = \"{}\"\nconfig = {{ provider = \"ghost\" }}\n",
+            tool.display()
+        ),
+    )
+    .unwrap();
+    let out = seam(&["check", lonely.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("ghost"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn run_shows_the_delegation_demo() {
+    let out = seam(&["run", "examples/demo.toml", "--events", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["stop-reason"], "completed");
+    let output = answer["output"].as_str().unwrap();
+    assert!(
+        output.contains("research:") && output.contains("second opinion:"),
+        "{output}"
+    );
+    let events = text(&out.stderr);
+    for provider in ["spawn", "fork"] {
+        assert!(
+            events.contains(&format!(
+                "\"event\":\"subagent/start\",\"provider\":\"{provider}\""
+            )),
+            "{events}"
+        );
+    }
+}
+
+#[test]
+fn delegate_and_call_print_the_child_answer() {
+    let out = seam(&[
+        "delegate",
+        "examples/seam.toml",
+        "--provider",
+        "researcher",
+        "--prompt",
+        "sources",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("Research notes on \"sources\""));
+    let out = seam(&[
+        "call",
+        "examples/seam.toml",
+        "--tool",
+        "review",
+        "--args",
+        r#"{"description":"d","prompt":"the plan"}"#,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("the plan"));
+    let out = seam(&[
+        "delegate",
+        "examples/seam.toml",
+        "--provider",
+        "nobody",
+        "--prompt",
+        "x",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("NO_PROVIDER"));
+}
+
+#[test]
+fn inspect_tells_provider_from_tool() {
+    let out = seam(&[
+        "inspect",
+        seam_tests::guest("fork_provider").to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(info["kind"], "provider");
+    assert_eq!(info["provider"]["inherits-parent-context"], true);
+}

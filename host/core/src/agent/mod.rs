@@ -1,0 +1,536 @@
+//! The agent runtime: agents with a session, a model and a tool layer, registered in the host.
+//!
+//! A turn sends the conversation and the visible tools to the model, runs the tool calls it asks
+//! for (concurrently), appends their results, and repeats until a final answer, the max-turns
+//! bound, a model error or an abort. Agents form a tree; disposing one disposes its children
+//! first.
+
+pub mod child;
+pub mod config;
+pub mod tool_layer;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use thiserror::Error;
+use tokio_util::sync::CancellationToken;
+
+pub use crate::session::{Session, SessionEvent, SessionHeader};
+pub use child::RunChild;
+pub use config::AgentConfig;
+use tool_layer::{CallOutcome, ToolLayer};
+
+use crate::events::{Event, EventBus};
+use crate::model::{
+    ChatMessage, FinishReason, Model, ModelError, ModelRegistry, ModelRequest, Role,
+};
+use crate::tool::ToolRegistry;
+use crate::types::{blocks_text, ContentBlock, ParentRef, StopReason, ToolFilter};
+
+/// Why an agent could not be created or driven.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum AgentError {
+    /// The child would be deeper than allowed.
+    #[error(
+        "{}: a child at depth {attempted} exceeds max-depth {max}",
+        crate::subagent::code::DEPTH_EXCEEDED
+    )]
+    DepthExceeded {
+        /// The child's depth.
+        attempted: u32,
+        /// The cap.
+        max: u32,
+    },
+    /// The options are malformed (unknown tool in a filter, bad schema, ...).
+    #[error("invalid agent options: {0}")]
+    Invalid(String),
+    /// The model string cannot be resolved.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// The agent was disposed.
+    #[error("the agent was disposed")]
+    Disposed,
+}
+
+/// How to create an agent.
+#[derive(Debug, Clone)]
+pub struct AgentSpec {
+    /// The agent id; a run's child takes the run's id. Generated when absent.
+    pub id: Option<String>,
+    /// Model string (`scripted:NAME`, `openai[:MODEL]`).
+    pub model: String,
+    /// System prompt.
+    pub system_prompt: Option<String>,
+    /// Persona, appended to the system prompt (a child's shadows the deployment's).
+    pub persona: Option<String>,
+    /// Delegation depth: 0 at top level.
+    pub depth: u32,
+    /// Working directory.
+    pub working_directory: String,
+    /// The parent agent id, for a child.
+    pub parent: Option<String>,
+    /// The parent's session id (lineage).
+    pub parent_session: Option<String>,
+    /// Tool visibility.
+    pub tool_filter: Option<ToolFilter>,
+    /// A structured answer is required: adds the capture tool.
+    pub output_schema: Option<Value>,
+    /// Most model calls in one turn.
+    pub max_turns: u32,
+    /// Events the session starts with (a balanced prefix).
+    pub seed: Vec<SessionEvent>,
+}
+
+impl AgentSpec {
+    /// A top-level agent on `model`, working in `cwd`.
+    pub fn top_level(model: impl Into<String>, cwd: impl Into<String>) -> Self {
+        Self {
+            id: None,
+            model: model.into(),
+            system_prompt: None,
+            persona: None,
+            depth: 0,
+            working_directory: cwd.into(),
+            parent: None,
+            parent_session: None,
+            tool_filter: None,
+            output_schema: None,
+            max_turns: 16,
+            seed: Vec::new(),
+        }
+    }
+}
+
+/// How a turn ended and what it produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    /// The agent's final text of this turn (its own, never a seeded parent's).
+    pub output: Vec<ContentBlock>,
+    /// The captured structured answer, if one was required and given.
+    pub structured: Option<Value>,
+    /// Why the turn ended.
+    pub stop_reason: StopReason,
+}
+
+/// A live agent.
+pub struct Agent {
+    id: String,
+    spec: AgentSpec,
+    model: Arc<dyn Model>,
+    session: Mutex<Session>,
+    tools: ToolLayer,
+    abort: CancellationToken,
+    steering: Mutex<Vec<Vec<ContentBlock>>>,
+    /// Held for the duration of a turn: one turn at a time, and disposal waits for it.
+    turn: tokio::sync::Mutex<()>,
+    events: Arc<EventBus>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Agent {
+    /// The agent id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// How it was created.
+    pub fn spec(&self) -> &AgentSpec {
+        &self.spec
+    }
+
+    /// A copy of its session.
+    pub fn session(&self) -> Session {
+        lock(&self.session).clone()
+    }
+
+    /// The agent as a caller of tools and a parent of runs.
+    pub fn as_parent(&self) -> ParentRef {
+        let session = lock(&self.session);
+        ParentRef {
+            id: self.id.clone(),
+            session_id: session.header.session_id.clone(),
+            working_directory: session.header.working_directory.clone(),
+            depth: self.spec.depth,
+        }
+    }
+
+    /// Queues a steering message; it reaches the model before its next call.
+    pub fn steer(&self, content: Vec<ContentBlock>) {
+        lock(&self.steering).push(content);
+    }
+
+    /// Whether the agent was aborted or disposed.
+    pub fn is_aborted(&self) -> bool {
+        self.abort.is_cancelled()
+    }
+
+    /// Aborts the turn in progress (and everything it started).
+    pub fn abort(&self) {
+        self.abort.cancel();
+    }
+
+    fn messages(&self) -> Vec<ChatMessage> {
+        let mut system = self.spec.system_prompt.clone().unwrap_or_default();
+        if let Some(persona) = &self.spec.persona {
+            if !system.is_empty() {
+                system.push_str("\n\n");
+            }
+            system.push_str("Persona: ");
+            system.push_str(persona);
+        }
+        let mut out = Vec::new();
+        if !system.is_empty() {
+            out.push(ChatMessage::new(Role::System, system));
+        }
+        for event in lock(&self.session).events() {
+            match event {
+                SessionEvent::UserMessage { content } => {
+                    out.push(ChatMessage::new(Role::User, blocks_text(content)))
+                }
+                SessionEvent::AssistantMessage { text, tool_calls } => out.push(ChatMessage {
+                    role: Role::Assistant,
+                    content: text.clone(),
+                    tool_calls: tool_calls.clone(),
+                    tool_call_id: None,
+                }),
+                SessionEvent::ToolResult {
+                    call_id, content, ..
+                } => out.push(ChatMessage {
+                    role: Role::Tool,
+                    content: blocks_text(content),
+                    tool_calls: Vec::new(),
+                    tool_call_id: Some(call_id.clone()),
+                }),
+                SessionEvent::TurnStart { .. } | SessionEvent::TurnEnd { .. } => {}
+            }
+        }
+        out
+    }
+
+    fn push(&self, event: SessionEvent) {
+        lock(&self.session).push(event);
+    }
+
+    /// Runs one turn on `prompt` to its end.
+    pub async fn run_turn(&self, prompt: Vec<ContentBlock>) -> TurnOutcome {
+        let _turn = self.turn.lock().await;
+        let turn = lock(&self.session).turns() + 1;
+        self.push(SessionEvent::TurnStart { turn });
+        self.push(SessionEvent::UserMessage { content: prompt });
+        self.events.emit(&Event::AgentTurnStart {
+            id: self.id.clone(),
+            turn,
+        });
+        let (stop_reason, mut output) = self.turn_loop().await;
+        self.push(SessionEvent::TurnEnd {
+            turn,
+            reason: stop_reason.clone(),
+        });
+        self.events.emit(&Event::AgentTurnEnd {
+            id: self.id.clone(),
+            turn,
+            stop_reason: stop_reason.clone(),
+        });
+        if output.is_empty() {
+            output = self
+                .last_text()
+                .map(ContentBlock::text)
+                .into_iter()
+                .collect();
+        }
+        TurnOutcome {
+            output,
+            structured: if stop_reason.is_success() {
+                self.tools.captured()
+            } else {
+                None
+            },
+            stop_reason,
+        }
+    }
+
+    /// The agent's last assistant text of its current turn.
+    fn last_text(&self) -> Option<String> {
+        let session = lock(&self.session);
+        let events = session.events();
+        let turn_start = events
+            .iter()
+            .rposition(|e| matches!(e, SessionEvent::TurnStart { .. }))
+            .unwrap_or(0);
+        events[turn_start..].iter().rev().find_map(|e| match e {
+            SessionEvent::AssistantMessage { text, .. } if !text.is_empty() => Some(text.clone()),
+            _ => None,
+        })
+    }
+
+    /// Returns the stop reason and, for failures, an explanatory output.
+    async fn turn_loop(&self) -> (StopReason, Vec<ContentBlock>) {
+        let mut calls = 0;
+        loop {
+            if self.abort.is_cancelled() {
+                return (StopReason::Aborted, Vec::new());
+            }
+            for message in std::mem::take(&mut *lock(&self.steering)) {
+                self.push(SessionEvent::UserMessage { content: message });
+            }
+            if calls >= self.spec.max_turns {
+                return (
+                    StopReason::Error,
+                    vec![ContentBlock::text(format!(
+                        "the agent hit its bound of {} model calls in one turn",
+                        self.spec.max_turns
+                    ))],
+                );
+            }
+            calls += 1;
+            let request = ModelRequest {
+                messages: self.messages(),
+                tools: self.tools.specs(),
+            };
+            let reply = match self.model.complete(request, self.abort.child_token()).await {
+                Ok(r) => r,
+                Err(ModelError::Aborted) => return (StopReason::Aborted, Vec::new()),
+                Err(e) => {
+                    return (
+                        StopReason::Error,
+                        vec![ContentBlock::text(format!("model error: {e}"))],
+                    )
+                }
+            };
+            if self.abort.is_cancelled() {
+                return (StopReason::Aborted, Vec::new());
+            }
+            self.push(SessionEvent::AssistantMessage {
+                text: reply.text.clone(),
+                tool_calls: reply.tool_calls.clone(),
+            });
+            match reply.finish {
+                FinishReason::Length => return (StopReason::MaxTokens, Vec::new()),
+                FinishReason::Refusal => return (StopReason::Refusal, Vec::new()),
+                FinishReason::Stop | FinishReason::ToolCalls => {}
+            }
+            if reply.tool_calls.is_empty() {
+                if self.tools.capture_pending() {
+                    return (
+                        StopReason::Error,
+                        vec![ContentBlock::text(
+                            "the agent finished without calling structured_output",
+                        )],
+                    );
+                }
+                return (StopReason::Completed, Vec::new());
+            }
+            if self.run_tool_calls(&reply.tool_calls).await {
+                // A valid capture ends the turn.
+                return (StopReason::Completed, Vec::new());
+            }
+        }
+    }
+
+    /// Runs the calls of one reply; returns whether a structured answer was captured. Calls after
+    /// a successful capture are refused; the rest run concurrently.
+    async fn run_tool_calls(&self, calls: &[crate::model::ToolCall]) -> bool {
+        let mut results: Vec<Option<crate::types::ToolResult>> = vec![None; calls.len()];
+        let mut captured = false;
+        for (i, call) in calls.iter().enumerate() {
+            if captured {
+                results[i] = Some(crate::types::ToolResult::error(
+                    "refused: the structured answer was already captured, the turn is over",
+                ));
+                continue;
+            }
+            match self.tools.try_capture(&call.name, &call.arguments) {
+                Some(CallOutcome::Captured(r)) => {
+                    captured = true;
+                    results[i] = Some(r);
+                }
+                Some(CallOutcome::Result(r)) => results[i] = Some(r),
+                None => {}
+            }
+        }
+        let caller = self.as_parent();
+        let pending: Vec<usize> = (0..calls.len()).filter(|i| results[*i].is_none()).collect();
+        for i in &pending {
+            self.events.emit(&Event::AgentToolCall {
+                id: self.id.clone(),
+                call: calls[*i].id.clone(),
+                tool: calls[*i].name.clone(),
+            });
+        }
+        let ran = futures::future::join_all(pending.iter().map(|i| {
+            let call = &calls[*i];
+            self.tools.run(
+                &call.name,
+                caller.clone(),
+                call.arguments.clone(),
+                self.abort.child_token(),
+            )
+        }))
+        .await;
+        for (i, r) in pending.into_iter().zip(ran) {
+            results[i] = Some(r);
+        }
+        for (call, result) in calls.iter().zip(results) {
+            let result = result.unwrap_or_else(|| crate::types::ToolResult::error("not run"));
+            self.events.emit(&Event::AgentToolResult {
+                id: self.id.clone(),
+                call: call.id.clone(),
+                tool: call.name.clone(),
+                is_error: result.is_error,
+            });
+            self.push(SessionEvent::ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: result.content,
+                is_error: result.is_error,
+            });
+        }
+        captured
+    }
+}
+
+impl crate::subagent::Steer for Agent {
+    fn steer(&self, content: Vec<ContentBlock>) {
+        Agent::steer(self, content);
+    }
+}
+
+/// The host's live agents.
+pub struct AgentRegistry {
+    agents: Mutex<HashMap<String, Arc<Agent>>>,
+    defaults: std::sync::RwLock<AgentConfig>,
+    next: AtomicU64,
+    events: Arc<EventBus>,
+    models: Arc<ModelRegistry>,
+    tools: Arc<ToolRegistry>,
+}
+
+impl AgentRegistry {
+    /// An empty registry creating agents on `models`, with the tools mounted in `tools`.
+    pub fn new(
+        events: Arc<EventBus>,
+        models: Arc<ModelRegistry>,
+        tools: Arc<ToolRegistry>,
+    ) -> Self {
+        Self {
+            agents: Mutex::new(HashMap::new()),
+            defaults: std::sync::RwLock::new(AgentConfig::default()),
+            next: AtomicU64::new(1),
+            events,
+            models,
+            tools,
+        }
+    }
+
+    /// The `[agent]` config: defaults for children and the top-level agent.
+    pub fn defaults(&self) -> AgentConfig {
+        self.defaults
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces the `[agent]` defaults.
+    pub fn configure(&self, config: AgentConfig) {
+        *self.defaults.write().unwrap_or_else(|p| p.into_inner()) = config;
+    }
+
+    /// Creates an agent and publishes it. `abort` (if given) aborts it along with its owner.
+    pub fn create(
+        &self,
+        spec: AgentSpec,
+        abort: Option<CancellationToken>,
+    ) -> Result<Arc<Agent>, AgentError> {
+        let model = self.models.resolve(&spec.model)?;
+        let tools = ToolLayer::new(
+            self.tools.clone(),
+            spec.tool_filter.clone(),
+            spec.output_schema.clone(),
+        )?;
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        // `:` cannot appear in a provider name, so a generated id never collides with a run id.
+        let id = spec.id.clone().unwrap_or_else(|| format!("agent:{n}"));
+        if lock(&self.agents).contains_key(&id) {
+            return Err(AgentError::Invalid(format!(
+                "an agent `{id}` already exists"
+            )));
+        }
+        let header = SessionHeader {
+            session_id: format!("session-{n}"),
+            working_directory: spec.working_directory.clone(),
+            parent_session: spec.parent_session.clone(),
+        };
+        let agent = Arc::new(Agent {
+            id: id.clone(),
+            session: Mutex::new(Session::new(header, spec.seed.clone())),
+            spec,
+            model,
+            tools,
+            abort: abort.map(|a| a.child_token()).unwrap_or_default(),
+            steering: Mutex::new(Vec::new()),
+            turn: tokio::sync::Mutex::new(()),
+            events: self.events.clone(),
+        });
+        lock(&self.agents).insert(id.clone(), agent.clone());
+        self.events.emit(&Event::AgentCreated {
+            id,
+            parent: agent.spec.parent.clone(),
+            depth: agent.spec.depth,
+            model: agent.spec.model.clone(),
+        });
+        Ok(agent)
+    }
+
+    /// A live agent by id.
+    pub fn get(&self, id: &str) -> Option<Arc<Agent>> {
+        lock(&self.agents).get(id).cloned()
+    }
+
+    /// How many agents are live.
+    pub fn live(&self) -> usize {
+        lock(&self.agents).len()
+    }
+
+    fn children_of(&self, id: &str) -> Vec<Arc<Agent>> {
+        lock(&self.agents)
+            .values()
+            .filter(|a| a.spec.parent.as_deref() == Some(id))
+            .cloned()
+            .collect()
+    }
+
+    /// Disposes an agent, its children first; returns once its turn (if any) has wound down.
+    pub async fn dispose(&self, id: &str) {
+        let Some(agent) = self.get(id) else { return };
+        agent.abort.cancel();
+        for child in self.children_of(id) {
+            Box::pin(self.dispose(child.id())).await;
+        }
+        // The turn in progress sees the abort and ends; tool calls dispose their runs.
+        drop(agent.turn.lock().await);
+        self.forget(id);
+    }
+
+    /// Disposes an agent without waiting (its turn is being dropped by its owner).
+    pub fn dispose_now(&self, id: &str) {
+        for child in self.children_of(id) {
+            self.dispose_now(child.id());
+        }
+        if let Some(agent) = self.get(id) {
+            agent.abort.cancel();
+        }
+        self.forget(id);
+    }
+
+    fn forget(&self, id: &str) {
+        if lock(&self.agents).remove(id).is_some() {
+            self.events
+                .emit(&Event::AgentDisposed { id: id.to_string() });
+        }
+    }
+}

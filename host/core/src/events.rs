@@ -1,0 +1,252 @@
+//! The lifecycle event bus: typed events, per-listener payload copies, per-listener containment.
+//!
+//! Events are observe-only. Each listener receives its own clone of the payload, so nothing a
+//! listener does can reach the run or another listener; a listener that returns an error or
+//! panics is logged and skipped, and the listeners after it still run.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use serde::Serialize;
+
+use crate::types::{ContentBlock, ParentRef, PluginKind, StopReason};
+
+/// A lifecycle event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event")]
+pub enum Event {
+    /// A run's child exists (emitted only after `started` fulfils).
+    #[serde(rename = "subagent/start")]
+    SubagentStart {
+        /// Provider name.
+        provider: String,
+        /// Run id.
+        id: String,
+        /// The calling agent.
+        parent: ParentRef,
+    },
+    /// A started run settled (always after its start).
+    #[serde(rename = "subagent/end")]
+    SubagentEnd {
+        /// Provider name.
+        provider: String,
+        /// Run id.
+        id: String,
+        /// The calling agent.
+        parent: ParentRef,
+        /// Why it ended.
+        #[serde(rename = "stop-reason")]
+        stop_reason: StopReason,
+        /// The child's final output; absent on an infrastructure failure.
+        #[serde(rename = "last-assistant-message")]
+        last_assistant_message: Option<Vec<ContentBlock>>,
+    },
+    /// A provider was registered.
+    #[serde(rename = "subagent/provider-added")]
+    ProviderAdded {
+        /// Provider name.
+        name: String,
+    },
+    /// A provider was removed.
+    #[serde(rename = "subagent/provider-removed")]
+    ProviderRemoved {
+        /// Provider name.
+        name: String,
+    },
+    /// An agent was created and published in the agent registry.
+    #[serde(rename = "agent/created")]
+    AgentCreated {
+        /// Agent id.
+        id: String,
+        /// The parent agent, for a child.
+        parent: Option<String>,
+        /// Delegation depth.
+        depth: u32,
+        /// Model string.
+        model: String,
+    },
+    /// An agent began a turn.
+    #[serde(rename = "agent/turn-start")]
+    AgentTurnStart {
+        /// Agent id.
+        id: String,
+        /// Turn number.
+        turn: u32,
+    },
+    /// An agent called a tool.
+    #[serde(rename = "agent/tool-call")]
+    AgentToolCall {
+        /// Agent id.
+        id: String,
+        /// Call id.
+        call: String,
+        /// Tool name.
+        tool: String,
+    },
+    /// A tool answered an agent.
+    #[serde(rename = "agent/tool-result")]
+    AgentToolResult {
+        /// Agent id.
+        id: String,
+        /// Call id.
+        call: String,
+        /// Tool name.
+        tool: String,
+        /// Whether it failed.
+        #[serde(rename = "is-error")]
+        is_error: bool,
+    },
+    /// An agent ended a turn.
+    #[serde(rename = "agent/turn-end")]
+    AgentTurnEnd {
+        /// Agent id.
+        id: String,
+        /// Turn number.
+        turn: u32,
+        /// Why it ended.
+        #[serde(rename = "stop-reason")]
+        stop_reason: StopReason,
+    },
+    /// An agent was disposed.
+    #[serde(rename = "agent/disposed")]
+    AgentDisposed {
+        /// Agent id.
+        id: String,
+    },
+    /// A tool was mounted under its tool name.
+    #[serde(rename = "tool/mounted")]
+    ToolMounted {
+        /// Tool name.
+        name: String,
+        /// Plugin id.
+        plugin: String,
+    },
+    /// A tool was unmounted.
+    #[serde(rename = "tool/unmounted")]
+    ToolUnmounted {
+        /// Tool name.
+        name: String,
+        /// Plugin id.
+        plugin: String,
+    },
+    /// A plugin finished loading.
+    #[serde(rename = "plugin/loaded")]
+    PluginLoaded {
+        /// Plugin id.
+        id: String,
+        /// Provider, tool or observer.
+        kind: PluginKind,
+    },
+    /// A plugin failed to load.
+    #[serde(rename = "plugin/failed")]
+    PluginFailed {
+        /// Plugin id.
+        id: String,
+        /// What went wrong.
+        error: String,
+    },
+    /// A plugin was unloaded.
+    #[serde(rename = "plugin/unloaded")]
+    PluginUnloaded {
+        /// Plugin id.
+        id: String,
+    },
+}
+
+impl Event {
+    /// The event's name, e.g. `subagent/start`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::SubagentStart { .. } => "subagent/start",
+            Self::SubagentEnd { .. } => "subagent/end",
+            Self::ProviderAdded { .. } => "subagent/provider-added",
+            Self::ProviderRemoved { .. } => "subagent/provider-removed",
+            Self::AgentCreated { .. } => "agent/created",
+            Self::AgentTurnStart { .. } => "agent/turn-start",
+            Self::AgentToolCall { .. } => "agent/tool-call",
+            Self::AgentToolResult { .. } => "agent/tool-result",
+            Self::AgentTurnEnd { .. } => "agent/turn-end",
+            Self::AgentDisposed { .. } => "agent/disposed",
+            Self::ToolMounted { .. } => "tool/mounted",
+            Self::ToolUnmounted { .. } => "tool/unmounted",
+            Self::PluginLoaded { .. } => "plugin/loaded",
+            Self::PluginFailed { .. } => "plugin/failed",
+            Self::PluginUnloaded { .. } => "plugin/unloaded",
+        }
+    }
+
+    /// The event as one JSON line.
+    pub fn to_json(&self) -> String {
+        // Serialising plain data with string keys cannot fail.
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+/// The error a listener may return; it is logged and otherwise ignored.
+pub type ListenerError = Box<dyn std::error::Error + Send + Sync>;
+
+type Listener = Arc<dyn Fn(Event) -> Result<(), ListenerError> + Send + Sync>;
+
+/// Identifies a subscription, for [`EventBus::unsubscribe`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ListenerId(u64);
+
+/// Delivers events to listeners, in subscription order, each contained.
+#[derive(Default)]
+pub struct EventBus {
+    listeners: RwLock<Vec<(ListenerId, Listener)>>,
+    next_id: AtomicU64,
+}
+
+impl EventBus {
+    /// Adds a listener. It is called synchronously on the emitting task, so it should be quick;
+    /// to do async work, spawn a task from it.
+    pub fn subscribe<F>(&self, listener: F) -> ListenerId
+    where
+        F: Fn(Event) -> Result<(), ListenerError> + Send + Sync + 'static,
+    {
+        let id = ListenerId(self.next_id.fetch_add(1, Ordering::Relaxed));
+        self.write().push((id, Arc::new(listener)));
+        id
+    }
+
+    /// Removes a listener; returns whether it was subscribed.
+    pub fn unsubscribe(&self, id: ListenerId) -> bool {
+        let mut listeners = self.write();
+        let before = listeners.len();
+        listeners.retain(|(l, _)| *l != id);
+        listeners.len() != before
+    }
+
+    /// Delivers `event` to every listener, each with its own copy.
+    pub fn emit(&self, event: &Event) {
+        // Snapshot the list so a listener may (un)subscribe without deadlocking the bus.
+        let listeners: Vec<Listener> = match self.listeners.read() {
+            Ok(l) => l.iter().map(|(_, f)| f.clone()).collect(),
+            Err(poisoned) => poisoned.get_ref().iter().map(|(_, f)| f.clone()).collect(),
+        };
+        for listener in listeners {
+            let copy = event.clone();
+            match catch_unwind(AssertUnwindSafe(|| listener(copy))) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(event = event.name(), error = %e, "event listener failed")
+                }
+                Err(panic) => {
+                    let msg = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "non-string panic".into());
+                    tracing::warn!(event = event.name(), panic = %msg, "event listener panicked")
+                }
+            }
+        }
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<(ListenerId, Listener)>> {
+        // A panicking listener never holds this lock, so poisoning cannot leave bad state.
+        self.listeners.write().unwrap_or_else(|p| p.into_inner())
+    }
+}

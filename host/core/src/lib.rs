@@ -1,0 +1,34 @@
+//! Seam's core: everything about subagents that does not need a WebAssembly engine.
+//!
+//! - [`types`]: the seam's vocabulary (content blocks, stop reasons, descriptors, requests).
+//! - [`events`]: the lifecycle event bus, with contained listeners.
+//! - [`subagent`]: the registry of providers behind the [`Provider`] trait, and the runs the
+//!   host owns (readiness, result, cancel, dispose).
+//! - [`tool`]: the registry of model-facing tools behind the [`Tool`] and [`ToolSource`] traits,
+//!   mounted while the provider they follow is registered.
+//! - [`model`] and [`agent`]: model adapters and the agent runtime that in-process providers run
+//!   their children on.
+//!
+//! Dependencies inside the crate run one way: `agent -> tool -> subagent -> events -> types`;
+//! `subagent` talks to a run's child only through the [`Steer`] trait.
+
+#![warn(missing_docs)]
+
+pub mod agent;
+pub mod events;
+pub mod live;
+pub mod model;
+pub mod session;
+pub mod subagent;
+pub mod tool;
+pub mod types;
+
+pub use agent::RunChild;
+pub use events::{Event, EventBus, ListenerError, ListenerId};
+pub use live::LiveCounts;
+pub use session::{Session, SessionEvent, SessionHeader};
+pub use subagent::{
+    Provider, RunContext, RunFailure, Steer, SubagentError, SubagentRun, SubagentService,
+};
+pub use tool::{Tool, ToolBinding, ToolError, ToolRegistry, ToolSource};
+pub use types::*;

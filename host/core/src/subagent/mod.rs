@@ -1,0 +1,245 @@
+//! The `subagents` service: the registry of named providers and the runs started on them.
+//!
+//! Registration reads a provider's descriptor once and freezes it. `start` checks capabilities
+//! and validates the request before anything is instantiated, then hands the run to a driver task
+//! the host owns (see [`run`]).
+
+mod error;
+mod run;
+pub mod validate;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+pub use error::{code, SubagentError};
+pub use run::{Provider, RunContext, RunFailure, Steer, SubagentRun};
+use run::{RunHooks, RunShared};
+
+use crate::events::{Event, EventBus};
+use crate::live::LiveCounts;
+use crate::session::SessionEvent;
+use crate::types::{ContentBlock, ProviderDescriptor, StartRequest};
+
+/// Strong references: a run whose caller dropped its handle is still found (and disposed) when
+/// its provider is removed.
+type RunMap = Arc<Mutex<HashMap<String, Arc<RunShared>>>>;
+
+struct Entry {
+    descriptor: Arc<ProviderDescriptor>,
+    provider: Arc<dyn Provider>,
+    /// The runs started on this provider and not yet disposed.
+    runs: RunMap,
+}
+
+/// The registry of providers and the entry point for starting runs.
+pub struct SubagentService {
+    providers: RwLock<Vec<Entry>>,
+    events: Arc<EventBus>,
+    live: Arc<LiveCounts>,
+    next_run: AtomicU64,
+    cancel_grace: Duration,
+}
+
+impl SubagentService {
+    /// An empty registry; `cancel_grace` is how long a cancelled run may wind down before the
+    /// host drops it.
+    pub fn new(events: Arc<EventBus>, live: Arc<LiveCounts>, cancel_grace: Duration) -> Self {
+        Self {
+            providers: RwLock::new(Vec::new()),
+            events,
+            live,
+            next_run: AtomicU64::new(1),
+            cancel_grace,
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Entry>> {
+        self.providers.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Entry>> {
+        self.providers.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a provider under its descriptor's name and emits `subagent/provider-added`.
+    /// `plugin` names the registering plugin in errors.
+    pub fn register(
+        &self,
+        plugin: &str,
+        descriptor: ProviderDescriptor,
+        provider: Arc<dyn Provider>,
+    ) -> Result<Arc<ProviderDescriptor>, SubagentError> {
+        validate::descriptor(plugin, &descriptor)?;
+        let descriptor = Arc::new(descriptor);
+        {
+            let mut providers = self.write();
+            if providers
+                .iter()
+                .any(|e| e.descriptor.name == descriptor.name)
+            {
+                return Err(SubagentError::DuplicateProvider(descriptor.name.clone()));
+            }
+            providers.push(Entry {
+                descriptor: descriptor.clone(),
+                provider,
+                runs: Arc::default(),
+            });
+        }
+        self.events.emit(&Event::ProviderAdded {
+            name: descriptor.name.clone(),
+        });
+        Ok(descriptor)
+    }
+
+    /// Removes a provider: its live runs are cancelled and disposed first, then
+    /// `subagent/provider-removed` is emitted. Returns whether it was registered.
+    pub async fn unregister(&self, name: &str) -> bool {
+        let entry = {
+            let mut providers = self.write();
+            match providers.iter().position(|e| e.descriptor.name == name) {
+                Some(i) => providers.remove(i),
+                None => return false,
+            }
+        };
+        let runs: Vec<Arc<RunShared>> = {
+            let map = entry.runs.lock().unwrap_or_else(|p| p.into_inner());
+            map.values().cloned().collect()
+        };
+        for run in &runs {
+            run.cancel(Some(format!("provider `{name}` was removed")));
+        }
+        futures::future::join_all(runs.into_iter().map(|r| async move {
+            SubagentRun(r).dispose().await;
+        }))
+        .await;
+        self.events.emit(&Event::ProviderRemoved {
+            name: name.to_string(),
+        });
+        true
+    }
+
+    /// The frozen descriptor of a registered provider.
+    pub fn descriptor(&self, name: &str) -> Option<Arc<ProviderDescriptor>> {
+        self.read()
+            .iter()
+            .find(|e| e.descriptor.name == name)
+            .map(|e| e.descriptor.clone())
+    }
+
+    /// Registered providers, in registration order.
+    pub fn list(&self) -> Vec<Arc<ProviderDescriptor>> {
+        self.read().iter().map(|e| e.descriptor.clone()).collect()
+    }
+
+    /// Starts a run on the named provider.
+    ///
+    /// Fails with `NO_PROVIDER`, `UNSUPPORTED_CAPABILITY` (checked in the contract's order),
+    /// `INVALID_REQUEST` or `DEPTH_EXCEEDED` before any instance exists. An already-aborted
+    /// signal yields a run that has settled `aborted` without running anything.
+    pub fn start(&self, name: &str, request: StartRequest) -> Result<SubagentRun, SubagentError> {
+        self.start_inner(name, request, None)
+    }
+
+    /// Continues a finished run's child with a new prompt, as a new run on the same provider
+    /// (providers declaring `resume`). The new child starts from the old one's completed turns.
+    pub fn resume(
+        &self,
+        run: &SubagentRun,
+        prompt: Vec<ContentBlock>,
+    ) -> Result<SubagentRun, SubagentError> {
+        let shared = &run.0;
+        if !shared.features.resume {
+            return Err(SubagentError::UnsupportedFeature {
+                provider: run.provider().to_string(),
+                feature: "resume".into(),
+            });
+        }
+        if run.try_result().is_none() {
+            return Err(SubagentError::InvalidState(format!(
+                "run `{}` is still running",
+                run.id()
+            )));
+        }
+        let seed = run.child_session().ok_or_else(|| {
+            SubagentError::InvalidState(format!(
+                "run `{}` has no finished child to resume",
+                run.id()
+            ))
+        })?;
+        let mut request = shared.request.clone();
+        request.prompt = prompt;
+        self.start_inner(run.provider(), request, Some(seed))
+    }
+
+    fn start_inner(
+        &self,
+        name: &str,
+        request: StartRequest,
+        resume_seed: Option<Vec<SessionEvent>>,
+    ) -> Result<SubagentRun, SubagentError> {
+        let (descriptor, provider, runs) = {
+            let providers = self.read();
+            let entry = providers
+                .iter()
+                .find(|e| e.descriptor.name == name)
+                .ok_or_else(|| SubagentError::NoProvider(name.to_string()))?;
+            (
+                entry.descriptor.clone(),
+                entry.provider.clone(),
+                entry.runs.clone(),
+            )
+        };
+        validate::capabilities(&descriptor, &request)?;
+        validate::request(&request)?;
+        if let Some(max) = request.max_depth {
+            let attempted = request.parent.depth.saturating_add(1);
+            // `validate::request` bounded `max` to 0..=MAX_DEPTH_LIMIT.
+            let max = max as u32;
+            if attempted > max {
+                return Err(SubagentError::DepthExceeded { attempted, max });
+            }
+        }
+
+        let id = format!(
+            "{}-{}",
+            descriptor.name,
+            self.next_run.fetch_add(1, Ordering::Relaxed)
+        );
+        let registry = Arc::downgrade(&runs);
+        let hooks = RunHooks {
+            events: self.events.clone(),
+            live: self.live.clone(),
+            grace: self.cancel_grace,
+            on_disposed: Box::new(move |id| {
+                if let Some(runs) = registry.upgrade() {
+                    runs.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+                }
+            }),
+        };
+        let shared = RunShared::new(id.clone(), &descriptor, &request, hooks, resume_seed);
+        runs.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, shared.clone());
+
+        if request.signal.as_ref().is_some_and(|s| s.is_cancelled()) {
+            shared.settle_pre_aborted();
+        } else {
+            shared.spawn(provider, request);
+        }
+        Ok(SubagentRun(shared))
+    }
+
+    /// Runs of `name` not yet disposed.
+    pub fn live_runs_of(&self, name: &str) -> usize {
+        self.read()
+            .iter()
+            .find(|e| e.descriptor.name == name)
+            .map(|e| {
+                let map = e.runs.lock().unwrap_or_else(|p| p.into_inner());
+                map.len()
+            })
+            .unwrap_or(0)
+    }
+}

@@ -1,0 +1,511 @@
+//! A live run: readiness, result, cancel and dispose, owned by the host.
+//!
+//! Every run has one driver task that runs the provider's future (which owns the run's store).
+//! Readiness, settlement and event emission all go through [`RunShared`], whose phase lock makes
+//! `subagent/start` precede `subagent/end` by construction and keeps both away from runs whose
+//! readiness failed.
+
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::SubagentError;
+use crate::events::{Event, EventBus};
+use crate::live::LiveCounts;
+use crate::session::SessionEvent;
+use crate::types::{
+    ContentBlock, ParentRef, ProviderDescriptor, RuntimeFeatures, StartRequest, StopReason,
+    SubagentResult,
+};
+
+/// What a provider implementation does with one run.
+///
+/// The host calls [`Provider::run`] once per run, after every start-time check has passed, on a
+/// task it owns. The provider calls [`RunContext::ready`] once its child exists; returning a
+/// result without having called it counts as ready at that point. Returning an error means the
+/// attempt failed (before readiness: `started` rejects; after it: the run ends `error`).
+pub trait Provider: Send + Sync + 'static {
+    /// Runs one child to its end.
+    fn run(
+        &self,
+        ctx: RunContext,
+        request: StartRequest,
+    ) -> BoxFuture<'static, Result<SubagentResult, RunFailure>>;
+}
+
+/// A run's live child, as far as the run needs it: something that takes steering messages.
+///
+/// The agent runtime's agents implement it; the run holds it weakly, so that it never keeps a
+/// child alive.
+pub trait Steer: Send + Sync + 'static {
+    /// Queues a message for the child; it reaches the child's model before its next call.
+    fn steer(&self, content: Vec<ContentBlock>);
+}
+
+/// Why a provider could not produce a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFailure(pub String);
+
+impl std::fmt::Display for RunFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// The child does not exist yet.
+    Pending,
+    /// `started` fulfilled and `subagent/start` was emitted.
+    Ready,
+    /// The result is published.
+    Settled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DisposeState {
+    Live,
+    Disposing,
+    Disposed,
+}
+
+type StartedSlot = Option<Result<(), SubagentError>>;
+type ResultSlot = Option<Result<SubagentResult, SubagentError>>;
+
+/// The state one run shares between its handle, its provider and its driver.
+pub(crate) struct RunShared {
+    id: String,
+    provider: String,
+    parent: ParentRef,
+    events: Arc<EventBus>,
+    live: Arc<LiveCounts>,
+    cancel: CancellationToken,
+    cancel_reason: Mutex<Option<String>>,
+    phase: Mutex<Phase>,
+    started: watch::Sender<StartedSlot>,
+    result: watch::Sender<ResultSlot>,
+    task: Mutex<Option<JoinHandle<()>>>,
+    dispose_state: Mutex<DisposeState>,
+    disposed: watch::Sender<bool>,
+    on_disposed: Box<dyn Fn(&str) + Send + Sync>,
+    /// How long dispose lets a cancelled run wind down before dropping it.
+    grace: Duration,
+    /// The in-process child this run owns, for steering.
+    child: Mutex<Option<Weak<dyn Steer>>>,
+    /// The child's completed turns when it was torn down, for `resume`.
+    child_session: Mutex<Option<Vec<SessionEvent>>>,
+    /// For a resumed run: the session its child starts from.
+    resume_seed: Option<Vec<SessionEvent>>,
+    /// The provider's runtime features, for `send-message` and `resume`.
+    pub(crate) features: RuntimeFeatures,
+    /// The request as started (without its signal), for `resume`.
+    pub(crate) request: StartRequest,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing panics while holding these locks except a listener, which is caught inside.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What a run gets from the service that starts it.
+pub(crate) struct RunHooks {
+    pub(crate) events: Arc<EventBus>,
+    pub(crate) live: Arc<LiveCounts>,
+    pub(crate) grace: Duration,
+    /// Called once the run is disposed (it removes the run from its provider's table).
+    pub(crate) on_disposed: Box<dyn Fn(&str) + Send + Sync>,
+}
+
+impl RunShared {
+    pub(crate) fn new(
+        id: String,
+        descriptor: &ProviderDescriptor,
+        request: &StartRequest,
+        hooks: RunHooks,
+        resume_seed: Option<Vec<SessionEvent>>,
+    ) -> Arc<Self> {
+        let RunHooks {
+            events,
+            live,
+            grace,
+            on_disposed,
+        } = hooks;
+        live.run_started();
+        Arc::new(Self {
+            id,
+            provider: descriptor.name.clone(),
+            parent: request.parent.clone(),
+            events,
+            live,
+            cancel: CancellationToken::new(),
+            cancel_reason: Mutex::new(None),
+            phase: Mutex::new(Phase::Pending),
+            started: watch::channel(None).0,
+            result: watch::channel(None).0,
+            task: Mutex::new(None),
+            dispose_state: Mutex::new(DisposeState::Live),
+            disposed: watch::channel(false).0,
+            on_disposed,
+            grace,
+            child: Mutex::new(None),
+            child_session: Mutex::new(None),
+            resume_seed,
+            features: descriptor.features,
+            request: StartRequest {
+                signal: None,
+                ..request.clone()
+            },
+        })
+    }
+
+    pub(crate) fn cancel(&self, reason: Option<String>) {
+        {
+            let mut slot = lock(&self.cancel_reason);
+            if self.cancel.is_cancelled() {
+                return;
+            }
+            *slot = reason;
+        }
+        self.cancel.cancel();
+    }
+
+    fn cancel_reason(&self) -> Option<String> {
+        lock(&self.cancel_reason).clone()
+    }
+
+    /// Publishes readiness and emits `subagent/start`, unless the run was cancelled first.
+    fn mark_ready(&self) {
+        let mut phase = lock(&self.phase);
+        if *phase != Phase::Pending || self.cancel.is_cancelled() {
+            return;
+        }
+        *phase = Phase::Ready;
+        self.started.send_replace(Some(Ok(())));
+        // Emitted under the phase lock so that no settlement can slip in before it.
+        self.events.emit(&Event::SubagentStart {
+            provider: self.provider.clone(),
+            id: self.id.clone(),
+            parent: self.parent.clone(),
+        });
+    }
+
+    /// Publishes the outcome once. A started run emits `subagent/end` first, so that a caller
+    /// who awaited the result has also been preceded by the event; a run that never became ready
+    /// rejects `started` and emits nothing.
+    fn settle(&self, result: SubagentResult, not_started: SubagentError) {
+        let mut phase = lock(&self.phase);
+        match *phase {
+            Phase::Settled => return,
+            Phase::Ready => self.events.emit(&Event::SubagentEnd {
+                provider: self.provider.clone(),
+                id: self.id.clone(),
+                parent: self.parent.clone(),
+                stop_reason: result.stop_reason.clone(),
+                last_assistant_message: Some(result.output.clone()),
+            }),
+            Phase::Pending => {
+                self.started.send_replace(Some(Err(not_started)));
+            }
+        }
+        *phase = Phase::Settled;
+        self.result.send_replace(Some(Ok(result)));
+    }
+
+    fn aborted_result(&self, detail: &str) -> (SubagentResult, SubagentError) {
+        let reason = self.cancel_reason();
+        let text = match &reason {
+            Some(r) => format!("{detail}: {r}"),
+            None => detail.to_string(),
+        };
+        (
+            SubagentResult::text(StopReason::Aborted, text),
+            SubagentError::Aborted(reason),
+        )
+    }
+
+    /// Settles from what the provider's future produced (`None`: the host gave up on it after
+    /// the cancel grace period).
+    fn finish(&self, outcome: Option<Result<SubagentResult, RunFailure>>) {
+        let cancelled = self.cancel.is_cancelled();
+        match outcome {
+            None => {
+                let (r, e) = self.aborted_result("cancel enforced: the provider ignored it");
+                self.settle(r, e);
+            }
+            Some(Ok(mut result)) => {
+                if cancelled {
+                    let (_, e) = self.aborted_result("cancelled");
+                    result.stop_reason = StopReason::Aborted;
+                    result.structured = None;
+                    self.settle(result, e);
+                } else {
+                    // Returning a result is proof the child existed.
+                    self.mark_ready();
+                    self.settle(result, SubagentError::Internal("unreachable".into()));
+                }
+            }
+            Some(Err(failure)) => {
+                if cancelled {
+                    let (r, e) = self.aborted_result("cancelled");
+                    self.settle(r, e);
+                } else {
+                    let message = format!("provider `{}` failed: {failure}", self.provider);
+                    tracing::info!(run = %self.id, "{message}");
+                    self.settle(
+                        SubagentResult::text(StopReason::Error, message.clone()),
+                        SubagentError::StartFailed(message),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Settles a run that was cancelled before anything ran (an already-aborted signal).
+    pub(crate) fn settle_pre_aborted(&self) {
+        self.cancel(Some("the caller's signal was already aborted".into()));
+        let (r, e) = self.aborted_result("aborted before start");
+        self.settle(r, e);
+    }
+
+    /// Spawns the driver task for `provider`.
+    pub(crate) fn spawn(self: &Arc<Self>, provider: Arc<dyn Provider>, request: StartRequest) {
+        let grace = self.grace;
+        let shared = self.clone();
+        let handle = tokio::spawn(async move {
+            let signal = request.signal.clone();
+            let fut = provider.run(RunContext(shared.clone()), request);
+            let enforce = async {
+                shared.cancel.cancelled().await;
+                tokio::time::sleep(grace).await;
+            };
+            // Bridges the caller's signal into this run; never completes by itself.
+            let link = async {
+                if let Some(signal) = signal {
+                    signal.cancelled().await;
+                    shared.cancel(Some("the caller's signal was aborted".into()));
+                }
+                std::future::pending::<()>().await
+            };
+            let outcome = tokio::select! {
+                biased;
+                r = fut => Some(r),
+                _ = enforce => None,
+                _ = link => None,
+            };
+            // The provider's future (and with it the run's store) is gone by now.
+            shared.finish(outcome);
+        });
+        *lock(&self.task) = Some(handle);
+    }
+
+    async fn dispose(&self) {
+        let first = {
+            let mut state = lock(&self.dispose_state);
+            if *state == DisposeState::Live {
+                *state = DisposeState::Disposing;
+                true
+            } else {
+                false
+            }
+        };
+        if !first {
+            let mut rx = self.disposed.subscribe();
+            let _ = rx.wait_for(|done| *done).await;
+            return;
+        }
+        self.cancel(Some("disposed".into()));
+        let task = lock(&self.task).take();
+        if let Some(mut task) = task {
+            if tokio::task::try_id() == Some(task.id()) {
+                task.abort();
+            } else {
+                // Cooperative first, so that the run unwinds (its child's tool calls dispose
+                // their own runs); then the run's future, and with it its store, is dropped.
+                // A task that has already ended (the usual case) needs no grace timer.
+                if task.is_finished() {
+                    let _ = task.await;
+                } else if tokio::time::timeout(self.grace, &mut task).await.is_err() {
+                    task.abort();
+                    let _ = task.await;
+                }
+            }
+        }
+        // Only an unsettled run needs its `aborted` result built; `settle` ignores it otherwise.
+        if *lock(&self.phase) != Phase::Settled {
+            let (r, e) = self.aborted_result("disposed before it settled");
+            self.settle(r, e);
+        }
+        (self.on_disposed)(&self.id);
+        *lock(&self.dispose_state) = DisposeState::Disposed;
+        self.live.run_disposed();
+        self.disposed.send_replace(true);
+    }
+}
+
+/// The provider's view of its run.
+#[derive(Clone)]
+pub struct RunContext(Arc<RunShared>);
+
+impl RunContext {
+    /// A token cancelled when the run is cancelled or disposed; link what the run owns to it.
+    pub fn token(&self) -> CancellationToken {
+        self.0.cancel.clone()
+    }
+
+    /// Records the in-process child this run owns (for steering).
+    pub fn set_child<S: Steer>(&self, child: &Arc<S>) {
+        let child: Weak<S> = Arc::downgrade(child);
+        let child: Weak<dyn Steer> = child;
+        *lock(&self.0.child) = Some(child);
+    }
+
+    /// Whether the run already owns a child.
+    pub fn has_child(&self) -> bool {
+        lock(&self.0.child).is_some()
+    }
+
+    /// Keeps the child's completed turns when it is torn down, so that the run can be resumed.
+    pub fn record_child_session(&self, events: Vec<SessionEvent>) {
+        *lock(&self.0.child_session) = Some(events);
+    }
+
+    /// For a resumed run: the session its child must start from.
+    pub fn resume_seed(&self) -> Option<Vec<SessionEvent>> {
+        self.0.resume_seed.clone()
+    }
+
+    /// The run id (the child's agent id).
+    pub fn id(&self) -> &str {
+        &self.0.id
+    }
+
+    /// The calling agent.
+    pub fn parent(&self) -> &ParentRef {
+        &self.0.parent
+    }
+
+    /// Declares that the child exists. Ignored once cancelled or already ready.
+    pub fn ready(&self) {
+        self.0.mark_ready();
+    }
+
+    /// Whether the run was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.cancel.is_cancelled()
+    }
+
+    /// The reason given to `cancel`, if any.
+    pub fn cancel_reason(&self) -> Option<String> {
+        self.0.cancel_reason()
+    }
+
+    /// Completes when the run is cancelled.
+    pub async fn cancelled(&self) {
+        self.0.cancel.cancelled().await
+    }
+}
+
+/// The caller's handle on a live run. Cloning shares the same run.
+///
+/// [`SubagentRun::dispose`] must be called on every path; it is idempotent, and when it returns
+/// nothing of the run is left (its store is dropped and the host's live-run count is decremented).
+#[derive(Clone)]
+pub struct SubagentRun(pub(crate) Arc<RunShared>);
+
+impl std::fmt::Debug for SubagentRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubagentRun")
+            .field("id", &self.0.id)
+            .field("provider", &self.0.provider)
+            .finish()
+    }
+}
+
+impl SubagentRun {
+    /// The run id.
+    pub fn id(&self) -> &str {
+        &self.0.id
+    }
+
+    /// The provider's name.
+    pub fn provider(&self) -> &str {
+        &self.0.provider
+    }
+
+    /// Waits until the child exists; fails if the attempt failed or was cancelled first.
+    pub fn started(&self) -> BoxFuture<'static, Result<(), SubagentError>> {
+        let mut rx = self.0.started.subscribe();
+        Box::pin(async move {
+            match rx.wait_for(Option::is_some).await {
+                Ok(slot) => slot.clone().unwrap_or(Err(SubagentError::Disposed)),
+                Err(_) => Err(SubagentError::Disposed),
+            }
+        })
+    }
+
+    /// Waits for the outcome. A child-level failure resolves with a non-`completed` reason.
+    pub fn result(&self) -> BoxFuture<'static, Result<SubagentResult, SubagentError>> {
+        let mut rx = self.0.result.subscribe();
+        Box::pin(async move {
+            match rx.wait_for(Option::is_some).await {
+                Ok(slot) => slot.clone().unwrap_or(Err(SubagentError::Disposed)),
+                Err(_) => Err(SubagentError::Disposed),
+            }
+        })
+    }
+
+    /// The outcome if it has settled.
+    pub fn try_result(&self) -> Option<Result<SubagentResult, SubagentError>> {
+        self.0.result.borrow().clone()
+    }
+
+    /// Cancels the run. Before readiness, `started` rejects and no child is left; after it, the
+    /// provider is told at once and the host enforces the cancel after its grace period.
+    pub fn cancel(&self, reason: Option<String>) {
+        self.0.cancel(reason);
+    }
+
+    /// Tears the run down. Idempotent and safe to call concurrently.
+    pub async fn dispose(&self) {
+        self.0.dispose().await
+    }
+
+    /// Whether dispose has completed.
+    pub fn is_disposed(&self) -> bool {
+        *self.0.disposed.borrow()
+    }
+
+    /// Steers the run's live child with an extra message (providers declaring `steering`).
+    pub fn send_message(&self, content: Vec<ContentBlock>) -> Result<(), SubagentError> {
+        if !self.0.features.steering {
+            return Err(SubagentError::UnsupportedFeature {
+                provider: self.0.provider.clone(),
+                feature: "steering".into(),
+            });
+        }
+        match self.child() {
+            Some(child) => {
+                child.steer(content);
+                Ok(())
+            }
+            None => Err(SubagentError::InvalidState(format!(
+                "run `{}` has no live child to steer",
+                self.0.id
+            ))),
+        }
+    }
+
+    /// The live child, for an in-process provider.
+    fn child(&self) -> Option<Arc<dyn Steer>> {
+        lock(&self.0.child).as_ref().and_then(Weak::upgrade)
+    }
+
+    /// The child's completed turns, once it was torn down (in-process providers).
+    pub fn child_session(&self) -> Option<Vec<SessionEvent>> {
+        lock(&self.0.child_session).clone()
+    }
+}

@@ -1,0 +1,303 @@
+//! The subagent seam's vocabulary on the host side.
+//!
+//! These mirror the WIT `types` interface but are plain Rust (serde-friendly) so that the public
+//! API does not leak generated bindings; the host crate converts between the two.
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+/// One block of content in a prompt or an answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "value", rename_all = "kebab-case")]
+pub enum ContentBlock {
+    /// Plain text.
+    Text(String),
+    /// A JSON document, kept as text.
+    Json(String),
+}
+
+impl ContentBlock {
+    /// A text block.
+    pub fn text(s: impl Into<String>) -> Self {
+        Self::Text(s.into())
+    }
+
+    /// The block's text (JSON blocks give their source text).
+    pub fn as_text(&self) -> &str {
+        match self {
+            Self::Text(s) | Self::Json(s) => s,
+        }
+    }
+}
+
+/// Joins the text of content blocks with newlines.
+pub fn blocks_text(blocks: &[ContentBlock]) -> String {
+    blocks
+        .iter()
+        .map(ContentBlock::as_text)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Why a run ended. Open to extension: consumers treat [`StopReason::Other`] as a failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    /// The child finished its task.
+    Completed,
+    /// The run was cancelled.
+    Aborted,
+    /// The child failed.
+    Error,
+    /// The child ran out of output budget.
+    MaxTokens,
+    /// The model declined.
+    Refusal,
+    /// A provider-specific reason.
+    Other(String),
+}
+
+impl StopReason {
+    /// The wire name (`completed`, `max-tokens`, or the provider's own name).
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Completed => "completed",
+            Self::Aborted => "aborted",
+            Self::Error => "error",
+            Self::MaxTokens => "max-tokens",
+            Self::Refusal => "refusal",
+            Self::Other(s) => s,
+        }
+    }
+
+    /// Only `completed` is success.
+    pub fn is_success(&self) -> bool {
+        matches!(self, Self::Completed)
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Start-time features a provider honours.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Capabilities {
+    /// Honours an output schema.
+    pub output_schema: bool,
+    /// Honours `max-depth`.
+    pub depth_limit: bool,
+    /// Honours a tool filter.
+    pub tool_filter: bool,
+    /// Honours a persona.
+    pub persona: bool,
+}
+
+/// Runtime features of a live run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RuntimeFeatures {
+    /// `send-message` steering.
+    pub steering: bool,
+    /// `resume` of a finished child.
+    pub resume: bool,
+}
+
+/// What a provider declares, read once at registration and frozen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ProviderDescriptor {
+    /// Unique registry name.
+    pub name: String,
+    /// Start-time capabilities.
+    pub capabilities: Capabilities,
+    /// Runtime features.
+    pub features: RuntimeFeatures,
+    /// Whether the child sees the parent's conversation.
+    pub inherits_parent_context: bool,
+}
+
+/// The agent that asks for a child.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ParentRef {
+    /// Agent id.
+    pub id: String,
+    /// Session id.
+    pub session_id: String,
+    /// Working directory.
+    pub working_directory: String,
+    /// Delegation depth (0 at top level).
+    pub depth: u32,
+}
+
+impl ParentRef {
+    /// A top-level caller (depth 0) with the given id, working in `cwd`.
+    pub fn top_level(id: impl Into<String>, cwd: impl Into<String>) -> Self {
+        let id = id.into();
+        Self {
+            session_id: format!("{id}-session"),
+            id,
+            working_directory: cwd.into(),
+            depth: 0,
+        }
+    }
+}
+
+/// Options for the child agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct AgentOptions {
+    /// Model name.
+    pub model: Option<String>,
+    /// System prompt.
+    pub system_prompt: Option<String>,
+}
+
+/// Tool visibility for a child: at least one list must be present.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ToolFilter {
+    /// Only these tools are visible.
+    pub allow: Option<Vec<String>>,
+    /// These tools are hidden.
+    pub deny: Option<Vec<String>>,
+}
+
+/// What a caller asks for when it starts a run. Taken by value: the service works on its own
+/// snapshot, so nothing the caller does afterwards reaches the run.
+#[derive(Debug, Clone)]
+pub struct StartRequest {
+    /// The task.
+    pub prompt: Vec<ContentBlock>,
+    /// The calling agent.
+    pub parent: ParentRef,
+    /// Cancels the run when triggered; an already-cancelled signal yields an `aborted` run.
+    pub signal: Option<CancellationToken>,
+    /// Child agent options.
+    pub agent_options: Option<AgentOptions>,
+    /// Object-rooted JSON Schema for a structured answer.
+    pub output_schema: Option<serde_json::Value>,
+    /// Absolute delegation-depth cap (signed so that a negative value can be refused).
+    pub max_depth: Option<i64>,
+    /// Tool visibility for the child.
+    pub tool_filter: Option<ToolFilter>,
+    /// Persona for this child only.
+    pub persona: Option<String>,
+}
+
+impl StartRequest {
+    /// A request with just a text prompt and a parent.
+    pub fn new(prompt: impl Into<String>, parent: ParentRef) -> Self {
+        Self {
+            prompt: vec![ContentBlock::text(prompt)],
+            parent,
+            signal: None,
+            agent_options: None,
+            output_schema: None,
+            max_depth: None,
+            tool_filter: None,
+            persona: None,
+        }
+    }
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SubagentResult {
+    /// The child's final output.
+    pub output: Vec<ContentBlock>,
+    /// The structured answer, only when a requested schema was satisfied.
+    pub structured: Option<serde_json::Value>,
+    /// Why the run ended.
+    pub stop_reason: StopReason,
+}
+
+impl SubagentResult {
+    /// A result with one text block.
+    pub fn text(stop_reason: StopReason, text: impl Into<String>) -> Self {
+        Self {
+            output: vec![ContentBlock::text(text)],
+            structured: None,
+            stop_reason,
+        }
+    }
+
+    /// The output's text.
+    pub fn output_text(&self) -> String {
+        blocks_text(&self.output)
+    }
+}
+
+/// A tool's description for the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ToolDescriptor {
+    /// Name the model calls.
+    pub name: String,
+    /// Wording for the model.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: serde_json::Value,
+}
+
+/// What a tool call returns to the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ToolResult {
+    /// The answer.
+    pub content: Vec<ContentBlock>,
+    /// Whether the call failed.
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    /// A failed call with a message.
+    pub fn error(message: impl Into<String>) -> Self {
+        Self {
+            content: vec![ContentBlock::text(message)],
+            is_error: true,
+        }
+    }
+
+    /// The content's text.
+    pub fn text(&self) -> String {
+        blocks_text(&self.content)
+    }
+}
+
+/// What kind of plugin a component is, by the world it exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PluginKind {
+    /// Exports `seam:plugin/provider`: registers a subagent provider.
+    Provider,
+    /// Exports `seam:plugin/tool`: mounts a model-facing tool.
+    Tool,
+    /// Exports `seam:plugin/observer`: receives every lifecycle event.
+    Observer,
+}
+
+impl PluginKind {
+    /// Every kind, in the order the host checks a component's exports.
+    pub const ALL: [PluginKind; 3] = [Self::Provider, Self::Tool, Self::Observer];
+
+    /// The kind's name, as config files and events spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Provider => "provider",
+            Self::Tool => "tool",
+            Self::Observer => "observer",
+        }
+    }
+}
+
+impl std::fmt::Display for PluginKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

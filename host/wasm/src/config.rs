@@ -1,0 +1,225 @@
+//! The config file: a TOML list of plugin entries.
+//!
+//! ```toml
+//! [[plugin]]
+//! id = "mock-a"                       # unique; names the plugin in every message
+//! component = "mock_provider.wasm"    # relative to the config file
+//! disabled = false                    # optional
+//! kind = "provider"                   # optional: refuse a component of the other world
+//! config = { name = "mock-a" }        # optional; reaches the component as JSON
+//! [plugin.grants]                     # optional; default: nothing granted
+//! dirs = [{ host = "data", guest = "/data" }]
+//! [plugin.limits]                     # optional; overrides the host's default limits
+//! memory_mb = 32
+//! ```
+//!
+//! `[plugin.grants]` and `[plugin.limits]` are read by [`crate::sandbox::parse_grants`] and
+//! [`crate::sandbox::parse_limits`].
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use seam_core::agent::AgentConfig;
+use seam_core::model::ModelsConfig;
+use thiserror::Error;
+
+/// A config problem, naming the file and, where it applies, the entry and key.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config `{path}`: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown top-level keys.
+    #[error("config `{path}`: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's explanation.
+        message: String,
+    },
+    /// One entry is wrong.
+    #[error("config `{path}`: plugin entry {index} (id `{id}`): {message}")]
+    Entry {
+        /// The file.
+        path: PathBuf,
+        /// Position of the entry, from 1.
+        index: usize,
+        /// The entry's id, or `?` when it has none.
+        id: String,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+}
+
+/// One plugin entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginEntry {
+    /// Unique id of this plugin instance.
+    pub id: String,
+    /// Path of the `.wasm` component (made absolute when the file is read).
+    pub component: PathBuf,
+    /// Component config, passed to the component as a JSON object.
+    #[serde(default = "empty_object")]
+    pub config: serde_json::Value,
+    /// A disabled entry is listed but not loaded.
+    #[serde(default)]
+    pub disabled: bool,
+    /// The kind the entry expects (`provider` or `tool`); a component of the other world is
+    /// refused. Optional: without it the kind is read from the component.
+    #[serde(default)]
+    pub kind: Option<seam_core::types::PluginKind>,
+    /// `[plugin.grants]`: what the plugin may reach beyond Seam's imports (default: nothing).
+    #[serde(skip)]
+    pub grants: crate::sandbox::Grants,
+    /// `[plugin.limits]`: overrides of the host-wide resource limits.
+    #[serde(skip)]
+    pub limits: crate::sandbox::LimitOverrides,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(Default::default())
+}
+
+/// A whole config: plugin entries in order, the agent defaults and the models.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Config {
+    /// Where the config was read from, if a file.
+    pub source: Option<PathBuf>,
+    /// The entries, in file order.
+    pub plugins: Vec<PluginEntry>,
+    /// `[agent]`: the top-level agent of `seam run` and the defaults children inherit.
+    pub agent: AgentConfig,
+    /// `[models]`: scripts and the OpenAI-compatible endpoint.
+    pub models: ModelsConfig,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    plugin: Vec<toml::Value>,
+    #[serde(default)]
+    agent: Option<toml::Value>,
+    #[serde(default)]
+    models: Option<toml::Value>,
+}
+
+impl Config {
+    /// Reads and validates a config file; component paths are resolved against its folder.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Self::parse(&text, path, base)
+    }
+
+    /// Parses config text; `name` labels errors, `base` resolves relative component paths.
+    pub fn parse(text: &str, name: &Path, base: &Path) -> Result<Self, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: name.to_path_buf(),
+            message: e.message().to_string() + &line_of(text, e.span()),
+        })?;
+        let mut plugins: Vec<PluginEntry> = Vec::with_capacity(raw.plugin.len());
+        for (i, value) in raw.plugin.into_iter().enumerate() {
+            let id = value
+                .get("id")
+                .and_then(|v| v.as_str())
+                .unwrap_or("?")
+                .to_string();
+            let entry_err = |message: String| ConfigError::Entry {
+                path: name.to_path_buf(),
+                index: i + 1,
+                id: id.clone(),
+                message,
+            };
+            // The sandbox tables are read by hand, so that errors name the nested key.
+            let mut value = value;
+            let sandbox = value
+                .as_table_mut()
+                .map(|t| (t.remove("grants"), t.remove("limits")));
+            let mut entry: PluginEntry = value
+                .try_into()
+                .map_err(|e: toml::de::Error| entry_err(e.message().to_string()))?;
+            if let Some((grants, limits)) = sandbox {
+                if let Some(grants) = grants {
+                    entry.grants =
+                        crate::sandbox::parse_grants(&grants, base).map_err(entry_err)?;
+                }
+                if let Some(limits) = limits {
+                    entry.limits = crate::sandbox::parse_limits(&limits).map_err(entry_err)?;
+                }
+            }
+            validate_id(&entry.id).map_err(entry_err)?;
+            if plugins.iter().any(|p| p.id == entry.id) {
+                return Err(entry_err(format!("key `id`: `{}` is used twice", entry.id)));
+            }
+            if !entry.config.is_object() {
+                return Err(entry_err("key `config` must be a table".into()));
+            }
+            if entry.component.as_os_str().is_empty() {
+                return Err(entry_err("key `component` is empty".into()));
+            }
+            if entry.component.is_relative() {
+                entry.component = base.join(&entry.component);
+            }
+            plugins.push(entry);
+        }
+        let section = |key: &str, e: toml::de::Error| ConfigError::Parse {
+            path: name.to_path_buf(),
+            message: format!("[{key}]: {}", e.message()),
+        };
+        let agent = match raw.agent {
+            Some(v) => v.try_into().map_err(|e| section("agent", e))?,
+            None => AgentConfig::default(),
+        };
+        let models = match raw.models {
+            Some(v) => v.try_into().map_err(|e| section("models", e))?,
+            None => ModelsConfig::default(),
+        };
+        Ok(Self {
+            source: Some(name.to_path_buf()),
+            plugins,
+            agent,
+            models,
+        })
+    }
+}
+
+fn validate_id(id: &str) -> Result<(), String> {
+    if id.is_empty() || id.len() > 64 {
+        return Err("key `id` must be 1 to 64 characters".into());
+    }
+    if !id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err(format!(
+            "key `id`: `{id}` may only contain ASCII letters, digits, `-`, `_` and `.`"
+        ));
+    }
+    Ok(())
+}
+
+fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    match span {
+        Some(span) => {
+            let start = span.start.min(text.len());
+            let line = text.as_bytes()[..start]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count()
+                + 1;
+            format!(" (line {line})")
+        }
+        None => String::new(),
+    }
+}

@@ -1,0 +1,198 @@
+//! The wasmtime engine: its configuration (pooling, warm slots, epoch interruption) and the
+//! epoch ticker. The linkers live with the interfaces (`plugin`), the compile cache in `cache`.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use seam_core::types::PluginKind;
+use thiserror::Error;
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How the engine is set up.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Where compiled components are cached; `None` disables the cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Use the pooling instance allocator (fast instantiation, reserved address space).
+    pub pooling: bool,
+    /// Component instances the pool can hold at once.
+    pub pool_instances: u32,
+    /// Largest linear memory a pool slot holds, in bytes; no plugin's `memory_mb` may exceed it.
+    pub pool_memory_bytes: usize,
+    /// Most elements a pooled table holds; no plugin's `table_elements` may exceed it.
+    pub pool_table_elements: usize,
+    /// Interval of the epoch ticker: the granularity of yields and time budgets.
+    pub epoch_tick: Duration,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            cache_dir: default_cache_dir(),
+            pooling: true,
+            pool_instances: 1000,
+            pool_memory_bytes: 256 << 20,
+            pool_table_elements: 20_000,
+            epoch_tick: Duration::from_millis(10),
+        }
+    }
+}
+
+/// `$SEAM_CACHE_DIR`, else `$XDG_CACHE_HOME/seam`, else `~/.cache/seam`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("SEAM_CACHE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(dir).join("seam"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("seam"))
+}
+
+/// Engine-level failures.
+#[derive(Debug, Error)]
+pub enum EngineError {
+    /// The engine could not be configured.
+    #[error("cannot configure the wasm engine: {0}")]
+    Config(String),
+    /// A component file could not be read.
+    #[error("cannot read component `{path}`: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The bytes are not a valid component.
+    #[error("`{path}` is not a valid WebAssembly component: {reason}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The parser's or compiler's explanation.
+        reason: String,
+    },
+    /// The component is a component, but not of a Seam world.
+    #[error(
+        "`{path}` is not a Seam plugin: it exports [{exports}], expected one of {}",
+        crate::wit::expected_exports()
+    )]
+    WrongWorld {
+        /// The file.
+        path: PathBuf,
+        /// What it exports.
+        exports: String,
+    },
+    /// The component is of the other world than its config entry expects.
+    #[error("`{path}` is a {found} component, but the entry expects a {expected}")]
+    KindMismatch {
+        /// The file.
+        path: PathBuf,
+        /// What the entry's `kind` says.
+        expected: PluginKind,
+        /// What the component exports.
+        found: PluginKind,
+    },
+    /// The component imports something the host does not provide.
+    #[error("`{path}` cannot be linked: {reason}")]
+    Link {
+        /// The file.
+        path: PathBuf,
+        /// The linker's explanation.
+        reason: String,
+    },
+}
+
+/// Bytes of a linear memory's dirtied pages a pool slot keeps across instances: more than a
+/// small Rust component touches in one run (its stack top, data and a little heap), and small
+/// enough that a full pool of idle slots holds at most a few hundred MiB. Pages dirtied beyond
+/// it are given back to the kernel as without warm slots.
+const KEEP_RESIDENT_MEMORY: usize = 256 << 10;
+/// The same for a table slot.
+const KEEP_RESIDENT_TABLE: usize = 64 << 10;
+
+/// The wasmtime configuration for `options`; `warm_slots` keeps what a run dirtied resident in
+/// its pool slot (needs PAGEMAP_SCAN, so `Engine::new` fails without it).
+fn engine_config(options: &EngineOptions, warm_slots: bool) -> Config {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    config.wasm_component_model(true);
+    if options.pooling {
+        let mut pool = PoolingAllocationConfig::default();
+        let instances = options.pool_instances.max(1);
+        pool.total_component_instances(instances);
+        // A wasip2 Rust component has a few core instances, memories and tables.
+        pool.total_core_instances(instances.saturating_mul(4));
+        pool.total_memories(instances.saturating_mul(2));
+        pool.total_tables(instances.saturating_mul(4));
+        pool.total_stacks(instances);
+        pool.max_memory_size(options.pool_memory_bytes);
+        pool.table_elements(options.pool_table_elements);
+        if warm_slots {
+            // Without this, freeing a slot madvises its memory away, and the next run in it
+            // takes a copy-on-write fault (and a TLB shootdown across cores) on every page it
+            // writes: most of a run's cost. With it, the kernel reports exactly the pages a
+            // run dirtied (PAGEMAP_SCAN) and only those are reset, by copying the image back.
+            pool.pagemap_scan(Enabled::Yes);
+            pool.linear_memory_keep_resident(KEEP_RESIDENT_MEMORY);
+            pool.table_keep_resident(KEEP_RESIDENT_TABLE);
+        }
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        // Each pool slot reserves this much address space. The 4 GiB default lets the
+        // compiler drop bounds checks, but a thousand slots would then reserve terabytes
+        // and several hosts in one process exhaust the address space; plugins are capped
+        // far below 4 GiB anyway.
+        config.memory_reservation(options.pool_memory_bytes as u64);
+    }
+    config
+}
+
+/// Stops the ticker thread when the engine goes away.
+struct EpochTicker(Arc<AtomicBool>);
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// One engine per host, with its epoch ticker.
+pub(crate) struct SeamEngine {
+    pub(crate) engine: Engine,
+    _ticker: EpochTicker,
+}
+
+impl SeamEngine {
+    pub(crate) fn new(options: &EngineOptions) -> Result<Self, EngineError> {
+        // Warm slots need PAGEMAP_SCAN (Linux 6.7+); where the kernel lacks it, the engine is
+        // made again with the plain pool.
+        let engine = match Engine::new(&engine_config(options, true)) {
+            Ok(engine) => engine,
+            Err(_) if options.pooling => Engine::new(&engine_config(options, false))
+                .map_err(|e| EngineError::Config(format!("{e:#}")))?,
+            Err(e) => return Err(EngineError::Config(format!("{e:#}"))),
+        };
+
+        let stop = Arc::new(AtomicBool::new(false));
+        {
+            let engine = engine.clone();
+            let stop = stop.clone();
+            let tick = options.epoch_tick;
+            std::thread::Builder::new()
+                .name("seam-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(tick);
+                        engine.increment_epoch();
+                    }
+                })
+                .map_err(|e| EngineError::Config(format!("cannot start epoch ticker: {e}")))?;
+        }
+
+        Ok(Self {
+            engine,
+            _ticker: EpochTicker(stop),
+        })
+    }
+}

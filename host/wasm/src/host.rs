@@ -1,0 +1,330 @@
+//! The host: one engine, the event bus, the subagent service, the tool registry and the plugins
+//! loaded from config. Cheap to clone; every clone is the same host.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use seam_core::agent::{Agent, AgentError, AgentRegistry, AgentSpec};
+use seam_core::events::EventBus;
+use seam_core::live::LiveCounts;
+use seam_core::model::ModelRegistry;
+use seam_core::subagent::{Provider, SubagentError, SubagentService};
+use seam_core::tool::{ToolError, ToolRegistry};
+use seam_core::types::{ParentRef, PluginKind, ProviderDescriptor, ToolDescriptor, ToolResult};
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::{CacheStats, CompileCache};
+use crate::config::Config;
+use crate::engine::{EngineError, EngineOptions, SeamEngine};
+use crate::loader::{LoadReport, Loader, PluginInfo};
+use crate::plugin::{link, Linked, Linkers, Runtime};
+use crate::sandbox::{Granted, Limits, Sandbox};
+
+/// How a host is set up.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// Engine settings (cache, pooling, epoch tick).
+    pub engine: EngineOptions,
+    /// Limits applied to every plugin store.
+    pub limits: Limits,
+    /// How long a cancelled run or tool call may take to wind down before the host drops it.
+    pub cancel_grace: Duration,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        Self {
+            engine: EngineOptions::default(),
+            limits: Limits::default(),
+            cancel_grace: Duration::from_millis(250),
+        }
+    }
+}
+
+pub(crate) struct HostShared {
+    pub(crate) runtime: Arc<Runtime>,
+    pub(crate) cache: Arc<CompileCache>,
+    pub(crate) events: Arc<EventBus>,
+    pub(crate) tools: Arc<ToolRegistry>,
+    pub(crate) models: Arc<ModelRegistry>,
+    pub(crate) loader: Loader,
+    pub(crate) options: HostOptions,
+    /// Last, so that the epoch ticker stops after everything that uses the engine is gone.
+    _engine: SeamEngine,
+}
+
+/// A Seam host. Must be created and used inside a tokio runtime.
+#[derive(Clone)]
+pub struct Host {
+    pub(crate) inner: Arc<HostShared>,
+}
+
+/// What `inspect` learns about a component without loading it as a plugin.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ComponentInfo {
+    /// The file.
+    pub path: PathBuf,
+    /// Provider, tool or observer.
+    pub kind: PluginKind,
+    /// Interfaces it imports.
+    pub imports: Vec<String>,
+    /// Interfaces it exports.
+    pub exports: Vec<String>,
+    /// A provider's descriptor (with the given config).
+    pub provider: Option<ProviderDescriptor>,
+    /// A tool's name and the provider it binds to (with the given config).
+    pub tool_name: Option<String>,
+    /// The provider a tool follows.
+    pub binds_to: Option<String>,
+    /// Why the descriptor or binding could not be read with the given config.
+    pub config_error: Option<String>,
+}
+
+impl Host {
+    /// Creates a host: the engine, its epoch ticker and empty registries.
+    pub fn new(options: HostOptions) -> Result<Self, EngineError> {
+        let engine = SeamEngine::new(&options.engine)?;
+        let linkers = Linkers::new(&engine.engine)
+            .map_err(|e| EngineError::Config(format!("cannot build the linkers: {e:#}")))?;
+        let events = Arc::new(EventBus::default());
+        let live = Arc::new(LiveCounts::default());
+        let subagents = Arc::new(SubagentService::new(
+            events.clone(),
+            live.clone(),
+            options.cancel_grace,
+        ));
+        let tools = Arc::new(ToolRegistry::new(events.clone(), subagents.clone()));
+        let models = Arc::new(ModelRegistry::default());
+        let agents = Arc::new(AgentRegistry::new(
+            events.clone(),
+            models.clone(),
+            tools.clone(),
+        ));
+        let runtime = Arc::new(Runtime {
+            engine: engine.engine.clone(),
+            linkers,
+            live,
+            subagents,
+            agents,
+            cancel_grace: options.cancel_grace,
+        });
+        let cache = Arc::new(CompileCache::new(
+            engine.engine.clone(),
+            options.engine.cache_dir.clone(),
+        ));
+        let loader = Loader::new(
+            runtime.clone(),
+            cache.clone(),
+            tools.clone(),
+            events.clone(),
+            models.clone(),
+            options.limits.clone(),
+            options.engine.clone(),
+        );
+        Ok(Self {
+            inner: Arc::new(HostShared {
+                runtime,
+                cache,
+                events,
+                tools,
+                models,
+                loader,
+                options,
+                _engine: engine,
+            }),
+        })
+    }
+
+    /// Loads every entry of `config`. On a host that already has plugins this is
+    /// [`Host::reconfigure`]: entries not in `config` are unloaded.
+    pub async fn load(&self, config: &Config) -> LoadReport {
+        self.reconfigure(config).await
+    }
+
+    /// Moves the loaded plugins to `config`: entries that left are unloaded (in reverse load
+    /// order), changed ones are reloaded, failed ones retried, new ones loaded; unchanged
+    /// active ones are not touched.
+    pub async fn reconfigure(&self, config: &Config) -> LoadReport {
+        self.inner.loader.reconfigure(config).await
+    }
+
+    /// Unloads every plugin, last loaded first. The plugins stay listed, in state `disposed`,
+    /// until the next load or reconfigure.
+    pub async fn unload_all(&self) {
+        self.inner.loader.unload_all().await
+    }
+
+    /// The plugins of the current config, in config order.
+    pub async fn plugins(&self) -> Vec<PluginInfo> {
+        self.inner.loader.plugins().await
+    }
+
+    /// What the compile cache did so far (compilations, hits, rewritten entries).
+    pub fn cache_stats(&self) -> &CacheStats {
+        self.inner.cache.stats()
+    }
+
+    /// The lifecycle event bus.
+    pub fn events(&self) -> &EventBus {
+        &self.inner.events
+    }
+
+    /// The subagent service: start runs, list providers.
+    pub fn subagents(&self) -> &SubagentService {
+        &self.inner.runtime.subagents
+    }
+
+    /// The tool registry.
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.inner.tools
+    }
+
+    /// The agent runtime's registry of live agents.
+    pub fn agents(&self) -> &Arc<AgentRegistry> {
+        &self.inner.runtime.agents
+    }
+
+    /// The model adapters, configured from `[models]`.
+    pub fn models(&self) -> &ModelRegistry {
+        &self.inner.models
+    }
+
+    /// Agents alive in the agent registry.
+    pub fn live_agents(&self) -> usize {
+        self.inner.runtime.agents.live()
+    }
+
+    /// Creates and publishes a top-level agent (depth 0) with the `[agent]` defaults, on `model`
+    /// if given. Dispose it with [`AgentRegistry::dispose`].
+    pub fn create_agent(
+        &self,
+        model: Option<&str>,
+        working_directory: &str,
+    ) -> Result<Arc<Agent>, AgentError> {
+        let defaults = self.inner.runtime.agents.defaults();
+        let mut spec = AgentSpec::top_level(
+            model.map(str::to_string).unwrap_or(defaults.model.clone()),
+            working_directory,
+        );
+        spec.system_prompt = defaults.system_prompt;
+        spec.persona = defaults.persona;
+        spec.max_turns = defaults.max_turns;
+        self.inner.runtime.agents.create(spec, None)
+    }
+
+    /// Runs started and not yet disposed.
+    pub fn live_runs(&self) -> usize {
+        self.inner.runtime.live.runs()
+    }
+
+    /// Component instances alive (runs, calls, and descriptor reads in progress).
+    pub fn live_instances(&self) -> usize {
+        self.inner.runtime.live.instances()
+    }
+
+    /// Registers a provider implemented in Rust (no component). The tools that follow it mount.
+    pub async fn register_provider(
+        &self,
+        descriptor: ProviderDescriptor,
+        provider: Arc<dyn Provider>,
+    ) -> Result<(), SubagentError> {
+        let d = self
+            .inner
+            .runtime
+            .subagents
+            .register("native", descriptor, provider)?;
+        self.inner.tools.provider_added(&d.name).await;
+        Ok(())
+    }
+
+    /// Removes a provider: its runs are cancelled and disposed, the tools that follow it unmount.
+    pub async fn unregister_provider(&self, name: &str) -> bool {
+        let removed = self.inner.runtime.subagents.unregister(name).await;
+        if removed {
+            self.inner.tools.provider_removed(name).await;
+        }
+        removed
+    }
+
+    /// Mounted tools, as the model sees them.
+    pub fn tool_descriptors(&self) -> Vec<ToolDescriptor> {
+        self.inner.tools.list()
+    }
+
+    /// Calls the tool mounted under `name` on behalf of `caller`.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        caller: ParentRef,
+        arguments: &str,
+        abort: CancellationToken,
+    ) -> Result<ToolResult, ToolError> {
+        self.inner
+            .tools
+            .execute(name, caller, arguments.to_string(), abort)
+            .await
+    }
+
+    /// Reads what a component is and declares, given an optional plugin config: the same
+    /// compile, link and describe as loading, with the host's default limits and no grants.
+    pub async fn inspect(
+        &self,
+        path: &Path,
+        config: Option<serde_json::Value>,
+    ) -> Result<ComponentInfo, EngineError> {
+        let cache = &self.inner.cache;
+        let component = {
+            let path = path.to_path_buf();
+            let cache = cache.clone();
+            tokio::task::spawn_blocking(move || cache.compile(&path))
+                .await
+                .map_err(|e| EngineError::Config(format!("compile task failed: {e}")))??
+        };
+        let kind = cache.kind_of(path, &component)?;
+        let engine = &self.inner.runtime.engine;
+        let ty = component.component_type();
+        let imports = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+        let exports = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+        let config: Arc<str> = config
+            .unwrap_or_else(|| serde_json::json!({}))
+            .to_string()
+            .into();
+        let sandbox = Sandbox::new(
+            self.inner.options.limits.clone(),
+            Granted::default(),
+            self.inner.options.engine.epoch_tick,
+        );
+        let mut info = ComponentInfo {
+            path: path.to_path_buf(),
+            kind,
+            imports,
+            exports,
+            provider: None,
+            tool_name: None,
+            binds_to: None,
+            config_error: None,
+        };
+        match link(
+            &self.inner.runtime,
+            "inspect".into(),
+            kind,
+            &component,
+            config,
+            sandbox,
+        )
+        .await
+        {
+            Ok(Linked::Provider(d, _)) => info.provider = Some(d),
+            Ok(Linked::Tool(b, _)) => {
+                info.tool_name = Some(b.tool_name);
+                info.binds_to = b.provider;
+            }
+            // An observer declares nothing; linking it is the whole check.
+            Ok(Linked::Observer(_)) => {}
+            Err(e) => info.config_error = Some(e.to_string()),
+        }
+        Ok(info)
+    }
+}

@@ -1,0 +1,35 @@
+//! Seam: a host in which subagent providers and model-facing tools are WebAssembly components.
+//!
+//! The [`Host`] loads plugins from a [`Config`], owns every run started on a provider (readiness,
+//! result, cancel, dispose, quiescence), emits every lifecycle [`Event`], and sandboxes every
+//! plugin. Start with [`Host::new`], then [`Host::load`], then
+//! [`SubagentService::start`](subagent::SubagentService::start) or [`Host::call_tool`].
+//!
+//! Everything that does not need the engine lives in `seam-core` and is re-exported here under
+//! the same module names ([`subagent`], [`tool`], [`agent`], [`model`], [`events`], [`types`]).
+
+#![warn(missing_docs)]
+
+mod cache;
+pub mod config;
+pub mod engine;
+mod host;
+pub mod loader;
+mod plugin;
+pub mod probe;
+pub mod sandbox;
+pub mod wit;
+
+pub use seam_core::{agent, events, live, model, session, subagent, tool, types};
+
+pub use cache::CacheStats;
+pub use config::{Config, ConfigError, PluginEntry};
+pub use engine::{EngineError, EngineOptions};
+pub use events::{Event, EventBus, ListenerError, ListenerId};
+pub use host::{ComponentInfo, Host, HostOptions};
+pub use loader::{LoadError, LoadReport, PluginInfo, PluginState};
+pub use plugin::{GuestFault, PluginError};
+pub use sandbox::Limits;
+pub use subagent::{Provider, RunContext, RunFailure, SubagentError, SubagentRun, SubagentService};
+pub use tool::{Tool, ToolError, ToolRegistry};
+pub use types::*;

@@ -1,0 +1,192 @@
+//! The `agents` interface: an in-process provider's run creates its child agent here. The host
+//! owns the child ([`RunChild`]); it belongs to the run and goes when the run's store goes.
+
+use std::sync::Arc;
+
+use seam_core::agent::{Agent, AgentError, AgentSpec, RunChild, TurnOutcome};
+use seam_core::types::{ContentBlock, ToolFilter};
+use wasmtime::component::{HasSelf, Linker, Resource};
+
+use super::run_context::RunEnv;
+use super::state::StoreData;
+use crate::wit::latest::provider_world::seam::plugin::agents::{
+    self as wit_agents, AgentError as WitAgentError, ChildOptions, ChildOutcome, Seed,
+};
+use crate::wit::latest::provider_world::seam::plugin::types as wit;
+
+/// Adds `agents` to a linker.
+pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+    wit_agents::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)
+}
+
+fn outcome_to_wit(o: &TurnOutcome) -> ChildOutcome {
+    ChildOutcome {
+        output: o.output.iter().cloned().map(Into::into).collect(),
+        structured: o.structured.as_ref().map(|v| v.to_string()),
+        stop_reason: o.stop_reason.clone().into(),
+    }
+}
+
+fn error_to_wit(e: AgentError) -> WitAgentError {
+    match e {
+        AgentError::DepthExceeded { attempted, max } => {
+            WitAgentError::DepthExceeded(wit::DepthInfo { attempted, max })
+        }
+        AgentError::Disposed => WitAgentError::Aborted,
+        other => WitAgentError::Invalid(other.to_string()),
+    }
+}
+
+fn create(env: &RunEnv, options: ChildOptions) -> Result<Arc<Agent>, AgentError> {
+    let request = &env.request;
+    let parent = env.agents.get(&request.parent.id);
+    let depth = request.parent.depth.saturating_add(1);
+    if let Some(max) = request.max_depth {
+        let max = u32::try_from(max).unwrap_or(0);
+        if depth > max {
+            return Err(AgentError::DepthExceeded {
+                attempted: depth,
+                max,
+            });
+        }
+    }
+    let defaults = env.agents.defaults();
+    let agent_options = options.agent_options.unwrap_or(wit::AgentOptions {
+        model: None,
+        system_prompt: None,
+    });
+    let model = agent_options
+        .model
+        .or_else(|| parent.as_ref().map(|p| p.spec().model.clone()))
+        .unwrap_or(defaults.model.clone());
+    let output_schema =
+        match options.output_schema {
+            Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
+                AgentError::Invalid(format!("output-schema is not valid JSON: {e}"))
+            })?),
+            None => None,
+        };
+    let seed = match (env.ctx.resume_seed(), options.seed) {
+        (Some(resumed), _) => resumed,
+        (None, Seed::ParentCompletedTurns) => parent
+            .as_ref()
+            .map(|p| p.session().completed_prefix())
+            .unwrap_or_default(),
+        (None, Seed::None) => Vec::new(),
+    };
+    let spec = AgentSpec {
+        id: Some(env.ctx.id().to_string()),
+        model,
+        system_prompt: agent_options.system_prompt,
+        persona: options.persona.or(defaults.persona.clone()),
+        depth,
+        working_directory: request.parent.working_directory.clone(),
+        parent: Some(request.parent.id.clone()),
+        parent_session: Some(request.parent.session_id.clone()),
+        tool_filter: options.tool_filter.map(|f| ToolFilter {
+            allow: f.allow,
+            deny: f.deny,
+        }),
+        output_schema,
+        max_turns: defaults.max_turns,
+        seed,
+    };
+    env.agents.create(spec, Some(env.ctx.token()))
+}
+
+fn child_of(state: &mut StoreData, handle: &Resource<RunChild>) -> wasmtime::Result<Arc<Agent>> {
+    Ok(state.table().get(handle)?.agent().clone())
+}
+
+impl wit_agents::Host for StoreData {
+    async fn create_child(
+        &mut self,
+        options: ChildOptions,
+    ) -> wasmtime::Result<Result<Resource<RunChild>, WitAgentError>> {
+        let Some(env) = &self.serving.run else {
+            return Ok(Err(WitAgentError::Invalid(
+                "a child can only be created during a run".into(),
+            )));
+        };
+        if env.ctx.is_cancelled() {
+            return Ok(Err(WitAgentError::Aborted));
+        }
+        if env.ctx.has_child() {
+            return Ok(Err(WitAgentError::Busy));
+        }
+        let agent = match create(env, options) {
+            Ok(a) => a,
+            Err(e) => return Ok(Err(error_to_wit(e))),
+        };
+        // Published in the agent registry: this is the run's readiness.
+        let child = RunChild::new(agent, env.agents.clone(), env.ctx.clone());
+        env.ctx.ready();
+        Ok(Ok(self.table().push(child)?))
+    }
+}
+
+impl wit_agents::HostChild for StoreData {
+    async fn id(&mut self, handle: Resource<RunChild>) -> wasmtime::Result<String> {
+        Ok(child_of(self, &handle)?.id().to_string())
+    }
+
+    async fn send(
+        &mut self,
+        handle: Resource<RunChild>,
+        prompt: Vec<wit::ContentBlock>,
+    ) -> wasmtime::Result<Result<(), WitAgentError>> {
+        let child = self.table().get_mut(&handle)?;
+        if child.agent().is_aborted() {
+            return Ok(Err(WitAgentError::Aborted));
+        }
+        child.queue(prompt.into_iter().map(ContentBlock::from).collect());
+        Ok(Ok(()))
+    }
+
+    async fn wait_idle(
+        &mut self,
+        handle: Resource<RunChild>,
+    ) -> wasmtime::Result<Result<ChildOutcome, WitAgentError>> {
+        let (agent, pending) = {
+            let child = self.table().get_mut(&handle)?;
+            (child.agent().clone(), child.take_pending())
+        };
+        let mut last = None;
+        for prompt in pending {
+            last = Some(agent.run_turn(prompt).await);
+        }
+        let child = self.table().get_mut(&handle)?;
+        if let Some(outcome) = last {
+            child.set_last(outcome);
+        }
+        Ok(match child.last() {
+            Some(o) => Ok(outcome_to_wit(o)),
+            None => Err(WitAgentError::Idle),
+        })
+    }
+
+    async fn steer(
+        &mut self,
+        handle: Resource<RunChild>,
+        message: Vec<wit::ContentBlock>,
+    ) -> wasmtime::Result<()> {
+        child_of(self, &handle)?.steer(message.into_iter().map(ContentBlock::from).collect());
+        Ok(())
+    }
+
+    async fn dispose(&mut self, handle: Resource<RunChild>) -> wasmtime::Result<()> {
+        let agent = child_of(self, &handle)?;
+        if let Some(env) = &self.serving.run {
+            env.ctx
+                .record_child_session(agent.session().completed_prefix());
+            env.agents.dispose(agent.id()).await;
+        }
+        Ok(())
+    }
+
+    async fn drop(&mut self, handle: Resource<RunChild>) -> wasmtime::Result<()> {
+        // RunChild's Drop records the session and tears the agent down.
+        self.table().delete(handle)?;
+        Ok(())
+    }
+}

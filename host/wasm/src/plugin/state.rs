@@ -1,0 +1,124 @@
+//! The data of every plugin store, and how a store is made from a plugin's sandbox.
+//!
+//! A store holds a default-deny WASI context built from the plugin's grants, its resource
+//! limiter, its log budget, and the context of the one host interface call it serves: a run (for
+//! `run-context` and `agents`) or a tool call (for `subagents`). Each interface module owns its
+//! context type; this module only carries them.
+
+use std::sync::Arc;
+
+use seam_core::live::{InstanceGuard, LiveCounts};
+use wasmtime::component::ResourceTable;
+use wasmtime::{Engine, Store, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::run_context::RunEnv;
+use super::subagents::CallEnv;
+use crate::sandbox::output::{GuestOutput, LogBudget, Stdio};
+use crate::sandbox::{Limit, LimitHit, PluginLimiter, Sandbox};
+
+/// What a store serves, beyond describing or observing.
+#[derive(Default)]
+pub(crate) struct Serving {
+    /// One provider run: `run-context` and `agents` answer from it.
+    pub(crate) run: Option<RunEnv>,
+    /// One tool call: `subagents` answers from it.
+    pub(crate) call: Option<CallEnv>,
+}
+
+impl Serving {
+    /// A store for one run.
+    pub(crate) fn run(env: RunEnv) -> Self {
+        Self {
+            run: Some(env),
+            call: None,
+        }
+    }
+
+    /// A store for one tool call.
+    pub(crate) fn call(env: CallEnv) -> Self {
+        Self {
+            run: None,
+            call: Some(env),
+        }
+    }
+}
+
+/// The data of every plugin store.
+pub struct StoreData {
+    pub(crate) plugin: Arc<str>,
+    pub(crate) serving: Serving,
+    /// Shared by stdout, stderr and `host.log`.
+    pub(crate) log_budget: Arc<LogBudget>,
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: PluginLimiter,
+    /// Epoch ticks during which this store's guest code was running.
+    ticks: u64,
+    _live: InstanceGuard,
+}
+
+impl WasiView for StoreData {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl StoreData {
+    pub(crate) fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+}
+
+/// Creates a store for `plugin` with a WASI context holding only what `sandbox` grants, and its
+/// limits.
+///
+/// Every store yields to the async executor at each epoch tick, so a guest that never calls the
+/// host still lets the host cancel it (by dropping the store) and keeps other runs moving. The
+/// same ticks measure the guest's CPU time: the callback only runs while guest code does, so
+/// time spent blocked in a host import costs at most one tick per import call.
+pub(crate) fn new_store(
+    engine: &Engine,
+    live: &Arc<LiveCounts>,
+    plugin: Arc<str>,
+    serving: Serving,
+    sandbox: &Sandbox,
+) -> Store<StoreData> {
+    let log_budget = LogBudget::new(plugin.clone());
+    let mut builder = WasiCtxBuilder::new();
+    builder
+        .stdout(GuestOutput::new(Stdio::Stdout, log_budget.clone()))
+        .stderr(GuestOutput::new(Stdio::Stderr, log_budget.clone()));
+    sandbox.grants().apply(&plugin, &mut builder);
+    let limits = sandbox.limits();
+    let state = StoreData {
+        limiter: PluginLimiter::new(plugin.clone(), limits),
+        plugin,
+        serving,
+        log_budget,
+        wasi: builder.build(),
+        table: ResourceTable::new(),
+        ticks: 0,
+        _live: live.instance_guard(),
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    // A new store's deadline is 0: without this the first epoch check would trap.
+    store.set_epoch_deadline(1);
+    let budget = sandbox.cpu_ticks();
+    let cpu = limits.cpu_per_call;
+    store.epoch_deadline_callback(move |mut ctx| {
+        let state = ctx.data_mut();
+        state.ticks += 1;
+        if state.ticks > budget {
+            let hit = LimitHit::new(&state.plugin, Limit::Cpu { budget: cpu });
+            tracing::warn!(plugin = %state.plugin, limit = hit.limit.key(), "{hit}");
+            return Err(wasmtime::Error::new(hit));
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
+    store
+}

@@ -1,0 +1,126 @@
+//! A provider component: describe once at load, then one fresh instance per run.
+
+use std::sync::{Arc, Weak};
+
+use futures::future::BoxFuture;
+use seam_core::agent::AgentRegistry;
+use seam_core::live::LiveCounts;
+use seam_core::subagent::{Provider, RunContext, RunFailure};
+use seam_core::types::{ProviderDescriptor, StartRequest, SubagentResult};
+use wasmtime::component::InstancePre;
+
+use super::run_context::RunEnv;
+use super::state::{new_store, StoreData, Serving};
+use super::{GuestFault, PluginError, Runtime};
+use crate::sandbox::Sandbox;
+use crate::wit::latest::provider_world::ProviderPluginPre;
+use crate::wit::latest::{request_to_wit, result_from_wit};
+
+/// A provider backed by a component.
+pub(crate) struct WasmProvider {
+    plugin: Arc<str>,
+    config: Arc<str>,
+    pre: ProviderPluginPre<StoreData>,
+    engine: wasmtime::Engine,
+    live: Arc<LiveCounts>,
+    sandbox: Sandbox,
+    /// Weak: the agent registry reaches this provider through its tools, and a strong
+    /// reference back would keep the whole host (and its memory pool) alive forever.
+    agents: Weak<AgentRegistry>,
+}
+
+impl WasmProvider {
+    /// A provider over a component linked with the provider world's linker.
+    pub(crate) fn new(
+        runtime: &Runtime,
+        plugin: Arc<str>,
+        pre: InstancePre<StoreData>,
+        config: Arc<str>,
+        sandbox: Sandbox,
+    ) -> wasmtime::Result<Self> {
+        Ok(Self {
+            plugin,
+            config,
+            pre: ProviderPluginPre::new(pre)?,
+            engine: runtime.engine.clone(),
+            live: runtime.live.clone(),
+            sandbox,
+            agents: Arc::downgrade(&runtime.agents),
+        })
+    }
+
+    /// Reads the descriptor in a throwaway instance.
+    pub(crate) async fn describe(&self) -> Result<ProviderDescriptor, PluginError> {
+        let mut store = new_store(
+            &self.engine,
+            &self.live,
+            self.plugin.clone(),
+            Serving::default(),
+            &self.sandbox,
+        );
+        let instance = self
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| PluginError::Instantiate(GuestFault::from_error(&e)))?;
+        match instance
+            .seam_plugin_provider()
+            .call_describe(&mut store, &self.config)
+            .await
+        {
+            Ok(Ok(d)) => Ok(d.into()),
+            Ok(Err(message)) => Err(PluginError::Refused {
+                call: "describe",
+                message,
+            }),
+            Err(e) => Err(PluginError::Fault {
+                call: "describe",
+                fault: GuestFault::from_error(&e),
+            }),
+        }
+    }
+}
+
+impl Provider for WasmProvider {
+    fn run(
+        &self,
+        ctx: RunContext,
+        request: StartRequest,
+    ) -> BoxFuture<'static, Result<SubagentResult, RunFailure>> {
+        let pre = self.pre.clone();
+        let engine = self.engine.clone();
+        let live = self.live.clone();
+        let plugin = self.plugin.clone();
+        let config = self.config.clone();
+        let sandbox = self.sandbox.clone();
+        let agents = self.agents.upgrade();
+        Box::pin(async move {
+            let agents = agents.ok_or_else(|| RunFailure("the host is shutting down".into()))?;
+            let run_id = ctx.id().to_string();
+            let wit_request = request_to_wit(&request);
+            let env = RunEnv {
+                ctx,
+                request,
+                agents,
+            };
+            // The store lives inside this future: when the host drops the future (dispose,
+            // enforced cancel), the instance goes with it.
+            let mut store = new_store(&engine, &live, plugin, Serving::run(env), &sandbox);
+            let instance = pre.instantiate_async(&mut store).await.map_err(|e| {
+                RunFailure(PluginError::Instantiate(GuestFault::from_error(&e)).to_string())
+            })?;
+            match instance
+                .seam_plugin_provider()
+                .call_run(&mut store, &config, &run_id, &wit_request)
+                .await
+            {
+                Ok(Ok(result)) => Ok(result_from_wit(result)),
+                Ok(Err(message)) => Err(RunFailure(message)),
+                Err(e) => Err(RunFailure(format!(
+                    "guest fault: {}",
+                    GuestFault::from_error(&e)
+                ))),
+            }
+        })
+    }
+}

@@ -1,0 +1,261 @@
+//! A tool component: bind at load, describe on mount, one fresh instance per call.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use seam_core::live::LiveCounts;
+use seam_core::subagent::{SubagentRun, SubagentService};
+use seam_core::tool::{Tool, ToolBinding, ToolSource};
+use seam_core::types::{ContentBlock, ParentRef, ProviderDescriptor, ToolDescriptor, ToolResult};
+use tokio_util::sync::CancellationToken;
+use wasmtime::component::InstancePre;
+
+use super::state::{new_store, StoreData, Serving};
+use super::subagents::CallEnv;
+use super::{GuestFault, PluginError, Runtime};
+use crate::sandbox::gate::{blocks_size, Denied, RunGate};
+use crate::sandbox::Sandbox;
+use crate::wit::latest::provider_world::seam::plugin::types as wit;
+use crate::wit::latest::tool_world::{ToolPlugin, ToolPluginPre};
+
+/// Most bytes a tool's binding (its tool name and provider name) may take.
+const MAX_BINDING_BYTES: usize = 256;
+
+struct ToolParts {
+    plugin: Arc<str>,
+    config: Arc<str>,
+    pre: ToolPluginPre<StoreData>,
+    engine: wasmtime::Engine,
+    live: Arc<LiveCounts>,
+    sandbox: Sandbox,
+    /// Concurrency, wall-clock and size limits of its calls.
+    gate: RunGate,
+    subagents: Arc<SubagentService>,
+    cancel_grace: Duration,
+}
+
+/// A tool backed by a component.
+#[derive(Clone)]
+pub(crate) struct WasmTool(Arc<ToolParts>);
+
+impl WasmTool {
+    /// A tool over a component linked with the tool world's linker.
+    pub(crate) fn new(
+        runtime: &Runtime,
+        plugin: Arc<str>,
+        pre: InstancePre<StoreData>,
+        config: Arc<str>,
+        sandbox: Sandbox,
+    ) -> wasmtime::Result<Self> {
+        Ok(Self(Arc::new(ToolParts {
+            gate: RunGate::new(plugin.clone(), sandbox.limits()),
+            plugin,
+            config,
+            pre: ToolPluginPre::new(pre)?,
+            engine: runtime.engine.clone(),
+            live: runtime.live.clone(),
+            sandbox,
+            subagents: runtime.subagents.clone(),
+            cancel_grace: runtime.cancel_grace,
+        })))
+    }
+
+    async fn instance(
+        &self,
+        serving: Serving,
+    ) -> Result<(wasmtime::Store<StoreData>, ToolPlugin), PluginError> {
+        let inner = &self.0;
+        let mut store = new_store(
+            &inner.engine,
+            &inner.live,
+            inner.plugin.clone(),
+            serving,
+            &inner.sandbox,
+        );
+        let instance = inner
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| PluginError::Instantiate(GuestFault::from_error(&e)))?;
+        Ok((store, instance))
+    }
+
+    /// Reads the binding (which validates the config) in a throwaway instance.
+    pub(crate) async fn bind(&self) -> Result<ToolBinding, PluginError> {
+        let (mut store, instance) = self.instance(Serving::default()).await?;
+        match instance
+            .seam_plugin_tool()
+            .call_bind(&mut store, &self.0.config)
+            .await
+        {
+            Ok(Ok(b)) => {
+                // Names travel in every tool event; keep them to what a name needs.
+                let size = b.tool_name.len() + b.provider.as_ref().map_or(0, String::len);
+                if b.tool_name.is_empty() || size > MAX_BINDING_BYTES {
+                    return Err(PluginError::Malformed {
+                        call: "bind",
+                        problem: format!(
+                            "an empty tool name or a binding of more than {MAX_BINDING_BYTES} \
+                             bytes ({size})"
+                        ),
+                    });
+                }
+                Ok(ToolBinding {
+                    tool_name: b.tool_name,
+                    provider: b.provider,
+                })
+            }
+            Ok(Err(message)) => Err(PluginError::Refused {
+                call: "bind",
+                message,
+            }),
+            Err(e) => Err(PluginError::Fault {
+                call: "bind",
+                fault: GuestFault::from_error(&e),
+            }),
+        }
+    }
+
+    /// Asks the component for its model-facing description, given its provider's descriptor.
+    async fn describe_inner(
+        &self,
+        provider: Option<&ProviderDescriptor>,
+    ) -> Result<ToolDescriptor, PluginError> {
+        let (mut store, instance) = self.instance(Serving::default()).await?;
+        let provider = provider.map(wit::ProviderDescriptor::from);
+        let d = match instance
+            .seam_plugin_tool()
+            .call_describe(&mut store, &self.0.config, provider.as_ref())
+            .await
+        {
+            Ok(Ok(d)) => d,
+            Ok(Err(message)) => {
+                return Err(PluginError::Refused {
+                    call: "describe",
+                    message,
+                })
+            }
+            Err(e) => {
+                return Err(PluginError::Fault {
+                    call: "describe",
+                    fault: GuestFault::from_error(&e),
+                })
+            }
+        };
+        // What the model will see crosses the boundary too: the same cap as a result.
+        let size = d.name.len() + d.description.len() + d.parameters_schema.len();
+        if let Err(hit) = self.0.gate.check_size(size) {
+            return Err(PluginError::Fault {
+                call: "describe",
+                fault: GuestFault::Limit(hit),
+            });
+        }
+        let parameters =
+            serde_json::from_str(&d.parameters_schema).map_err(|e| PluginError::Malformed {
+                call: "describe",
+                problem: format!("a parameters schema that is not JSON: {e}"),
+            })?;
+        Ok(ToolDescriptor {
+            name: d.name,
+            description: d.description,
+            parameters,
+        })
+    }
+
+    async fn execute_inner(
+        &self,
+        caller: ParentRef,
+        arguments: String,
+        abort: CancellationToken,
+    ) -> ToolResult {
+        let inner = &self.0;
+        // A slot first: nothing is instantiated for a call that waits or is refused.
+        let _slot = match inner.gate.enter(abort.cancelled()).await {
+            Ok(slot) => slot,
+            Err(Denied::Cancelled) => return ToolResult::error("the tool call was aborted"),
+            Err(Denied::Refused(hit)) => return ToolResult::error(hit.to_string()),
+        };
+        let runs = Arc::new(Mutex::new(Vec::new()));
+        let call = CallEnv {
+            subagents: inner.subagents.clone(),
+            caller: caller.clone(),
+            abort: abort.clone(),
+            runs: runs.clone(),
+            gate: inner.gate.clone(),
+        };
+        let work = async {
+            let (mut store, instance) = self
+                .instance(Serving::call(call))
+                .await
+                .map_err(|e| e.to_string())?;
+            instance
+                .seam_plugin_tool()
+                .call_execute(&mut store, &inner.config, &caller.into(), &arguments)
+                .await
+                .map_err(|e| format!("guest fault: {}", GuestFault::from_error(&e)))
+        };
+        let enforce = async {
+            abort.cancelled().await;
+            tokio::time::sleep(inner.cancel_grace).await;
+        };
+        let outcome = tokio::select! {
+            biased;
+            r = inner.gate.timed(work) => Some(r.unwrap_or_else(|hit| Err(hit.to_string()))),
+            _ = enforce => None,
+        };
+        // Quiescence at the end of the call: whatever the guest did with its runs.
+        let started: Vec<SubagentRun> =
+            std::mem::take(&mut *runs.lock().unwrap_or_else(|p| p.into_inner()));
+        futures::future::join_all(started.iter().map(SubagentRun::dispose)).await;
+        match outcome {
+            Some(Ok(r)) => {
+                let content: Vec<ContentBlock> =
+                    r.content.into_iter().map(ContentBlock::from).collect();
+                match inner.gate.check_size(blocks_size(&content)) {
+                    Ok(()) => ToolResult {
+                        content,
+                        is_error: r.is_error,
+                    },
+                    Err(hit) => {
+                        ToolResult::error(format!("tool plugin `{}` failed: {hit}", inner.plugin))
+                    }
+                }
+            }
+            Some(Err(fault)) => {
+                ToolResult::error(format!("tool plugin `{}` failed: {fault}", inner.plugin))
+            }
+            None => ToolResult::error("the tool call was aborted"),
+        }
+    }
+}
+
+impl Tool for WasmTool {
+    fn execute(
+        &self,
+        caller: ParentRef,
+        arguments: String,
+        abort: CancellationToken,
+    ) -> BoxFuture<'static, ToolResult> {
+        let this = self.clone();
+        Box::pin(async move { this.execute_inner(caller, arguments, abort).await })
+    }
+}
+
+impl ToolSource for WasmTool {
+    fn plugin(&self) -> &str {
+        &self.0.plugin
+    }
+
+    fn describe(
+        &self,
+        provider: Option<Arc<ProviderDescriptor>>,
+    ) -> BoxFuture<'static, Result<ToolDescriptor, String>> {
+        let this = self.clone();
+        Box::pin(async move {
+            this.describe_inner(provider.as_deref())
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}

@@ -1,0 +1,129 @@
+//! Probes: a component instantiated in a store made exactly as a run's is (same engine, linker,
+//! sandbox and default limits), without a run around it. For measuring what instantiation and a
+//! host-to-guest call cost on their own (the benchmarks use it), and for embedders who want to
+//! check that a component instantiates under the host's limits.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use wasmtime::component::{InstancePre, TypedFunc};
+use wasmtime::Store;
+
+use crate::host::Host;
+use crate::plugin::state::{new_store, StoreData, Serving};
+use crate::plugin::GuestFault;
+use crate::sandbox::{Granted, Sandbox};
+use crate::wit::latest::provider_world::{ProviderPlugin, ProviderPluginPre};
+use seam_core::types::PluginKind;
+
+fn guest_fault(e: &wasmtime::Error) -> String {
+    GuestFault::from_error(e).to_string()
+}
+
+/// A compiled and linked component, ready to instantiate in stores made like a run's.
+pub struct Template {
+    host: Host,
+    plugin: Arc<str>,
+    sandbox: Sandbox,
+    pre: InstancePre<StoreData>,
+}
+
+impl Template {
+    /// Compiles (through the host's cache) and links the component at `path` with the
+    /// provider linker.
+    pub fn new(host: &Host, path: &Path) -> Result<Self, String> {
+        let component = host.inner.cache.compile(path).map_err(|e| e.to_string())?;
+        let pre = host
+            .inner
+            .runtime
+            .linkers
+            .of(PluginKind::Provider)
+            .instantiate_pre(&component)
+            .map_err(|e| format!("cannot link: {e:#}"))?;
+        let options = &host.inner.options;
+        Ok(Self {
+            host: host.clone(),
+            plugin: "probe".into(),
+            sandbox: Sandbox::new(
+                options.limits.clone(),
+                Granted::default(),
+                options.engine.epoch_tick,
+            ),
+            pre,
+        })
+    }
+
+    fn store(&self) -> Store<StoreData> {
+        let inner = &self.host.inner;
+        new_store(
+            &inner.runtime.engine,
+            &inner.runtime.live,
+            self.plugin.clone(),
+            Serving::default(),
+            &self.sandbox,
+        )
+    }
+
+    /// A fresh store and instance of a provider component.
+    pub async fn provider(&self) -> Result<ProviderInstance, String> {
+        let pre = ProviderPluginPre::new(self.pre.clone()).map_err(|e| format!("{e:#}"))?;
+        let mut store = self.store();
+        let plugin = pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| guest_fault(&e))?;
+        Ok(ProviderInstance { store, plugin })
+    }
+
+    /// A fresh store and instance of a component exporting `noop: func()`.
+    pub async fn noop(&self) -> Result<NoopInstance, String> {
+        let mut store = self.store();
+        let instance = self
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| guest_fault(&e))?;
+        let noop = instance
+            .get_typed_func::<(), ()>(&mut store, "noop")
+            .map_err(|e| format!("no `noop` export: {e:#}"))?;
+        Ok(NoopInstance { store, noop })
+    }
+}
+
+/// A live provider instance in its own store.
+pub struct ProviderInstance {
+    store: Store<StoreData>,
+    plugin: ProviderPlugin,
+}
+
+impl ProviderInstance {
+    /// Calls `describe(config)` and returns the descriptor's name.
+    pub async fn describe(&mut self, config: &str) -> Result<String, String> {
+        match self
+            .plugin
+            .seam_plugin_provider()
+            .call_describe(&mut self.store, config)
+            .await
+        {
+            Ok(Ok(d)) => Ok(d.name),
+            Ok(Err(message)) => Err(message),
+            Err(e) => Err(guest_fault(&e)),
+        }
+    }
+}
+
+/// A live instance of a component exporting `noop`.
+pub struct NoopInstance {
+    store: Store<StoreData>,
+    noop: TypedFunc<(), ()>,
+}
+
+impl NoopInstance {
+    /// Calls `noop()`.
+    pub async fn call(&mut self) -> Result<(), String> {
+        self.noop
+            .call_async(&mut self.store, ())
+            .await
+            .map_err(|e| guest_fault(&e))
+    }
+}

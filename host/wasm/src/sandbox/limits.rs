@@ -1,0 +1,402 @@
+//! Resource limits of a plugin: what one store may use (memory, tables, instances, CPU) and what
+//! the host allows its runs (wall-clock time, concurrency, output size).
+//!
+//! Every limit hit ends only the run or call that hit it, with a [`LimitHit`] that names the
+//! plugin and the limit by its config key.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use wasmtime::ResourceLimiter;
+
+const MIB: usize = 1 << 20;
+
+/// Resource limits applied to a plugin. [`HostOptions::limits`](crate::HostOptions) holds the
+/// host-wide defaults; a config entry's `[plugin.limits]` table overrides them one by one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest size of one linear memory, in bytes (`memory_mb`).
+    pub memory_bytes: usize,
+    /// Most elements of one table (`table_elements`).
+    pub table_elements: usize,
+    /// Most component and core instances in one store (`instances`).
+    pub instances: usize,
+    /// CPU time one call into the component (a run, a tool call, a describe) may use, counted in
+    /// epoch ticks while guest code executes (`cpu_ms_per_call`).
+    pub cpu_per_call: Duration,
+    /// Wall-clock time one run or tool call may take once it is running (`run_timeout_ms`).
+    pub run_timeout: Duration,
+    /// Runs of one provider (or calls of one tool) running at once (`max_concurrent_runs`).
+    pub max_concurrent_runs: usize,
+    /// What happens to a run started beyond `max_concurrent_runs` (`on_concurrency`).
+    pub on_concurrency: OnConcurrency,
+    /// Largest result (output blocks plus structured answer) and largest request that may cross
+    /// the boundary, in bytes (`max_output_bytes`).
+    pub max_output_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 64 * MIB,
+            table_elements: 20_000,
+            instances: 64,
+            cpu_per_call: Duration::from_secs(10),
+            run_timeout: Duration::from_secs(600),
+            max_concurrent_runs: 64,
+            on_concurrency: OnConcurrency::Wait,
+            max_output_bytes: MIB,
+        }
+    }
+}
+
+impl Limits {
+    /// One line for people, for example `64 MiB memory, 10000 ms CPU per call, ...`.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} MiB memory, {} table elements, {} instances, {} ms CPU per call, {} ms per run, \
+             {} runs at once ({}), {} output bytes",
+            self.memory_bytes / MIB,
+            self.table_elements,
+            self.instances,
+            millis(self.cpu_per_call),
+            millis(self.run_timeout),
+            self.max_concurrent_runs,
+            self.on_concurrency.as_str(),
+            self.max_output_bytes
+        )
+    }
+}
+
+/// Shown by `seam check` under the config keys.
+impl Serialize for Limits {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Limits", 8)?;
+        st.serialize_field(key::MEMORY_MB, &(self.memory_bytes / MIB))?;
+        st.serialize_field(key::TABLE_ELEMENTS, &self.table_elements)?;
+        st.serialize_field(key::INSTANCES, &self.instances)?;
+        st.serialize_field(key::CPU_MS_PER_CALL, &millis(self.cpu_per_call))?;
+        st.serialize_field(key::RUN_TIMEOUT_MS, &millis(self.run_timeout))?;
+        st.serialize_field(key::MAX_CONCURRENT_RUNS, &self.max_concurrent_runs)?;
+        st.serialize_field(key::ON_CONCURRENCY, &self.on_concurrency)?;
+        st.serialize_field(key::MAX_OUTPUT_BYTES, &self.max_output_bytes)?;
+        st.end()
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What happens to a run started while its provider is at `max_concurrent_runs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnConcurrency {
+    /// The run waits (cancellable) until a running one ends; its time budget starts then.
+    Wait,
+    /// The run fails before its child exists: `started` rejects with `START_FAILED` naming
+    /// `max_concurrent_runs` (no lifecycle events).
+    Refuse,
+}
+
+impl OnConcurrency {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Wait => "wait",
+            Self::Refuse => "refuse",
+        }
+    }
+}
+
+/// A config entry's `[plugin.limits]`: each key overrides one host-wide default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LimitOverrides {
+    /// `memory_mb`.
+    pub memory_mb: Option<u64>,
+    /// `table_elements`.
+    pub table_elements: Option<u64>,
+    /// `instances`.
+    pub instances: Option<u64>,
+    /// `cpu_ms_per_call`.
+    pub cpu_ms_per_call: Option<u64>,
+    /// `run_timeout_ms`.
+    pub run_timeout_ms: Option<u64>,
+    /// `max_concurrent_runs`.
+    pub max_concurrent_runs: Option<u64>,
+    /// `on_concurrency`.
+    pub on_concurrency: Option<OnConcurrency>,
+    /// `max_output_bytes`.
+    pub max_output_bytes: Option<u64>,
+}
+
+/// The keys of `[plugin.limits]`, the one place they are spelled.
+pub mod key {
+    /// `memory_mb`.
+    pub const MEMORY_MB: &str = "memory_mb";
+    /// `table_elements`.
+    pub const TABLE_ELEMENTS: &str = "table_elements";
+    /// `instances`.
+    pub const INSTANCES: &str = "instances";
+    /// `cpu_ms_per_call`.
+    pub const CPU_MS_PER_CALL: &str = "cpu_ms_per_call";
+    /// `run_timeout_ms`.
+    pub const RUN_TIMEOUT_MS: &str = "run_timeout_ms";
+    /// `max_concurrent_runs`.
+    pub const MAX_CONCURRENT_RUNS: &str = "max_concurrent_runs";
+    /// `on_concurrency`.
+    pub const ON_CONCURRENCY: &str = "on_concurrency";
+    /// `max_output_bytes`.
+    pub const MAX_OUTPUT_BYTES: &str = "max_output_bytes";
+}
+
+/// The keys of `[plugin.limits]`.
+pub const LIMIT_KEYS: &[&str] = &[
+    key::MEMORY_MB,
+    key::TABLE_ELEMENTS,
+    key::INSTANCES,
+    key::CPU_MS_PER_CALL,
+    key::RUN_TIMEOUT_MS,
+    key::MAX_CONCURRENT_RUNS,
+    key::ON_CONCURRENCY,
+    key::MAX_OUTPUT_BYTES,
+];
+
+/// Largest `memory_mb` a config may ask for; the engine's pool slot may be smaller still.
+pub const MAX_MEMORY_MB: u64 = 4096;
+
+impl LimitOverrides {
+    /// `base` with every given key applied.
+    pub fn apply(&self, base: &Limits) -> Limits {
+        let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        Limits {
+            memory_bytes: self
+                .memory_mb
+                .map(|mb| size(mb).saturating_mul(MIB))
+                .unwrap_or(base.memory_bytes),
+            table_elements: self.table_elements.map(size).unwrap_or(base.table_elements),
+            instances: self.instances.map(size).unwrap_or(base.instances),
+            cpu_per_call: self
+                .cpu_ms_per_call
+                .map(Duration::from_millis)
+                .unwrap_or(base.cpu_per_call),
+            run_timeout: self
+                .run_timeout_ms
+                .map(Duration::from_millis)
+                .unwrap_or(base.run_timeout),
+            max_concurrent_runs: self
+                .max_concurrent_runs
+                .map(size)
+                .unwrap_or(base.max_concurrent_runs),
+            on_concurrency: self.on_concurrency.unwrap_or(base.on_concurrency),
+            max_output_bytes: self
+                .max_output_bytes
+                .map(size)
+                .unwrap_or(base.max_output_bytes),
+        }
+    }
+}
+
+/// Which limit was hit, with the value in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Limit {
+    /// A linear memory would have grown past the cap.
+    Memory {
+        /// The cap, in bytes.
+        max: usize,
+        /// The size asked for, in bytes.
+        desired: usize,
+    },
+    /// A table would have grown past the cap.
+    TableElements {
+        /// The cap.
+        max: usize,
+        /// The size asked for.
+        desired: usize,
+    },
+    /// The call used up its CPU budget.
+    Cpu {
+        /// The budget.
+        budget: Duration,
+    },
+    /// The run or tool call took longer than its wall-clock budget.
+    RunTimeout {
+        /// The budget.
+        budget: Duration,
+    },
+    /// The provider was at its concurrency cap and the entry refuses excess runs.
+    Concurrency {
+        /// The cap.
+        max: usize,
+    },
+    /// A result or request was larger than the cap.
+    Output {
+        /// The cap, in bytes.
+        max: usize,
+        /// The size seen, in bytes.
+        size: usize,
+    },
+}
+
+impl Limit {
+    /// The config key of this limit, under `[plugin.limits]`.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Self::Memory { .. } => key::MEMORY_MB,
+            Self::TableElements { .. } => key::TABLE_ELEMENTS,
+            Self::Cpu { .. } => key::CPU_MS_PER_CALL,
+            Self::RunTimeout { .. } => key::RUN_TIMEOUT_MS,
+            Self::Concurrency { .. } => key::MAX_CONCURRENT_RUNS,
+            Self::Output { .. } => key::MAX_OUTPUT_BYTES,
+        }
+    }
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Memory { max, desired } => write!(
+                f,
+                "a linear memory may hold at most {} MiB; the guest asked for {} bytes",
+                max / MIB,
+                desired
+            ),
+            Self::TableElements { max, desired } => write!(
+                f,
+                "a table may hold at most {max} elements; the guest asked for {desired}"
+            ),
+            Self::Cpu { budget } => write!(
+                f,
+                "one call may use at most {} ms of CPU time",
+                millis(*budget)
+            ),
+            Self::RunTimeout { budget } => {
+                write!(f, "one run may take at most {} ms", millis(*budget))
+            }
+            Self::Concurrency { max } => write!(
+                f,
+                "at most {max} runs may run at once, and excess runs are refused"
+            ),
+            Self::Output { max, size } => write!(
+                f,
+                "at most {max} bytes may cross the boundary; the guest sent {size}"
+            ),
+        }
+    }
+}
+
+/// A plugin hit one of its limits. The run or call that hit it ends; nothing else does.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("plugin `{plugin}` hit its limit `{}`: {limit}", limit.key())]
+pub struct LimitHit {
+    /// The plugin id.
+    pub plugin: String,
+    /// The limit.
+    pub limit: Limit,
+}
+
+impl LimitHit {
+    pub(crate) fn new(plugin: &str, limit: Limit) -> Self {
+        Self {
+            plugin: plugin.to_string(),
+            limit,
+        }
+    }
+
+    /// Finds a limit hit in a wasmtime error (the limiter's and the epoch callback's errors
+    /// arrive wrapped in trap context).
+    pub(crate) fn find(e: &wasmtime::Error) -> Option<&LimitHit> {
+        e.chain().find_map(|cause| cause.downcast_ref::<LimitHit>())
+    }
+}
+
+/// The store's resource limiter: like wasmtime's `StoreLimits` with `trap_on_grow_failure`, but
+/// a refused growth traps with a [`LimitHit`] naming the plugin and the limit.
+pub(crate) struct PluginLimiter {
+    plugin: std::sync::Arc<str>,
+    memory_bytes: usize,
+    table_elements: usize,
+    instances: usize,
+}
+
+impl PluginLimiter {
+    pub(crate) fn new(plugin: std::sync::Arc<str>, limits: &Limits) -> Self {
+        Self {
+            plugin,
+            memory_bytes: limits.memory_bytes,
+            table_elements: limits.table_elements,
+            instances: limits.instances,
+        }
+    }
+
+    fn hit(&self, limit: Limit) -> wasmtime::Error {
+        let hit = LimitHit::new(&self.plugin, limit);
+        tracing::warn!(plugin = %self.plugin, limit = hit.limit.key(), "{hit}");
+        wasmtime::Error::new(hit)
+    }
+}
+
+impl ResourceLimiter for PluginLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.memory_bytes {
+            // A trap rather than `memory.grow` returning -1: a Rust guest would abort with an
+            // anonymous `unreachable`, and the limit would go unnamed.
+            return Err(self.hit(Limit::Memory {
+                max: self.memory_bytes,
+                desired,
+            }));
+        }
+        // Past the module's own declared maximum: an ordinary failed `memory.grow`.
+        Ok(maximum.is_none_or(|m| desired <= m))
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        // The engine could not grow within our cap (the pool slot is smaller): still a trap.
+        Err(error.context(format!(
+            "plugin `{}`: memory growth failed below its limit",
+            self.plugin
+        )))
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.table_elements {
+            return Err(self.hit(Limit::TableElements {
+                max: self.table_elements,
+                desired,
+            }));
+        }
+        Ok(maximum.is_none_or(|m| desired <= m))
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        Err(error.context(format!(
+            "plugin `{}`: table growth failed below its limit",
+            self.plugin
+        )))
+    }
+
+    fn instances(&self) -> usize {
+        self.instances
+    }
+
+    fn tables(&self) -> usize {
+        // A component's core instances share few tables; the instance cap bounds the rest.
+        self.instances.saturating_mul(4)
+    }
+
+    fn memories(&self) -> usize {
+        self.instances.saturating_mul(2)
+    }
+}

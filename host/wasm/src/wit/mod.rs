@@ -1,0 +1,85 @@
+//! Generated bindings, one module per supported version of the `seam:plugin` WIT package.
+//!
+//! Today the host supports one version, [`v0_1_0`], which is also [`latest`]. When the contract
+//! moves on, the new version gets a module of its own and becomes `latest`; older modules stay,
+//! unedited, and their host imports delegate to the latest implementation (as Zed's extension
+//! host does), so that components built against them keep loading.
+//!
+//! Export names are derived here, from [`PACKAGE`] and each version's `VERSION`, and nowhere
+//! else.
+
+pub(crate) mod v0_1_0;
+
+pub(crate) use v0_1_0 as latest;
+
+use seam_core::PluginKind;
+
+/// The WIT package every version belongs to.
+pub const PACKAGE: &str = "seam:plugin";
+
+/// Versions of the package this host links, oldest first.
+pub const SUPPORTED_VERSIONS: &[&str] = &[v0_1_0::VERSION];
+
+/// The interface a component of `kind` exports.
+fn exported_interface(kind: PluginKind) -> &'static str {
+    match kind {
+        PluginKind::Provider => "provider",
+        PluginKind::Tool => "tool",
+        PluginKind::Observer => "observer",
+    }
+}
+
+/// The fully qualified export name (`seam:plugin/provider@0.1.0`) of `kind` in `version`.
+pub fn export_name(kind: PluginKind, version: &str) -> String {
+    format!("{PACKAGE}/{}@{version}", exported_interface(kind))
+}
+
+/// Recognises a component by its exports: its kind and the package version it was built
+/// against, or `None` if it exports no Seam world this host supports.
+pub fn recognise<'a>(
+    exports: impl IntoIterator<Item = &'a str> + Clone,
+) -> Option<(PluginKind, &'static str)> {
+    const KINDS: [PluginKind; 3] = [PluginKind::Provider, PluginKind::Tool, PluginKind::Observer];
+    for version in SUPPORTED_VERSIONS.iter().rev() {
+        for kind in KINDS {
+            let name = export_name(kind, version);
+            if exports.clone().into_iter().any(|e| e == name) {
+                return Some((kind, version));
+            }
+        }
+    }
+    None
+}
+
+/// The export names this host recognises, for error messages.
+pub fn expected_exports() -> String {
+    let mut names = Vec::new();
+    for version in SUPPORTED_VERSIONS {
+        for kind in [PluginKind::Provider, PluginKind::Tool, PluginKind::Observer] {
+            names.push(format!("`{}` ({kind})", export_name(kind, version)));
+        }
+    }
+    names.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn export_names_come_from_the_package_and_version() {
+        assert_eq!(
+            export_name(PluginKind::Tool, "0.1.0"),
+            "seam:plugin/tool@0.1.0"
+        );
+        let exports = ["wasi:cli/run@0.2.0", "seam:plugin/observer@0.1.0"];
+        assert_eq!(
+            recognise(exports.iter().copied()),
+            Some((PluginKind::Observer, "0.1.0"))
+        );
+        assert_eq!(
+            recognise(["seam:plugin/provider@9.9.9"].iter().copied()),
+            None
+        );
+    }
+}
