@@ -10,7 +10,7 @@ use wasmtime::component::{InstancePre, TypedFunc};
 use wasmtime::Store;
 
 use crate::host::Host;
-use crate::plugin::state::{new_store, StoreData, Serving};
+use crate::plugin::state::{new_store, Serving, StoreData};
 use crate::plugin::GuestFault;
 use crate::sandbox::{Granted, Sandbox};
 use crate::wit::latest::provider_world::{ProviderPlugin, ProviderPluginPre};

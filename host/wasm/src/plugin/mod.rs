@@ -199,13 +199,14 @@ pub(crate) async fn link(
             Linked::Provider(descriptor, provider)
         }
         PluginKind::Tool => {
-            let tool =
-                wasm_tool::WasmTool::new(runtime, plugin, pre, config, sandbox).map_err(link_err)?;
+            let tool = wasm_tool::WasmTool::new(runtime, plugin, pre, config, sandbox)
+                .map_err(link_err)?;
             let binding = tool.bind().await?;
             Linked::Tool(binding, tool)
         }
         PluginKind::Observer => Linked::Observer(
-            wasm_observer::WasmObserver::new(runtime, plugin, pre, config, sandbox).map_err(link_err)?,
+            wasm_observer::WasmObserver::new(runtime, plugin, pre, config, sandbox)
+                .map_err(link_err)?,
         ),
     })
 }

@@ -32,10 +32,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<
     wit_subagents::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)
 }
 
-fn run_of(
-    state: &mut StoreData,
-    handle: &Resource<SubagentRun>,
-) -> wasmtime::Result<SubagentRun> {
+fn run_of(state: &mut StoreData, handle: &Resource<SubagentRun>) -> wasmtime::Result<SubagentRun> {
     Ok(state.table().get(handle)?.clone())
 }
 

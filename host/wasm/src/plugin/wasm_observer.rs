@@ -9,7 +9,7 @@ use seam_core::events::{EventBus, ListenerId};
 use seam_core::live::LiveCounts;
 use wasmtime::component::InstancePre;
 
-use super::state::{new_store, StoreData, Serving};
+use super::state::{new_store, Serving, StoreData};
 use super::{GuestFault, Runtime};
 use crate::sandbox::Sandbox;
 use crate::wit::latest::observer_world::ObserverPluginPre;

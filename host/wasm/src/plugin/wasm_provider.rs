@@ -10,7 +10,7 @@ use seam_core::types::{ProviderDescriptor, StartRequest, SubagentResult};
 use wasmtime::component::InstancePre;
 
 use super::run_context::RunEnv;
-use super::state::{new_store, StoreData, Serving};
+use super::state::{new_store, Serving, StoreData};
 use super::{GuestFault, PluginError, Runtime};
 use crate::sandbox::Sandbox;
 use crate::wit::latest::provider_world::ProviderPluginPre;

@@ -11,7 +11,7 @@ use seam_core::types::{ContentBlock, ParentRef, ProviderDescriptor, ToolDescript
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::InstancePre;
 
-use super::state::{new_store, StoreData, Serving};
+use super::state::{new_store, Serving, StoreData};
 use super::subagents::CallEnv;
 use super::{GuestFault, PluginError, Runtime};
 use crate::sandbox::gate::{blocks_size, Denied, RunGate};

@@ -1,0 +1,1 @@
+//! Which entry keeps a contested name, and what `reconfigure` retries.

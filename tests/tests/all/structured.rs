@@ -1,0 +1,1 @@
+//! A structured answer is checked against the requested schema on every run path.
