@@ -150,18 +150,7 @@ impl ToolLayer {
                 ))))
             }
         };
-        let problems: Vec<String> = c
-            .validator
-            .iter_errors(&value)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{at}: {e}")
-                }
-            })
-            .collect();
+        let problems = crate::subagent::structured::schema_problems(&c.validator, &value);
         if !problems.is_empty() {
             return Some(CallOutcome::Result(ToolResult::error(format!(
                 "arguments do not match the schema: {}; fix them and call structured_output again",

@@ -6,6 +6,7 @@
 
 mod error;
 mod run;
+pub mod structured;
 pub mod validate;
 
 use std::collections::HashMap;

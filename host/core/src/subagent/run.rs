@@ -243,6 +243,11 @@ impl RunShared {
                     result.structured = None;
                     self.settle(result, e);
                 } else {
+                    super::structured::enforce(
+                        &self.provider,
+                        self.request.output_schema.as_ref(),
+                        &mut result,
+                    );
                     // Returning a result is proof the child existed.
                     self.mark_ready();
                     self.settle(result, SubagentError::Internal("unreachable".into()));
