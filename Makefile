@@ -31,6 +31,7 @@ test: setup guests
 
 lint: setup
 	$(CARGO) fmt --all -- --check
+	python3 scripts/module-cycles.py
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --release --target wasm32-wasip2 --target-dir target/guests $(GUESTS) -p seam-guest-support -- -D warnings
 

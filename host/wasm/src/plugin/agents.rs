@@ -7,7 +7,7 @@ use seam_core::agent::{Agent, AgentError, AgentSpec, RunChild, TurnOutcome};
 use seam_core::types::{ContentBlock, ToolFilter};
 use wasmtime::component::{HasSelf, Linker, Resource};
 
-use super::run_context::RunEnv;
+use super::context::RunEnv;
 use super::state::StoreData;
 use crate::wit::latest::provider_world::seam::plugin::agents::{
     self as wit_agents, AgentError as WitAgentError, ChildOptions, ChildOutcome, Seed,

@@ -1,5 +1,6 @@
 //! Components as plugins.
 //!
+//! - [`context`]: what a store serves (a run, a tool call), as data.
 //! - [`state`]: the data of every plugin store, and how a store is made from a sandbox.
 //! - One module per host-implemented WIT interface, each with its own `add_to_linker`: [`log`]
 //!   (`host` and `types`), [`run_context`], [`agents`], [`subagents`].
@@ -11,6 +12,7 @@
 //! `inspect` both go through it.
 
 pub(crate) mod agents;
+pub(crate) mod context;
 pub(crate) mod log;
 pub(crate) mod run_context;
 pub(crate) mod state;

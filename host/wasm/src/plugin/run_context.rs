@@ -1,22 +1,10 @@
 //! The `run-context` interface: a provider's run declares readiness and watches for its cancel.
 
-use std::sync::Arc;
-
-use seam_core::agent::AgentRegistry;
 use seam_core::subagent::RunContext;
-use seam_core::types::StartRequest;
 use wasmtime::component::{HasSelf, Linker};
 
 use super::state::StoreData;
 use crate::wit::latest::provider_world::seam::plugin::run_context as wit;
-
-/// What a provider store serving one run holds: the run, its request, and the agent runtime
-/// its child is created on (for `agents`).
-pub(crate) struct RunEnv {
-    pub(crate) ctx: RunContext,
-    pub(crate) request: StartRequest,
-    pub(crate) agents: Arc<AgentRegistry>,
-}
 
 /// Adds `run-context` to a linker.
 pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {

@@ -2,8 +2,7 @@
 //!
 //! A store holds a default-deny WASI context built from the plugin's grants, its resource
 //! limiter, its log budget, and the context of the one host interface call it serves: a run (for
-//! `run-context` and `agents`) or a tool call (for `subagents`). Each interface module owns its
-//! context type; this module only carries them.
+//! `run-context` and `agents`) or a tool call (for `subagents`), whose types live in `context`.
 
 use std::sync::Arc;
 
@@ -12,8 +11,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::run_context::RunEnv;
-use super::subagents::CallEnv;
+use super::context::{CallEnv, RunEnv};
 use crate::sandbox::output::{GuestOutput, LogBudget, Stdio};
 use crate::sandbox::{Limit, LimitHit, PluginLimiter, Sandbox};
 

@@ -2,30 +2,14 @@
 //! them. The host, not the guest, says who the caller is, and every run a call starts is
 //! disposed when the call ends.
 
-use std::sync::{Arc, Mutex};
-
-use seam_core::subagent::{SubagentError, SubagentRun, SubagentService};
-use seam_core::types::ParentRef;
-use tokio_util::sync::CancellationToken;
+use seam_core::subagent::{SubagentError, SubagentRun};
 use wasmtime::component::{HasSelf, Linker, Resource};
 
 use super::state::StoreData;
-use crate::sandbox::gate::{request_size, RunGate};
+use crate::sandbox::gate::request_size;
 use crate::wit::latest::provider_world::seam::plugin::types as wit;
 use crate::wit::latest::request_from_wit;
 use crate::wit::latest::tool_world::seam::plugin::subagents as wit_subagents;
-
-/// What a tool store serving one call holds.
-pub(crate) struct CallEnv {
-    pub(crate) subagents: Arc<SubagentService>,
-    pub(crate) caller: ParentRef,
-    pub(crate) abort: CancellationToken,
-    /// Every run this call started, shared with the host so that they are disposed when the
-    /// call ends even if the guest forgot, trapped, or was dropped mid-call.
-    pub(crate) runs: Arc<Mutex<Vec<SubagentRun>>>,
-    /// The tool plugin's limits, for the size of the requests it sends.
-    pub(crate) gate: RunGate,
-}
 
 /// Adds `subagents` to a linker.
 pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {

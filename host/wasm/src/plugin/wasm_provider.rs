@@ -9,7 +9,7 @@ use seam_core::subagent::{Provider, RunContext, RunFailure};
 use seam_core::types::{ProviderDescriptor, StartRequest, SubagentResult};
 use wasmtime::component::InstancePre;
 
-use super::run_context::RunEnv;
+use super::context::RunEnv;
 use super::state::{new_store, Serving, StoreData};
 use super::{GuestFault, PluginError, Runtime};
 use crate::sandbox::Sandbox;

@@ -11,8 +11,8 @@ use seam_core::types::{ContentBlock, ParentRef, ProviderDescriptor, ToolDescript
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::InstancePre;
 
+use super::context::CallEnv;
 use super::state::{new_store, Serving, StoreData};
-use super::subagents::CallEnv;
 use super::{GuestFault, PluginError, Runtime};
 use crate::sandbox::gate::{blocks_size, Denied, RunGate};
 use crate::sandbox::Sandbox;
