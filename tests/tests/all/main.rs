@@ -2,12 +2,17 @@
 //! One binary, one module per area (the wasmtime `tests/all` shape).
 
 mod agent;
+mod budget;
+mod cache_trust;
+mod delegation;
 mod events;
+mod faults;
 mod fuzz_smoke;
 mod hostile;
 mod load_order;
 mod loader;
 mod mock;
+mod observers;
 mod openai;
 mod registry;
 mod runs;

@@ -1,0 +1,1 @@
+//! Security round two: cache_trust.
