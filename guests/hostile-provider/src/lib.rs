@@ -18,6 +18,9 @@
 //! - `print`: writes `lines` lines of `lineBytes` bytes to stdout, one line to stderr, then
 //!   answers.
 //!
+//! - `send-flood`, `steer-flood`: creates a child and queues `count` messages of `bytes` bytes
+//!   to it (`send` or `steer`) without ever letting it run; answers `queued N`.
+//!
 //! `name` is the provider name (not checked, so the host's checks can be tested), or
 //! `nameBytes` makes it that many `x`s.
 
@@ -47,6 +50,7 @@ const KEYS: &[&str] = &[
     "how",
     "lines",
     "lineBytes",
+    "count",
 ];
 
 struct HostileProvider;
@@ -172,6 +176,31 @@ fn attack(settings: &Settings, request: &StartRequest) -> Result<SubagentResult,
     run_context::ready();
     Ok(match mode {
         "ok" => text(settings.reply.clone()),
+        "send-flood" | "steer-flood" => {
+            let child = seam::plugin::agents::create_child(&seam::plugin::agents::ChildOptions {
+                agent_options: None,
+                persona: None,
+                tool_filter: None,
+                output_schema: None,
+                seed: seam::plugin::agents::Seed::None,
+            })
+            .map_err(|e| format!("create-child failed: {e:?}"))?;
+            let count = settings.number("count", 1_000_000)?;
+            let message = "m".repeat(settings.number("bytes", 1 << 20)? as usize);
+            let mut sent = 0u64;
+            for _ in 0..count {
+                let prompt = vec![ContentBlock::Text(message.clone())];
+                if mode == "send-flood" {
+                    if child.send(&prompt).is_err() {
+                        break;
+                    }
+                } else {
+                    child.steer(&prompt);
+                }
+                sent += 1;
+            }
+            text(format!("queued {sent}"))
+        }
         "fault" => {
             let at = settings.string("at")?;
             let how = settings.string("how")?;

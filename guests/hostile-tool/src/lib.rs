@@ -13,6 +13,8 @@
 //! - `huge-request`: starts a run with a prompt of `bytes` bytes and reports what `start` said.
 //! - `flood`: starts `count` runs at once, waits for each to start, and reports how many
 //!   started and how many were refused, then disposes them.
+//! - `churn`: `count` times, starts a run, awaits its result and disposes it; answers
+//!   `completed N` (a well-behaved tool that keeps delegating).
 
 wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin" });
 
@@ -141,6 +143,19 @@ fn call(settings: &Settings, caller: ParentRef) -> Result<ToolResult, String> {
                 ),
                 false,
             )
+        }
+        "churn" => {
+            let provider = settings.provider()?;
+            let mut completed = 0;
+            for i in 0..settings.count {
+                let run = subagents::start(provider, &request(&caller, format!("task {i}")))
+                    .map_err(|e| format!("start {i} failed: {e:?}"))?;
+                if run.result().is_ok() {
+                    completed += 1;
+                }
+                run.dispose();
+            }
+            answer(format!("completed {completed}"), false)
         }
         other => return Err(format!("unknown mode `{other}`")),
     })

@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod budget;
 pub mod events;
 pub mod live;
 pub mod model;

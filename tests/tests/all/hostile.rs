@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 /// A hostile provider entry (`name` = id) with extra component config and extra TOML after the
 /// entry (its `[plugin.grants]` or `[plugin.limits]`).
-fn hostile(id: &str, extra: &str, tables: &str) -> String {
+pub(crate) fn hostile(id: &str, extra: &str, tables: &str) -> String {
     let sep = if extra.is_empty() { "" } else { ", " };
     entry(
         id,
@@ -22,18 +22,18 @@ fn hostile(id: &str, extra: &str, tables: &str) -> String {
 }
 
 /// A hostile tool entry under tool name `id`.
-fn hostile_tool(id: &str, extra: &str, tables: &str) -> String {
+pub(crate) fn hostile_tool(id: &str, extra: &str, tables: &str) -> String {
     entry(id, "hostile_tool", &format!("toolName = \"{id}\", {extra}")) + tables + "\n"
 }
 
 /// The well-behaved provider every test keeps using during its attack.
-fn good() -> String {
+pub(crate) fn good() -> String {
     mock("good", "reply = \"fine\"")
 }
 
 /// Runs the good provider over and over until `attack` finishes; every one of those runs must
 /// complete. Returns the attack's output and how many good runs were served meanwhile.
-async fn while_serving<F: Future>(host: &Host, attack: F) -> (F::Output, usize) {
+pub(crate) async fn while_serving<F: Future>(host: &Host, attack: F) -> (F::Output, usize) {
     let stop = CancellationToken::new();
     let serving = {
         let host = host.clone();
@@ -64,7 +64,11 @@ async fn while_serving<F: Future>(host: &Host, attack: F) -> (F::Output, usize) 
 }
 
 /// Starts a run on `name`, waits for its result and disposes it.
-async fn run_once(host: &Host, name: &str, req: StartRequest) -> seam_host::SubagentResult {
+pub(crate) async fn run_once(
+    host: &Host,
+    name: &str,
+    req: StartRequest,
+) -> seam_host::SubagentResult {
     let run = host.subagents().start(name, req).unwrap();
     let result = run
         .result()
@@ -75,14 +79,14 @@ async fn run_once(host: &Host, name: &str, req: StartRequest) -> seam_host::Suba
 }
 
 /// The output text of a run of hostile provider `name`, which must complete.
-async fn attack_output(host: &Host, name: &str) -> String {
+pub(crate) async fn attack_output(host: &Host, name: &str) -> String {
     let (result, _) = while_serving(host, run_once(host, name, request("x"))).await;
     assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");
     result.output_text()
 }
 
 /// The stop reason and last assistant message of `name`'s last `subagent/end`.
-fn last_end(
+pub(crate) fn last_end(
     seen: &std::sync::Arc<std::sync::Mutex<Vec<Event>>>,
     name: &str,
 ) -> (StopReason, String) {
@@ -106,14 +110,14 @@ fn last_end(
     end
 }
 
-fn assert_quiescent(host: &Host) {
+pub(crate) fn assert_quiescent(host: &Host) {
     assert_eq!(host.live_runs(), 0, "live runs");
     assert_eq!(host.live_instances(), 0, "live instances");
 }
 
 /// Asserts that a limit hit ended the run `error`, named the plugin and the limit in the result
 /// and in `subagent/end`.
-async fn assert_limit_hit(host: &Host, name: &str, limit: &str) {
+pub(crate) async fn assert_limit_hit(host: &Host, name: &str, limit: &str) {
     let seen = record(host);
     let (result, _) = while_serving(host, run_once(host, name, request("x"))).await;
     let expected = format!("plugin `{name}` hit its limit `{limit}`");
@@ -654,11 +658,11 @@ async fn excess_runs_are_refused_when_the_entry_says_refuse() {
 
 // --- Hostile tools ------------------------------------------------------------------------
 
-fn caller() -> ParentRef {
+pub(crate) fn caller() -> ParentRef {
     ParentRef::top_level("agent-0", "/work")
 }
 
-async fn call(host: &Host, tool: &str) -> seam_host::ToolResult {
+pub(crate) async fn call(host: &Host, tool: &str) -> seam_host::ToolResult {
     let (r, _) = while_serving(
         host,
         host.call_tool(tool, caller(), "{}", CancellationToken::new()),

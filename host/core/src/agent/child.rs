@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::{Agent, AgentRegistry, TurnOutcome};
+use crate::budget::Charge;
 use crate::subagent::RunContext;
 use crate::types::ContentBlock;
 
@@ -15,6 +16,9 @@ pub struct RunChild {
     ctx: RunContext,
     /// Prompts sent and not yet run (they run on the next `wait_idle`).
     pending: Vec<Vec<ContentBlock>>,
+    /// What the run's plugin was charged for the messages it sent or steered: they stay in the
+    /// child's session until the child goes, and so do the charges.
+    held: Vec<Charge>,
     last: Option<TurnOutcome>,
 }
 
@@ -27,6 +31,7 @@ impl RunChild {
             agents,
             ctx,
             pending: Vec::new(),
+            held: Vec::new(),
             last: None,
         }
     }
@@ -39,6 +44,11 @@ impl RunChild {
     /// Queues a prompt for the next [`RunChild::take_pending`].
     pub fn queue(&mut self, prompt: Vec<ContentBlock>) {
         self.pending.push(prompt);
+    }
+
+    /// Keeps `charge` for as long as the child lives.
+    pub fn hold(&mut self, charge: Charge) {
+        self.held.push(charge);
     }
 
     /// Prompts queued since the last call.

@@ -164,6 +164,11 @@ impl Agent {
         lock(&self.steering).push(content);
     }
 
+    /// Steering messages queued and not yet seen by the model.
+    pub fn queued_steering(&self) -> usize {
+        lock(&self.steering).len()
+    }
+
     /// Whether the agent was aborted or disposed.
     pub fn is_aborted(&self) -> bool {
         self.abort.is_cancelled()

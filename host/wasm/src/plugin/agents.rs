@@ -7,8 +7,10 @@ use seam_core::agent::{Agent, AgentError, AgentSpec, RunChild, TurnOutcome};
 use seam_core::types::{ContentBlock, ToolFilter};
 use wasmtime::component::{HasSelf, Linker, Resource};
 
-use super::context::RunEnv;
+use super::context::{RunEnv, MESSAGE_OVERHEAD};
 use super::state::StoreData;
+use crate::sandbox::gate::blocks_size;
+use crate::sandbox::Limit;
 use crate::wit::latest::provider_world::seam::plugin::agents::{
     self as wit_agents, AgentError as WitAgentError, ChildOptions, ChildOutcome, Seed,
 };
@@ -94,6 +96,11 @@ fn create(env: &RunEnv, options: ChildOptions) -> Result<Arc<Agent>, AgentError>
     env.agents.create(spec, Some(env.ctx.token()))
 }
 
+/// What a queued message costs the plugin.
+fn message_bytes(blocks: &[ContentBlock]) -> usize {
+    blocks_size(blocks) + MESSAGE_OVERHEAD * blocks.len().max(1)
+}
+
 fn child_of(state: &mut StoreData, handle: &Resource<RunChild>) -> wasmtime::Result<Arc<Agent>> {
     Ok(state.table().get(handle)?.agent().clone())
 }
@@ -135,11 +142,26 @@ impl wit_agents::HostChild for StoreData {
         handle: Resource<RunChild>,
         prompt: Vec<wit::ContentBlock>,
     ) -> wasmtime::Result<Result<(), WitAgentError>> {
+        let Some(quota) = self.serving.run.as_ref().map(|env| env.quota.clone()) else {
+            return Ok(Err(WitAgentError::Invalid("no run".into())));
+        };
+        let prompt: Vec<ContentBlock> = prompt.into_iter().map(ContentBlock::from).collect();
         let child = self.table().get_mut(&handle)?;
         if child.agent().is_aborted() {
             return Ok(Err(WitAgentError::Aborted));
         }
-        child.queue(prompt.into_iter().map(ContentBlock::from).collect());
+        // Queued prompts are the guest's data in host memory: bounded in count and bytes, and
+        // a plugin past either ends its run with the limit named.
+        if child.pending_len() >= quota.max_queued_messages {
+            return Err(quota
+                .hit(Limit::QueuedMessages {
+                    max: quota.max_queued_messages,
+                })
+                .into());
+        }
+        let charge = quota.charge(message_bytes(&prompt))?;
+        child.hold(charge);
+        child.queue(prompt);
         Ok(Ok(()))
     }
 
@@ -170,7 +192,21 @@ impl wit_agents::HostChild for StoreData {
         handle: Resource<RunChild>,
         message: Vec<wit::ContentBlock>,
     ) -> wasmtime::Result<()> {
-        child_of(self, &handle)?.steer(message.into_iter().map(ContentBlock::from).collect());
+        let Some(quota) = self.serving.run.as_ref().map(|env| env.quota.clone()) else {
+            return Ok(());
+        };
+        let message: Vec<ContentBlock> = message.into_iter().map(ContentBlock::from).collect();
+        let child = self.table().get_mut(&handle)?;
+        if child.agent().queued_steering() >= quota.max_queued_messages {
+            return Err(quota
+                .hit(Limit::QueuedMessages {
+                    max: quota.max_queued_messages,
+                })
+                .into());
+        }
+        let charge = quota.charge(message_bytes(&message))?;
+        child.hold(charge);
+        child.agent().steer(message);
         Ok(())
     }
 

@@ -4,11 +4,13 @@
 use std::sync::{Arc, Mutex};
 
 use seam_core::agent::AgentRegistry;
+use seam_core::budget::{Charge, MemoryBudget, OverBudget};
 use seam_core::subagent::{RunContext, SubagentRun, SubagentService};
 use seam_core::types::{ParentRef, StartRequest};
 use tokio_util::sync::CancellationToken;
 
 use crate::sandbox::gate::RunGate;
+use crate::sandbox::{Limit, LimitHit, Sandbox};
 
 /// What a provider store serving one run holds: the run, its request, and the agent runtime
 /// its child is created on (for `agents`).
@@ -16,6 +18,8 @@ pub(crate) struct RunEnv {
     pub(crate) ctx: RunContext,
     pub(crate) request: StartRequest,
     pub(crate) agents: Arc<AgentRegistry>,
+    /// What the run's plugin may make the host hold.
+    pub(crate) quota: Quota,
 }
 
 /// What a tool store serving one call holds.
@@ -23,9 +27,65 @@ pub(crate) struct CallEnv {
     pub(crate) subagents: Arc<SubagentService>,
     pub(crate) caller: ParentRef,
     pub(crate) abort: CancellationToken,
-    /// Every run this call started, shared with the host so that they are disposed when the
-    /// call ends even if the guest forgot, trapped, or was dropped mid-call.
-    pub(crate) runs: Arc<Mutex<Vec<SubagentRun>>>,
+    /// The runs this call started and has not disposed, with what they cost the plugin; shared
+    /// with the host so that they are disposed when the call ends even if the guest forgot,
+    /// trapped, or was dropped mid-call. A run the guest disposes leaves the table.
+    pub(crate) runs: Arc<Mutex<CallRuns>>,
     /// The tool plugin's limits, for the size of the requests it sends.
     pub(crate) gate: RunGate,
+    /// What the tool plugin may make the host hold.
+    pub(crate) quota: Quota,
+}
+
+/// The live runs of one tool call, by run id.
+pub(crate) type CallRuns = std::collections::HashMap<String, (SubagentRun, Charge)>;
+
+/// A plugin's host-memory budget and count caps, as one store's imports see them.
+#[derive(Clone)]
+pub(crate) struct Quota {
+    pub(crate) plugin: Arc<str>,
+    pub(crate) budget: Arc<MemoryBudget>,
+    /// `max_runs_per_call`.
+    pub(crate) max_runs_per_call: usize,
+    /// `max_queued_messages`.
+    pub(crate) max_queued_messages: usize,
+}
+
+/// Host bytes one run handle costs beyond its request: the run's shared state, its handle in
+/// the call's table and the store's resource entry.
+pub(crate) const RUN_OVERHEAD: usize = 4 << 10;
+
+/// Host bytes one queued message costs beyond its text.
+pub(crate) const MESSAGE_OVERHEAD: usize = 64;
+
+impl Quota {
+    /// The quota of `plugin` under `sandbox`'s limits and budget.
+    pub(crate) fn of(plugin: Arc<str>, sandbox: &Sandbox) -> Self {
+        Self {
+            plugin,
+            budget: sandbox.host_memory().clone(),
+            max_runs_per_call: sandbox.limits().max_runs_per_call,
+            max_queued_messages: sandbox.limits().max_queued_messages,
+        }
+    }
+
+    /// Charges `bytes` to the plugin, or fails naming `host_memory_mb`.
+    pub(crate) fn charge(&self, bytes: usize) -> Result<Charge, LimitHit> {
+        self.budget
+            .charge(bytes)
+            .map_err(|OverBudget { limit, used, asked }| {
+                self.hit(Limit::HostMemory {
+                    max: limit,
+                    used,
+                    asked,
+                })
+            })
+    }
+
+    /// A limit hit of this plugin, logged.
+    pub(crate) fn hit(&self, limit: Limit) -> LimitHit {
+        let hit = LimitHit::new(&self.plugin, limit);
+        tracing::warn!(plugin = %self.plugin, limit = hit.limit.key(), "{hit}");
+        hit
+    }
 }

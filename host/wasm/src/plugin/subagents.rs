@@ -5,8 +5,10 @@
 use seam_core::subagent::{SubagentError, SubagentRun};
 use wasmtime::component::{HasSelf, Linker, Resource};
 
+use super::context::RUN_OVERHEAD;
 use super::state::StoreData;
 use crate::sandbox::gate::request_size;
+use crate::sandbox::Limit;
 use crate::wit::latest::provider_world::seam::plugin::types as wit;
 use crate::wit::latest::request_from_wit;
 use crate::wit::latest::tool_world::seam::plugin::subagents as wit_subagents;
@@ -14,6 +16,18 @@ use crate::wit::latest::tool_world::seam::plugin::subagents as wit_subagents;
 /// Adds `subagents` to a linker.
 pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     wit_subagents::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)
+}
+
+impl StoreData {
+    /// A disposed run leaves its call's table, and gives back what it cost.
+    fn forget(&mut self, run: &SubagentRun) {
+        if let Some(call) = &self.serving.call {
+            call.runs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(run.id());
+        }
+    }
 }
 
 fn run_of(state: &mut StoreData, handle: &Resource<SubagentRun>) -> wasmtime::Result<SubagentRun> {
@@ -35,9 +49,22 @@ impl wit_subagents::Host for StoreData {
             Ok(r) => r,
             Err(e) => return Ok(Err(e.into())),
         };
-        if let Err(hit) = call.gate.check_size(request_size(&request)) {
+        let size = request_size(&request);
+        if let Err(hit) = call.gate.check_size(size) {
             return Ok(Err(wit::SubagentError::InvalidRequest(hit.to_string())));
         }
+        // A run held by the call is the guest's data in host memory until it is disposed:
+        // bounded in count and bytes, and a call past either ends with the limit named.
+        let held = call.runs.lock().unwrap_or_else(|p| p.into_inner()).len();
+        if held >= call.quota.max_runs_per_call {
+            return Err(call
+                .quota
+                .hit(Limit::RunsPerCall {
+                    max: call.quota.max_runs_per_call,
+                })
+                .into());
+        }
+        let charge = call.quota.charge(size + RUN_OVERHEAD)?;
         // The host, not the guest, says who the caller is: a tool cannot lie about its depth.
         request.parent = call.caller.clone();
         request.signal = Some(call.abort.child_token());
@@ -48,7 +75,7 @@ impl wit_subagents::Host for StoreData {
         call.runs
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(run.clone());
+            .insert(run.id().to_string(), (run.clone(), charge));
         Ok(Ok(self.table().push(run)?))
     }
 
@@ -112,13 +139,16 @@ impl wit_subagents::HostRun for StoreData {
     }
 
     async fn dispose(&mut self, handle: Resource<SubagentRun>) -> wasmtime::Result<()> {
-        run_of(self, &handle)?.dispose().await;
+        let run = run_of(self, &handle)?;
+        run.dispose().await;
+        self.forget(&run);
         Ok(())
     }
 
     async fn drop(&mut self, handle: Resource<SubagentRun>) -> wasmtime::Result<()> {
         let run = self.table().delete(handle)?;
         run.dispose().await;
+        self.forget(&run);
         Ok(())
     }
 }

@@ -9,7 +9,7 @@ use seam_core::subagent::{Provider, RunContext, RunFailure};
 use seam_core::types::{ProviderDescriptor, StartRequest, SubagentResult};
 use wasmtime::component::InstancePre;
 
-use super::context::RunEnv;
+use super::context::{Quota, RunEnv};
 use super::state::{new_store, Serving, StoreData};
 use super::{GuestFault, PluginError, Runtime};
 use crate::sandbox::Sandbox;
@@ -102,6 +102,7 @@ impl Provider for WasmProvider {
                 ctx,
                 request,
                 agents,
+                quota: Quota::of(plugin.clone(), &sandbox),
             };
             // The store lives inside this future: when the host drops the future (dispose,
             // enforced cancel), the instance goes with it.

@@ -11,7 +11,7 @@ use seam_core::types::{ContentBlock, ParentRef, ProviderDescriptor, ToolDescript
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::InstancePre;
 
-use super::context::CallEnv;
+use super::context::{CallEnv, CallRuns, Quota};
 use super::state::{new_store, Serving, StoreData};
 use super::{GuestFault, PluginError, Runtime};
 use crate::sandbox::gate::{blocks_size, Denied, RunGate};
@@ -176,13 +176,14 @@ impl WasmTool {
             Err(Denied::Cancelled) => return ToolResult::error("the tool call was aborted"),
             Err(Denied::Refused(hit)) => return ToolResult::error(hit.to_string()),
         };
-        let runs = Arc::new(Mutex::new(Vec::new()));
+        let runs = Arc::new(Mutex::new(CallRuns::new()));
         let call = CallEnv {
             subagents: inner.subagents.clone(),
             caller: caller.clone(),
             abort: abort.clone(),
             runs: runs.clone(),
             gate: inner.gate.clone(),
+            quota: Quota::of(inner.plugin.clone(), &inner.sandbox),
         };
         let work = async {
             let (mut store, instance) = self
@@ -205,9 +206,11 @@ impl WasmTool {
             _ = enforce => None,
         };
         // Quiescence at the end of the call: whatever the guest did with its runs.
-        let started: Vec<SubagentRun> =
-            std::mem::take(&mut *runs.lock().unwrap_or_else(|p| p.into_inner()));
-        futures::future::join_all(started.iter().map(SubagentRun::dispose)).await;
+        let started: Vec<(SubagentRun, _)> =
+            std::mem::take(&mut *runs.lock().unwrap_or_else(|p| p.into_inner()))
+                .into_values()
+                .collect();
+        futures::future::join_all(started.iter().map(|(run, _)| run.dispose())).await;
         match outcome {
             Some(Ok(r)) => {
                 let content: Vec<ContentBlock> =

@@ -147,5 +147,8 @@ pub fn parse_limits(value: &Value) -> Result<LimitOverrides, String> {
         max_concurrent_runs: int(key::MAX_CONCURRENT_RUNS, 100_000)?,
         on_concurrency,
         max_output_bytes: int(key::MAX_OUTPUT_BYTES, 1 << 30)?,
+        host_memory_mb: int(key::HOST_MEMORY_MB, MAX_MEMORY_MB)?,
+        max_runs_per_call: int(key::MAX_RUNS_PER_CALL, 100_000)?,
+        max_queued_messages: int(key::MAX_QUEUED_MESSAGES, 100_000)?,
     })
 }

@@ -34,7 +34,18 @@ pub struct Limits {
     /// Largest result (output blocks plus structured answer) and largest request that may cross
     /// the boundary, in bytes (`max_output_bytes`).
     pub max_output_bytes: usize,
+    /// Host memory the plugin may make the host hold through its imports, in bytes
+    /// (`host_memory_mb`): messages queued to a child, runs a tool call holds, their requests.
+    pub host_memory_bytes: usize,
+    /// Runs one tool call may hold at once, started and not yet disposed (`max_runs_per_call`).
+    pub max_runs_per_call: usize,
+    /// Messages queued to one child and not yet delivered (`max_queued_messages`).
+    pub max_queued_messages: usize,
 }
+
+/// Default of `host_memory_mb`: enough for a fan-out tool's requests and a child's queued
+/// prompts, small enough that the attacks of the hostile suite stay far below 100 MB.
+pub const DEFAULT_HOST_MEMORY_MB: usize = 32;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -47,6 +58,9 @@ impl Default for Limits {
             max_concurrent_runs: 64,
             on_concurrency: OnConcurrency::Wait,
             max_output_bytes: MIB,
+            host_memory_bytes: DEFAULT_HOST_MEMORY_MB * MIB,
+            max_runs_per_call: 64,
+            max_queued_messages: 64,
         }
     }
 }
@@ -56,7 +70,8 @@ impl Limits {
     pub fn summary(&self) -> String {
         format!(
             "{} MiB memory, {} table elements, {} instances, {} ms CPU per call, {} ms per run, \
-             {} runs at once ({}), {} output bytes",
+             {} runs at once ({}), {} output bytes, {} MiB host memory, {} runs per call, {} \
+             queued messages",
             self.memory_bytes / MIB,
             self.table_elements,
             self.instances,
@@ -64,7 +79,10 @@ impl Limits {
             millis(self.run_timeout),
             self.max_concurrent_runs,
             self.on_concurrency.as_str(),
-            self.max_output_bytes
+            self.max_output_bytes,
+            self.host_memory_bytes / MIB,
+            self.max_runs_per_call,
+            self.max_queued_messages
         )
     }
 }
@@ -73,7 +91,7 @@ impl Limits {
 impl Serialize for Limits {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("Limits", 8)?;
+        let mut st = s.serialize_struct("Limits", 11)?;
         st.serialize_field(key::MEMORY_MB, &(self.memory_bytes / MIB))?;
         st.serialize_field(key::TABLE_ELEMENTS, &self.table_elements)?;
         st.serialize_field(key::INSTANCES, &self.instances)?;
@@ -82,6 +100,9 @@ impl Serialize for Limits {
         st.serialize_field(key::MAX_CONCURRENT_RUNS, &self.max_concurrent_runs)?;
         st.serialize_field(key::ON_CONCURRENCY, &self.on_concurrency)?;
         st.serialize_field(key::MAX_OUTPUT_BYTES, &self.max_output_bytes)?;
+        st.serialize_field(key::HOST_MEMORY_MB, &(self.host_memory_bytes / MIB))?;
+        st.serialize_field(key::MAX_RUNS_PER_CALL, &self.max_runs_per_call)?;
+        st.serialize_field(key::MAX_QUEUED_MESSAGES, &self.max_queued_messages)?;
         st.end()
     }
 }
@@ -130,6 +151,12 @@ pub struct LimitOverrides {
     pub on_concurrency: Option<OnConcurrency>,
     /// `max_output_bytes`.
     pub max_output_bytes: Option<u64>,
+    /// `host_memory_mb`.
+    pub host_memory_mb: Option<u64>,
+    /// `max_runs_per_call`.
+    pub max_runs_per_call: Option<u64>,
+    /// `max_queued_messages`.
+    pub max_queued_messages: Option<u64>,
 }
 
 /// The keys of `[plugin.limits]`, the one place they are spelled.
@@ -150,6 +177,12 @@ pub mod key {
     pub const ON_CONCURRENCY: &str = "on_concurrency";
     /// `max_output_bytes`.
     pub const MAX_OUTPUT_BYTES: &str = "max_output_bytes";
+    /// `host_memory_mb`.
+    pub const HOST_MEMORY_MB: &str = "host_memory_mb";
+    /// `max_runs_per_call`.
+    pub const MAX_RUNS_PER_CALL: &str = "max_runs_per_call";
+    /// `max_queued_messages`.
+    pub const MAX_QUEUED_MESSAGES: &str = "max_queued_messages";
 }
 
 /// The keys of `[plugin.limits]`.
@@ -162,6 +195,9 @@ pub const LIMIT_KEYS: &[&str] = &[
     key::MAX_CONCURRENT_RUNS,
     key::ON_CONCURRENCY,
     key::MAX_OUTPUT_BYTES,
+    key::HOST_MEMORY_MB,
+    key::MAX_RUNS_PER_CALL,
+    key::MAX_QUEUED_MESSAGES,
 ];
 
 /// Largest `memory_mb` a config may ask for; the engine's pool slot may be smaller still.
@@ -195,6 +231,18 @@ impl LimitOverrides {
                 .max_output_bytes
                 .map(size)
                 .unwrap_or(base.max_output_bytes),
+            host_memory_bytes: self
+                .host_memory_mb
+                .map(|mb| size(mb).saturating_mul(MIB))
+                .unwrap_or(base.host_memory_bytes),
+            max_runs_per_call: self
+                .max_runs_per_call
+                .map(size)
+                .unwrap_or(base.max_runs_per_call),
+            max_queued_messages: self
+                .max_queued_messages
+                .map(size)
+                .unwrap_or(base.max_queued_messages),
         }
     }
 }
@@ -238,6 +286,25 @@ pub enum Limit {
         /// The size seen, in bytes.
         size: usize,
     },
+    /// An import would have made the host hold more of the plugin's data than its budget.
+    HostMemory {
+        /// The budget, in bytes.
+        max: usize,
+        /// Bytes already held for the plugin.
+        used: usize,
+        /// Bytes the import asked to keep.
+        asked: usize,
+    },
+    /// A tool call tried to hold more runs at once than allowed.
+    RunsPerCall {
+        /// The cap.
+        max: usize,
+    },
+    /// More messages were queued to one child than allowed.
+    QueuedMessages {
+        /// The cap.
+        max: usize,
+    },
 }
 
 impl Limit {
@@ -250,6 +317,9 @@ impl Limit {
             Self::RunTimeout { .. } => key::RUN_TIMEOUT_MS,
             Self::Concurrency { .. } => key::MAX_CONCURRENT_RUNS,
             Self::Output { .. } => key::MAX_OUTPUT_BYTES,
+            Self::HostMemory { .. } => key::HOST_MEMORY_MB,
+            Self::RunsPerCall { .. } => key::MAX_RUNS_PER_CALL,
+            Self::QueuedMessages { .. } => key::MAX_QUEUED_MESSAGES,
         }
     }
 }
@@ -283,6 +353,19 @@ impl std::fmt::Display for Limit {
                 f,
                 "at most {max} bytes may cross the boundary; the guest sent {size}"
             ),
+            Self::HostMemory { max, used, asked } => write!(
+                f,
+                "the host may hold at most {} MiB for the plugin; it holds {used} bytes and \
+                 was asked to keep {asked} more",
+                max / MIB
+            ),
+            Self::RunsPerCall { max } => write!(
+                f,
+                "one tool call may hold at most {max} runs that are not disposed"
+            ),
+            Self::QueuedMessages { max } => {
+                write!(f, "at most {max} messages may wait for one child")
+            }
         }
     }
 }

@@ -16,6 +16,8 @@ pub(crate) mod output;
 use std::sync::Arc;
 use std::time::Duration;
 
+use seam_core::budget::MemoryBudget;
+
 pub use entry::{parse_grants, parse_limits};
 pub use grants::{DirGrant, Granted, Grants, SandboxError, DIR_KEYS, GRANT_KEYS};
 pub(crate) use limits::PluginLimiter;
@@ -31,12 +33,15 @@ pub struct Sandbox {
     grants: Arc<Granted>,
     /// The engine's epoch tick, which turns the CPU budget into ticks.
     epoch_tick: Duration,
+    /// The plugin's host-memory budget, shared by all its stores.
+    host_memory: Arc<MemoryBudget>,
 }
 
 impl Sandbox {
     /// A sandbox with these limits and grants, for an engine ticking every `epoch_tick`.
     pub fn new(limits: Limits, grants: Granted, epoch_tick: Duration) -> Self {
         Self {
+            host_memory: MemoryBudget::new(limits.host_memory_bytes),
             limits,
             grants: Arc::new(grants),
             epoch_tick,
@@ -51,6 +56,11 @@ impl Sandbox {
     /// What the plugin is granted.
     pub fn grants(&self) -> &Granted {
         &self.grants
+    }
+
+    /// The plugin's host-memory budget (`host_memory_mb`), shared by all its stores.
+    pub fn host_memory(&self) -> &Arc<MemoryBudget> {
+        &self.host_memory
     }
 
     /// How many epoch ticks make the CPU budget of one call (at least one).
