@@ -202,6 +202,9 @@ impl Loader {
         let mut report = LoadReport::default();
         self.models.configure(config.models.clone());
         self.runtime.agents.configure(config.agent.clone());
+        self.runtime
+            .subagents
+            .set_max_tree_depth(config.agent.max_depth);
 
         // Unload what left or changed, last loaded first.
         let mut keep: Vec<PluginSlot> = Vec::new();
@@ -450,7 +453,11 @@ impl Loader {
             Linked::Provider(descriptor, provider) => {
                 // Each run of the plugin passes its concurrency, time and output limits.
                 let gate = RunGate::new(entry.id.as_str().into(), &prepared.sandbox_limits);
-                let provider = LimitedProvider::new(Arc::new(provider), gate);
+                let provider = LimitedProvider::new(
+                    Arc::new(provider),
+                    gate,
+                    Arc::downgrade(&self.runtime.agents),
+                );
                 let d = self
                     .runtime
                     .subagents
@@ -519,9 +526,10 @@ impl Loader {
                 ),
             ));
         }
+        // No grant may reach the compile cache: its artifacts are native code the host runs.
         let grants = entry
             .grants
-            .resolve()
+            .resolve_avoiding(self.cache.guarded_dir())
             .map_err(|source| LoadError::Sandbox {
                 id: entry.id.clone(),
                 source,

@@ -20,6 +20,13 @@ pub struct AgentConfig {
     pub max_turns: u32,
     /// The prompt `seam run` uses when none is given.
     pub prompt: Option<String>,
+    /// Deepest delegation depth in the agent tree: a start whose child would be deeper fails
+    /// with `DEPTH_EXCEEDED`, whatever the provider and the request say.
+    #[serde(default = "default_max_depth")]
+    pub max_depth: u32,
+    /// Most agents alive in the host at once; creating one more fails.
+    #[serde(default = "default_max_live_agents")]
+    pub max_live_agents: usize,
 }
 
 impl Default for AgentConfig {
@@ -30,6 +37,8 @@ impl Default for AgentConfig {
             persona: None,
             max_turns: default_max_turns(),
             prompt: None,
+            max_depth: default_max_depth(),
+            max_live_agents: default_max_live_agents(),
         }
     }
 }
@@ -40,4 +49,18 @@ fn default_model() -> String {
 
 fn default_max_turns() -> u32 {
     16
+}
+
+/// Default of `[agent] max_depth`.
+pub const DEFAULT_MAX_DEPTH: u32 = 8;
+
+fn default_max_depth() -> u32 {
+    DEFAULT_MAX_DEPTH
+}
+
+/// Default of `[agent] max_live_agents`.
+pub const DEFAULT_MAX_LIVE_AGENTS: usize = 1024;
+
+fn default_max_live_agents() -> usize {
+    DEFAULT_MAX_LIVE_AGENTS
 }

@@ -52,6 +52,12 @@ pub enum AgentError {
     /// The agent was disposed.
     #[error("the agent was disposed")]
     Disposed,
+    /// The host already has as many live agents as `[agent] max_live_agents` allows.
+    #[error("the host already has {max} live agents (`[agent] max_live_agents`)")]
+    TooManyAgents {
+        /// The cap.
+        max: usize,
+    },
 }
 
 /// How to create an agent.
@@ -451,6 +457,22 @@ impl AgentRegistry {
         spec: AgentSpec,
         abort: Option<CancellationToken>,
     ) -> Result<Arc<Agent>, AgentError> {
+        let defaults = self.defaults();
+        if spec.depth > defaults.max_depth {
+            return Err(AgentError::DepthExceeded {
+                attempted: spec.depth,
+                max: defaults.max_depth,
+            });
+        }
+        if self.live() >= defaults.max_live_agents {
+            tracing::warn!(
+                max = defaults.max_live_agents,
+                "agent refused: the host is at `[agent] max_live_agents`"
+            );
+            return Err(AgentError::TooManyAgents {
+                max: defaults.max_live_agents,
+            });
+        }
         let model = self.models.resolve(&spec.model)?;
         let tools = ToolLayer::new(
             self.tools.clone(),
@@ -494,6 +516,21 @@ impl AgentRegistry {
     /// A live agent by id.
     pub fn get(&self, id: &str) -> Option<Arc<Agent>> {
         lock(&self.agents).get(id).cloned()
+    }
+
+    /// `id` and its ancestors, nearest first (the ids of live agents only).
+    pub fn lineage(&self, id: &str) -> Vec<String> {
+        let agents = lock(&self.agents);
+        let mut out = Vec::new();
+        let mut next = Some(id.to_string());
+        while let Some(current) = next.take() {
+            if out.contains(&current) {
+                break;
+            }
+            next = agents.get(&current).and_then(|a| a.spec.parent.clone());
+            out.push(current);
+        }
+        out
     }
 
     /// How many agents are live.

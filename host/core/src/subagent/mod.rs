@@ -10,7 +10,7 @@ pub mod structured;
 pub mod validate;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -41,6 +41,8 @@ pub struct SubagentService {
     live: Arc<LiveCounts>,
     next_run: AtomicU64,
     cancel_grace: Duration,
+    /// Deepest child any start may create (`[agent] max_depth`).
+    max_tree_depth: AtomicU32,
 }
 
 impl SubagentService {
@@ -53,7 +55,13 @@ impl SubagentService {
             live,
             next_run: AtomicU64::new(1),
             cancel_grace,
+            max_tree_depth: AtomicU32::new(crate::agent::config::DEFAULT_MAX_DEPTH),
         }
+    }
+
+    /// Sets the deepest child any start may create, whatever the request's `max-depth` says.
+    pub fn set_max_tree_depth(&self, max: u32) {
+        self.max_tree_depth.store(max, Ordering::Relaxed);
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Entry>> {
@@ -194,8 +202,15 @@ impl SubagentService {
         };
         validate::capabilities(&descriptor, &request)?;
         validate::request(&request)?;
+        let attempted = request.parent.depth.saturating_add(1);
+        let tree_max = self.max_tree_depth.load(Ordering::Relaxed);
+        if attempted > tree_max {
+            return Err(SubagentError::DepthExceeded {
+                attempted,
+                max: tree_max,
+            });
+        }
         if let Some(max) = request.max_depth {
-            let attempted = request.parent.depth.saturating_add(1);
             // `validate::request` bounded `max` to 0..=MAX_DEPTH_LIMIT.
             let max = max as u32;
             if attempted > max {

@@ -175,6 +175,7 @@ impl WasmTool {
             Ok(slot) => slot,
             Err(Denied::Cancelled) => return ToolResult::error("the tool call was aborted"),
             Err(Denied::Refused(hit)) => return ToolResult::error(hit.to_string()),
+            Err(Denied::Deadlock(message)) => return ToolResult::error(message),
         };
         let runs = Arc::new(Mutex::new(CallRuns::new()));
         let call = CallEnv {

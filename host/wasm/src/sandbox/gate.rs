@@ -1,13 +1,16 @@
 //! The limits the host enforces around each run of a provider plugin and each call of a tool
 //! plugin: how many may run at once, how long one may take, and how large its result may be.
 
+use std::collections::HashSet;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{Limit, LimitHit, Limits, OnConcurrency};
+use seam_core::agent::AgentRegistry;
 use seam_core::subagent::{Provider, RunContext, RunFailure};
 use seam_core::types::{ContentBlock, StartRequest, SubagentResult};
 
@@ -17,6 +20,28 @@ pub(crate) enum Denied {
     Cancelled,
     /// The plugin refuses excess runs.
     Refused(LimitHit),
+    /// Every slot is held by a run the caller descends from: waiting would never end.
+    Deadlock(String),
+}
+
+/// How often a waiting run checks whether it has become a deadlock (a slot holder that was not
+/// its ancestor ended, and only ancestors are left).
+const DEADLOCK_RECHECK: Duration = Duration::from_millis(50);
+
+/// A run's concurrency slot; the run is listed as a holder until it is dropped.
+pub(crate) struct RunSlot {
+    _permit: OwnedSemaphorePermit,
+    holders: Arc<Mutex<HashSet<String>>>,
+    run: String,
+}
+
+impl Drop for RunSlot {
+    fn drop(&mut self) {
+        self.holders
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.run);
+    }
 }
 
 /// One plugin's concurrency slots and run budgets. Clones share the slots.
@@ -25,6 +50,8 @@ pub(crate) struct RunGate {
     plugin: Arc<str>,
     limits: Limits,
     slots: Arc<Semaphore>,
+    /// The runs holding a slot, by run id (which is also their child agent's id).
+    holders: Arc<Mutex<HashSet<String>>>,
 }
 
 impl RunGate {
@@ -34,6 +61,7 @@ impl RunGate {
             plugin,
             limits: limits.clone(),
             slots: Arc::new(Semaphore::new(slots)),
+            holders: Arc::default(),
         }
     }
 
@@ -64,6 +92,67 @@ impl RunGate {
             }
             () = cancelled => Err(Denied::Cancelled),
         }
+    }
+
+    /// A slot for run `run`, whose caller descends from the agents `lineage` returns (the
+    /// caller first). Like [`RunGate::enter`], but a run that would wait for slots all held by
+    /// its own ancestors is refused at once: they wait for it, so it would wait forever.
+    pub(crate) async fn enter_run(
+        &self,
+        run: &str,
+        lineage: impl Fn() -> Vec<String>,
+        cancelled: impl Future<Output = ()>,
+    ) -> Result<RunSlot, Denied> {
+        let slot = |permit| {
+            self.holders
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(run.to_string());
+            RunSlot {
+                _permit: permit,
+                holders: self.holders.clone(),
+                run: run.to_string(),
+            }
+        };
+        if let Ok(permit) = self.slots.clone().try_acquire_owned() {
+            return Ok(slot(permit));
+        }
+        if self.limits.on_concurrency == OnConcurrency::Refuse {
+            return Err(Denied::Refused(self.hit(Limit::Concurrency {
+                max: self.limits.max_concurrent_runs,
+            })));
+        }
+        tokio::pin!(cancelled);
+        loop {
+            if let Some(message) = self.deadlock(&lineage()) {
+                tracing::warn!(plugin = %self.plugin, run, "{message}");
+                return Err(Denied::Deadlock(message));
+            }
+            tokio::select! {
+                permit = self.slots.clone().acquire_owned() => {
+                    // The semaphore is never closed.
+                    return permit.map(slot).map_err(|_| Denied::Cancelled);
+                }
+                () = &mut cancelled => return Err(Denied::Cancelled),
+                () = tokio::time::sleep(DEADLOCK_RECHECK) => {}
+            }
+        }
+    }
+
+    /// Why waiting would never end, if every slot is held by one of `lineage`.
+    fn deadlock(&self, lineage: &[String]) -> Option<String> {
+        let holders = self.holders.lock().unwrap_or_else(|p| p.into_inner());
+        let full = holders.len() >= self.limits.max_concurrent_runs;
+        if !full || !holders.iter().all(|h| lineage.contains(h)) {
+            return None;
+        }
+        Some(format!(
+            "plugin `{}`: all {} slots (`max_concurrent_runs`) are held by ancestors of the \
+             caller `{}`, which wait for this run: it would wait forever",
+            self.plugin,
+            self.limits.max_concurrent_runs,
+            lineage.first().map(String::as_str).unwrap_or("?"),
+        ))
     }
 
     /// Runs `work` within the wall-clock budget; past it, `work` is dropped (and with it the
@@ -118,11 +207,21 @@ pub(crate) fn request_size(r: &StartRequest) -> usize {
 pub(crate) struct LimitedProvider {
     inner: Arc<dyn Provider>,
     gate: RunGate,
+    /// For the lineage of a waiting run's caller; weak, as the registry reaches providers.
+    agents: Weak<AgentRegistry>,
 }
 
 impl LimitedProvider {
-    pub(crate) fn new(inner: Arc<dyn Provider>, gate: RunGate) -> Self {
-        Self { inner, gate }
+    pub(crate) fn new(
+        inner: Arc<dyn Provider>,
+        gate: RunGate,
+        agents: Weak<AgentRegistry>,
+    ) -> Self {
+        Self {
+            inner,
+            gate,
+            agents,
+        }
     }
 }
 
@@ -134,16 +233,23 @@ impl Provider for LimitedProvider {
     ) -> BoxFuture<'static, Result<SubagentResult, RunFailure>> {
         let inner = self.inner.clone();
         let gate = self.gate.clone();
+        let agents = self.agents.clone();
         Box::pin(async move {
             let waiter = ctx.clone();
+            let caller = ctx.parent().id.clone();
+            let lineage = || match agents.upgrade() {
+                Some(agents) => agents.lineage(&caller),
+                None => vec![caller.clone()],
+            };
             // Nothing is instantiated until the run has its slot.
-            let _slot = match gate.enter(waiter.cancelled()).await {
+            let _slot = match gate.enter_run(ctx.id(), lineage, waiter.cancelled()).await {
                 Ok(slot) => slot,
                 // The host sees the cancel and settles the run `aborted`.
                 Err(Denied::Cancelled) => {
                     return Err(RunFailure("cancelled while waiting for a slot".into()))
                 }
                 Err(Denied::Refused(hit)) => return Err(RunFailure(hit.to_string())),
+                Err(Denied::Deadlock(message)) => return Err(RunFailure(message)),
             };
             let result = gate
                 .timed(inner.run(ctx, request))
