@@ -1,11 +1,25 @@
 //! Compilation, through an on-disk cache of compiled artifacts.
 //!
-//! An artifact is native code that the host maps and runs, so the cache is trusted: its entries
-//! are named after the component's digest and the engine's compatibility hash, and it lives in a
-//! directory of the user's own (`$SEAM_CACHE_DIR`, `$XDG_CACHE_HOME/seam` or `~/.cache/seam`).
-//! An entry that wasmtime refuses to deserialize is recompiled and rewritten.
+//! An artifact is native code that the host maps and runs, so the cache must be trusted, and
+//! three things make it so:
+//!
+//! - **The directory is the user's own.** It is created `0700`; one owned by another user or
+//!   writable by group or others is refused (a warning names it and says why) and the host
+//!   compiles without a cache.
+//! - **No plugin can reach it.** A `dirs` grant that is the cache directory, inside it or above
+//!   it (symlinks resolved) fails that plugin's load ([`CompileCache::guarded_dir`], checked by
+//!   [`Grants::resolve_avoiding`](crate::sandbox::Grants::resolve_avoiding)).
+//! - **Each artifact is bound to its source and its engine.** It starts with a header: a magic,
+//!   the SHA-256 of the component's bytes, a digest of the engine's compatibility hash (its
+//!   target, compiler flags, tunables, features and wasmtime's version) and of this crate's
+//!   version, and the length and SHA-256 of the artifact body. The header is checked before
+//!   wasmtime sees a byte of the body, so an artifact copied over another one's name, a
+//!   headerless file, a truncated or edited body are all recompiled and rewritten, never run.
+//!
+//! The directory is `$SEAM_CACHE_DIR`, `$XDG_CACHE_HOME/seam` or `~/.cache/seam` by default.
 
 use std::hash::{Hash, Hasher};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -27,19 +41,53 @@ pub struct CacheStats {
     pub rewritten: AtomicU64,
 }
 
+/// The first bytes of every artifact file; the version is the header format's.
+const MAGIC: &[u8; 16] = b"seam-artifact-01";
+/// Magic, source digest, engine digest, body length (u64, little-endian), body digest.
+const HEADER_LEN: usize = MAGIC.len() + 32 + 32 + 8 + 32;
+
 /// Compiles components for one engine, through its artifact cache.
 pub(crate) struct CompileCache {
     engine: Engine,
+    /// Where artifacts are read and written (canonical); `None` when no cache is configured or
+    /// the configured one was refused.
     dir: Option<PathBuf>,
+    /// The configured directory, canonical as far as it exists, whether or not it is in use:
+    /// no grant may reach it.
+    guarded: Option<PathBuf>,
+    /// What an artifact's header must name as its engine.
+    engine_digest: [u8; 32],
     stats: CacheStats,
 }
 
 impl CompileCache {
-    /// A cache in `dir` (none: compile every time) for `engine`.
+    /// A cache in `dir` (none: compile every time) for `engine`. The directory is created
+    /// `0700` if it is missing; if it is not the user's own, or group or others can write to
+    /// it, a warning says so and the host compiles without a cache.
     pub(crate) fn new(engine: Engine, dir: Option<PathBuf>) -> Self {
+        let engine_digest = engine_digest(&engine);
+        let (dir, guarded) = match dir {
+            None => (None, None),
+            Some(configured) => {
+                let usable = match prepare_dir(&configured) {
+                    Ok(dir) => Some(dir),
+                    Err(reason) => {
+                        tracing::warn!(
+                            dir = %configured.display(),
+                            "refusing the compile cache directory `{}`: {reason}; compiling without a cache",
+                            configured.display()
+                        );
+                        None
+                    }
+                };
+                (usable, Some(canonical_lenient(&configured)))
+            }
+        };
         Self {
             engine,
             dir,
+            guarded,
+            engine_digest,
             stats: CacheStats::default(),
         }
     }
@@ -49,7 +97,13 @@ impl CompileCache {
         &self.stats
     }
 
-    /// Reads and compiles a component, through the artifact cache when one is configured.
+    /// The configured cache directory (canonical as far as it exists), which no grant may
+    /// reach; `None` when no cache is configured.
+    pub(crate) fn guarded_dir(&self) -> Option<&Path> {
+        self.guarded.as_deref()
+    }
+
+    /// Reads and compiles a component, through the artifact cache when one is in use.
     pub(crate) fn compile(&self, path: &Path) -> Result<Component, EngineError> {
         let bytes = std::fs::read(path).map_err(|source| EngineError::Read {
             path: path.to_path_buf(),
@@ -59,30 +113,63 @@ impl CompileCache {
             path: path.to_path_buf(),
             reason: format!("{e:#}"),
         };
-        let Some(cached) = self.entry_path(&bytes) else {
+        let Some(dir) = &self.dir else {
             self.stats.compiled.fetch_add(1, Ordering::Relaxed);
             return Component::new(&self.engine, &bytes).map_err(invalid);
         };
+        let source: [u8; 32] = Sha256::digest(&bytes).into();
+        let cached = dir.join(format!(
+            "{}-{}.cwasm",
+            hex(&source),
+            hex(&self.engine_digest[..8])
+        ));
         let mut stale = false;
-        if cached.is_file() {
-            // SAFETY: the artifact is native code for this engine. The cache directory is the
-            // user's own, and the entry's name binds it to this source and this engine
-            // configuration; wasmtime checks the artifact's header and engine settings and
-            // refuses a file that is not one of its artifacts.
-            match unsafe { Component::deserialize_file(&self.engine, &cached) } {
-                Ok(component) => {
-                    self.stats.hits.fetch_add(1, Ordering::Relaxed);
-                    return Ok(component);
+        match std::fs::read(&cached) {
+            Ok(file) => match self.verify(&file, &source) {
+                Ok(body) => {
+                    // SAFETY: `deserialize` maps `body` as native code for this engine, so it
+                    // must be an artifact this engine wrote for this component. The trust model:
+                    // the cache directory is the user's own and no one else can write to it
+                    // (checked in `new`: owned by this user, not writable by group or others,
+                    // created 0700); no plugin can reach it (a `dirs` grant at, above or below
+                    // it fails the plugin's load); and the header just checked binds the body to
+                    // the SHA-256 of this component's bytes, to this engine's compatibility hash
+                    // and to the body's own SHA-256. The body is read into memory once and those
+                    // very bytes are checked and deserialized (no second read of the file), and
+                    // wasmtime checks its own header and engine settings again.
+                    match unsafe { Component::deserialize(&self.engine, body) } {
+                        Ok(component) => {
+                            self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                            return Ok(component);
+                        }
+                        Err(e) => {
+                            stale = true;
+                            tracing::warn!(
+                                file = %cached.display(),
+                                error = %format!("{e:#}"),
+                                "wasmtime refused a compile cache entry; recompiling"
+                            )
+                        }
+                    }
                 }
-                Err(e) => {
+                Err(reason) => {
                     stale = true;
-                    tracing::warn!(file = %cached.display(), error = %e, "stale compile cache entry; recompiling")
+                    tracing::warn!(
+                        file = %cached.display(),
+                        "refusing compile cache entry `{}`: {reason}; recompiling",
+                        cached.display()
+                    )
                 }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                stale = true;
+                tracing::warn!(file = %cached.display(), error = %e, "cannot read compile cache entry; recompiling")
             }
         }
         self.stats.compiled.fetch_add(1, Ordering::Relaxed);
         let component = Component::new(&self.engine, &bytes).map_err(invalid)?;
-        match self.store_artifact(&component, &cached) {
+        match self.store_artifact(&component, &source, &cached) {
             Ok(()) if stale => {
                 self.stats.rewritten.fetch_add(1, Ordering::Relaxed);
             }
@@ -95,23 +182,60 @@ impl CompileCache {
         Ok(component)
     }
 
-    fn entry_path(&self, bytes: &[u8]) -> Option<PathBuf> {
-        let dir = self.dir.as_ref()?;
-        let mut engine_hash = std::collections::hash_map::DefaultHasher::new();
-        self.engine
-            .precompile_compatibility_hash()
-            .hash(&mut engine_hash);
-        let digest = Sha256::digest(bytes);
-        let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
-        Some(dir.join(format!("{hex}-{:016x}.cwasm", engine_hash.finish())))
+    /// Checks an artifact file's header against the component's digest and this engine, and
+    /// its body against the header; returns the body.
+    fn verify<'a>(&self, file: &'a [u8], source: &[u8; 32]) -> Result<&'a [u8], String> {
+        if file.len() < HEADER_LEN || !file.starts_with(MAGIC) {
+            return Err(format!(
+                "it has no Seam artifact header ({} bytes)",
+                file.len()
+            ));
+        }
+        let (header, body) = file.split_at(HEADER_LEN);
+        let (_, rest) = header.split_at(MAGIC.len());
+        let (source_digest, rest) = rest.split_at(32);
+        let (engine_digest, rest) = rest.split_at(32);
+        let (body_len, body_digest) = rest.split_at(8);
+        if source_digest != source.as_slice() {
+            return Err(format!(
+                "it was compiled from another component (source digest {}, expected {})",
+                hex(source_digest),
+                hex(source)
+            ));
+        }
+        if engine_digest != self.engine_digest.as_slice() {
+            return Err("it was compiled by another engine or engine configuration".into());
+        }
+        let body_len = u64::from_le_bytes(body_len.try_into().expect("8 bytes"));
+        if body_len != body.len() as u64 {
+            return Err(format!(
+                "its body is {} bytes, the header says {body_len}",
+                body.len()
+            ));
+        }
+        if Sha256::digest(body).as_slice() != body_digest {
+            return Err("its body does not match the digest in its header".into());
+        }
+        Ok(body)
     }
 
-    fn store_artifact(&self, component: &Component, path: &Path) -> std::io::Result<()> {
-        let artifact = component
+    fn store_artifact(
+        &self,
+        component: &Component,
+        source: &[u8; 32],
+        path: &Path,
+    ) -> std::io::Result<()> {
+        let body = component
             .serialize()
             .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+        let mut header = Vec::with_capacity(HEADER_LEN);
+        header.extend_from_slice(MAGIC);
+        header.extend_from_slice(source);
+        header.extend_from_slice(&self.engine_digest);
+        header.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        header.extend_from_slice(&Sha256::digest(&body));
+        debug_assert_eq!(header.len(), HEADER_LEN);
         let dir = path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
         // Write then rename, so a concurrent reader never sees half a file; the temporary name
         // is unique so that two plugins compiling the same component do not collide.
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -123,8 +247,18 @@ impl CompileCache {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
-        std::fs::write(&tmp, artifact)?;
-        std::fs::rename(&tmp, path)
+        let written = (|| {
+            let mut file = new_private_file(&tmp)?;
+            file.write_all(&header)?;
+            file.write_all(&body)?;
+            file.flush()?;
+            drop(file);
+            std::fs::rename(&tmp, path)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
     }
 
     /// The kind of plugin `component` is, by its exports.
@@ -145,5 +279,163 @@ impl CompileCache {
                 exports: exports.join(", "),
             }),
         }
+    }
+}
+
+/// Feeds whatever a `Hash` impl writes into SHA-256.
+struct Sha256Hasher(Sha256);
+
+impl Hasher for Sha256Hasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        unreachable!("only the SHA-256 state is used")
+    }
+}
+
+/// What binds an artifact to the engine that can run it: the header format, this crate's
+/// version and wasmtime's compatibility hash (target, compiler and ISA flags, tunables, wasm
+/// features, and wasmtime's own version).
+fn engine_digest(engine: &Engine) -> [u8; 32] {
+    let mut hasher = Sha256Hasher(Sha256::new());
+    hasher.write(MAGIC);
+    hasher.write(concat!("seam-host ", env!("CARGO_PKG_VERSION"), "\0").as_bytes());
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    hasher.0.finalize().into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `path` made canonical as far as it exists (the missing tail appended as written), so that a
+/// cache directory that could not be created is still guarded.
+fn canonical_lenient(path: &Path) -> PathBuf {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        match std::env::current_dir() {
+            Ok(cwd) => cwd.join(path),
+            Err(_) => path.to_path_buf(),
+        }
+    };
+    let mut missing = Vec::new();
+    let mut at = absolute.as_path();
+    loop {
+        if let Ok(mut canonical) = std::fs::canonicalize(at) {
+            canonical.extend(missing.iter().rev());
+            return canonical;
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_os_string());
+                at = parent;
+            }
+            _ => return absolute,
+        }
+    }
+}
+
+/// Makes sure `dir` is a cache directory the host can trust, creating it `0700` if it is
+/// missing; returns its canonical path, or why it cannot be used.
+#[cfg(unix)]
+fn prepare_dir(dir: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+
+    if std::fs::symlink_metadata(dir).is_err() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("cannot create it: {e}"))?;
+        // The mode above is masked by the umask; the directory the host creates is 0700
+        // whatever the umask says.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("cannot make it private (0700): {e}"))?;
+    }
+    let meta = std::fs::metadata(dir).map_err(|e| format!("cannot read it: {e}"))?;
+    if !meta.is_dir() {
+        return Err("it is not a directory".into());
+    }
+    let uid = current_uid().map_err(|e| format!("cannot tell which user this is: {e}"))?;
+    if meta.uid() != uid {
+        return Err(format!(
+            "it is owned by uid {}, not by this user (uid {uid}); another user could plant native code in it",
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
+            (true, true) => "group and others",
+            (true, false) => "its group",
+            _ => "others",
+        };
+        return Err(format!(
+            "it is writable by {who} (mode {mode:o}), who could plant native code in it; `chmod 700` it to use it"
+        ));
+    }
+    std::fs::canonicalize(dir).map_err(|e| format!("cannot resolve it: {e}"))
+}
+
+#[cfg(not(unix))]
+fn prepare_dir(dir: &Path) -> Result<PathBuf, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create it: {e}"))?;
+    std::fs::canonicalize(dir).map_err(|e| format!("cannot resolve it: {e}"))
+}
+
+/// The effective user id of this process: from `/proc/self/status`, else the owner of a file
+/// the process creates (and removes) in the temporary directory.
+#[cfg(unix)]
+fn current_uid() -> std::io::Result<u32> {
+    use std::os::unix::fs::MetadataExt;
+
+    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+        // `Uid:` real, effective, saved, filesystem.
+        let effective = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1))
+            .and_then(|id| id.parse().ok());
+        if let Some(uid) = effective {
+            return Ok(uid);
+        }
+    }
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let probe = std::env::temp_dir().join(format!(
+        ".seam-uid-probe.{}.{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let file = new_private_file(&probe)?;
+    let uid = file.metadata().map(|m| m.uid());
+    drop(file);
+    let _ = std::fs::remove_file(&probe);
+    uid
+}
+
+/// Creates a new file readable and writable by its owner only; fails if it exists.
+fn new_private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_tail_is_kept_after_the_canonical_part() {
+        let dir = std::env::temp_dir();
+        let canonical = std::fs::canonicalize(&dir).unwrap();
+        assert_eq!(
+            canonical_lenient(&dir.join("seam-surely-missing").join("cache")),
+            canonical.join("seam-surely-missing").join("cache")
+        );
     }
 }

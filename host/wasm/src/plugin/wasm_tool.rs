@@ -1,9 +1,10 @@
 //! A tool component: bind at load, describe on mount, one fresh instance per call.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use seam_core::agent::AgentRegistry;
 use seam_core::live::LiveCounts;
 use seam_core::subagent::{SubagentRun, SubagentService};
 use seam_core::tool::{Tool, ToolBinding, ToolSource};
@@ -32,6 +33,8 @@ struct ToolParts {
     /// Concurrency, wall-clock and size limits of its calls.
     gate: RunGate,
     subagents: Arc<SubagentService>,
+    /// For the lineage of a waiting call's caller; weak, as the registry reaches its tools.
+    agents: Weak<AgentRegistry>,
     cancel_grace: Duration,
 }
 
@@ -57,6 +60,7 @@ impl WasmTool {
             live: runtime.live.clone(),
             sandbox,
             subagents: runtime.subagents.clone(),
+            agents: Arc::downgrade(&runtime.agents),
             cancel_grace: runtime.cancel_grace,
         })))
     }
@@ -171,7 +175,16 @@ impl WasmTool {
     ) -> ToolResult {
         let inner = &self.0;
         // A slot first: nothing is instantiated for a call that waits or is refused.
-        let _slot = match inner.gate.enter(abort.cancelled()).await {
+        // The calls that wait for this one are the ones its caller's ancestors made.
+        let waiting_on_me = || match inner.agents.upgrade() {
+            Some(agents) => agents.lineage(&caller.id).split_off(1),
+            None => Vec::new(),
+        };
+        let _slot = match inner
+            .gate
+            .enter(&caller.id, waiting_on_me, abort.cancelled())
+            .await
+        {
             Ok(slot) => slot,
             Err(Denied::Cancelled) => return ToolResult::error("the tool call was aborted"),
             Err(Denied::Refused(hit)) => return ToolResult::error(hit.to_string()),

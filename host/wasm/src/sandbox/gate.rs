@@ -1,7 +1,7 @@
 //! The limits the host enforces around each run of a provider plugin and each call of a tool
 //! plugin: how many may run at once, how long one may take, and how large its result may be.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -28,19 +28,25 @@ pub(crate) enum Denied {
 /// its ancestor ended, and only ancestors are left).
 const DEADLOCK_RECHECK: Duration = Duration::from_millis(50);
 
-/// A run's concurrency slot; the run is listed as a holder until it is dropped.
-pub(crate) struct RunSlot {
+/// The holders of a gate's slots, by key, with how many slots each holds.
+type Holders = Arc<Mutex<HashMap<String, usize>>>;
+
+/// A concurrency slot; its key is listed as a holder until it is dropped.
+pub(crate) struct Slot {
     _permit: OwnedSemaphorePermit,
-    holders: Arc<Mutex<HashSet<String>>>,
-    run: String,
+    holders: Holders,
+    key: String,
 }
 
-impl Drop for RunSlot {
+impl Drop for Slot {
     fn drop(&mut self) {
-        self.holders
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.run);
+        let mut holders = self.holders.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = holders.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                holders.remove(&self.key);
+            }
+        }
     }
 }
 
@@ -50,8 +56,9 @@ pub(crate) struct RunGate {
     plugin: Arc<str>,
     limits: Limits,
     slots: Arc<Semaphore>,
-    /// The runs holding a slot, by run id (which is also their child agent's id).
-    holders: Arc<Mutex<HashSet<String>>>,
+    /// Who holds the slots: a run by its id (which is also its child agent's id), a tool call
+    /// by its caller's agent id.
+    holders: Holders,
 }
 
 impl RunGate {
@@ -71,47 +78,30 @@ impl RunGate {
         hit
     }
 
-    /// A slot for one run: at once if one is free; otherwise waits until one is (ending early
-    /// when `cancelled` completes) or refuses, as the plugin's `on_concurrency` says.
+    /// A slot held under `key`: at once if one is free; otherwise waits until one is (ending
+    /// early when `cancelled` completes) or refuses, as the plugin's `on_concurrency` says.
+    ///
+    /// `waiting_on_me` lists the holder keys that wait for this entry to finish (the caller's
+    /// ancestors): if every slot is held by one of them, waiting would never end, so the entry
+    /// is refused at once. It is asked again while the entry waits, since a holder that was not
+    /// an ancestor may leave.
     pub(crate) async fn enter(
         &self,
+        key: &str,
+        waiting_on_me: impl Fn() -> Vec<String>,
         cancelled: impl Future<Output = ()>,
-    ) -> Result<OwnedSemaphorePermit, Denied> {
-        if let Ok(permit) = self.slots.clone().try_acquire_owned() {
-            return Ok(permit);
-        }
-        if self.limits.on_concurrency == OnConcurrency::Refuse {
-            return Err(Denied::Refused(self.hit(Limit::Concurrency {
-                max: self.limits.max_concurrent_runs,
-            })));
-        }
-        tokio::select! {
-            permit = self.slots.clone().acquire_owned() => {
-                // The semaphore is never closed.
-                permit.map_err(|_| Denied::Cancelled)
-            }
-            () = cancelled => Err(Denied::Cancelled),
-        }
-    }
-
-    /// A slot for run `run`, whose caller descends from the agents `lineage` returns (the
-    /// caller first). Like [`RunGate::enter`], but a run that would wait for slots all held by
-    /// its own ancestors is refused at once: they wait for it, so it would wait forever.
-    pub(crate) async fn enter_run(
-        &self,
-        run: &str,
-        lineage: impl Fn() -> Vec<String>,
-        cancelled: impl Future<Output = ()>,
-    ) -> Result<RunSlot, Denied> {
+    ) -> Result<Slot, Denied> {
         let slot = |permit| {
-            self.holders
+            *self
+                .holders
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .insert(run.to_string());
-            RunSlot {
+                .entry(key.to_string())
+                .or_default() += 1;
+            Slot {
                 _permit: permit,
                 holders: self.holders.clone(),
-                run: run.to_string(),
+                key: key.to_string(),
             }
         };
         if let Ok(permit) = self.slots.clone().try_acquire_owned() {
@@ -124,8 +114,8 @@ impl RunGate {
         }
         tokio::pin!(cancelled);
         loop {
-            if let Some(message) = self.deadlock(&lineage()) {
-                tracing::warn!(plugin = %self.plugin, run, "{message}");
+            if let Some(message) = self.deadlock(key, &waiting_on_me()) {
+                tracing::warn!(plugin = %self.plugin, key, "{message}");
                 return Err(Denied::Deadlock(message));
             }
             tokio::select! {
@@ -139,19 +129,18 @@ impl RunGate {
         }
     }
 
-    /// Why waiting would never end, if every slot is held by one of `lineage`.
-    fn deadlock(&self, lineage: &[String]) -> Option<String> {
+    /// Why waiting would never end, if every slot is held by one of `waiting_on_me`.
+    fn deadlock(&self, key: &str, waiting_on_me: &[String]) -> Option<String> {
         let holders = self.holders.lock().unwrap_or_else(|p| p.into_inner());
-        let full = holders.len() >= self.limits.max_concurrent_runs;
-        if !full || !holders.iter().all(|h| lineage.contains(h)) {
+        let held: usize = holders.values().sum();
+        let full = held >= self.limits.max_concurrent_runs;
+        if !full || !holders.keys().all(|h| waiting_on_me.contains(h)) {
             return None;
         }
         Some(format!(
             "plugin `{}`: all {} slots (`max_concurrent_runs`) are held by ancestors of the \
-             caller `{}`, which wait for this run: it would wait forever",
-            self.plugin,
-            self.limits.max_concurrent_runs,
-            lineage.first().map(String::as_str).unwrap_or("?"),
+             caller of `{key}`, which wait for it: it would wait forever",
+            self.plugin, self.limits.max_concurrent_runs,
         ))
     }
 
@@ -242,7 +231,7 @@ impl Provider for LimitedProvider {
                 None => vec![caller.clone()],
             };
             // Nothing is instantiated until the run has its slot.
-            let _slot = match gate.enter_run(ctx.id(), lineage, waiter.cancelled()).await {
+            let _slot = match gate.enter(ctx.id(), lineage, waiter.cancelled()).await {
                 Ok(slot) => slot,
                 // The host sees the cancel and settles the run `aborted`.
                 Err(Denied::Cancelled) => {

@@ -3,7 +3,7 @@
 //! entry grants it.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -71,7 +71,17 @@ pub struct Granted {
 impl Grants {
     /// Checks every grant against the host: each directory must exist, be a directory and open;
     /// each environment variable's value is read now (a variable that is not set is left out).
+    /// Guards no compile cache: the loader uses [`Grants::resolve_avoiding`].
     pub fn resolve(&self) -> Result<Granted, SandboxError> {
+        self.resolve_avoiding(None)
+    }
+
+    /// [`Grants::resolve`], and no granted directory may reach the compile cache `cache_dir`
+    /// (canonical): a grant of the cache directory, of a directory inside it or of one that
+    /// contains it (symlinks resolved) fails, naming `grants.dirs[N].host`. The cache holds
+    /// native code the host runs, so a plugin that could write there could run code outside
+    /// its sandbox (and one that could read it, every other plugin's compiled code).
+    pub fn resolve_avoiding(&self, cache_dir: Option<&Path>) -> Result<Granted, SandboxError> {
         let mut granted = Granted {
             network: self.network.clone(),
             dns: self.dns,
@@ -86,6 +96,23 @@ impl Grants {
                 .map_err(|e| err(format!("`{}`: {e}", dir.host.display())))?;
             if !host.is_dir() {
                 return Err(err(format!("`{}` is not a directory", dir.host.display())));
+            }
+            if let Some(cache) = cache_dir {
+                if host.starts_with(cache) || cache.starts_with(&host) {
+                    let place = if host == cache {
+                        "is the compile cache".to_string()
+                    } else if host.starts_with(cache) {
+                        format!("is inside the compile cache `{}`", cache.display())
+                    } else {
+                        format!("contains the compile cache `{}`", cache.display())
+                    };
+                    return Err(err(format!(
+                        "`{}` ({}) {place}; granting it would expose the compile cache, whose \
+                         native code the host runs",
+                        dir.host.display(),
+                        host.display()
+                    )));
+                }
             }
             // Open it the way every store will, so a problem shows now and not at the first run.
             WasiCtxBuilder::new()
