@@ -6,6 +6,7 @@
 //! accepts the input.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use seam_host::subagent::validate::{self, MAX_DEPTH_LIMIT, MAX_PROMPT_BYTES, MAX_PROVIDER_NAME};
 use seam_host::{
@@ -168,4 +169,43 @@ pub fn request_validation(data: &[u8]) {
             assert_eq!(schema["type"], "object");
         }
     }
+}
+
+/// Any bytes, as a component file (mutated from the built guests): `inspect` and loading it as
+/// a plugin each succeed or fail with an error naming the file or the entry; nothing panics,
+/// and afterwards no instance is left.
+pub async fn component_load(host: &seam_host::Host, dir: &Path, data: &[u8]) {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let path = dir.join(format!(
+        "fuzz-{}.wasm",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    if std::fs::write(&path, data).is_err() {
+        return;
+    }
+    match host.inspect(&path, None).await {
+        Ok(info) => assert!(!info.exports.is_empty()),
+        Err(e) => {
+            let text = e.to_string();
+            assert!(text.contains(&*path.to_string_lossy()), "{text}");
+        }
+    }
+    let toml = format!(
+        "[[plugin]]\nid = \"fuzz\"\ncomponent = \"{}\"\n",
+        path.display()
+    );
+    if let Ok(config) = Config::parse(&toml, Path::new("fuzz.toml"), dir) {
+        let report = host.load(&config).await;
+        for failure in &report.failed {
+            let text = failure.to_string();
+            assert!(text.starts_with("plugin `fuzz`"), "{text}");
+        }
+        host.unload_all().await;
+    }
+    assert_eq!(
+        host.live_instances(),
+        0,
+        "an instance outlived inspect or load"
+    );
+    let _ = std::fs::remove_file(&path);
 }

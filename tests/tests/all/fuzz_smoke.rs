@@ -122,3 +122,67 @@ fn the_config_seeds_parse() {
         assert!(parsed.is_ok(), "seed {i}: {parsed:?}");
     }
 }
+
+/// Mutates a component binary: flips bits, overwrites, truncates or splices a run of another
+/// guest's bytes, mostly past the header so that the parser gets into the sections.
+fn mutate_component(rng: &mut Rng, guests: &[Vec<u8>], input: &mut Vec<u8>) {
+    for _ in 0..1 + rng.below(3) {
+        if input.is_empty() {
+            return;
+        }
+        let at = rng.below(input.len());
+        match rng.below(5) {
+            0 => input[at] ^= 1 << rng.below(8),
+            1 => input[at] = (rng.next_u64() & 0xff) as u8,
+            2 => input.truncate(at.max(8)),
+            3 => {
+                let end = (at + 1 + rng.below(64)).min(input.len());
+                input.drain(at..end);
+            }
+            _ => {
+                let other = &guests[rng.below(guests.len())];
+                let from = rng.below(other.len());
+                let to = (from + rng.below(256)).min(other.len());
+                input.splice(at..at, other[from..to].iter().copied());
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutated_components_are_refused_cleanly_and_the_host_keeps_serving() {
+    use seam_tests::guests::*;
+    let guests: Vec<Vec<u8>> = [MOCK_PROVIDER, SUBAGENT_TOOL, OBSERVER_PROBE, SPAWN_PROVIDER]
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    let mut options = seam_tests::test_options();
+    // Mutants must not fill the shared cache.
+    options.engine.cache_dir = None;
+    let host = seam_host::Host::new(options).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // The unmutated guests load.
+    for g in &guests {
+        targets::component_load(&host, dir.path(), g).await;
+    }
+    let mut rng = Rng(0xC0FF_EE03);
+    for _ in 0..120 {
+        let mut input = guests[rng.below(guests.len())].clone();
+        mutate_component(&mut rng, &guests, &mut input);
+        targets::component_load(&host, dir.path(), &input).await;
+    }
+    // And the same host still loads and serves a good plugin.
+    let report = host
+        .load(&seam_tests::config(&seam_tests::mock(
+            "good",
+            "reply = \"fine\"",
+        )))
+        .await;
+    assert!(report.is_ok(), "{}", report.failures());
+    let run = host
+        .subagents()
+        .start("good", seam_tests::request("x"))
+        .unwrap();
+    assert_eq!(run.result().await.unwrap().output_text(), "fine");
+    run.dispose().await;
+}
