@@ -41,6 +41,8 @@ fuzz-run:
 	mkdir -p fuzz/corpus/config_parse fuzz/corpus/request_validation
 	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run config_parse corpus/config_parse seeds/config_parse -- -seed=1 -runs=200000
 	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run request_validation corpus/request_validation seeds/request_validation -- -seed=1 -runs=200000
+	mkdir -p fuzz/corpus/component_load
+	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run component_load corpus/component_load ../target/guests/wasm32-wasip2/release -- -seed=1 -runs=2000
 
 # The Extism peer lives in a workspace of its own (a second wasmtime) with its own target dir,
 # so that `make test` never compiles it; its plugin is a core module for wasm32-unknown-unknown.

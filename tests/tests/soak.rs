@@ -1,6 +1,7 @@
-//! Soak test: 10,000 mixed runs (well-behaved, slow, child agents on the spawn provider, trapping, panicking, spinning past their CPU
-//! budget, blowing their memory limit, timing out, failing to start, and tool calls that leak
-//! their runs) with random cancels and early disposes, 64 at a time, from a fixed seed. Every
+//! Soak test: 100,000 mixed runs (well-behaved, slow, child agents on the spawn provider,
+//! trapping, panicking, spinning past their CPU budget, blowing their memory limit, timing out,
+//! failing to start, flooding their child past `host_memory_mb`, tool calls that leak their runs
+//! or hold more than `max_runs_per_call`) with random cancels and early disposes, 64 at a time, from a fixed seed. Every
 //! outcome must be one the contract allows, and the host must end with no live run, instance or
 //! child agent.
 //!
@@ -13,7 +14,7 @@ use seam_host::{Host, ParentRef, StopReason};
 use seam_tests::*;
 use tokio_util::sync::CancellationToken;
 
-const RUNS: usize = 10_000;
+const RUNS: usize = 100_000;
 const AT_ONCE: usize = 64;
 const SEED: u64 = 0x5EA3_50A4;
 
@@ -30,11 +31,17 @@ enum Kind {
     StartFails,
     LeakyTool,
     Child,
+    /// A provider that floods its child with messages until `host_memory_mb` stops it.
+    Flood,
+    /// A tool that holds more runs than `max_runs_per_call`.
+    RunsCap,
 }
 
 /// The workload mix, in percent.
 const MIX: &[(Kind, usize)] = &[
-    (Kind::Ok, 37),
+    (Kind::Ok, 31),
+    (Kind::Flood, 3),
+    (Kind::RunsCap, 3),
     (Kind::Child, 8),
     (Kind::Slow, 15),
     (Kind::Trap, 8),
@@ -59,6 +66,8 @@ impl Kind {
             Kind::StartFails => "startfail",
             Kind::LeakyTool => "leak",
             Kind::Child => "spawn",
+            Kind::Flood => "flood",
+            Kind::RunsCap => "cap",
         }
     }
 }
@@ -68,7 +77,9 @@ fn config_text() -> String {
         entry(id, "hostile_provider", &format!("name = \"{id}\", {extra}")) + limits + "\n"
     };
     // The spawn provider's children run on a scripted model that takes 10 ms to answer.
-    "[models.scripts.child]\nsteps = [ { text = \"child done\", delay_ms = 10 } ]\n\n".to_string()
+    "[models.scripts.child]\nsteps = [ { text = \"child done\", delay_ms = 10 } ]\n\n\
+     [models.scripts.default]\nsteps = [ { text = \"never asked\" } ]\n\n"
+        .to_string()
         + &mock("ok", "reply = \"fine\"")
         + &mock("slow", "delayMs = 30")
         + &entry("spawn", "spawn_provider", "")
@@ -107,6 +118,17 @@ fn config_text() -> String {
             "hostile_tool",
             "toolName = \"leak\", mode = \"leak-runs\", provider = \"slow\", count = 2",
         )
+        + &h(
+            "flood",
+            "mode = \"send-flood\", bytes = 100000",
+            "[plugin.limits]\nhost_memory_mb = 1",
+        )
+        + &entry(
+            "cap",
+            "hostile_tool",
+            "toolName = \"cap\", mode = \"leak-runs\", provider = \"slow\", count = 5",
+        )
+        + "[plugin.limits]\nmax_runs_per_call = 3\n"
 }
 
 /// Resident set size now and at its peak, in KiB, from /proc/self/status.
@@ -130,7 +152,7 @@ async fn job(host: Host, kind: Kind, plan: u64) -> (bool, StopReason) {
     let cancel = plan % 100 < 20;
     let delay = Duration::from_millis((plan >> 8) % 25);
     let dispose_early = cancel && (plan >> 16).is_multiple_of(4);
-    if kind == Kind::LeakyTool {
+    if matches!(kind, Kind::LeakyTool | Kind::RunsCap) {
         let abort = CancellationToken::new();
         if cancel {
             let abort = abort.clone();
@@ -141,7 +163,7 @@ async fn job(host: Host, kind: Kind, plan: u64) -> (bool, StopReason) {
         }
         let r = host
             .call_tool(
-                "leak",
+                kind.provider(),
                 ParentRef::top_level("soak", "/"),
                 "{}",
                 abort.clone(),
@@ -190,6 +212,10 @@ fn allowed(kind: Kind, cancelled: bool, reason: &StopReason) -> bool {
         // A tool call completes, or, aborted, reports an error result.
         return *reason == StopReason::Completed || (cancelled && *reason == StopReason::Error);
     }
+    if kind == Kind::RunsCap {
+        // Past `max_runs_per_call`, or aborted: an error result either way.
+        return *reason == StopReason::Error;
+    }
     if cancelled {
         return *reason == StopReason::Aborted;
     }
@@ -200,7 +226,7 @@ fn allowed(kind: Kind, cancelled: bool, reason: &StopReason) -> bool {
 }
 
 #[test]
-fn ten_thousand_mixed_runs_leave_the_host_quiescent() {
+fn a_hundred_thousand_mixed_runs_leave_the_host_quiescent() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -264,7 +290,7 @@ fn ten_thousand_mixed_runs_leave_the_host_quiescent() {
             host.live_agents()
         );
         eprintln!("soak outcomes: {counts:?}");
-        // Memory does not grow with the number of runs: the second 8,000 runs cost no more
+        // Memory does not grow with the number of runs: the last 98,000 runs cost no more
         // resident memory than a generous margin over the first 2,000.
         assert!(
             now_rss <= warm_rss * 3 / 2 + 64 * 1024,
