@@ -4,6 +4,11 @@
 //! panicking around readiness, spinning forever without touching the host, or sleeping forever
 //! while ignoring cancellation. The host must contain each of these without hanging or
 //! crashing. Mode `ok` behaves, so the same component can also serve as a well-formed baseline.
+//!
+//! Modes: `ok`, `trap-describe`, `panic-describe`, `trap-before-ready`, `trap-after-ready`,
+//! `panic-after-ready`, `spin-after-ready`, `spin-before-ready`, `ignore-cancel`, and
+//! `stderr-then-trap` (after ready, writes 50 numbered lines to stderr, `faulty provider: stderr
+//! line N of 50`, then traps), for the stderr tail a fault report shows.
 
 wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin" });
 
@@ -34,6 +39,7 @@ enum Mode {
     SpinAfterReady,
     SpinBeforeReady,
     IgnoreCancel,
+    StderrThenTrap,
 }
 
 /// Config names of the modes, for parsing and for the error listing them.
@@ -47,6 +53,7 @@ const MODES: &[(&str, Mode)] = &[
     ("spin-after-ready", Mode::SpinAfterReady),
     ("spin-before-ready", Mode::SpinBeforeReady),
     ("ignore-cancel", Mode::IgnoreCancel),
+    ("stderr-then-trap", Mode::StderrThenTrap),
 ];
 
 /// The validated plugin config.
@@ -150,6 +157,13 @@ impl Guest for FaultyProvider {
             Mode::SpinAfterReady => {
                 run_context::ready();
                 spin()
+            }
+            Mode::StderrThenTrap => {
+                run_context::ready();
+                for n in 1..=50 {
+                    eprintln!("faulty provider: stderr line {n} of 50");
+                }
+                trap()
             }
             Mode::IgnoreCancel => {
                 run_context::ready();

@@ -1,8 +1,21 @@
-//! Observer probe: a lifecycle observer for tests. It logs the name of every event it sees
-//! (`mode = "log"`), or fails on each one (`"error"`, `"trap"`, `"panic"`) so that tests can prove
-//! a faulty observer is contained.
+//! Observer probe: a lifecycle observer for tests. Its config `mode`:
+//!
+//! - `log` (the default): logs `observed <event name>` for every event it sees, followed by
+//!   ` id=<id>` when the event has an `id` (a run's, a plugin's);
+//! - `error`, `trap`, `panic`: fails on each event, so tests can prove a faulty observer is
+//!   contained;
+//! - `sleep`: never returns, sleeping on the WASI clock in a loop (a stuck observer);
+//! - `spin`: never returns, burning CPU without calling the host;
+//! - `wait`: waits until the file `file` exists (looking every millisecond, sleeping on the WASI
+//!   clock in between), then logs like `log`: an observer that is stuck until a test lets it go
+//!   (it needs a `dirs` grant for the file's folder).
+//!
+//! With key `on` (an event name), `sleep`, `spin` and `wait` hold up only that event and log the
+//! others like `log`.
 
 wit_bindgen::generate!({ path: "../../wit", world: "observer-plugin" });
+
+use std::time::Duration;
 
 use exports::seam::plugin::observer::Guest;
 use seam::plugin::host::log;
@@ -13,11 +26,34 @@ struct ObserverProbe;
 
 export!(ObserverProbe);
 
+/// Logs that `name` (with `id`, if any) was observed.
+fn observed(name: &str, id: Option<&str>) -> Result<(), String> {
+    match id {
+        Some(id) => log(LogLevel::Info, &format!("observed {name} id={id}")),
+        None => log(LogLevel::Info, &format!("observed {name}")),
+    }
+    Ok(())
+}
+
+/// Burns CPU forever without calling any host import; `black_box` keeps the loop alive.
+fn spin() -> ! {
+    let mut state: u64 = 1;
+    loop {
+        state = std::hint::black_box(
+            state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407),
+        );
+    }
+}
+
 impl Guest for ObserverProbe {
     fn on_event(config: String, event: String) -> Result<(), String> {
         let fields = config::parse(&config)?;
-        let root = Section::root(&fields, &["mode"])?;
+        let root = Section::root(&fields, &["mode", "on", "file"])?;
         let mode = root.string("mode")?.unwrap_or_else(|| "log".to_string());
+        let on = root.string("on")?;
+        let file = root.string("file")?;
         let value: serde_json::Value =
             serde_json::from_str(&event).map_err(|e| format!("event is not JSON: {e}"))?;
         let name = value
@@ -25,14 +61,25 @@ impl Guest for ObserverProbe {
             .and_then(|n| n.as_str())
             .unwrap_or("?")
             .to_string();
+        let id = value.get("id").and_then(|n| n.as_str());
+        let hold = on.as_deref().is_none_or(|on| on == name);
         match mode.as_str() {
-            "log" => {
-                log(LogLevel::Info, &format!("observed {name}"));
-                Ok(())
-            }
+            "log" => observed(&name, id),
             "error" => Err(format!("refusing {name}")),
             "trap" => core::arch::wasm32::unreachable(),
             "panic" => panic!("observer panics on {name}"),
+            "sleep" | "spin" | "wait" if !hold => observed(&name, id),
+            "sleep" => loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            },
+            "spin" => spin(),
+            "wait" => {
+                let file = file.ok_or("config key `file` is required in mode `wait`")?;
+                while !std::path::Path::new(&file).exists() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                observed(&name, id)
+            }
             other => Err(format!("config key `mode`: unknown mode `{other}`")),
         }
     }

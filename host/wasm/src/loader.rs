@@ -454,7 +454,7 @@ impl Loader {
                 // Each run of the plugin passes its concurrency, time and output limits.
                 let gate = RunGate::new(entry.id.as_str().into(), &prepared.sandbox_limits);
                 let provider = LimitedProvider::new(
-                    Arc::new(provider),
+                    Arc::new(*provider),
                     gate,
                     Arc::downgrade(&self.runtime.agents),
                 );

@@ -1,1 +1,193 @@
-//! Security round two: faults.
+//! Security round two: faults name their cause. A trap says which trap and the guest function it
+//! happened in; a panicking guest's fault carries its panic message (the tail of its stderr); no
+//! fault reads as a bare `error while executing at wasm backtrace:`.
+
+use seam_host::{Event, StopReason};
+use seam_tests::*;
+
+/// A faulty provider entry (`name` = id) in `mode`.
+fn faulty(id: &str, mode: &str) -> String {
+    entry(
+        id,
+        "faulty_provider",
+        &format!("name = \"{id}\", mode = \"{mode}\""),
+    )
+}
+
+/// The text of `plugin`'s log lines that contain `needle`.
+fn logged(log: &CapturedLog, plugin: &str, needle: &str) -> Vec<String> {
+    log.lines()
+        .into_iter()
+        .filter(|l| {
+            l.contains(&format!("plugin={plugin} "))
+                || l.ends_with(&format!("plugin={plugin}"))
+                || l.contains(&format!("plugin=\"{plugin}\""))
+        })
+        .filter(|l| l.contains(needle))
+        .collect()
+}
+
+/// What every fault report must be: one line, naming something beyond the backtrace header.
+#[track_caller]
+fn assert_names_a_cause(fault: &str) {
+    assert!(!fault.trim().is_empty(), "an empty fault");
+    assert!(!fault.contains('\n'), "a fault is one line: {fault:?}");
+    assert!(
+        !fault.contains("error while executing at wasm backtrace"),
+        "a fault names its cause, not the backtrace header: {fault}"
+    );
+}
+
+/// Runs `mode` once on a faulty provider; the run ends `error`. Returns its output and the
+/// `subagent/end` event's last assistant message.
+async fn fault_of(mode: &str) -> (String, String) {
+    let host = host_with(&(faulty("bad", mode) + &mock("good", ""))).await;
+    let seen = record(&host);
+    let run = host.subagents().start("bad", request("x")).unwrap();
+    let result = run.result().await.expect("a fault is a result");
+    run.dispose().await;
+    assert_eq!(result.stop_reason, StopReason::Error, "{mode}: {result:?}");
+    let end = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .find_map(|e| match e {
+            Event::SubagentEnd {
+                last_assistant_message: Some(blocks),
+                ..
+            } => Some(blocks.iter().map(|b| format!("{b:?}")).collect::<String>()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    // The host is unharmed.
+    let run = host.subagents().start("good", request("x")).unwrap();
+    assert!(run.result().await.unwrap().stop_reason.is_success());
+    run.dispose().await;
+    host.unload_all().await;
+    assert_eq!(host.live_instances(), 0);
+    (result.output_text(), end)
+}
+
+// These go through the provider's run path (`wasm_provider.rs`), which renders the fault with
+// the store at hand (`GuestFault::from_store_error`).
+
+#[tokio::test]
+async fn a_panicking_provider_fails_with_its_panic_message() {
+    let (output, end) = fault_of("panic-after-ready").await;
+    assert_names_a_cause(&output);
+    assert!(
+        output.contains("provider `bad` failed: guest fault: wasm trap: wasm `unreachable` instruction executed in `"),
+        "{output}"
+    );
+    assert!(
+        output.contains("(stderr: ")
+            && output.contains("panicked at")
+            && output.contains("faulty provider: panicking after ready as configured)"),
+        "the panic message ends the fault: {output}"
+    );
+    assert!(!output.contains("RUST_BACKTRACE"), "{output}");
+    assert!(
+        end.contains("faulty provider: panicking after ready as configured"),
+        "subagent/end carries the same detail: {end}"
+    );
+}
+
+#[tokio::test]
+async fn a_trapping_provider_fails_naming_the_trap_and_the_function() {
+    let (output, _) = fault_of("trap-after-ready").await;
+    assert_names_a_cause(&output);
+    let cause = "wasm trap: wasm `unreachable` instruction executed in `";
+    let at = output.find(cause).unwrap_or_else(|| panic!("{output}"));
+    let function = output[at + cause.len()..].split('`').next().unwrap();
+    assert!(
+        !function.is_empty() && !function.starts_with("_ZN"),
+        "a demangled function: {output}"
+    );
+    assert!(
+        !output.contains("(stderr:"),
+        "it wrote nothing to stderr: {output}"
+    );
+}
+
+#[tokio::test]
+async fn a_fault_shows_only_the_last_lines_of_stderr() {
+    let (output, _) = fault_of("stderr-then-trap").await;
+    assert_names_a_cause(&output);
+    assert!(output.contains("wasm trap: wasm `unreachable`"), "{output}");
+    let stderr = output
+        .split("(stderr: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{output}"));
+    for n in 47..=50 {
+        assert!(
+            stderr.contains(&format!("stderr line {n} of 50")),
+            "{output}"
+        );
+    }
+    assert!(!stderr.contains("line 46 of 50"), "{output}");
+    assert!(stderr.len() <= 1024, "the tail is bounded: {output}");
+}
+
+#[tokio::test]
+async fn a_fault_in_describe_names_its_cause() {
+    for (mode, cause) in [
+        ("trap-describe", "wasm `unreachable` instruction executed"),
+        (
+            "panic-describe",
+            "faulty provider: panicking in describe as configured",
+        ),
+    ] {
+        let host = test_host();
+        let report = host.load(&config(&faulty("bad", mode))).await;
+        assert_eq!(report.failed.len(), 1, "{mode}");
+        let e = report.failed[0].to_string();
+        assert_names_a_cause(&e);
+        assert!(
+            e.contains("describe failed: wasm trap: wasm `unreachable` instruction executed in `")
+                && e.contains(cause),
+            "{mode}: {e}"
+        );
+        assert_eq!(host.live_instances(), 0);
+    }
+}
+
+// Through the observer's delivery path (`wasm_observer.rs`).
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_faulty_observer_is_logged_with_its_cause() {
+    let (log, _guard) = CapturedLog::start();
+    let toml = entry("trapper", "observer_probe", "mode = \"trap\"")
+        + &entry("panicker", "observer_probe", "mode = \"panic\"")
+        + &mock("m", "");
+    let host = host_with(&toml).await;
+    let run = host.subagents().start("m", request("x")).unwrap();
+    run.result().await.unwrap();
+    run.dispose().await;
+    for plugin in ["trapper", "panicker"] {
+        log.wait_for(&format!("`{plugin}` failing on subagent/end"), |_| {
+            logged(&log, plugin, "observer failed")
+                .iter()
+                .any(|l| l.contains("event=\"subagent/end\"") || l.contains("event=subagent/end"))
+        })
+        .await;
+    }
+    for line in logged(&log, "trapper", "observer failed") {
+        assert_names_a_cause(&line);
+        assert!(
+            line.contains("wasm trap: wasm `unreachable` instruction executed in `"),
+            "{line}"
+        );
+        assert!(!line.contains("(stderr:"), "{line}");
+    }
+    for line in logged(&log, "panicker", "observer failed") {
+        assert_names_a_cause(&line);
+        assert!(
+            line.contains("wasm trap: wasm `unreachable` instruction executed in `")
+                && line.contains("(stderr: ")
+                && line.contains("observer panics on"),
+            "{line}"
+        );
+    }
+    host.unload_all().await;
+    assert_eq!(host.live_instances(), 0);
+}

@@ -52,7 +52,7 @@ fn default_max_turns() -> u32 {
 }
 
 /// Default of `[agent] max_depth`.
-pub const DEFAULT_MAX_DEPTH: u32 = 8;
+pub const DEFAULT_MAX_DEPTH: u32 = crate::subagent::DEFAULT_MAX_TREE_DEPTH;
 
 fn default_max_depth() -> u32 {
     DEFAULT_MAX_DEPTH

@@ -23,6 +23,9 @@ use crate::live::LiveCounts;
 use crate::session::SessionEvent;
 use crate::types::{ContentBlock, ProviderDescriptor, StartRequest};
 
+/// Default of the agent tree's depth bound (`[agent] max_depth`).
+pub const DEFAULT_MAX_TREE_DEPTH: u32 = 8;
+
 /// Strong references: a run whose caller dropped its handle is still found (and disposed) when
 /// its provider is removed.
 type RunMap = Arc<Mutex<HashMap<String, Arc<RunShared>>>>;
@@ -55,7 +58,7 @@ impl SubagentService {
             live,
             next_run: AtomicU64::new(1),
             cancel_grace,
-            max_tree_depth: AtomicU32::new(crate::agent::config::DEFAULT_MAX_DEPTH),
+            max_tree_depth: AtomicU32::new(DEFAULT_MAX_TREE_DEPTH),
         }
     }
 

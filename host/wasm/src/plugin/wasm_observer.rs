@@ -1,7 +1,15 @@
 //! An observer component: it receives every lifecycle event, in order, on a task of its own, so
 //! that neither a slow nor a faulty observer can hold up or change a run.
+//!
+//! Each observer is bounded twice. Its queue holds at most [`QUEUE_BYTES`] of event JSON: an
+//! event that does not fit is dropped, never waited for, and the drops are logged once per burst
+//! (see [`Queue`]). And each delivery may take at most [`DELIVERY_LIMIT`] of wall-clock time (or
+//! the plugin's `run_timeout_ms`, if shorter): past it the delivery is abandoned, its store (and
+//! so its instance) dropped, and the next event is delivered to a fresh instance as always.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 
@@ -14,9 +22,15 @@ use super::{GuestFault, Runtime};
 use crate::sandbox::Sandbox;
 use crate::wit::latest::observer_world::ObserverPluginPre;
 
-/// Events waiting for a slow observer beyond this are dropped (and counted in the log), so an
-/// observer cannot make the host buffer without bound.
-const QUEUE: usize = 4096;
+/// Bytes of event JSON one observer may have waiting for delivery. An event is charged from
+/// when it is queued until the observer's task takes it to deliver; one that does not fit is
+/// dropped. A `subagent/end` carries its run's result (up to `max_output_bytes`, 1 MiB by
+/// default), so this holds a handful of the largest events and thousands of ordinary ones.
+pub(crate) const QUEUE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Longest one delivery (a fresh instance and its `on-event` call) may take, in wall-clock time;
+/// a plugin whose `run_timeout_ms` is shorter gets that instead.
+pub(crate) const DELIVERY_LIMIT: Duration = Duration::from_secs(5);
 
 struct ObserverParts {
     plugin: Arc<str>,
@@ -34,6 +48,102 @@ pub(crate) struct WasmObserver(Arc<ObserverParts>);
 pub(crate) struct ObserverHandle {
     listener: ListenerId,
     task: tokio::task::JoinHandle<()>,
+    queue: Arc<Queue>,
+}
+
+/// One event waiting for delivery.
+struct Queued {
+    name: &'static str,
+    json: String,
+}
+
+/// The byte account of one observer's queue, and its drop bursts.
+///
+/// A burst begins with the first event dropped (logged at `warn`, naming the plugin) and ends
+/// once the queue has drained to half of [`QUEUE_BYTES`] (logged with how many events the burst
+/// dropped), or when the observer is detached; drops in between are only counted.
+struct Queue {
+    plugin: Arc<str>,
+    cap: usize,
+    /// Bytes charged for the events in the channel.
+    queued: AtomicUsize,
+    /// Whether a burst is under way: a hint, read without the lock; the lock decides.
+    dropping: AtomicBool,
+    /// Events dropped in the current burst.
+    burst: Mutex<u64>,
+    /// Events dropped since the observer was attached.
+    dropped: AtomicU64,
+}
+
+impl Queue {
+    fn new(plugin: Arc<str>, cap: usize) -> Self {
+        Self {
+            plugin,
+            cap,
+            queued: AtomicUsize::new(0),
+            dropping: AtomicBool::new(false),
+            burst: Mutex::new(0),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// Charges `len` bytes for an event if they fit; otherwise counts it dropped (and, if it
+    /// begins a burst, logs it). Never waits on the observer.
+    fn charge(&self, name: &str, len: usize) -> bool {
+        let charged = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| {
+                queued.checked_add(len).filter(|total| *total <= self.cap)
+            });
+        let queued = match charged {
+            Ok(_) => return true,
+            Err(queued) => queued,
+        };
+        let total = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut burst = self.burst.lock().unwrap_or_else(|p| p.into_inner());
+        *burst += 1;
+        if *burst == 1 {
+            self.dropping.store(true, Ordering::Release);
+            tracing::warn!(
+                plugin = %self.plugin,
+                event = name,
+                event_bytes = len,
+                queued_bytes = queued,
+                cap_bytes = self.cap,
+                dropped_total = total,
+                "observer queue full: {queued} of {} bytes queued, the {len}-byte event does not \
+                 fit; dropping events until it drains",
+                self.cap
+            );
+        }
+        false
+    }
+
+    /// Releases `len` bytes of an event taken for delivery; ends the burst, if any, once the
+    /// queue has drained to half its cap.
+    fn release(&self, len: usize) {
+        let queued = self.queued.fetch_sub(len, Ordering::AcqRel) - len;
+        if self.dropping.load(Ordering::Acquire) && queued <= self.cap / 2 {
+            self.end_burst("the queue has drained");
+        }
+    }
+
+    /// Logs how many events the current burst dropped, if one is under way, and ends it.
+    fn end_burst(&self, why: &str) {
+        let mut burst = self.burst.lock().unwrap_or_else(|p| p.into_inner());
+        if *burst > 0 {
+            let total = self.dropped.load(Ordering::Relaxed);
+            tracing::warn!(
+                plugin = %self.plugin,
+                dropped = *burst,
+                dropped_total = total,
+                "observer queue: {why}; {} events were dropped while it was full",
+                *burst
+            );
+        }
+        *burst = 0;
+        self.dropping.store(false, Ordering::Release);
+    }
 }
 
 impl WasmObserver {
@@ -56,25 +166,60 @@ impl WasmObserver {
         })))
     }
 
-    /// Subscribes to `events`: each event is queued (a copy, as JSON) and delivered in order.
+    /// Subscribes to `events`: each event is queued (a copy, as JSON) if it fits in the queue's
+    /// bytes, and delivered in order.
     pub(crate) fn attach(self, events: &EventBus) -> ObserverHandle {
-        let (tx, mut rx) = mpsc::channel::<String>(QUEUE);
-        let plugin = self.0.plugin.clone();
-        let listener = events.subscribe(move |event| {
-            if tx.try_send(event.to_json()).is_err() {
-                tracing::warn!(plugin = %plugin, event = event.name(), "observer queue full; event dropped");
-            }
-            Ok(())
-        });
-        let inner = self.0;
-        let task = tokio::spawn(async move {
-            while let Some(event) = rx.recv().await {
-                if let Err(e) = deliver(&inner, &event).await {
-                    tracing::warn!(plugin = %inner.plugin, "observer failed: {e}");
+        let (tx, mut rx) = mpsc::unbounded_channel::<Queued>();
+        let queue = Arc::new(Queue::new(self.0.plugin.clone(), QUEUE_BYTES));
+        let listener = {
+            let queue = queue.clone();
+            events.subscribe(move |event| {
+                let json = event.to_json();
+                let len = json.len();
+                if queue.charge(event.name(), len)
+                    && tx
+                        .send(Queued {
+                            name: event.name(),
+                            json,
+                        })
+                        .is_err()
+                {
+                    // The task is gone (detached): nothing will take it.
+                    queue.release(len);
                 }
-            }
-        });
-        ObserverHandle { listener, task }
+                Ok(())
+            })
+        };
+        let inner = self.0;
+        let limit = inner.sandbox.limits().run_timeout.min(DELIVERY_LIMIT);
+        let task = {
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                while let Some(event) = rx.recv().await {
+                    queue.release(event.json.len());
+                    match tokio::time::timeout(limit, deliver(&inner, &event.json)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => {
+                            tracing::warn!(plugin = %inner.plugin, event = event.name, "observer failed: {e}")
+                        }
+                        // The delivery's future, and the store in it, are dropped here.
+                        Err(_) => tracing::warn!(
+                            plugin = %inner.plugin,
+                            event = event.name,
+                            limit_ms = limit.as_millis() as u64,
+                            "observer delivery abandoned: it took longer than {} ms; its \
+                             instance is dropped and the next event gets a fresh one",
+                            limit.as_millis()
+                        ),
+                    }
+                }
+            })
+        };
+        ObserverHandle {
+            listener,
+            task,
+            queue,
+        }
     }
 }
 
@@ -86,11 +231,10 @@ async fn deliver(inner: &ObserverParts, event: &str) -> Result<(), String> {
         Serving::default(),
         &inner.sandbox,
     );
-    let instance = inner
-        .pre
-        .instantiate_async(&mut store)
-        .await
-        .map_err(|e| format!("cannot instantiate: {}", GuestFault::from_error(&e)))?;
+    let instance = inner.pre.instantiate_async(&mut store).await.map_err(|e| {
+        let fault = GuestFault::from_store_error(&e, store.data());
+        format!("cannot instantiate: {fault}")
+    })?;
     match instance
         .seam_plugin_observer()
         .call_on_event(&mut store, &inner.config, event)
@@ -98,7 +242,7 @@ async fn deliver(inner: &ObserverParts, event: &str) -> Result<(), String> {
     {
         Ok(Ok(())) => Ok(()),
         Ok(Err(message)) => Err(message),
-        Err(e) => Err(GuestFault::from_error(&e).to_string()),
+        Err(e) => Err(GuestFault::from_store_error(&e, store.data()).to_string()),
     }
 }
 
@@ -107,5 +251,55 @@ impl ObserverHandle {
     pub(crate) fn detach(self, events: &EventBus) {
         events.unsubscribe(self.listener);
         self.task.abort();
+        self.queue.end_burst("the observer is detached");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_is_bounded_in_bytes_and_logs_each_burst_once() {
+        let queue = Queue::new("p".into(), 100);
+        assert!(queue.charge("a", 60));
+        assert!(queue.charge("b", 40));
+        assert_eq!(queue.queued.load(Ordering::Relaxed), 100);
+        // Full: dropped, whatever the size, and counted in one burst.
+        assert!(!queue.charge("c", 1));
+        assert!(!queue.charge("d", 50));
+        assert_eq!(*queue.burst.lock().unwrap(), 2);
+        assert!(queue.dropping.load(Ordering::Relaxed));
+        // Draining to 40 (under half the cap) ends the burst.
+        queue.release(60);
+        assert!(!queue.dropping.load(Ordering::Relaxed));
+        assert_eq!(*queue.burst.lock().unwrap(), 0);
+        assert_eq!(queue.dropped.load(Ordering::Relaxed), 2);
+        // An event larger than the whole cap never fits.
+        assert!(!queue.charge("huge", 101));
+        assert!(queue.charge("e", 60));
+        queue.release(40);
+        queue.release(60);
+        assert_eq!(queue.queued.load(Ordering::Relaxed), 0);
+        assert!(!queue.dropping.load(Ordering::Relaxed));
+        assert_eq!(queue.dropped.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn a_burst_lasts_until_the_queue_is_half_empty() {
+        let queue = Queue::new("p".into(), 100);
+        assert!(queue.charge("a", 30));
+        assert!(queue.charge("b", 30));
+        assert!(queue.charge("c", 30));
+        assert!(!queue.charge("d", 30));
+        queue.release(30);
+        // 60 queued: still above half, the burst goes on.
+        assert!(queue.dropping.load(Ordering::Relaxed));
+        assert!(!queue.charge("e", 50));
+        assert_eq!(*queue.burst.lock().unwrap(), 2);
+        queue.release(30);
+        assert!(!queue.dropping.load(Ordering::Relaxed));
+        queue.end_burst("detached");
+        assert_eq!(*queue.burst.lock().unwrap(), 0);
     }
 }

@@ -58,11 +58,9 @@ impl WasmProvider {
             Serving::default(),
             &self.sandbox,
         );
-        let instance = self
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| PluginError::Instantiate(GuestFault::from_error(&e)))?;
+        let instance = self.pre.instantiate_async(&mut store).await.map_err(|e| {
+            PluginError::Instantiate(GuestFault::from_store_error(&e, store.data()))
+        })?;
         match instance
             .seam_plugin_provider()
             .call_describe(&mut store, &self.config)
@@ -75,7 +73,7 @@ impl WasmProvider {
             }),
             Err(e) => Err(PluginError::Fault {
                 call: "describe",
-                fault: GuestFault::from_error(&e),
+                fault: GuestFault::from_store_error(&e, store.data()),
             }),
         }
     }
@@ -108,7 +106,10 @@ impl Provider for WasmProvider {
             // enforced cancel), the instance goes with it.
             let mut store = new_store(&engine, &live, plugin, Serving::run(env), &sandbox);
             let instance = pre.instantiate_async(&mut store).await.map_err(|e| {
-                RunFailure(PluginError::Instantiate(GuestFault::from_error(&e)).to_string())
+                RunFailure(
+                    PluginError::Instantiate(GuestFault::from_store_error(&e, store.data()))
+                        .to_string(),
+                )
             })?;
             match instance
                 .seam_plugin_provider()
@@ -119,7 +120,7 @@ impl Provider for WasmProvider {
                 Ok(Err(message)) => Err(RunFailure(message)),
                 Err(e) => Err(RunFailure(format!(
                     "guest fault: {}",
-                    GuestFault::from_error(&e)
+                    GuestFault::from_store_error(&e, store.data())
                 ))),
             }
         })

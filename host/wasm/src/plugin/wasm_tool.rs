@@ -77,11 +77,9 @@ impl WasmTool {
             serving,
             &inner.sandbox,
         );
-        let instance = inner
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| PluginError::Instantiate(GuestFault::from_error(&e)))?;
+        let instance = inner.pre.instantiate_async(&mut store).await.map_err(|e| {
+            PluginError::Instantiate(GuestFault::from_store_error(&e, store.data()))
+        })?;
         Ok((store, instance))
     }
 
@@ -116,7 +114,7 @@ impl WasmTool {
             }),
             Err(e) => Err(PluginError::Fault {
                 call: "bind",
-                fault: GuestFault::from_error(&e),
+                fault: GuestFault::from_store_error(&e, store.data()),
             }),
         }
     }
@@ -143,7 +141,7 @@ impl WasmTool {
             Err(e) => {
                 return Err(PluginError::Fault {
                     call: "describe",
-                    fault: GuestFault::from_error(&e),
+                    fault: GuestFault::from_store_error(&e, store.data()),
                 })
             }
         };
@@ -208,7 +206,12 @@ impl WasmTool {
                 .seam_plugin_tool()
                 .call_execute(&mut store, &inner.config, &caller.into(), &arguments)
                 .await
-                .map_err(|e| format!("guest fault: {}", GuestFault::from_error(&e)))
+                .map_err(|e| {
+                    format!(
+                        "guest fault: {}",
+                        GuestFault::from_store_error(&e, store.data())
+                    )
+                })
         };
         let enforce = async {
             abort.cancelled().await;

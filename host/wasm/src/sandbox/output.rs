@@ -3,7 +3,12 @@
 //! Lines are cut at [`MAX_LINE`] bytes, and every store has a log budget of [`LOG_BUDGET`] bytes
 //! shared by stdout, stderr and the `host.log` import: past it, output is dropped (with one
 //! warning), so a guest cannot flood the host's log or its memory.
+//!
+//! The last [`STDERR_TAIL`] bytes a store wrote to stderr are also kept (whatever the budget), so
+//! that a fault can say what the guest printed just before it: a Rust guest prints its panic
+//! message there before it traps.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,17 +21,24 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 pub const MAX_LINE: usize = 4096;
 /// Bytes of output (stdout, stderr and `host.log` together) one store may log.
 pub const LOG_BUDGET: usize = 256 * 1024;
+/// Bytes of a store's latest stderr kept for its fault reports ([`LogBudget::stderr_tail`]).
+pub const STDERR_TAIL: usize = 1024;
+/// Lines of that tail a fault report shows at most.
+const TAIL_LINES: usize = 4;
 /// How much a guest may write in one go; writes are accepted at once, so this only bounds the
 /// size of one host-side buffer.
 const WRITE_PERMIT: usize = 64 * 1024;
 /// Where captured output goes, for `RUST_LOG` filtering.
 const TARGET: &str = "seam_host::guest";
 
-/// The log budget of one store.
+/// The log budget of one store, and the tail of its stderr.
 pub(crate) struct LogBudget {
     plugin: Arc<str>,
     remaining: AtomicUsize,
     exhausted: AtomicBool,
+    /// The last [`STDERR_TAIL`] bytes written to stderr, as written (not cut into lines, not
+    /// charged to the budget), and whether they begin inside a line.
+    stderr: Mutex<(VecDeque<u8>, bool)>,
 }
 
 impl LogBudget {
@@ -35,7 +47,38 @@ impl LogBudget {
             plugin,
             remaining: AtomicUsize::new(LOG_BUDGET),
             exhausted: AtomicBool::new(false),
+            stderr: Mutex::new((VecDeque::new(), false)),
         })
+    }
+
+    /// Keeps the end of what the guest wrote to stderr.
+    fn record_stderr(&self, bytes: &[u8]) {
+        let mut guard = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
+        let (tail, cut) = &mut *guard;
+        let skip = bytes.len().saturating_sub(STDERR_TAIL);
+        let excess = (tail.len() + bytes.len() - skip).saturating_sub(STDERR_TAIL);
+        let last_dropped = if skip > 0 {
+            Some(bytes[skip - 1])
+        } else {
+            excess.checked_sub(1).map(|i| tail[i])
+        };
+        if let Some(byte) = last_dropped {
+            *cut = byte != b'\n';
+        }
+        tail.drain(..excess);
+        tail.extend(&bytes[skip..]);
+    }
+
+    /// The last lines the guest wrote to stderr (at most [`TAIL_LINES`], from the last
+    /// [`STDERR_TAIL`] bytes, a last line without its newline included), joined into one line
+    /// with control characters blanked; `None` if it wrote nothing there but blank lines. The hint
+    /// Rust prints after a panic message (`note: run with RUST_BACKTRACE=1 ...`) is left out.
+    pub(crate) fn stderr_tail(&self) -> Option<String> {
+        let (bytes, cut) = {
+            let guard = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
+            (guard.0.iter().copied().collect::<Vec<u8>>(), guard.1)
+        };
+        render_tail(&bytes, cut)
     }
 
     /// Takes `n` bytes from the budget; false (and, the first time, a warning) when it is spent.
@@ -68,6 +111,32 @@ pub(crate) enum Stdio {
     Stderr,
 }
 
+/// See [`LogBudget::stderr_tail`]; `cut` says the bytes may begin inside a line, which is then
+/// marked with `…`.
+fn render_tail(bytes: &[u8], cut: bool) -> Option<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let kept: Vec<String> = text
+        .split('\n')
+        .enumerate()
+        .map(|(i, line)| (i, line.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE=1`"))
+        .map(|(i, l)| {
+            let blanked: String = l
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
+            if cut && i == 0 {
+                format!("…{blanked}")
+            } else {
+                blanked
+            }
+        })
+        .collect();
+    let start = kept.len().saturating_sub(TAIL_LINES);
+    let joined = kept[start..].join(" ");
+    (!joined.is_empty()).then_some(joined)
+}
+
 struct LineSink {
     stream: Stdio,
     budget: Arc<LogBudget>,
@@ -77,6 +146,9 @@ struct LineSink {
 
 impl LineSink {
     fn write(&mut self, mut bytes: &[u8]) {
+        if self.stream == Stdio::Stderr {
+            self.budget.record_stderr(bytes);
+        }
         while !bytes.is_empty() {
             let (part, rest, newline) = match bytes.iter().position(|b| *b == b'\n') {
                 Some(i) => (&bytes[..i], &bytes[i + 1..], true),
@@ -199,5 +271,63 @@ impl tokio::io::AsyncWrite for GuestOutput {
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tail_of(writes: &[&[u8]]) -> Option<String> {
+        let budget = LogBudget::new("p".into());
+        let err = GuestOutput::new(Stdio::Stderr, budget.clone());
+        let out = GuestOutput::new(Stdio::Stdout, budget.clone());
+        out.write(b"stdout is not kept\n");
+        for w in writes {
+            err.write(w);
+        }
+        budget.stderr_tail()
+    }
+
+    #[test]
+    fn the_tail_is_the_last_lines_of_stderr_on_one_line() {
+        assert_eq!(tail_of(&[]), None);
+        assert_eq!(tail_of(&[b"\n \n\r\n"]), None);
+        let panic = b"\nthread '<unnamed>' panicked at src/lib.rs:10:5:\nboom\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(
+            tail_of(&[panic]).as_deref(),
+            Some("thread '<unnamed>' panicked at src/lib.rs:10:5: boom")
+        );
+        // A last line without its newline counts; so do lines written in pieces.
+        assert_eq!(
+            tail_of(&[b"one\ntw", b"o\nthree\x1b[31m"]).as_deref(),
+            Some("one two three [31m")
+        );
+        let many: Vec<u8> = (0..10)
+            .flat_map(|i| format!("line {i}\n").into_bytes())
+            .collect();
+        assert_eq!(
+            tail_of(&[&many]).as_deref(),
+            Some("line 6 line 7 line 8 line 9")
+        );
+    }
+
+    #[test]
+    fn the_tail_is_bounded_and_marks_a_line_it_cut() {
+        let long = vec![b'x'; 3 * STDERR_TAIL];
+        let tail = tail_of(&[b"first\n", &long, b"\nlast"]).unwrap();
+        assert_eq!(tail, format!("…{} last", "x".repeat(STDERR_TAIL - 5)));
+        // Dropped up to a newline: the first line kept is whole.
+        let line = format!("{}\n", "y".repeat(STDERR_TAIL - 1));
+        assert_eq!(
+            tail_of(&[b"012345678\n", line.as_bytes()]),
+            Some("y".repeat(STDERR_TAIL - 1))
+        );
+        // The budget does not matter: the tail is kept after the log is full.
+        let budget = LogBudget::new("p".into());
+        assert!(!budget.take(LOG_BUDGET + 1));
+        let err = GuestOutput::new(Stdio::Stderr, budget.clone());
+        err.write(b"still kept");
+        assert_eq!(budget.stderr_tail().as_deref(), Some("still kept"));
     }
 }
