@@ -250,3 +250,83 @@ impl EventBus {
         self.listeners.write().unwrap_or_else(|p| p.into_inner())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::ParentRef;
+
+    /// One event of every kind.
+    fn every_event() -> Vec<Event> {
+        let parent = ParentRef::top_level("p", "/");
+        let s = String::new;
+        vec![
+            Event::SubagentStart {
+                provider: s(),
+                id: s(),
+                parent: parent.clone(),
+            },
+            Event::SubagentEnd {
+                provider: s(),
+                id: s(),
+                parent,
+                stop_reason: StopReason::Completed,
+                last_assistant_message: None,
+            },
+            Event::ProviderAdded { name: s() },
+            Event::ProviderRemoved { name: s() },
+            Event::AgentCreated {
+                id: s(),
+                parent: None,
+                depth: 0,
+                model: s(),
+            },
+            Event::AgentTurnStart { id: s(), turn: 1 },
+            Event::AgentToolCall {
+                id: s(),
+                call: s(),
+                tool: s(),
+            },
+            Event::AgentToolResult {
+                id: s(),
+                call: s(),
+                tool: s(),
+                is_error: false,
+            },
+            Event::AgentTurnEnd {
+                id: s(),
+                turn: 1,
+                stop_reason: StopReason::Completed,
+            },
+            Event::AgentDisposed { id: s() },
+            Event::ToolMounted {
+                name: s(),
+                plugin: s(),
+            },
+            Event::ToolUnmounted {
+                name: s(),
+                plugin: s(),
+            },
+            Event::PluginLoaded {
+                id: s(),
+                kind: PluginKind::Tool,
+            },
+            Event::PluginFailed {
+                id: s(),
+                error: s(),
+            },
+            Event::PluginUnloaded { id: s() },
+        ]
+    }
+
+    #[test]
+    fn the_name_is_the_json_tag_for_every_event() {
+        // `name()` and the serde tag spell each name twice; this keeps them one.
+        let mut seen = std::collections::HashSet::new();
+        for event in every_event() {
+            let json: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
+            assert_eq!(json["event"], event.name(), "{event:?}");
+            assert!(seen.insert(event.name()), "{} twice", event.name());
+        }
+    }
+}
