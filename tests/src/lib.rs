@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use seam_host::{Config, EngineOptions, Event, Host, HostOptions};
+use seam_host::{Config, EngineOptions, Event, Host, HostOptions, LoadReport};
+use tokio::sync::watch;
 
 /// Paths of the built guest components, one `&str` constant per guest that `build.rs` builds,
 /// named after its package in upper case (`my-guest` would give `guests::MY_GUEST`).
@@ -83,11 +84,24 @@ pub fn mock(id: &str, extra: &str) -> String {
     entry(id, "mock_provider", &format!("name = \"{id}\"{sep}{extra}"))
 }
 
-/// A host with `toml` loaded; panics if any entry failed.
+/// Asserts that every entry of a load or reconfigure succeeded, printing each failure (file,
+/// entry and cause) otherwise; returns the report.
+#[track_caller]
+pub fn loaded(report: LoadReport) -> LoadReport {
+    assert!(
+        report.is_ok(),
+        "{} entr{} failed to load:\n{}",
+        report.failed.len(),
+        if report.failed.len() == 1 { "y" } else { "ies" },
+        report.failures()
+    );
+    report
+}
+
+/// A host with `toml` loaded; panics, naming each failure, if any entry failed.
 pub async fn host_with(toml: &str) -> Host {
     let host = test_host();
-    let report = host.load(&config(toml)).await;
-    assert!(report.is_ok(), "load failed: {:?}", report.failed);
+    loaded(host.load(&config(toml)).await);
     host
 }
 
@@ -96,7 +110,33 @@ pub fn request(prompt: &str) -> seam_host::StartRequest {
     seam_host::StartRequest::new(prompt, seam_host::ParentRef::top_level("parent", "/work"))
 }
 
-/// Waits until `cond` holds, polling, for at most five seconds.
+/// How long a barrier waits before the test fails instead of hanging. Generous: it bounds a
+/// broken test, it is not a timing assumption.
+pub const BARRIER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Every event the host emits, as a watch channel: [`wait_for`] on it is a barrier on an event,
+/// not a poll.
+pub fn watch_events(host: &Host) -> watch::Receiver<Vec<Event>> {
+    let (tx, rx) = watch::channel(Vec::new());
+    host.events().subscribe(move |e| {
+        tx.send_modify(|seen| seen.push(e));
+        Ok(())
+    });
+    rx
+}
+
+/// Waits until `cond` holds for the watched value, woken by each change (no polling); fails
+/// the test, naming `what`, if it does not happen within [`BARRIER_TIMEOUT`].
+pub async fn wait_for<T>(rx: &mut watch::Receiver<T>, what: &str, cond: impl FnMut(&T) -> bool) {
+    match tokio::time::timeout(BARRIER_TIMEOUT, rx.wait_for(cond)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(_)) => panic!("waiting for {what}: the sender is gone"),
+        Err(_) => panic!("waiting for {what}: it did not happen"),
+    }
+}
+
+/// Waits until `cond` holds, polling, for at most five seconds. Only for conditions no event
+/// announces (a count of live instances); prefer [`wait_for`].
 pub async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
     for _ in 0..500 {
         if cond() {
@@ -107,13 +147,21 @@ pub async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
-/// Collects what a `tracing` fmt subscriber writes, for tests that read the host's log.
-#[derive(Clone, Default)]
-pub struct CapturedLog(Arc<Mutex<Vec<u8>>>);
+/// Collects what a `tracing` fmt subscriber writes, for tests that read the host's log. Each
+/// write bumps a watch channel, so a test can wait for a line ([`CapturedLog::wait_for`]).
+#[derive(Clone)]
+pub struct CapturedLog(Arc<Mutex<Vec<u8>>>, Arc<watch::Sender<u64>>);
+
+impl Default for CapturedLog {
+    fn default() -> Self {
+        Self(Arc::default(), Arc::new(watch::channel(0).0))
+    }
+}
 
 impl std::io::Write for CapturedLog {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.0.lock().unwrap().extend_from_slice(buf);
+        self.1.send_modify(|n| *n += 1);
         Ok(buf.len())
     }
 
@@ -149,6 +197,20 @@ impl CapturedLog {
             .lines()
             .map(str::to_string)
             .collect()
+    }
+
+    /// Waits until `cond` holds for the captured lines, woken by each write (no polling); fails
+    /// the test with the log if it does not happen within [`BARRIER_TIMEOUT`].
+    pub async fn wait_for(&self, what: &str, mut cond: impl FnMut(&[String]) -> bool) {
+        let mut rx = self.1.subscribe();
+        let log = self.clone();
+        let waited =
+            tokio::time::timeout(BARRIER_TIMEOUT, rx.wait_for(|_| cond(&log.lines()))).await;
+        assert!(
+            matches!(waited, Ok(Ok(_))),
+            "waiting for {what}: it was never logged:\n{}",
+            self.lines().join("\n")
+        );
     }
 }
 

@@ -223,3 +223,188 @@ fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
         None => String::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = "conf/seam.toml";
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new(FILE), Path::new("/base"))
+    }
+
+    /// The error for `text`, which must be one naming an entry: (index, id, message).
+    fn entry_error(text: &str) -> (usize, String, String) {
+        match parse(text) {
+            Err(ConfigError::Entry {
+                path,
+                index,
+                id,
+                message,
+            }) => {
+                assert_eq!(path, Path::new(FILE));
+                (index, id, message)
+            }
+            other => panic!("{text:?}: expected an entry error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn entries_parse_in_order_with_defaults_and_resolved_paths() {
+        let config = parse(
+            "[[plugin]]\nid = \"a\"\ncomponent = \"plugins/a.wasm\"\n\n\
+             [[plugin]]\nid = \"b.2_x-y\"\ncomponent = \"/abs/b.wasm\"\ndisabled = true\n\
+             kind = \"tool\"\nconfig = { provider = \"a\", nested = { n = 1 } }\n",
+        )
+        .unwrap();
+        assert_eq!(config.source.as_deref(), Some(Path::new(FILE)));
+        let [a, b] = &config.plugins[..] else {
+            panic!("{:?}", config.plugins)
+        };
+        assert_eq!(a.id, "a");
+        assert_eq!(a.component, Path::new("/base/plugins/a.wasm"));
+        assert_eq!(a.config, serde_json::json!({}));
+        assert!(!a.disabled);
+        assert_eq!(a.kind, None);
+        assert_eq!(b.id, "b.2_x-y");
+        assert_eq!(b.component, Path::new("/abs/b.wasm"));
+        assert!(b.disabled);
+        assert_eq!(b.kind, Some(seam_core::types::PluginKind::Tool));
+        assert_eq!(
+            b.config,
+            serde_json::json!({"provider": "a", "nested": {"n": 1}})
+        );
+        assert_eq!(config.agent, AgentConfig::default());
+        assert_eq!(config.models, ModelsConfig::default());
+        assert!(parse("").unwrap().plugins.is_empty());
+    }
+
+    #[test]
+    fn unknown_keys_name_the_file_the_entry_and_the_key() {
+        let (index, id, message) =
+            entry_error("[[plugin]]\nid = \"a\"\ncomponent = \"a.wasm\"\ncompnent = \"x\"\n");
+        assert_eq!((index, id.as_str()), (1, "a"));
+        assert!(message.contains("unknown field `compnent`"), "{message}");
+        // The second entry is the one named.
+        let (index, id, message) = entry_error(
+            "[[plugin]]\nid = \"a\"\ncomponent = \"a.wasm\"\n\n\
+             [[plugin]]\nid = \"b\"\ncomponent = \"b.wasm\"\ncolour = \"red\"\n",
+        );
+        assert_eq!((index, id.as_str()), (2, "b"));
+        assert!(message.contains("unknown field `colour`"), "{message}");
+        // Nested sandbox tables name the nested key.
+        let (_, _, message) = entry_error(
+            "[[plugin]]\nid = \"a\"\ncomponent = \"a.wasm\"\n[plugin.limits]\nmemroy_mb = 3\n",
+        );
+        assert!(
+            message.starts_with("key `limits.memroy_mb` is unknown"),
+            "{message}"
+        );
+        let (_, _, message) = entry_error(
+            "[[plugin]]\nid = \"a\"\ncomponent = \"a.wasm\"\n[plugin.grants]\nnet = []\n",
+        );
+        assert!(
+            message.starts_with("key `grants.net` is unknown"),
+            "{message}"
+        );
+        // Unknown top-level keys and sections are errors about the file.
+        for text in [
+            "[[plugins]]\nid = \"a\"\n",
+            "verbose = true\n",
+            "[agent]\nmodle = \"x\"\n",
+            "[models]\nscript = {}\n",
+        ] {
+            match parse(text) {
+                Err(e @ ConfigError::Parse { .. }) => {
+                    let shown = e.to_string();
+                    assert!(shown.starts_with(&format!("config `{FILE}`: ")), "{shown}");
+                    let key = ["plugins", "verbose", "modle", "script"]
+                        .into_iter()
+                        .find(|k| text.contains(k))
+                        .unwrap();
+                    assert!(shown.contains(key), "{text:?}: {shown}");
+                }
+                other => panic!("{text:?}: {other:?}"),
+            }
+        }
+        // A section's error says which section.
+        let shown = parse("[agent]\nmodle = \"x\"\n").unwrap_err().to_string();
+        assert!(shown.contains("[agent]"), "{shown}");
+    }
+
+    #[test]
+    fn ids_must_be_unique_and_plain() {
+        let (index, id, message) = entry_error(
+            "[[plugin]]\nid = \"a\"\ncomponent = \"a.wasm\"\n\n\
+             [[plugin]]\nid = \"b\"\ncomponent = \"b.wasm\"\n\n\
+             [[plugin]]\nid = \"a\"\ncomponent = \"c.wasm\"\n",
+        );
+        assert_eq!((index, id.as_str()), (3, "a"));
+        assert_eq!(message, "key `id`: `a` is used twice");
+
+        for bad in ["bad id!", "a/b", "ä", "a:b", "tab\there"] {
+            let (index, id, message) = entry_error(&format!(
+                "[[plugin]]\nid = {}\ncomponent = \"a.wasm\"\n",
+                toml::Value::String(bad.into())
+            ));
+            assert_eq!((index, id.as_str()), (1, bad));
+            assert_eq!(
+                message,
+                format!(
+                    "key `id`: `{bad}` may only contain ASCII letters, digits, `-`, `_` and `.`"
+                )
+            );
+        }
+        let long = "x".repeat(65);
+        for bad in ["", long.as_str()] {
+            let (_, _, message) = entry_error(&format!(
+                "[[plugin]]\nid = \"{bad}\"\ncomponent = \"a.wasm\"\n"
+            ));
+            assert_eq!(message, "key `id` must be 1 to 64 characters", "{bad:?}");
+        }
+        assert!(parse(&format!(
+            "[[plugin]]\nid = \"{}\"\ncomponent = \"a.wasm\"\n",
+            "x".repeat(64)
+        ))
+        .is_ok());
+        // An entry without an id is named by its position, with `?`.
+        let (index, id, message) = entry_error("[[plugin]]\ncomponent = \"a.wasm\"\n");
+        assert_eq!((index, id.as_str()), (1, "?"));
+        assert!(message.contains("missing field `id`"), "{message}");
+    }
+
+    #[test]
+    fn config_must_be_a_table_and_component_must_not_be_empty() {
+        for value in ["3", "\"x\"", "[1, 2]", "true"] {
+            let (index, id, message) = entry_error(&format!(
+                "[[plugin]]\nid = \"a\"\ncomponent = \"a.wasm\"\nconfig = {value}\n"
+            ));
+            assert_eq!((index, id.as_str()), (1, "a"), "{value}");
+            assert_eq!(message, "key `config` must be a table", "{value}");
+        }
+        let (index, id, message) = entry_error("[[plugin]]\nid = \"a\"\ncomponent = \"\"\n");
+        assert_eq!((index, id.as_str()), (1, "a"));
+        assert_eq!(message, "key `component` is empty");
+        let (_, _, message) = entry_error("[[plugin]]\nid = \"a\"\n");
+        assert!(message.contains("missing field `component`"), "{message}");
+    }
+
+    #[test]
+    fn the_rendered_error_names_file_entry_and_key() {
+        let shown = parse("[[plugin]]\nid = \"a\"\ncomponent = \"a.wasm\"\nconfig = 3\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            shown,
+            format!("config `{FILE}`: plugin entry 1 (id `a`): key `config` must be a table")
+        );
+        let shown = parse("[[plugin]\n").unwrap_err().to_string();
+        assert!(shown.starts_with(&format!("config `{FILE}`: ")), "{shown}");
+        assert!(shown.ends_with("(line 1)"), "{shown}");
+        let shown = parse("[[plugin]]\nid = \"a\"\ncomponent = \"a.wasm\"\n\nx = = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(shown.ends_with("(line 5)"), "{shown}");
+    }
+}

@@ -1,12 +1,18 @@
 //! CONTRACT section 6 and the child-dependent parts of section 3: the agent runtime and the
 //! in-process `spawn` and `fork` provider components.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use futures::future::BoxFuture;
 use seam_host::agent::{Session, SessionEvent};
-use seam_host::{ContentBlock, Event, Host, StopReason, ToolFilter};
+use seam_host::tool::{ToolBinding, ToolSource};
+use seam_host::{
+    ContentBlock, Event, Host, ParentRef, StopReason, SubagentRun, Tool, ToolDescriptor,
+    ToolFilter, ToolResult,
+};
 use seam_tests::*;
 use serde_json::json;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 /// Spawn and fork providers, and a `delegate` / `branch` tool on each.
@@ -300,6 +306,30 @@ async fn structured_output_capture_retry_refusal_and_missing_capture() {
         "{results:?}"
     );
 
+    // A capture ends the turn: the script's second step ("unreachable") is never asked for.
+    let (r, session) = go("after").await;
+    assert_eq!(r.stop_reason, StopReason::Completed, "{r:?}");
+    assert_eq!(r.structured, Some(json!({"answer": "first"})));
+    assert!(!r.output_text().contains("unreachable"), "{r:?}");
+    let replies = session
+        .iter()
+        .filter(|e| matches!(e, SessionEvent::AssistantMessage { .. }))
+        .count();
+    assert_eq!(
+        replies, 1,
+        "one model call, then the turn ended: {session:?}"
+    );
+    assert!(
+        session.iter().any(|e| matches!(
+            e,
+            SessionEvent::TurnEnd {
+                reason: StopReason::Completed,
+                ..
+            }
+        )),
+        "{session:?}"
+    );
+
     let (r, _) = go("none").await;
     assert_eq!(r.stop_reason, StopReason::Error);
     assert_eq!(r.structured, None);
@@ -371,17 +401,22 @@ async fn parent_teardown_disposes_the_whole_tree() {
             "provider = \"spawn\", toolName = \"leaf\", agentOptions = { model = \"scripted:leaf\" }",
         );
     let host = host_with(&toml).await;
+    let mut events = watch_events(&host);
     let agent = host.create_agent(None, "/w").unwrap();
     let turn = {
         let agent = agent.clone();
         tokio::spawn(async move { agent.run_turn(vec![ContentBlock::text("go")]).await })
     };
-    // Parent, two children, two grandchildren.
-    assert!(
-        eventually(|| host.live_agents() == 5).await,
-        "{}",
-        host.live_agents()
-    );
+    // Parent, two children, two grandchildren: four runs announced their start, and a spawn
+    // or fork run announces it only once its child agent is live.
+    wait_for(&mut events, "four subagent/start", |seen| {
+        seen.iter()
+            .filter(|e| matches!(e, Event::SubagentStart { .. }))
+            .count()
+            == 4
+    })
+    .await;
+    assert_eq!(host.live_agents(), 5);
     assert_eq!(host.live_runs(), 4);
     host.agents().dispose(agent.id()).await;
     let outcome = turn.await.unwrap();
@@ -403,26 +438,112 @@ async fn spawn_and_fork_coexist_on_one_parent() {
     assert_quiescent(&host);
 }
 
+/// A native tool that holds each call until the test opens it: the child's first call tells
+/// the test it is in flight (`entered`), then waits for `open`.
+struct Gate {
+    entered: Mutex<Option<oneshot::Sender<()>>>,
+    open: Mutex<Option<oneshot::Receiver<()>>>,
+}
+
+impl Gate {
+    /// Mounts a gate tool named `gate`; returns (entered, open).
+    async fn mount(host: &Host) -> (oneshot::Receiver<()>, oneshot::Sender<()>) {
+        let (entered_tx, entered_rx) = oneshot::channel();
+        let (open_tx, open_rx) = oneshot::channel();
+        let gate = Gate {
+            entered: Mutex::new(Some(entered_tx)),
+            open: Mutex::new(Some(open_rx)),
+        };
+        host.tools()
+            .add_plugin(
+                ToolBinding {
+                    tool_name: "gate".into(),
+                    provider: None,
+                },
+                Arc::new(gate),
+            )
+            .await
+            .unwrap();
+        (entered_rx, open_tx)
+    }
+}
+
+impl Tool for Gate {
+    fn execute(
+        &self,
+        _caller: ParentRef,
+        _arguments: String,
+        _abort: CancellationToken,
+    ) -> BoxFuture<'static, ToolResult> {
+        let entered = self.entered.lock().unwrap().take();
+        let open = self.open.lock().unwrap().take();
+        Box::pin(async move {
+            if let Some(entered) = entered {
+                let _ = entered.send(());
+            }
+            if let Some(open) = open {
+                let _ = open.await;
+            }
+            ToolResult {
+                content: vec![ContentBlock::text("gate passed")],
+                is_error: false,
+            }
+        })
+    }
+}
+
+impl ToolSource for Gate {
+    fn plugin(&self) -> &str {
+        "gate"
+    }
+
+    fn describe(
+        &self,
+        _provider: Option<Arc<seam_host::ProviderDescriptor>>,
+    ) -> BoxFuture<'static, Result<ToolDescriptor, String>> {
+        Box::pin(async {
+            Ok(ToolDescriptor {
+                name: "gate".into(),
+                description: "waits until the test opens it".into(),
+                parameters: json!({"type": "object"}),
+            })
+        })
+    }
+}
+
 #[tokio::test]
 async fn steering_reaches_a_live_child_and_resume_continues_a_finished_one() {
-    let toml = "[models.scripts.steer]\nsteps = [ { tool_calls = [ { name = \"nothing\", arguments = {} } ], delay_ms = 300 }, { text = \"heard: {prompt}\" } ]\n\n\
+    let toml = "[models.scripts.steer]\nsteps = [ { tool_calls = [ { name = \"gate\", arguments = {} } ] }, { text = \"heard: {prompt}\" } ]\n\n\
         [models.scripts.again]\nsteps = [ { text = \"first: {prompt}\" }, { text = \"second: {prompt}\" } ]\n\n"
         .to_string()
         + &providers("");
     let host = host_with(&toml).await;
+    let (entered, open) = Gate::mount(&host).await;
     let with_model = |model: &str| on_model("begin", model);
     let run = host
         .subagents()
         .start("spawn", with_model("scripted:steer"))
         .unwrap();
     run.started().await.unwrap();
+    // The child is inside its first tool call: steer it, then let the call return. The message
+    // must reach the model's next call, within the same turn.
+    tokio::time::timeout(BARRIER_TIMEOUT, entered)
+        .await
+        .expect("the child called the gate")
+        .unwrap();
     run.send_message(vec![ContentBlock::text("turn left")])
         .unwrap();
-    assert_eq!(
-        run.result().await.unwrap().output_text(),
-        "heard: turn left"
-    );
-    run.dispose().await;
+    open.send(()).unwrap();
+    let result = run.result().await.unwrap();
+    assert_eq!(result.output_text(), "heard: turn left");
+    // Settled: there is no live child to steer any more, disposed or not.
+    for _ in 0..2 {
+        let err = run
+            .send_message(vec![ContentBlock::text("too late")])
+            .unwrap_err();
+        assert_eq!(err.code(), "INVALID_STATE", "{err}");
+        run.dispose().await;
+    }
 
     let first = host
         .subagents()
@@ -513,6 +634,329 @@ async fn the_subagent_tool_maps_child_failure_to_an_error_result() {
         .await
         .unwrap();
     assert!(r.is_error);
-    assert!(r.text().contains("error"), "{}", r.text());
+    assert!(
+        r.text()
+            .starts_with("subagent `delegate` ended with stop reason `error`"),
+        "{}",
+        r.text()
+    );
+    assert!(r.text().contains("model down"), "{}", r.text());
     assert_quiescent(&host);
+}
+
+/// The model each child agent was created on, by agent id, from `agent/created`.
+fn created_models(seen: &Arc<Mutex<Vec<Event>>>) -> Vec<(String, String)> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            Event::AgentCreated {
+                id,
+                parent: Some(_),
+                model,
+                ..
+            } => Some((id.clone(), model.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_child_inherits_the_parents_model_unless_agent_options_name_one() {
+    // Three scripts whose replies say which one ran. The deployment default is `fallback`;
+    // the parent runs on `lead`.
+    let toml = "[agent]\nmodel = \"scripted:fallback\"\n\n\
+        [models.scripts.lead]\nsteps = [ { text = \"lead ran: {prompt}\" } ]\n\n\
+        [models.scripts.fallback]\nsteps = [ { text = \"fallback ran: {prompt}\" } ]\n\n\
+        [models.scripts.named]\nsteps = [ { text = \"named ran: {prompt}\" } ]\n\n"
+        .to_string()
+        + &entry("spawn", "spawn_provider", "")
+        + &entry("fork", "fork_provider", "")
+        + &entry(
+            "plain",
+            "subagent_tool",
+            "provider = \"spawn\", toolName = \"plain\", agentOptions = { systemPrompt = \"no model named\" }",
+        );
+    let host = host_with(&toml).await;
+    let seen = record(&host);
+    let parent = host.create_agent(Some("scripted:lead"), "/w").unwrap();
+    let ask = |provider: &'static str, options: Option<seam_host::AgentOptions>| {
+        let mut r = seam_host::StartRequest::new("task", parent.as_parent());
+        r.agent_options = options;
+        let run = host.subagents().start(provider, r).unwrap();
+        async move {
+            let result = run.result().await.unwrap();
+            run.dispose().await;
+            (run.id().to_string(), result.output_text())
+        }
+    };
+    for provider in ["spawn", "fork"] {
+        // No agent options at all, and options without a model: both inherit.
+        for options in [
+            None,
+            Some(seam_host::AgentOptions {
+                model: None,
+                system_prompt: Some("be brief".into()),
+            }),
+        ] {
+            let (id, text) = ask(provider, options.clone()).await;
+            assert_eq!(text, "lead ran: task", "{provider} {options:?}");
+            let models = created_models(&seen);
+            assert!(
+                models.contains(&(id.clone(), "scripted:lead".into())),
+                "{provider}: {models:?}"
+            );
+        }
+        // A named model wins over the parent's.
+        let (_, text) = ask(
+            provider,
+            Some(seam_host::AgentOptions {
+                model: Some("scripted:named".into()),
+                system_prompt: None,
+            }),
+        )
+        .await;
+        assert_eq!(text, "named ran: task", "{provider}");
+    }
+    // Through the tool, whose `agentOptions` name no model: the calling agent's model.
+    let r = host
+        .call_tool(
+            "plain",
+            parent.as_parent(),
+            &json!({"description": "d", "prompt": "via tool"}).to_string(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{r:?}");
+    assert_eq!(r.text(), "lead ran: via tool");
+    // A parent that is not a live agent has no model to hand down: the deployment default.
+    let run = host.subagents().start("spawn", request("orphan")).unwrap();
+    assert_eq!(
+        run.result().await.unwrap().output_text(),
+        "fallback ran: orphan"
+    );
+    run.dispose().await;
+    host.agents().dispose(parent.id()).await;
+    assert_quiescent(&host);
+}
+
+#[tokio::test]
+async fn tool_filter_from_the_tool_config_reaches_the_child_and_allow_shows_only_those() {
+    // The child lists what it was offered, calls a tool it may not see and one it may, then
+    // reports both results.
+    let toml = "[models.scripts.child]\nsteps = [ \
+            { text = \"\", tool_calls = [ { name = \"other\", arguments = { description = \"d\", prompt = \"o\" } }, { name = \"x\", arguments = { description = \"d\", prompt = \"hi\" } } ] }, \
+            { text = \"sees [{tools}]: {tool_results}\" } ]\n\n"
+        .to_string()
+        + &entry("spawn", "spawn_provider", "")
+        + &mock("m", "reply = \"m says {prompt}\"")
+        + &entry("x", "subagent_tool", "provider = \"m\", toolName = \"x\"")
+        + &entry("other", "subagent_tool", "provider = \"m\", toolName = \"other\"")
+        + &entry(
+            "narrow",
+            "subagent_tool",
+            "provider = \"spawn\", toolName = \"narrow\", agentOptions = { model = \"scripted:child\" }, toolFilter = { allow = [\"x\"] }",
+        )
+        + &entry(
+            "wide",
+            "subagent_tool",
+            "provider = \"spawn\", toolName = \"wide\", agentOptions = { model = \"scripted:child\" }, toolFilter = { deny = [\"x\"] }",
+        );
+    let host = host_with(&toml).await;
+    let call = |tool: &'static str| {
+        let host = host.clone();
+        async move {
+            let r = host
+                .call_tool(
+                    tool,
+                    ParentRef::top_level("p", "/w"),
+                    &json!({"description": "d", "prompt": "go"}).to_string(),
+                    CancellationToken::new(),
+                )
+                .await
+                .unwrap();
+            assert!(!r.is_error, "{tool}: {r:?}");
+            r.text()
+        }
+    };
+    // allow = ["x"]: x is the only tool offered; `other` is refused, x runs.
+    assert_eq!(
+        call("narrow").await,
+        "sees [x]: tool `other` is not available to this agent\nm says hi"
+    );
+    // deny = ["x"]: everything but x is offered; x is refused, `other` runs.
+    let text = call("wide").await;
+    let offered = text
+        .strip_prefix("sees [")
+        .and_then(|t| t.split_once(']'))
+        .map(|(names, _)| names.split(',').collect::<Vec<_>>())
+        .unwrap_or_else(|| panic!("{text}"));
+    let mut sorted = offered.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["narrow", "other", "wide"], "{text}");
+    assert!(
+        text.ends_with("m says o\ntool `x` is not available to this agent"),
+        "{text}"
+    );
+    assert_quiescent(&host);
+}
+
+#[tokio::test]
+async fn a_fork_child_that_writes_nothing_never_returns_the_parents_output() {
+    let toml = format!(
+        "[agent]\nmodel = \"scripted:parent\"\n\n[models.scripts.parent]\nsteps = [ {{ text = \"parent secret\" }}, {{ tool_calls = [{}] }}, {{ text = \"[{{tool_results}}]\" }} ]\n\n[models.scripts.child]\nsteps = [ {{ text = \"\" }} ]\n\n",
+        call("branch", "say nothing")
+    ) + &providers("");
+    let host = host_with(&toml).await;
+    let children = child_sessions(&host);
+    let seen = record(&host);
+    let agent = host.create_agent(None, "/w").unwrap();
+    let first = agent.run_turn(vec![ContentBlock::text("one")]).await;
+    assert_eq!(seam_host::blocks_text(&first.output), "parent secret");
+    let second = agent.run_turn(vec![ContentBlock::text("two")]).await;
+    assert_eq!(second.stop_reason, StopReason::Completed);
+    // The tool result is the child's own (empty) answer, not the parent's last words.
+    assert_eq!(seam_host::blocks_text(&second.output), "[]");
+    // The child's session did hold the parent's answer (so it could have leaked)...
+    let seed = children.lock().unwrap()[0].2.events().to_vec();
+    assert!(
+        seed.iter().any(|e| matches!(
+            e,
+            SessionEvent::AssistantMessage { text, .. } if text == "parent secret"
+        )),
+        "{seed:?}"
+    );
+    // ...and neither the result nor `subagent/end` carries it.
+    let ends: Vec<_> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentEnd {
+                stop_reason,
+                last_assistant_message,
+                ..
+            } => Some((stop_reason.clone(), last_assistant_message.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(ends[0].0, StopReason::Completed);
+    let last = seam_host::blocks_text(ends[0].1.as_deref().unwrap_or_default());
+    assert!(!last.contains("parent secret"), "{last:?}");
+    assert_eq!(last, "");
+    host.agents().dispose(agent.id()).await;
+    assert_quiescent(&host);
+}
+
+// The cancel lands between the child's capture-less finish and the run's settlement: the
+// listener on the child's `agent/turn-end` runs synchronously inside the child's turn, which is
+// inside the provider's future, so the run cannot have settled yet. On a current-thread runtime
+// the handle is in the slot before the driver task first runs.
+#[tokio::test(flavor = "current_thread")]
+async fn cancel_after_a_capture_less_finish_is_aborted() {
+    let toml = "[models.scripts.none]\nsteps = [ { text = \"plain words\" } ]\n\n".to_string()
+        + &providers("");
+    let host = host_with(&toml).await;
+    let slot: Arc<OnceLock<SubagentRun>> = Arc::default();
+    // (the child's turn-end reason, whether the run had settled when it was cancelled)
+    let at_cancel: Arc<Mutex<Option<(StopReason, bool)>>> = Arc::default();
+    {
+        let slot = slot.clone();
+        let at_cancel = at_cancel.clone();
+        host.events().subscribe(move |e| {
+            if let Event::AgentTurnEnd {
+                id, stop_reason, ..
+            } = e
+            {
+                if let Some(run) = slot.get().filter(|r| r.id() == id) {
+                    *at_cancel.lock().unwrap() = Some((stop_reason, run.try_result().is_some()));
+                    run.cancel(Some("changed my mind".into()));
+                }
+            }
+            Ok(())
+        });
+    }
+    let run = host
+        .subagents()
+        .start("spawn", structured_request("scripted:none"))
+        .unwrap();
+    slot.set(run.clone()).unwrap();
+    let result = run.result().await.unwrap();
+    run.dispose().await;
+    assert_eq!(
+        *at_cancel.lock().unwrap(),
+        Some((StopReason::Error, false)),
+        "the child finished without a capture, and the run had not settled"
+    );
+    assert_eq!(result.stop_reason, StopReason::Aborted, "{result:?}");
+    assert_eq!(result.structured, None);
+    assert_quiescent(&host);
+
+    // The same run left alone is `error`: the cancel is what made it `aborted`.
+    let run = host
+        .subagents()
+        .start("spawn", structured_request("scripted:none"))
+        .unwrap();
+    let result = run.result().await.unwrap();
+    run.dispose().await;
+    assert_eq!(result.stop_reason, StopReason::Error, "{result:?}");
+    assert_quiescent(&host);
+}
+
+#[tokio::test]
+async fn unloading_an_in_process_provider_mid_run_aborts_and_disposes_its_runs() {
+    let scripts = "[models.scripts.slow]\nsteps = [ { text = \"late\", delay_ms = 30000 } ]\n\n\
+        [models.scripts.quick]\nsteps = [ { text = \"still here\" } ]\n\n";
+    for (provider, component, other) in [
+        ("spawn", "spawn_provider", "fork_provider"),
+        ("fork", "fork_provider", "spawn_provider"),
+    ] {
+        let remaining = format!("{scripts}{}", entry("stays", other, "name = \"stays\""));
+        let host = host_with(&(remaining.clone() + &entry(provider, component, ""))).await;
+        let seen = record(&host);
+        let run = host
+            .subagents()
+            .start(provider, on_model("x", "scripted:slow"))
+            .unwrap();
+        run.started().await.unwrap();
+        assert_eq!(host.live_agents(), 1, "{provider}");
+        let report = loaded(host.reconfigure(&config(&remaining)).await);
+        assert_eq!(report.unloaded, [provider]);
+        // Unloading returned only after the run was cancelled, settled and disposed.
+        assert!(run.is_disposed(), "{provider}");
+        let result = run.try_result().expect("settled").unwrap();
+        assert_eq!(result.stop_reason, StopReason::Aborted, "{provider}");
+        assert_quiescent(&host);
+        assert_eq!(host.subagents().live_runs_of(provider), 0);
+        assert!(host.subagents().descriptor(provider).is_none());
+        let events = seen.lock().unwrap().clone();
+        let child_turn = events.iter().find_map(|e| match e {
+            Event::AgentTurnEnd {
+                id, stop_reason, ..
+            } if id == run.id() => Some(stop_reason.clone()),
+            _ => None,
+        });
+        assert_eq!(child_turn, Some(StopReason::Aborted), "{provider}");
+        let order: Vec<&str> = events.iter().map(Event::name).collect();
+        let end = order.iter().position(|n| *n == "subagent/end");
+        let disposed = events
+            .iter()
+            .position(|e| matches!(e, Event::AgentDisposed { id } if id == run.id()));
+        let removed = order.iter().position(|n| *n == "subagent/provider-removed");
+        assert!(
+            end.is_some() && disposed.is_some() && removed.is_some(),
+            "{provider}: {order:?}"
+        );
+        assert!(end < removed && disposed < removed, "{provider}: {order:?}");
+        // The provider that stayed still serves.
+        let run = host
+            .subagents()
+            .start("stays", on_model("x", "scripted:quick"))
+            .unwrap();
+        assert_eq!(run.result().await.unwrap().output_text(), "still here");
+        run.dispose().await;
+        assert_quiescent(&host);
+    }
 }

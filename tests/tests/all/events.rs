@@ -178,7 +178,7 @@ async fn each_listener_gets_its_own_copy() {
 async fn provider_added_and_removed_follow_load_and_unload() {
     let host = test_host();
     let seen = record(&host);
-    assert!(host.load(&config(&mock("m", ""))).await.is_ok());
+    loaded(host.load(&config(&mock("m", ""))).await);
     host.unload_all().await;
     let names = names(&seen);
     assert_eq!(
@@ -236,12 +236,11 @@ async fn observer_components_see_every_event_in_order_and_faulty_ones_are_contai
     run.dispose().await;
     assert!(result.stop_reason.is_success());
     assert_eq!(names(&seen), ["subagent/start", "subagent/end"]);
-    // Delivery is asynchronous: wait for the well-behaved observer's log.
-    assert!(
-        eventually(|| observed(&log, "watch", "observed subagent/end").len() == 1).await,
-        "{:#?}",
-        log.lines()
-    );
+    // Delivery is asynchronous: wait for the well-behaved observer's log line.
+    log.wait_for("`watch` observing subagent/end", |_| {
+        observed(&log, "watch", "observed subagent/end").len() == 1
+    })
+    .await;
     let order: Vec<String> = observed(&log, "watch", "observed subagent/")
         .into_iter()
         .filter(|l| l.contains("subagent/start") || l.contains("subagent/end"))
@@ -251,18 +250,58 @@ async fn observer_components_see_every_event_in_order_and_faulty_ones_are_contai
         order[0].contains("subagent/start") && order[1].contains("subagent/end"),
         "{order:#?}"
     );
-    for faulty in ["trapper", "panicker", "grump"] {
+    for (faulty, cause) in [
+        ("trapper", "unreachable"),
+        ("panicker", "observer panics on"),
+        ("grump", "refusing"),
+    ] {
+        log.wait_for(&format!("`{faulty}` failing"), |_| {
+            !observed(&log, faulty, "observer failed").is_empty()
+        })
+        .await;
+        let failures = observed(&log, faulty, "observer failed");
         assert!(
-            eventually(|| !observed(&log, faulty, "observer failed").is_empty()).await,
-            "{faulty}: {:#?}",
-            log.lines()
+            failures.iter().any(|l| l.contains(cause)),
+            "{faulty} should fail with `{cause}`: {failures:#?}"
         );
     }
-    // Unloaded observers hear nothing more.
+
+    // Unloaded observers hear nothing more. A second logging observer, loaded after the unload,
+    // is the barrier: once it has logged the new run's `subagent/end`, every event of the new
+    // load and run has been emitted, and `watch` (subscribed before it, on this one thread)
+    // would have been handed each of them first.
     host.unload_all().await;
     let before = observed(&log, "watch", "observed").len();
-    host.load(&config(&mock("again", ""))).await;
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    assert_eq!(observed(&log, "watch", "observed").len(), before);
+    loaded(
+        host.load(&config(
+            &(entry("witness", "observer_probe", "mode = \"log\"") + &mock("again", "")),
+        ))
+        .await,
+    );
+    let run = host.subagents().start("again", request("x")).unwrap();
+    run.result().await.unwrap();
+    run.dispose().await;
+    log.wait_for("`witness` observing subagent/end", |_| {
+        !observed(&log, "witness", "observed subagent/end").is_empty()
+    })
+    .await;
+    assert!(
+        observed(&log, "witness", "observed plugin/loaded").len() >= 2,
+        "the witness heard the load: {:#?}",
+        log.lines()
+    );
+    assert_eq!(
+        observed(&log, "watch", "observed").len(),
+        before,
+        "{:#?}",
+        log.lines()
+    );
+    assert!(
+        observed(&log, "watch", "")
+            .iter()
+            .all(|l| !l.contains("queue full")),
+        "an unloaded observer's listener is gone, not just its task"
+    );
+    host.unload_all().await;
     assert_eq!(host.live_instances(), 0);
 }

@@ -1,6 +1,7 @@
 //! The loader: config entries, states, bad input, reconfigure, unload order, the compile cache.
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
 use seam_host::{Config, Event, Host, PluginKind, PluginState};
 use seam_tests::*;
@@ -8,7 +9,7 @@ use seam_tests::*;
 #[tokio::test]
 async fn bad_components_fail_with_errors_naming_the_entry_and_others_load() {
     let dir = tempfile::tempdir().unwrap();
-    let garbage = dir.path().join("garbage.wasm");
+    let garbage = dir.path().join("junk.wasm");
     std::fs::write(&garbage, b"\0asm not really").unwrap();
     let core = dir.path().join("core.wasm");
     // A core module (not a component): the smallest valid module.
@@ -30,16 +31,27 @@ async fn bad_components_fail_with_errors_naming_the_entry_and_others_load() {
             .unwrap_or_else(|| panic!("no error for {id}: {:?}", report.failed))
     };
     assert!(
-        msg("junk").contains("not a valid WebAssembly component"),
+        msg("junk").contains(
+            "junk.wasm` is not a valid WebAssembly component: failed to parse WebAssembly \
+             module: unknown binary version"
+        ),
         "{}",
         msg("junk")
     );
+    // A core module is valid WebAssembly but not a component: that, precisely, is the cause.
     assert!(
-        msg("core").contains("garbage") || msg("core").contains("component"),
+        msg("core").contains(
+            "core.wasm` is not a valid WebAssembly component: failed to parse WebAssembly \
+             module: attempted to parse a wasm module with a component parser"
+        ),
         "{}",
         msg("core")
     );
-    assert!(msg("gone").contains("cannot read component") && msg("gone").contains("missing.wasm"));
+    assert!(
+        msg("gone").contains("cannot read component `") && msg("gone").contains("missing.wasm`"),
+        "{}",
+        msg("gone")
+    );
     assert!(
         msg("wrong").contains("is a tool component, but the entry expects a provider"),
         "{}",
@@ -90,7 +102,7 @@ async fn config_files_resolve_components_relative_to_themselves() {
     let config = Config::from_file(&file).unwrap();
     assert_eq!(config.plugins[0].component, wasm.join("m.wasm"));
     let host = test_host();
-    assert!(host.load(&config).await.is_ok());
+    loaded(host.load(&config).await);
     assert!(
         host.subagents().descriptor("mock").is_some(),
         "default mock name"
@@ -107,14 +119,12 @@ async fn reconfigure_diffs_entries() {
     let first = mock("a", "")
         + &mock("b", "reply = \"old\"")
         + &entry("t", "subagent_tool", "provider = \"a\"");
-    let report = host.load(&config(&first)).await;
-    assert!(report.is_ok());
+    let report = loaded(host.load(&config(&first)).await);
     assert_eq!(report.loaded.len(), 3);
     let seen = record(&host);
 
     let second = mock("a", "") + &mock("b", "reply = \"new\"") + &mock("c", "");
-    let report = host.reconfigure(&config(&second)).await;
-    assert!(report.is_ok(), "{:?}", report.failed);
+    let report = loaded(host.reconfigure(&config(&second)).await);
     assert_eq!(report.kept, ["a"]);
     assert_eq!(report.reloaded, ["b"]);
     assert_eq!(report.loaded, ["c"]);
@@ -156,31 +166,86 @@ async fn unload_runs_in_reverse_order_and_disabled_entries_stay_unloaded() {
     assert_eq!(states, vec![PluginState::Disposed; 4]);
     // Unloading again does nothing; loading again brings the entries back.
     host.unload_all().await;
-    assert!(host.reconfigure(&config(&toml)).await.is_ok());
+    loaded(host.reconfigure(&config(&toml)).await);
     assert!(host.subagents().descriptor("a").is_some());
     assert_eq!(host.plugins().await[0].state, PluginState::Active);
 }
 
+/// (compiled, hits, rewritten) of a host's compile cache.
+fn cache_counts(host: &Host) -> (u64, u64, u64) {
+    let stats = host.cache_stats();
+    (
+        stats.compiled.load(Ordering::Relaxed),
+        stats.hits.load(Ordering::Relaxed),
+        stats.rewritten.load(Ordering::Relaxed),
+    )
+}
+
 #[tokio::test]
 async fn a_warm_cache_skips_compilation() {
+    // A cache of its own, so that the counts do not depend on other tests.
     let dir = tempfile::tempdir().unwrap();
     let mut options = test_options();
     options.engine.cache_dir = Some(dir.path().to_path_buf());
-    let host = Host::new(options.clone()).unwrap();
-    assert!(host.load(&config(&mock("m", ""))).await.is_ok());
-    let artifacts: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
-        .collect();
-    assert_eq!(artifacts.len(), 1);
-    // A corrupt artifact is recompiled, not trusted.
-    std::fs::write(artifacts[0].path(), b"corrupt").unwrap();
-    let host = Host::new(options).unwrap();
-    assert!(host.load(&config(&mock("m", ""))).await.is_ok());
-    let run = host.subagents().start("m", request("x")).unwrap();
-    assert!(run.result().await.unwrap().stop_reason.is_success());
-    run.dispose().await;
+    let toml = mock("m", "reply = \"served\"");
+    let serves = |host: Host| async move {
+        let run = host.subagents().start("m", request("x")).unwrap();
+        assert_eq!(run.result().await.unwrap().output_text(), "served");
+        run.dispose().await;
+    };
+    let artifacts = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+            .collect()
+    };
+
+    // Cold: compiled once, and the artifact written.
+    let cold = Host::new(options.clone()).unwrap();
+    loaded(cold.load(&config(&toml)).await);
+    assert_eq!(cache_counts(&cold), (1, 0, 0), "compiled, hits, rewritten");
+    let written = artifacts();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let artifact = written[0].clone();
+    let good = std::fs::read(&artifact).unwrap();
+    serves(cold).await;
+
+    // Warm: loaded from the artifact, nothing compiled.
+    let warm = Host::new(options.clone()).unwrap();
+    loaded(warm.load(&config(&toml)).await);
+    assert_eq!(cache_counts(&warm), (0, 1, 0), "compiled, hits, rewritten");
+    serves(warm).await;
+
+    // Corrupt: the artifact is refused, the component compiled again and the entry rewritten.
+    std::fs::write(&artifact, b"corrupt, not an artifact").unwrap();
+    let repaired = Host::new(options.clone()).unwrap();
+    loaded(repaired.load(&config(&toml)).await);
+    assert_eq!(
+        cache_counts(&repaired),
+        (1, 0, 1),
+        "compiled, hits, rewritten"
+    );
+    serves(repaired).await;
+    assert_eq!(
+        artifacts(),
+        std::slice::from_ref(&artifact),
+        "rewritten in place"
+    );
+    let rewritten = std::fs::read(&artifact).unwrap();
+    assert_ne!(&rewritten[..], b"corrupt, not an artifact");
+    assert_eq!(rewritten.len(), good.len());
+
+    // The rewritten entry is a valid artifact again.
+    let warm_again = Host::new(options).unwrap();
+    loaded(warm_again.load(&config(&toml)).await);
+    assert_eq!(
+        cache_counts(&warm_again),
+        (0, 1, 0),
+        "compiled, hits, rewritten"
+    );
+    serves(warm_again).await;
 }
 
 #[tokio::test]
@@ -204,5 +269,9 @@ async fn inspect_tells_the_world_and_the_declaration() {
     assert_eq!(info.tool_name.as_deref(), Some("go"));
     assert_eq!(info.binds_to.as_deref(), Some("p"));
     let info = host.inspect(&guest("subagent_tool"), None).await.unwrap();
-    assert!(info.config_error.unwrap().contains("provider"));
+    let error = info.config_error.unwrap();
+    assert!(
+        error.contains("config key `provider` is required"),
+        "{error}"
+    );
 }

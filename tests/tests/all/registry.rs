@@ -51,52 +51,86 @@ async fn malformed_descriptors_are_refused_naming_the_plugin() {
 
 #[tokio::test]
 async fn duplicate_name_fails_and_first_stays() {
+    // `first` and `second` both declare the name `first`; a tool follows it.
     let toml = mock("first", "reply = \"one\"")
-        + &entry(
-            "second",
-            "mock_provider",
-            "name = \"first\", reply = \"two\"",
-        );
-    let host = test_host();
-    let report = host.load(&config(&toml)).await;
-    assert_eq!(report.failed.len(), 1);
-    assert!(report.failed[0].to_string().contains("DUPLICATE_PROVIDER"));
-    // Loading is concurrent, so either entry may win; the winner keeps serving.
-    let plugins = host.plugins().await;
-    let active: Vec<_> = plugins
-        .iter()
-        .filter(|p| p.state == PluginState::Active)
-        .collect();
-    assert_eq!(active.len(), 1);
-    let run = host.subagents().start("first", request("hi")).unwrap();
-    let text = run.result().await.unwrap().output_text();
-    run.dispose().await;
-    let expected = if active[0].id == "first" {
-        "one"
-    } else {
-        "two"
-    };
-    assert_eq!(text, expected);
-
-    // A later duplicate is refused deterministically and changes nothing.
-    let again = mock("first", "reply = \"one\"")
         + &entry(
             "second",
             "mock_provider",
             "name = \"first\", reply = \"two\"",
         )
         + &entry(
+            "ask",
+            "subagent_tool",
+            "provider = \"first\", toolName = \"ask\"",
+        );
+    let host = test_host();
+    let report = host.load(&config(&toml)).await;
+    assert_eq!(report.failed.len(), 1, "{}", report.failures());
+    let e = report.failed[0].to_string();
+    assert!(
+        e.contains("plugin `second`") && e.contains("DUPLICATE_PROVIDER"),
+        "the later entry is the duplicate: {e}"
+    );
+    let state = |plugins: &[seam_host::PluginInfo], id: &str| {
+        plugins.iter().find(|p| p.id == id).unwrap().state.clone()
+    };
+    let plugins = host.plugins().await;
+    assert_eq!(state(&plugins, "first"), PluginState::Active);
+    assert!(matches!(state(&plugins, "second"), PluginState::Failed(_)));
+    // The first entry keeps serving, directly and through its tool.
+    let first_serves = || {
+        let host = host.clone();
+        async move {
+            let run = host.subagents().start("first", request("hi")).unwrap();
+            let text = run.result().await.unwrap().output_text();
+            run.dispose().await;
+            assert_eq!(text, "one");
+            let r = host
+                .call_tool(
+                    "ask",
+                    seam_host::ParentRef::top_level("p", "/w"),
+                    &json!({"description": "d", "prompt": "p"}).to_string(),
+                    tokio_util::sync::CancellationToken::new(),
+                )
+                .await
+                .unwrap();
+            assert!(!r.is_error, "{r:?}");
+            assert_eq!(r.text(), "one");
+        }
+    };
+    first_serves().await;
+
+    // A later duplicate is refused too and changes nothing: no removal, no remount.
+    let seen = record(&host);
+    let again = toml
+        + &entry(
             "third",
             "mock_provider",
             "name = \"first\", reply = \"three\"",
         );
     let report = host.reconfigure(&config(&again)).await;
-    assert!(report
-        .failed
-        .iter()
-        .any(|e| e.to_string().contains("plugin `third`")
-            && e.to_string().contains("DUPLICATE_PROVIDER")));
+    let failed: Vec<String> = report.failed.iter().map(|e| e.to_string()).collect();
+    assert_eq!(
+        failed.len(),
+        2,
+        "second is retried, third is new: {failed:#?}"
+    );
+    for id in ["second", "third"] {
+        assert!(
+            failed
+                .iter()
+                .any(|e| e.contains(&format!("plugin `{id}`")) && e.contains("DUPLICATE_PROVIDER")),
+            "{id}: {failed:#?}"
+        );
+    }
+    assert_eq!(report.kept, ["first", "ask"]);
     assert_eq!(host.subagents().list().len(), 1);
+    first_serves().await;
+    let churn: Vec<&str> = names(&seen)
+        .into_iter()
+        .filter(|n| n.starts_with("subagent/provider") || n.starts_with("tool/"))
+        .collect();
+    assert!(churn.is_empty(), "{churn:?}");
 }
 
 #[tokio::test]
@@ -247,16 +281,83 @@ async fn depth_beyond_max_is_refused_with_both_depths() {
     run.dispose().await;
 }
 
+// The request is moved into `start`, so a caller cannot mutate it afterwards; what the host
+// keeps is its snapshot, and the one place that snapshot is read again is `resume`. A resumed
+// run must see the options given at start (model, system prompt, persona, parent), not the
+// caller's later copy nor defaults.
 #[tokio::test]
-async fn request_is_snapshotted_at_start() {
-    let host = host_with(&mock("echo", "reply = \"{prompt}\", delayMs = 30")).await;
-    let mut mine = request("original");
-    let run = host.subagents().start("echo", mine.clone()).unwrap();
-    mine.prompt = vec![seam_host::ContentBlock::text("mutated")];
+async fn resume_reuses_the_request_snapshotted_at_start() {
+    let toml = "[agent]\nmodel = \"scripted:default\"\npersona = \"deployment\"\n\n\
+        [models.scripts.default]\nsteps = [ { text = \"default model\" } ]\n\n\
+        [models.scripts.echo]\nsteps = [ { text = \"echo <{system}> {prompt}\" } ]\n\n"
+        .to_string()
+        + &entry("spawn", "spawn_provider", "");
+    let host = host_with(&toml).await;
+    let mut events = watch_events(&host);
+    let mut mine = request("first");
+    mine.parent.id = "caller".into();
+    mine.parent.depth = 2;
+    mine.agent_options = Some(seam_host::AgentOptions {
+        model: Some("scripted:echo".into()),
+        system_prompt: Some("be exact".into()),
+    });
+    mine.persona = Some("pirate".into());
+    mine.max_depth = Some(3);
+    let run = host.subagents().start("spawn", mine.clone()).unwrap();
+    // The caller's copy changes after start; none of it may reach either run.
+    mine.agent_options = None;
+    mine.persona = Some("mutated".into());
     mine.parent.depth = 9;
-    let result = run.result().await.unwrap();
+    let first = run.result().await.unwrap();
     run.dispose().await;
-    assert_eq!(result.output_text(), "original");
+    assert_eq!(
+        first.output_text(),
+        "echo <be exact\n\nPersona: pirate> first"
+    );
+
+    let resumed = host
+        .subagents()
+        .resume(&run, vec![seam_host::ContentBlock::text("again")])
+        .unwrap();
+    let second = resumed.result().await.unwrap();
+    resumed.dispose().await;
+    assert_eq!(
+        second.output_text(),
+        "echo <be exact\n\nPersona: pirate> again",
+        "the resumed child runs with the snapshot's model, system prompt and persona"
+    );
+    wait_for(&mut events, "both runs' start", |seen| {
+        seen.iter()
+            .filter(|e| matches!(e, seam_host::Event::SubagentStart { .. }))
+            .count()
+            == 2
+    })
+    .await;
+    let parents: Vec<(String, u32)> = events
+        .borrow()
+        .iter()
+        .filter_map(|e| match e {
+            seam_host::Event::SubagentStart { parent, .. } => {
+                Some((parent.id.clone(), parent.depth))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        parents,
+        [("caller".to_string(), 2), ("caller".to_string(), 2)]
+    );
+    let depths: Vec<u32> = events
+        .borrow()
+        .iter()
+        .filter_map(|e| match e {
+            seam_host::Event::AgentCreated { depth, .. } => Some(*depth),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(depths, [3, 3], "both children at the snapshot's depth + 1");
+    assert_eq!(host.live_runs(), 0);
+    assert_eq!(host.live_agents(), 0);
 }
 
 #[tokio::test]
@@ -282,10 +383,10 @@ async fn removing_a_provider_cancels_and_disposes_its_runs() {
     assert!(end < removed, "{names:?}");
     assert!(host.subagents().descriptor("slow").is_none());
     // Re-registration after removal works.
-    let report = host
-        .reconfigure(&config(&(mock("slow", "") + &mock("other", ""))))
-        .await;
-    assert!(report.is_ok());
+    loaded(
+        host.reconfigure(&config(&(mock("slow", "") + &mock("other", ""))))
+            .await,
+    );
     let run = host.subagents().start("slow", request("x")).unwrap();
     assert!(run.result().await.unwrap().stop_reason.is_success());
     run.dispose().await;
@@ -297,7 +398,7 @@ async fn list_is_in_registration_order() {
     let mut toml = String::new();
     for id in ["zeta", "alpha", "mid"] {
         toml += &mock(id, "");
-        assert!(host.reconfigure(&config(&toml)).await.is_ok());
+        loaded(host.reconfigure(&config(&toml)).await);
     }
     let names: Vec<String> = host
         .subagents()

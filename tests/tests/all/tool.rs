@@ -78,8 +78,9 @@ async fn two_instances_are_bound_to_two_providers() {
 }
 
 #[tokio::test]
-async fn a_duplicate_tool_name_is_a_clear_error() {
-    let toml = mock("a", "")
+async fn a_duplicate_tool_name_is_a_clear_error_and_the_first_stays() {
+    let toml = mock("a", "reply = \"from a\"")
+        + &mock("b", "reply = \"from b\"")
         + &entry(
             "t1",
             "subagent_tool",
@@ -88,17 +89,26 @@ async fn a_duplicate_tool_name_is_a_clear_error() {
         + &entry(
             "t2",
             "subagent_tool",
-            "provider = \"a\", toolName = \"same\"",
+            "provider = \"b\", toolName = \"same\"",
         );
     let host = test_host();
     let report = host.load(&config(&toml)).await;
-    assert_eq!(report.failed.len(), 1);
+    assert_eq!(report.failed.len(), 1, "{}", report.failures());
     let e = report.failed[0].to_string();
     assert!(
-        e.contains("tool name `same` is already used by plugin"),
+        e.contains("plugin `t2`") && e.contains("tool name `same` is already used by plugin `t1`"),
         "{e}"
     );
-    assert_eq!(host.tool_descriptors().len(), 1);
+    let tools = host.tool_descriptors();
+    assert_eq!(tools.len(), 1);
+    // The first entry's tool is the one mounted, and it still serves its own provider.
+    let r = host
+        .call_tool("same", caller(), &args("x"), CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{r:?}");
+    assert_eq!(r.text(), "from a");
+    assert_eq!(host.plugins().await[2].state, PluginState::Active);
 }
 
 #[tokio::test]
@@ -107,7 +117,7 @@ async fn the_tool_follows_its_provider_in_any_load_order() {
     let seen = record(&host);
     // The tool loads first; its provider does not exist yet.
     let t = tool("ask", "late", "");
-    assert!(host.load(&config(&t)).await.is_ok());
+    loaded(host.load(&config(&t)).await);
     assert!(host.tool_descriptors().is_empty());
     let waiting = host.tools().unmounted().await;
     assert_eq!(
@@ -122,18 +132,18 @@ async fn the_tool_follows_its_provider_in_any_load_order() {
         .call_tool("ask", caller(), &args("x"), CancellationToken::new())
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("no tool named `ask`"));
+    assert_eq!(err, seam_host::ToolError::NotMounted("ask".into()));
 
     // Another provider's arrival changes nothing.
-    assert!(host
-        .reconfigure(&config(&(t.clone() + &mock("other", ""))))
-        .await
-        .is_ok());
+    loaded(
+        host.reconfigure(&config(&(t.clone() + &mock("other", ""))))
+            .await,
+    );
     assert!(host.tool_descriptors().is_empty());
 
     // Its provider arrives: mounted.
     let with = t.clone() + &mock("other", "") + &mock("late", "reply = \"hi\"");
-    assert!(host.reconfigure(&config(&with)).await.is_ok());
+    loaded(host.reconfigure(&config(&with)).await);
     assert_eq!(host.tool_descriptors().len(), 1);
     let r = host
         .call_tool("ask", caller(), &args("x"), CancellationToken::new())
@@ -142,12 +152,12 @@ async fn the_tool_follows_its_provider_in_any_load_order() {
     assert_eq!(r.text(), "hi");
 
     // Removed: unmounted. Back: remounted.
-    assert!(host
-        .reconfigure(&config(&(t.clone() + &mock("other", ""))))
-        .await
-        .is_ok());
+    loaded(
+        host.reconfigure(&config(&(t.clone() + &mock("other", ""))))
+            .await,
+    );
     assert!(host.tool_descriptors().is_empty());
-    assert!(host.reconfigure(&config(&with)).await.is_ok());
+    loaded(host.reconfigure(&config(&with)).await);
     assert_eq!(host.tool_descriptors().len(), 1);
     let mounts = names(&seen)
         .into_iter()
@@ -163,25 +173,40 @@ async fn non_completed_runs_become_error_results() {
     let toml = mock(
         "bad",
         "stopReason = \"max-tokens\", reply = \"half an answ\"",
-    ) + &entry(
-        "trap",
-        "faulty_provider",
-        "name = \"trap\", mode = \"trap-after-ready\"",
-    ) + &tool("ask_bad", "bad", "")
+    ) + &mock("no", "stopReason = \"refusal\", reply = \"I won't\"")
+        + &mock("odd", "stopReason = \"weird\", reply = \"who knows\"")
+        + &entry(
+            "trap",
+            "faulty_provider",
+            "name = \"trap\", mode = \"trap-after-ready\"",
+        )
+        + &tool("ask_bad", "bad", "")
+        + &tool("ask_no", "no", "")
+        + &tool("ask_odd", "odd", "")
         + &tool("ask_trap", "trap", "");
     let host = host_with(&toml).await;
-    let r = host
-        .call_tool("ask_bad", caller(), &args("x"), CancellationToken::new())
-        .await
-        .unwrap();
-    assert!(r.is_error);
-    assert!(r.text().contains("max-tokens"), "{}", r.text());
-    let r = host
-        .call_tool("ask_trap", caller(), &args("x"), CancellationToken::new())
-        .await
-        .unwrap();
-    assert!(r.is_error);
-    assert!(r.text().contains("error"), "{}", r.text());
+    // Each is an error result led by its stop reason; partial output is only ever reported as
+    // partial, never as the answer. An unknown reason is a failure like any other.
+    for (tool, reason, rest) in [
+        ("ask_bad", "max-tokens", "partial output: half an answ"),
+        ("ask_no", "refusal", "partial output: I won't"),
+        ("ask_odd", "weird", "partial output: who knows"),
+        ("ask_trap", "error", "provider `trap` failed"),
+    ] {
+        let r = host
+            .call_tool(tool, caller(), &args("x"), CancellationToken::new())
+            .await
+            .unwrap();
+        assert!(r.is_error, "{tool}: {r:?}");
+        let text = r.text();
+        assert!(
+            text.starts_with(&format!(
+                "subagent `{tool}` ended with stop reason `{reason}`"
+            )),
+            "{tool}: {text}"
+        );
+        assert!(text.contains(rest), "{tool}: {text}");
+    }
     assert_eq!(host.live_runs(), 0);
     assert_eq!(host.live_instances(), 0);
 }
@@ -191,13 +216,17 @@ async fn aborting_the_call_aborts_the_run_and_disposes_it() {
     let toml = mock("slow", "delayMs = 10000") + &tool("ask", "slow", "");
     let host = host_with(&toml).await;
     let seen = record(&host);
+    let mut events = watch_events(&host);
     let abort = CancellationToken::new();
     let call = {
         let host = host.clone();
         let abort = abort.clone();
         tokio::spawn(async move { host.call_tool("ask", caller(), &args("x"), abort).await })
     };
-    assert!(eventually(|| names(&seen).contains(&"subagent/start")).await);
+    wait_for(&mut events, "the run's subagent/start", |seen| {
+        seen.iter().any(|e| e.name() == "subagent/start")
+    })
+    .await;
     abort.cancel();
     let r = call.await.unwrap().unwrap();
     assert!(r.is_error);
@@ -239,9 +268,17 @@ async fn tool_config_reaches_the_request_and_capabilities_are_enforced() {
     let r = call("styled").await;
     assert_eq!(r.text(), "pirate/scripted");
     let r = call("capped").await;
-    assert!(r.is_error && r.text().contains("depth"), "{}", r.text());
+    assert!(r.is_error, "{r:?}");
+    assert_eq!(
+        r.text(),
+        "subagent: DEPTH_EXCEEDED: the child would be at depth 1 but max-depth is 0"
+    );
     let r = call("unsupported").await;
-    assert!(r.is_error && r.text().contains("persona"), "{}", r.text());
+    assert!(r.is_error, "{r:?}");
+    assert_eq!(
+        r.text(),
+        "subagent: UNSUPPORTED_CAPABILITY: provider `plain` does not support `persona`"
+    );
 }
 
 #[tokio::test]
@@ -304,4 +341,125 @@ async fn tool_config_is_validated_at_load() {
             .unwrap_or_else(|| panic!("no error for {id}"));
         assert!(e.contains(key), "{id}: {e}");
     }
+}
+
+#[tokio::test]
+async fn an_unloaded_tool_plugin_is_unmounted_for_good() {
+    let with_tool = mock("p", "reply = \"hi\"") + &tool("ask", "p", "");
+    let host = host_with(&with_tool).await;
+    assert_eq!(host.tool_descriptors().len(), 1);
+    let seen = record(&host);
+    let report = loaded(
+        host.reconfigure(&config(&mock("p", "reply = \"hi\"")))
+            .await,
+    );
+    assert_eq!(report.unloaded, ["ask"]);
+    let gone = |host: &seam_host::Host| {
+        let host = host.clone();
+        async move {
+            assert!(host.tool_descriptors().is_empty());
+            assert!(
+                host.tools().unmounted().await.is_empty(),
+                "not even waiting"
+            );
+            let err = host
+                .call_tool("ask", caller(), &args("x"), CancellationToken::new())
+                .await
+                .unwrap_err();
+            assert_eq!(err, seam_host::ToolError::NotMounted("ask".into()));
+        }
+    };
+    gone(&host).await;
+    // Its provider leaving and coming back (changed, so reloaded) does not bring it back.
+    loaded(
+        host.reconfigure(&config(&mock("p", "reply = \"changed\"")))
+            .await,
+    );
+    loaded(host.reconfigure(&config("")).await);
+    loaded(host.reconfigure(&config(&mock("p", ""))).await);
+    assert!(host.subagents().descriptor("p").is_some());
+    gone(&host).await;
+    let tool_events: Vec<seam_host::Event> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.name().starts_with("tool/"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        tool_events,
+        [seam_host::Event::ToolUnmounted {
+            name: "ask".into(),
+            plugin: "ask".into()
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_provider_that_comes_back_changed_rederives_the_tools_wording() {
+    const STANDALONE: &str = "does NOT see this conversation";
+    const FORKED: &str = "sees the completed turns";
+    let host = test_host();
+    let seen = record(&host);
+    let prompt_wording = |d: &seam_host::ToolDescriptor| {
+        d.parameters["properties"]["prompt"]["description"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    for (inherits, wording, not) in [
+        (false, STANDALONE, FORKED),
+        (true, FORKED, STANDALONE),
+        (false, STANDALONE, FORKED),
+    ] {
+        let toml =
+            mock("p", &format!("inheritsParentContext = {inherits}")) + &tool("ask", "p", "");
+        let report = loaded(host.reconfigure(&config(&toml)).await);
+        let tools = host.tool_descriptors();
+        assert_eq!(tools.len(), 1, "{inherits}");
+        let d = &tools[0];
+        assert!(
+            d.description.contains(wording),
+            "{inherits}: {}",
+            d.description
+        );
+        assert!(
+            !d.description.contains(not),
+            "{inherits}: {}",
+            d.description
+        );
+        assert!(
+            prompt_wording(d).contains(wording),
+            "{inherits}: {}",
+            prompt_wording(d)
+        );
+        assert_eq!(
+            host.subagents()
+                .descriptor("p")
+                .unwrap()
+                .inherits_parent_context,
+            inherits
+        );
+        // The tool entry itself never changed: only its provider was reloaded.
+        if report.reloaded.is_empty() {
+            assert_eq!(report.loaded, ["p", "ask"]);
+        } else {
+            assert_eq!(report.reloaded, ["p"]);
+            assert_eq!(report.kept, ["ask"]);
+        }
+    }
+    let mounts: Vec<&str> = names(&seen)
+        .into_iter()
+        .filter(|n| n.starts_with("tool/"))
+        .collect();
+    assert_eq!(
+        mounts,
+        [
+            "tool/mounted",
+            "tool/unmounted",
+            "tool/mounted",
+            "tool/unmounted",
+            "tool/mounted"
+        ]
+    );
 }

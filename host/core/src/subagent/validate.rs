@@ -202,3 +202,304 @@ fn check_schema(schema: &Value, path: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::types::{Capabilities, ContentBlock, ParentRef, RuntimeFeatures, ToolFilter};
+
+    fn named(name: &str) -> ProviderDescriptor {
+        ProviderDescriptor {
+            name: name.to_string(),
+            capabilities: Capabilities::default(),
+            features: RuntimeFeatures::default(),
+            inherits_parent_context: false,
+        }
+    }
+
+    fn req() -> StartRequest {
+        StartRequest::new("task", ParentRef::top_level("parent", "/work"))
+    }
+
+    /// The message of an `INVALID_REQUEST`, or a panic naming what came back instead.
+    fn refused(r: &StartRequest) -> String {
+        match request(r) {
+            Err(SubagentError::InvalidRequest(m)) => m,
+            other => panic!("expected INVALID_REQUEST, got {other:?}"),
+        }
+    }
+
+    fn schema_error(schema: serde_json::Value) -> String {
+        output_schema(&schema).expect_err(&format!("{schema} should be refused"))
+    }
+
+    #[test]
+    fn descriptor_names_are_checked_and_errors_name_the_plugin() {
+        for ok in [
+            "a",
+            "mock-1",
+            "my_provider.v2",
+            &"x".repeat(MAX_PROVIDER_NAME),
+        ] {
+            assert_eq!(descriptor("p", &named(ok)), Ok(()), "{ok}");
+        }
+        let long = "x".repeat(MAX_PROVIDER_NAME + 1);
+        for (name, needle) in [
+            ("", "provider name is empty"),
+            (long.as_str(), "65 bytes long; the limit is 64"),
+            ("a b", "provider name `a b` may only contain"),
+            ("a/b", "may only contain"),
+            ("a:b", "may only contain"),
+            ("é", "may only contain"),
+            ("a\nb", "`a\\nb`"),
+        ] {
+            match descriptor("plug-in", &named(name)) {
+                Err(SubagentError::InvalidDescriptor { plugin, reason }) => {
+                    assert_eq!(plugin, "plug-in");
+                    assert!(reason.contains(needle), "{name:?}: {reason}");
+                }
+                other => panic!("{name:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn capabilities_are_checked_in_the_contracts_order() {
+        let mut all = req();
+        all.output_schema = Some(json!({"type": "object"}));
+        all.max_depth = Some(1);
+        all.tool_filter = Some(ToolFilter {
+            allow: Some(vec!["t".into()]),
+            deny: None,
+        });
+        all.persona = Some("terse".into());
+        let mut d = named("p");
+        let missing = |d: &ProviderDescriptor| match capabilities(d, &all) {
+            Ok(()) => None,
+            Err(SubagentError::UnsupportedCapability {
+                provider,
+                capability,
+            }) => {
+                assert_eq!(provider, "p");
+                Some(capability)
+            }
+            Err(e) => panic!("{e:?}"),
+        };
+        assert_eq!(missing(&d).as_deref(), Some("output-schema"));
+        d.capabilities.output_schema = true;
+        assert_eq!(missing(&d).as_deref(), Some("depth-limit"));
+        d.capabilities.depth_limit = true;
+        assert_eq!(missing(&d).as_deref(), Some("tool-filter"));
+        d.capabilities.tool_filter = true;
+        assert_eq!(missing(&d).as_deref(), Some("persona"));
+        d.capabilities.persona = true;
+        assert_eq!(missing(&d), None);
+        // What is not requested needs no capability.
+        assert_eq!(capabilities(&named("bare"), &req()), Ok(()));
+        let mut only_persona = req();
+        only_persona.persona = Some("x".into());
+        let err = capabilities(&named("bare"), &only_persona).unwrap_err();
+        assert_eq!(err.code(), "UNSUPPORTED_CAPABILITY");
+        assert!(err.to_string().contains("persona"), "{err}");
+    }
+
+    #[test]
+    fn prompts_must_have_text_fit_the_limit_and_be_json_where_they_say_so() {
+        assert_eq!(request(&req()), Ok(()));
+        for prompt in [
+            vec![],
+            vec![ContentBlock::text("")],
+            vec![ContentBlock::text(" \n\t"), ContentBlock::text("  ")],
+        ] {
+            let mut r = req();
+            r.prompt = prompt;
+            assert_eq!(refused(&r), "prompt is empty");
+        }
+        // One non-blank block is enough.
+        let mut r = req();
+        r.prompt = vec![ContentBlock::text(" "), ContentBlock::text("go")];
+        assert_eq!(request(&r), Ok(()));
+        // The limit counts every block; exactly at it is fine.
+        let half = MAX_PROMPT_BYTES / 2;
+        r.prompt = vec![
+            ContentBlock::text("a".repeat(half)),
+            ContentBlock::text("b".repeat(MAX_PROMPT_BYTES - half)),
+        ];
+        assert_eq!(request(&r), Ok(()));
+        r.prompt.push(ContentBlock::text("c"));
+        assert_eq!(
+            refused(&r),
+            format!(
+                "prompt is {} bytes; the limit is {MAX_PROMPT_BYTES}",
+                MAX_PROMPT_BYTES + 1
+            )
+        );
+        r.prompt = vec![
+            ContentBlock::text("x"),
+            ContentBlock::Json(r#"{"a": [1, 2]}"#.into()),
+        ];
+        assert_eq!(request(&r), Ok(()));
+        for bad in ["{nope", "", "[1,", "{\"a\": 1} trailing"] {
+            r.prompt = vec![ContentBlock::text("x"), ContentBlock::Json(bad.into())];
+            assert_eq!(
+                refused(&r),
+                "a json prompt block is not valid JSON",
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn max_depth_is_bounded_on_both_sides() {
+        let mut r = req();
+        for ok in [0, 1, MAX_DEPTH_LIMIT] {
+            r.max_depth = Some(ok);
+            assert_eq!(request(&r), Ok(()), "{ok}");
+        }
+        r.max_depth = Some(-1);
+        assert_eq!(refused(&r), "max-depth must be 0 or more, got -1");
+        r.max_depth = Some(i64::MIN);
+        assert!(refused(&r).contains("must be 0 or more"));
+        r.max_depth = Some(MAX_DEPTH_LIMIT + 1);
+        assert_eq!(refused(&r), "max-depth 65 is absurd; the limit is 64");
+        r.max_depth = Some(i64::MAX);
+        assert!(refused(&r).contains("is absurd"));
+    }
+
+    #[test]
+    fn tool_filters_need_a_list_and_names_and_personas_need_text() {
+        let mut r = req();
+        let filter = |allow: Option<Vec<&str>>, deny: Option<Vec<&str>>| {
+            Some(ToolFilter {
+                allow: allow.map(|v| v.into_iter().map(String::from).collect()),
+                deny: deny.map(|v| v.into_iter().map(String::from).collect()),
+            })
+        };
+        r.tool_filter = filter(None, None);
+        assert_eq!(refused(&r), "tool-filter needs `allow` or `deny`");
+        for (allow, deny) in [
+            (Some(vec!["a"]), None),
+            (None, Some(vec!["a"])),
+            (Some(vec!["a"]), Some(vec!["b"])),
+            // An empty allow list is a filter too: it hides everything.
+            (Some(vec![]), None),
+        ] {
+            r.tool_filter = filter(allow.clone(), deny.clone());
+            assert_eq!(request(&r), Ok(()), "{allow:?} {deny:?}");
+        }
+        for (allow, deny) in [(Some(vec!["a", ""]), None), (None, Some(vec!["  "]))] {
+            r.tool_filter = filter(allow, deny);
+            assert_eq!(refused(&r), "tool-filter contains an empty tool name");
+        }
+        r.tool_filter = None;
+        r.persona = Some(" \n".into());
+        assert_eq!(refused(&r), "persona is empty");
+        r.persona = Some("pirate".into());
+        assert_eq!(request(&r), Ok(()));
+    }
+
+    #[test]
+    fn output_schemas_must_be_object_rooted_and_within_the_subset() {
+        let good = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "title": "Answer",
+            "properties": {
+                "answer": {"type": "string", "minLength": 1, "pattern": "^a"},
+                "score": {"type": ["integer", "null"], "minimum": 0, "maximum": 10},
+                "tags": {"type": "array", "items": {"type": "string", "enum": ["x", "y"]}},
+                "nested": {
+                    "type": "object",
+                    "additionalProperties": {"type": "number"},
+                },
+            },
+            "required": ["answer"],
+            "additionalProperties": false,
+        });
+        assert_eq!(output_schema(&good), Ok(()));
+
+        for root in [
+            json!({}),
+            json!({"type": "array"}),
+            json!({"type": ["object"]}),
+            json!({"properties": {}}),
+            json!("object"),
+            json!(null),
+        ] {
+            assert_eq!(
+                schema_error(root),
+                "output-schema must be an object schema (`\"type\": \"object\"`)"
+            );
+        }
+        // Each refusal names where the problem is.
+        for (schema, message) in [
+            (
+                json!({"type": "object", "oneOf": []}),
+                "output-schema: keyword `oneOf` is outside the supported schema subset",
+            ),
+            (
+                json!({"type": "object", "properties": {"a": {"$ref": "#/x"}}}),
+                "output-schema.properties.a: keyword `$ref` is outside the supported schema subset",
+            ),
+            (
+                json!({"type": "object", "properties": {"a": {"type": "array", "items": {"allOf": []}}}}),
+                "output-schema.properties.a.items: keyword `allOf` is outside the supported schema subset",
+            ),
+            (
+                json!({"type": "object", "additionalProperties": {"not": {}}}),
+                "output-schema.additionalProperties: keyword `not` is outside the supported schema subset",
+            ),
+            (
+                json!({"type": "object", "properties": {"a": {"type": "thing"}}}),
+                "output-schema.properties.a: `type` \"thing\" is not a JSON Schema type",
+            ),
+            (
+                json!({"type": "object", "properties": {"a": {"type": ["string", 3]}}}),
+                "output-schema.properties.a: `type` [\"string\",3] is not a JSON Schema type",
+            ),
+            (
+                json!({"type": "object", "properties": []}),
+                "output-schema: `properties` must be an object",
+            ),
+            (
+                json!({"type": "object", "properties": {"a": 3}}),
+                "output-schema.properties.a: a schema must be a JSON object",
+            ),
+            (
+                json!({"type": "object", "required": "a"}),
+                "output-schema: `required` must be a list of names",
+            ),
+            (
+                json!({"type": "object", "required": ["a", 1]}),
+                "output-schema: `required` must be a list of names",
+            ),
+        ] {
+            assert_eq!(schema_error(schema.clone()), message, "{schema}");
+        }
+        // Through `request`, the schema's message is the request's.
+        let mut r = req();
+        r.output_schema = Some(json!({"type": "object", "anyOf": []}));
+        assert_eq!(
+            refused(&r),
+            "output-schema: keyword `anyOf` is outside the supported schema subset"
+        );
+    }
+
+    // Host gap (ignored until fixed): values of supported keywords are not checked, so a schema
+    // that is not valid JSON Schema passes `request` and only fails once the run has started
+    // (the child's capture tool, or the host's structured check, cannot compile it).
+    #[test]
+    #[ignore = "host gap: malformed values of supported schema keywords pass validation"]
+    fn malformed_keyword_values_are_refused_before_start() {
+        for schema in [
+            json!({"type": "object", "properties": {"a": {"enum": 3}}}),
+            json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "("}}}),
+            json!({"type": "object", "properties": {"a": {"type": "number", "minimum": "x"}}}),
+            json!({"type": "object", "properties": {"a": {"type": "string", "maxLength": -1}}}),
+        ] {
+            assert!(output_schema(&schema).is_err(), "{schema} was accepted");
+        }
+    }
+}

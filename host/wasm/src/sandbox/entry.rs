@@ -15,6 +15,9 @@ use super::{
 /// Longest time budget a config may give (`cpu_ms_per_call`, `run_timeout_ms`): a week.
 const MAX_MS: u64 = 7 * 24 * 3600 * 1000;
 
+/// Largest `max_write_mb` a config may give: 1 TiB.
+const MAX_WRITE_MB: u64 = 1 << 20;
+
 fn table<'a>(value: &'a Value, key: &str, allowed: &[&str]) -> Result<&'a toml::Table, String> {
     let table = value
         .as_table()
@@ -150,5 +153,295 @@ pub fn parse_limits(value: &Value) -> Result<LimitOverrides, String> {
         host_memory_mb: int(key::HOST_MEMORY_MB, MAX_MEMORY_MB)?,
         max_runs_per_call: int(key::MAX_RUNS_PER_CALL, 100_000)?,
         max_queued_messages: int(key::MAX_QUEUED_MESSAGES, 100_000)?,
+        max_write_mb: int(key::MAX_WRITE_MB, MAX_WRITE_MB)?,
+        max_files: int(key::MAX_FILES, 100_000_000)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::sandbox::Limits;
+
+    fn toml(text: &str) -> Value {
+        text.parse::<toml::Table>()
+            .map(Value::Table)
+            .expect("test TOML parses")
+    }
+
+    fn limits(text: &str) -> Result<LimitOverrides, String> {
+        parse_limits(&toml(text))
+    }
+
+    #[test]
+    fn no_overrides_leave_the_defaults() {
+        let base = Limits::default();
+        assert_eq!(limits("").unwrap(), LimitOverrides::default());
+        assert_eq!(LimitOverrides::default().apply(&base), base);
+    }
+
+    #[test]
+    fn every_key_overrides_its_limit_and_only_it() {
+        let base = Limits::default();
+        let all = limits(
+            "memory_mb = 32\ntable_elements = 500\ninstances = 7\ncpu_ms_per_call = 1500\n\
+             run_timeout_ms = 2500\nmax_concurrent_runs = 3\non_concurrency = \"refuse\"\n\
+             max_output_bytes = 4096\n",
+        )
+        .unwrap();
+        assert_eq!(
+            all.apply(&base),
+            Limits {
+                memory_bytes: 32 << 20,
+                table_elements: 500,
+                instances: 7,
+                cpu_per_call: Duration::from_millis(1500),
+                run_timeout: Duration::from_millis(2500),
+                max_concurrent_runs: 3,
+                on_concurrency: OnConcurrency::Refuse,
+                max_output_bytes: 4096,
+                // Keys not given here keep the base's values.
+                ..base.clone()
+            }
+        );
+        // One key at a time: that field changes, every other one keeps the base's value.
+        let one = |text: &str| limits(text).unwrap().apply(&base);
+        assert_eq!(
+            one("memory_mb = 1"),
+            Limits {
+                memory_bytes: 1 << 20,
+                ..base.clone()
+            }
+        );
+        assert_eq!(
+            one("run_timeout_ms = 1"),
+            Limits {
+                run_timeout: Duration::from_millis(1),
+                ..base.clone()
+            }
+        );
+        assert_eq!(
+            one("on_concurrency = \"wait\""),
+            Limits {
+                on_concurrency: OnConcurrency::Wait,
+                ..base.clone()
+            }
+        );
+        // Applied over another base, not over the defaults.
+        let custom = Limits {
+            instances: 2,
+            max_output_bytes: 10,
+            ..base.clone()
+        };
+        assert_eq!(
+            limits("instances = 9").unwrap().apply(&custom),
+            Limits {
+                instances: 9,
+                ..custom.clone()
+            }
+        );
+        // The largest memory a config may ask for does not overflow.
+        assert_eq!(
+            one(&format!("memory_mb = {MAX_MEMORY_MB}")).memory_bytes,
+            (MAX_MEMORY_MB as usize) << 20
+        );
+    }
+
+    #[test]
+    fn limit_values_outside_their_range_name_the_key_and_the_range() {
+        for (text, message) in [
+            (
+                "memory_mb = 0",
+                "key `limits.memory_mb` must be an integer from 1 to 4096",
+            ),
+            (
+                "memory_mb = 4097",
+                "key `limits.memory_mb` must be an integer from 1 to 4096",
+            ),
+            (
+                "memory_mb = -5",
+                "key `limits.memory_mb` must be an integer from 1 to 4096",
+            ),
+            (
+                "memory_mb = 1.5",
+                "key `limits.memory_mb` must be an integer from 1 to 4096",
+            ),
+            (
+                "memory_mb = \"64\"",
+                "key `limits.memory_mb` must be an integer from 1 to 4096",
+            ),
+            (
+                "table_elements = 10000001",
+                "key `limits.table_elements` must be an integer from 1 to 10000000",
+            ),
+            (
+                "instances = 0",
+                "key `limits.instances` must be an integer from 1 to 10000",
+            ),
+            (
+                "cpu_ms_per_call = 604800001",
+                "key `limits.cpu_ms_per_call` must be an integer from 1 to 604800000",
+            ),
+            (
+                "run_timeout_ms = 0",
+                "key `limits.run_timeout_ms` must be an integer from 1 to 604800000",
+            ),
+            (
+                "max_concurrent_runs = 100001",
+                "key `limits.max_concurrent_runs` must be an integer from 1 to 100000",
+            ),
+            (
+                "max_output_bytes = 1073741825",
+                "key `limits.max_output_bytes` must be an integer from 1 to 1073741824",
+            ),
+            (
+                "on_concurrency = \"queue\"",
+                "key `limits.on_concurrency` must be `\"wait\"` or `\"refuse\"`",
+            ),
+            (
+                "on_concurrency = true",
+                "key `limits.on_concurrency` must be `\"wait\"` or `\"refuse\"`",
+            ),
+        ] {
+            assert_eq!(limits(text).unwrap_err(), message, "{text}");
+        }
+        // The bounds themselves are accepted.
+        for text in [
+            "memory_mb = 1",
+            "memory_mb = 4096",
+            "max_output_bytes = 1073741824",
+        ] {
+            assert!(limits(text).is_ok(), "{text}");
+        }
+    }
+
+    #[test]
+    fn unknown_limit_keys_and_non_tables_are_refused() {
+        let err = limits("memory = 3").unwrap_err();
+        assert!(
+            err.starts_with("key `limits.memory` is unknown (expected one of memory_mb, "),
+            "{err}"
+        );
+        for key in LIMIT_KEYS {
+            assert!(err.contains(key), "{err} lists {key}");
+        }
+        assert_eq!(
+            parse_limits(&Value::Integer(3)).unwrap_err(),
+            "key `limits` must be a table"
+        );
+    }
+
+    #[test]
+    fn grants_resolve_relative_paths_and_name_each_bad_key() {
+        let base = Path::new("/etc/seam");
+        let grants = parse_grants(
+            &toml(
+                "dirs = [{ host = \"data\", guest = \"/data\" }, \
+                 { host = \"/abs\", guest = \"/out\", write = true }]\n\
+                 env = [\"HOME\", \"LANG\"]\n\
+                 network = [\"127.0.0.1:8080\", \"[::1]:9\", \"127.0.0.1:8080\"]\n\
+                 dns = true\n",
+            ),
+            base,
+        )
+        .unwrap();
+        assert_eq!(
+            grants.dirs,
+            [
+                DirGrant {
+                    host: base.join("data"),
+                    guest: "/data".into(),
+                    write: false,
+                },
+                DirGrant {
+                    host: "/abs".into(),
+                    guest: "/out".into(),
+                    write: true,
+                },
+            ]
+        );
+        assert_eq!(grants.env, ["HOME", "LANG"]);
+        assert_eq!(
+            grants.network,
+            [
+                "127.0.0.1:8080".parse::<SocketAddr>().unwrap(),
+                "[::1]:9".parse().unwrap()
+            ],
+            "a repeated address is kept once"
+        );
+        assert!(grants.dns);
+        assert_eq!(
+            parse_grants(&toml(""), base).unwrap(),
+            Grants::default(),
+            "nothing unless granted"
+        );
+
+        for (text, message) in [
+            (
+                "files = []",
+                "key `grants.files` is unknown (expected one of dirs, env, network, dns)",
+            ),
+            ("dirs = {}", "key `grants.dirs` must be an array"),
+            ("dirs = [3]", "key `grants.dirs[0]` must be a table"),
+            (
+                "dirs = [{ guest = \"/g\" }]",
+                "key `grants.dirs[0].host` is required",
+            ),
+            (
+                "dirs = [{ host = \"h\", guest = \"/g\" }, { host = \"h\" }]",
+                "key `grants.dirs[1].guest` is required",
+            ),
+            (
+                "dirs = [{ host = \"\", guest = \"/g\" }]",
+                "key `grants.dirs[0].host` must be a non-empty string",
+            ),
+            (
+                "dirs = [{ host = \"h\", guest = 1 }]",
+                "key `grants.dirs[0].guest` must be a string",
+            ),
+            (
+                "dirs = [{ host = \"h\", guest = \"/g\", write = \"yes\" }]",
+                "key `grants.dirs[0].write` must be a boolean",
+            ),
+            (
+                "dirs = [{ host = \"h\", guest = \"/g\", mode = 1 }]",
+                "key `grants.dirs[0].mode` is unknown (expected one of host, guest, write)",
+            ),
+            (
+                "dirs = [{ host = \"a\", guest = \"/g\" }, { host = \"b\", guest = \"/g\" }]",
+                "key `grants.dirs[1].guest`: `/g` is granted twice",
+            ),
+            (
+                "env = [\"A=B\"]",
+                "key `grants.env[0]`: `A=B` is not a variable name",
+            ),
+            (
+                "env = [\"A\", \"A\"]",
+                "key `grants.env[1]`: `A` is granted twice",
+            ),
+            (
+                "env = [\"\"]",
+                "key `grants.env[0]` must be a non-empty string",
+            ),
+            (
+                "network = [\"localhost:80\"]",
+                "key `grants.network[0]`: `localhost:80` is not an IP address with a port, such \
+                 as `127.0.0.1:8080` or `[::1]:8080`",
+            ),
+            (
+                "network = [\"127.0.0.1\"]",
+                "key `grants.network[0]`: `127.0.0.1` is not an IP address with a port, such as \
+                 `127.0.0.1:8080` or `[::1]:8080`",
+            ),
+            ("dns = \"yes\"", "key `grants.dns` must be a boolean"),
+        ] {
+            assert_eq!(
+                parse_grants(&toml(text), base).unwrap_err(),
+                message,
+                "{text}"
+            );
+        }
+    }
 }
