@@ -10,6 +10,13 @@
 //! - `recurse`: recurses without end; `recurse-big` does so with a 4 KiB buffer per frame.
 //! - `huge-output`: answers a text of `bytes` bytes.
 //! - `read-file`, `write-file`, `list-dir`: `path`; reads it, writes `pwned` to it, lists it.
+//! - `write-big`: `path`, `bytes`; creates the file and writes `bytes` bytes to it in 64 KiB
+//!   chunks; answers `wrote N; ok` or `wrote N; error KIND (errno E): ERROR`.
+//! - `many-files`: `path`, `count`; creates `count` empty files `f0`, `f1`, ... in the
+//!   directory; answers `created N; ok` or `created N; error ...`.
+//! - `sparse`: `path`, `bytes`; creates the file and sets its length to `bytes`;
+//!   `sparse-seek` seeks to `bytes` and writes one byte instead. Answers `size N; ok` (the
+//!   file's length after) or `size N; error ...`.
 //! - `connect`: `addr`; opens a TCP connection. `resolve`: `host`; looks the name up.
 //! - `env`: `var`; reads one variable. `env-all`: lists every variable it can see.
 //! - `fault`: `at` (`describe`, `start`, `result`, `cancel`) and `how` (`trap`, `panic`).
@@ -152,6 +159,60 @@ fn memory_bomb() -> usize {
     }
 }
 
+/// `... ok` or `... error KIND (errno E): ERROR`.
+fn progress(done: String, result: std::io::Result<()>) -> SubagentResult {
+    text(match result {
+        Ok(()) => format!("{done}; ok"),
+        Err(e) => format!(
+            "{done}; error {:?} (errno {}): {e}",
+            e.kind(),
+            e.raw_os_error()
+                .map_or("none".to_owned(), |n| n.to_string())
+        ),
+    })
+}
+
+fn write_big(path: &str, bytes: u64) -> SubagentResult {
+    let mut written = 0u64;
+    let result = std::fs::File::create(path).and_then(|mut f| {
+        let chunk = vec![b'w'; 64 << 10];
+        while written < bytes {
+            let n = chunk.len().min((bytes - written) as usize);
+            f.write_all(&chunk[..n])?;
+            written += n as u64;
+        }
+        f.flush()
+    });
+    progress(format!("wrote {written}"), result)
+}
+
+fn many_files(dir: &str, count: u64) -> SubagentResult {
+    let mut created = 0u64;
+    let result = (|| {
+        for i in 0..count {
+            std::fs::File::create(format!("{dir}/f{i}"))?;
+            created += 1;
+        }
+        Ok(())
+    })();
+    progress(format!("created {created}"), result)
+}
+
+fn sparse(path: &str, bytes: u64, seek: bool) -> SubagentResult {
+    use std::io::{Seek, SeekFrom};
+    let result = std::fs::File::create(path).and_then(|mut f| {
+        if seek {
+            f.seek(SeekFrom::Start(bytes))?;
+            f.write_all(b"x")?;
+            f.flush()
+        } else {
+            f.set_len(bytes)
+        }
+    });
+    let size = std::fs::metadata(path).map_or(0, |m| m.len());
+    progress(format!("size {size}"), result)
+}
+
 /// `ok: detail` or `denied: error`.
 fn outcome<T>(result: std::io::Result<T>, ok: impl FnOnce(T) -> String) -> String {
     match result {
@@ -225,6 +286,19 @@ fn attack(settings: &Settings, request: &StartRequest) -> Result<SubagentResult,
             std::fs::File::create(settings.string("path")?).and_then(|mut f| f.write_all(b"pwned")),
             |()| "written".into(),
         )),
+        "write-big" => write_big(
+            &settings.string("path")?,
+            settings.number("bytes", 1 << 30)?,
+        ),
+        "many-files" => many_files(
+            &settings.string("path")?,
+            settings.number("count", 100_000)?,
+        ),
+        "sparse" | "sparse-seek" => sparse(
+            &settings.string("path")?,
+            settings.number("bytes", 1 << 40)?,
+            mode == "sparse-seek",
+        ),
         "list-dir" => text(outcome(
             std::fs::read_dir(settings.string("path")?),
             |dir| {

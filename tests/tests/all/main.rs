@@ -5,6 +5,7 @@ mod agent;
 mod budget;
 mod cache_trust;
 mod delegation;
+mod disk;
 mod events;
 mod faults;
 mod fuzz_smoke;

@@ -349,12 +349,10 @@ async fn dispose_from_inside_the_runs_own_task_returns_and_leaves_nothing() {
     good.dispose().await;
 }
 
-// Host bug (ignored until fixed): `settle` emits `subagent/end` while holding the run's phase
-// lock, and `dispose` takes that lock again. A listener can only dispose synchronously (it is a
-// plain `Fn`), so disposing its own run from `subagent/end` deadlocks the run's driver thread.
-// Runs on a thread of its own so that the deadlock fails the test instead of hanging the suite.
+// `settle` emits `subagent/end` while holding the run's phase lock; a listener can only dispose
+// synchronously (it is a plain `Fn`), so disposing its own run from `subagent/end` must not wait
+// for that lock (it once deadlocked the run's driver thread). Runs on a thread of its own so that the deadlock fails the test instead of hanging the suite.
 #[test]
-#[ignore = "host bug: dispose from a subagent/end listener deadlocks on the run's phase lock"]
 fn dispose_from_a_listener_as_the_run_ends_returns() {
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -391,12 +389,10 @@ fn dispose_from_a_listener_as_the_run_ends_returns() {
     );
 }
 
-// Host bug (ignored until fixed): the first `dispose` marks the run `Disposing` and takes its
-// task; if that future is dropped before it completes (a timeout, a `select!`, an aborted
-// caller), nothing ever marks the run disposed: every later `dispose` waits forever and the
-// run stays counted.
+// The first `dispose` marks the run `Disposing` and takes its task; if that future is dropped
+// before it completes (a timeout, a `select!`, an aborted caller), the run must still end up
+// disposed (it once stayed `Disposing` forever, counted, with every later `dispose` waiting).
 #[tokio::test]
-#[ignore = "host bug: a dispose future dropped midway leaves the run Disposing forever"]
 async fn a_dispose_dropped_midway_does_not_wedge_the_run() {
     let host = host_with(&entry(
         "deaf",

@@ -186,11 +186,17 @@ impl RunShared {
         *phase = Phase::Ready;
         self.started.send_replace(Some(Ok(())));
         // Emitted under the phase lock so that no settlement can slip in before it.
+        let _emitting = Emitting::start(self);
         self.events.emit(&Event::SubagentStart {
             provider: self.provider.clone(),
             id: self.id.clone(),
             parent: self.parent.clone(),
         });
+    }
+
+    fn emit_end(&self, event: &Event) {
+        let _emitting = Emitting::start(self);
+        self.events.emit(event);
     }
 
     /// Publishes the outcome once. A started run emits `subagent/end` first, so that a caller
@@ -200,7 +206,7 @@ impl RunShared {
         let mut phase = lock(&self.phase);
         match *phase {
             Phase::Settled => return,
-            Phase::Ready => self.events.emit(&Event::SubagentEnd {
+            Phase::Ready => self.emit_end(&Event::SubagentEnd {
                 provider: self.provider.clone(),
                 id: self.id.clone(),
                 parent: self.parent.clone(),
@@ -307,7 +313,7 @@ impl RunShared {
         *lock(&self.task) = Some(handle);
     }
 
-    async fn dispose(&self) {
+    async fn dispose(self: &Arc<Self>) {
         let first = {
             let mut state = lock(&self.dispose_state);
             if *state == DisposeState::Live {
@@ -324,30 +330,114 @@ impl RunShared {
         }
         self.cancel(Some("disposed".into()));
         let task = lock(&self.task).take();
-        if let Some(mut task) = task {
-            if tokio::task::try_id() == Some(task.id()) {
+        let own_task = task
+            .as_ref()
+            .is_some_and(|t| tokio::task::try_id() == Some(t.id()));
+        if own_task || Emitting::is(self) {
+            // From inside the run (its provider, or a listener of its own event, which holds
+            // the phase lock on this thread): nothing here may wait for the run.
+            if let Some(task) = task {
                 task.abort();
-            } else {
-                // Cooperative first, so that the run unwinds (its child's tool calls dispose
-                // their own runs); then the run's future, and with it its store, is dropped.
-                // A task that has already ended (the usual case) needs no grace timer.
-                if task.is_finished() {
-                    let _ = task.await;
-                } else if tokio::time::timeout(self.grace, &mut task).await.is_err() {
-                    task.abort();
-                    let _ = task.await;
+            }
+            self.finish_dispose_from_inside();
+            return;
+        }
+        // The rest runs on a task of its own, so that a caller who stops waiting (a timeout, a
+        // `select!`) cannot leave the run half disposed.
+        let shared = self.clone();
+        let work = tokio::spawn(async move { shared.finish_dispose(task).await });
+        if work.await.is_err() {
+            // Only a panic inside the host gets here; later callers must not wait forever.
+            self.mark_disposed();
+        }
+    }
+
+    async fn finish_dispose(&self, task: Option<JoinHandle<()>>) {
+        if let Some(mut task) = task {
+            // Cooperative first, so that the run unwinds (its child's tool calls dispose their
+            // own runs); then the run's future, and with it its store, is dropped. A task that
+            // has already ended (the usual case) needs no grace timer.
+            if task.is_finished() {
+                let _ = task.await;
+            } else if tokio::time::timeout(self.grace, &mut task).await.is_err() {
+                task.abort();
+                let _ = task.await;
+            }
+        }
+        self.settle_if_unsettled();
+        self.mark_disposed();
+    }
+
+    /// Disposes without waiting for anything the caller may be holding. A listener of this
+    /// run's own event holds the phase lock: the settling is then left to a task that takes
+    /// the lock once the emission is over.
+    fn finish_dispose_from_inside(self: &Arc<Self>) {
+        match self.phase.try_lock() {
+            Ok(phase) => {
+                drop(phase);
+                self.settle_if_unsettled();
+            }
+            Err(_) => {
+                let shared = self.clone();
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    rt.spawn(async move { shared.settle_if_unsettled() });
                 }
             }
         }
+        self.mark_disposed();
+    }
+
+    fn settle_if_unsettled(&self) {
         // Only an unsettled run needs its `aborted` result built; `settle` ignores it otherwise.
         if *lock(&self.phase) != Phase::Settled {
             let (r, e) = self.aborted_result("disposed before it settled");
             self.settle(r, e);
         }
+    }
+
+    fn mark_disposed(&self) {
+        {
+            let mut state = lock(&self.dispose_state);
+            if *state == DisposeState::Disposed {
+                return;
+            }
+            *state = DisposeState::Disposed;
+        }
         (self.on_disposed)(&self.id);
-        *lock(&self.dispose_state) = DisposeState::Disposed;
         self.live.run_disposed();
         self.disposed.send_replace(true);
+    }
+}
+
+thread_local! {
+    /// The runs whose events this thread is emitting right now (under their phase lock).
+    static EMITTING: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Marks this thread as emitting an event of `run` for as long as it lives.
+struct Emitting(usize);
+
+impl Emitting {
+    fn start(run: &RunShared) -> Self {
+        let key = run as *const RunShared as usize;
+        EMITTING.with(|e| e.borrow_mut().push(key));
+        Self(key)
+    }
+
+    fn is(run: &RunShared) -> bool {
+        let key = run as *const RunShared as usize;
+        EMITTING.with(|e| e.borrow().contains(&key))
+    }
+}
+
+impl Drop for Emitting {
+    fn drop(&mut self) {
+        EMITTING.with(|e| {
+            let mut e = e.borrow_mut();
+            if let Some(i) = e.iter().rposition(|k| *k == self.0) {
+                e.remove(i);
+            }
+        });
     }
 }
 

@@ -151,7 +151,12 @@ pub fn output_schema(schema: &Value) -> Result<(), String> {
         Some(Value::String(t)) if t == "object" => {}
         _ => return Err("output-schema must be an object schema (`\"type\": \"object\"`)".into()),
     }
-    check_schema(schema, "output-schema")
+    check_schema(schema, "output-schema")?;
+    // The keywords are supported; their values must make a schema too (`"enum": 3`,
+    // `"pattern": "("`), or the run would only find out after it started.
+    jsonschema::validator_for(schema)
+        .map(|_| ())
+        .map_err(|e| format!("output-schema is not a valid JSON Schema: {e}"))
 }
 
 fn check_schema(schema: &Value, path: &str) -> Result<(), String> {
@@ -487,11 +492,9 @@ mod tests {
         );
     }
 
-    // Host gap (ignored until fixed): values of supported keywords are not checked, so a schema
-    // that is not valid JSON Schema passes `request` and only fails once the run has started
-    // (the child's capture tool, or the host's structured check, cannot compile it).
+    // Values of supported keywords are checked too (they once were not): a schema that is not
+    // valid JSON Schema is refused by `request`, before the run starts.
     #[test]
-    #[ignore = "host gap: malformed values of supported schema keywords pass validation"]
     fn malformed_keyword_values_are_refused_before_start() {
         for schema in [
             json!({"type": "object", "properties": {"a": {"enum": 3}}}),

@@ -3,7 +3,9 @@
 //! - [`context`]: what a store serves (a run, a tool call), as data.
 //! - [`state`]: the data of every plugin store, and how a store is made from a sandbox.
 //! - One module per host-implemented WIT interface, each with its own `add_to_linker`: [`log`]
-//!   (`host` and `types`), [`run_context`], [`agents`], [`subagents`].
+//!   (`host` and `types`), [`run_context`], [`agents`], [`subagents`]; [`filesystem`] shadows
+//!   wasmtime-wasi's `wasi:filesystem/types` functions that grow what a plugin keeps on disk,
+//!   to count them against its disk quota.
 //! - One module per plugin kind: [`wasm_provider`] behind `seam_core::Provider`, [`wasm_tool`] behind
 //!   `seam_core::ToolSource`, [`wasm_observer`] as an event listener.
 //!
@@ -13,6 +15,7 @@
 
 pub(crate) mod agents;
 pub(crate) mod context;
+pub(crate) mod filesystem;
 pub(crate) mod log;
 pub(crate) mod run_context;
 pub(crate) mod state;
@@ -297,6 +300,7 @@ impl Linkers {
         let base = || -> wasmtime::Result<Linker<StoreData>> {
             let mut linker = Linker::new(engine);
             wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+            filesystem::add_to_linker(&mut linker)?;
             log::add_to_linker(&mut linker)?;
             Ok(linker)
         };

@@ -13,7 +13,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::context::{CallEnv, RunEnv};
 use crate::sandbox::output::{GuestOutput, LogBudget, Stdio};
-use crate::sandbox::{Limit, LimitHit, PluginLimiter, Sandbox};
+use crate::sandbox::{DiskQuota, Limit, LimitHit, PluginLimiter, Sandbox};
 
 /// What a store serves, beyond describing or observing.
 #[derive(Default)]
@@ -48,6 +48,8 @@ pub struct StoreData {
     pub(crate) serving: Serving,
     /// Shared by stdout, stderr and `host.log`.
     pub(crate) log_budget: Arc<LogBudget>,
+    /// The plugin's disk quota, shared by its stores (`filesystem` counts against it).
+    pub(crate) disk: Arc<DiskQuota>,
     wasi: WasiCtx,
     table: ResourceTable,
     limiter: PluginLimiter,
@@ -97,6 +99,7 @@ pub(crate) fn new_store(
         plugin,
         serving,
         log_budget,
+        disk: sandbox.disk().clone(),
         wasi: builder.build(),
         table: ResourceTable::new(),
         ticks: 0,

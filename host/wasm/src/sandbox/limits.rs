@@ -41,7 +41,20 @@ pub struct Limits {
     pub max_runs_per_call: usize,
     /// Messages queued to one child and not yet delivered (`max_queued_messages`).
     pub max_queued_messages: usize,
+    /// Bytes the plugin may write through its writable `dirs` grants, over all its stores and
+    /// for as long as its entry is loaded (`max_write_mb`). A file grown by `set-size` or by
+    /// writing past its end counts the growth; deleting files gives nothing back.
+    pub max_write_bytes: u64,
+    /// Files (and directories and links) the plugin may create through its writable `dirs`
+    /// grants, over all its stores and for as long as its entry is loaded (`max_files`).
+    pub max_files: u64,
 }
+
+/// Default of `max_write_mb`.
+pub const DEFAULT_MAX_WRITE_MB: u64 = 64;
+
+/// Default of `max_files`.
+pub const DEFAULT_MAX_FILES: u64 = 1_000;
 
 /// Default of `host_memory_mb`: enough for a fan-out tool's requests and a child's queued
 /// prompts, small enough that the attacks of the hostile suite stay far below 100 MB.
@@ -61,6 +74,8 @@ impl Default for Limits {
             host_memory_bytes: DEFAULT_HOST_MEMORY_MB * MIB,
             max_runs_per_call: 64,
             max_queued_messages: 64,
+            max_write_bytes: DEFAULT_MAX_WRITE_MB << 20,
+            max_files: DEFAULT_MAX_FILES,
         }
     }
 }
@@ -71,7 +86,7 @@ impl Limits {
         format!(
             "{} MiB memory, {} table elements, {} instances, {} ms CPU per call, {} ms per run, \
              {} runs at once ({}), {} output bytes, {} MiB host memory, {} runs per call, {} \
-             queued messages",
+             queued messages, {} MiB written, {} files created",
             self.memory_bytes / MIB,
             self.table_elements,
             self.instances,
@@ -82,7 +97,9 @@ impl Limits {
             self.max_output_bytes,
             self.host_memory_bytes / MIB,
             self.max_runs_per_call,
-            self.max_queued_messages
+            self.max_queued_messages,
+            self.max_write_bytes >> 20,
+            self.max_files
         )
     }
 }
@@ -91,7 +108,7 @@ impl Limits {
 impl Serialize for Limits {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("Limits", 11)?;
+        let mut st = s.serialize_struct("Limits", 13)?;
         st.serialize_field(key::MEMORY_MB, &(self.memory_bytes / MIB))?;
         st.serialize_field(key::TABLE_ELEMENTS, &self.table_elements)?;
         st.serialize_field(key::INSTANCES, &self.instances)?;
@@ -103,6 +120,8 @@ impl Serialize for Limits {
         st.serialize_field(key::HOST_MEMORY_MB, &(self.host_memory_bytes / MIB))?;
         st.serialize_field(key::MAX_RUNS_PER_CALL, &self.max_runs_per_call)?;
         st.serialize_field(key::MAX_QUEUED_MESSAGES, &self.max_queued_messages)?;
+        st.serialize_field(key::MAX_WRITE_MB, &(self.max_write_bytes >> 20))?;
+        st.serialize_field(key::MAX_FILES, &self.max_files)?;
         st.end()
     }
 }
@@ -157,6 +176,10 @@ pub struct LimitOverrides {
     pub max_runs_per_call: Option<u64>,
     /// `max_queued_messages`.
     pub max_queued_messages: Option<u64>,
+    /// `max_write_mb`.
+    pub max_write_mb: Option<u64>,
+    /// `max_files`.
+    pub max_files: Option<u64>,
 }
 
 /// The keys of `[plugin.limits]`, the one place they are spelled.
@@ -183,6 +206,10 @@ pub mod key {
     pub const MAX_RUNS_PER_CALL: &str = "max_runs_per_call";
     /// `max_queued_messages`.
     pub const MAX_QUEUED_MESSAGES: &str = "max_queued_messages";
+    /// `max_write_mb`.
+    pub const MAX_WRITE_MB: &str = "max_write_mb";
+    /// `max_files`.
+    pub const MAX_FILES: &str = "max_files";
 }
 
 /// The keys of `[plugin.limits]`.
@@ -198,6 +225,8 @@ pub const LIMIT_KEYS: &[&str] = &[
     key::HOST_MEMORY_MB,
     key::MAX_RUNS_PER_CALL,
     key::MAX_QUEUED_MESSAGES,
+    key::MAX_WRITE_MB,
+    key::MAX_FILES,
 ];
 
 /// Largest `memory_mb` a config may ask for; the engine's pool slot may be smaller still.
@@ -243,6 +272,11 @@ impl LimitOverrides {
                 .max_queued_messages
                 .map(size)
                 .unwrap_or(base.max_queued_messages),
+            max_write_bytes: self
+                .max_write_mb
+                .map(|mb| mb.saturating_mul(1 << 20))
+                .unwrap_or(base.max_write_bytes),
+            max_files: self.max_files.unwrap_or(base.max_files),
         }
     }
 }
@@ -305,6 +339,20 @@ pub enum Limit {
         /// The cap.
         max: usize,
     },
+    /// A write through a writable grant would have passed the plugin's disk quota.
+    WriteBytes {
+        /// The quota, in bytes.
+        max: u64,
+        /// Bytes already written.
+        used: u64,
+        /// Bytes the write asked for.
+        asked: u64,
+    },
+    /// Creating a file through a writable grant would have passed the plugin's file quota.
+    Files {
+        /// The quota.
+        max: u64,
+    },
 }
 
 impl Limit {
@@ -320,6 +368,8 @@ impl Limit {
             Self::HostMemory { .. } => key::HOST_MEMORY_MB,
             Self::RunsPerCall { .. } => key::MAX_RUNS_PER_CALL,
             Self::QueuedMessages { .. } => key::MAX_QUEUED_MESSAGES,
+            Self::WriteBytes { .. } => key::MAX_WRITE_MB,
+            Self::Files { .. } => key::MAX_FILES,
         }
     }
 }
@@ -366,6 +416,16 @@ impl std::fmt::Display for Limit {
             Self::QueuedMessages { max } => {
                 write!(f, "at most {max} messages may wait for one child")
             }
+            Self::WriteBytes { max, used, asked } => write!(
+                f,
+                "the plugin may write at most {} MiB through its grants; it wrote {used} bytes \
+                 and asked for {asked} more",
+                max >> 20
+            ),
+            Self::Files { max } => write!(
+                f,
+                "the plugin may create at most {max} files through its grants"
+            ),
         }
     }
 }

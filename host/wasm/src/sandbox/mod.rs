@@ -13,6 +13,7 @@ mod grants;
 mod limits;
 pub(crate) mod output;
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +36,8 @@ pub struct Sandbox {
     epoch_tick: Duration,
     /// The plugin's host-memory budget, shared by all its stores.
     host_memory: Arc<MemoryBudget>,
+    /// What the plugin wrote and created through its grants, shared by all its stores.
+    disk: Arc<DiskQuota>,
 }
 
 impl Sandbox {
@@ -42,6 +45,7 @@ impl Sandbox {
     pub fn new(limits: Limits, grants: Granted, epoch_tick: Duration) -> Self {
         Self {
             host_memory: MemoryBudget::new(limits.host_memory_bytes),
+            disk: Arc::new(DiskQuota::new(&limits)),
             limits,
             grants: Arc::new(grants),
             epoch_tick,
@@ -63,12 +67,92 @@ impl Sandbox {
         &self.host_memory
     }
 
+    /// The plugin's disk quota (`max_write_mb`, `max_files`), shared by all its stores.
+    pub(crate) fn disk(&self) -> &Arc<DiskQuota> {
+        &self.disk
+    }
+
     /// How many epoch ticks make the CPU budget of one call (at least one).
     pub fn cpu_ticks(&self) -> u64 {
         let tick = self.epoch_tick.as_micros().max(1);
         u64::try_from(self.limits.cpu_per_call.as_micros().div_ceil(tick))
             .unwrap_or(u64::MAX)
             .max(1)
+    }
+}
+
+/// A plugin's disk quota: bytes written and files created through its writable grants, counted
+/// over all its stores for as long as its entry is loaded. The counts only grow: deleting or
+/// truncating files gives nothing back, so a plugin cannot churn past the quota.
+#[derive(Debug)]
+pub(crate) struct DiskQuota {
+    max_bytes: u64,
+    max_files: u64,
+    bytes: AtomicU64,
+    files: AtomicU64,
+    /// Whether a refusal was logged: only the first is, the guest sees every one.
+    logged: AtomicBool,
+}
+
+impl DiskQuota {
+    fn new(limits: &Limits) -> Self {
+        Self {
+            max_bytes: limits.max_write_bytes,
+            max_files: limits.max_files,
+            bytes: AtomicU64::new(0),
+            files: AtomicU64::new(0),
+            logged: AtomicBool::new(false),
+        }
+    }
+
+    /// Counts `asked` more bytes, or counts nothing and says which limit refuses them.
+    pub(crate) fn charge_bytes(&self, asked: u64) -> Result<(), Limit> {
+        self.bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(asked)
+                    .filter(|&total| total <= self.max_bytes)
+            })
+            .map(drop)
+            .map_err(|used| Limit::WriteBytes {
+                max: self.max_bytes,
+                used,
+                asked,
+            })
+    }
+
+    /// Counts one more created file, or counts nothing and says which limit refuses it.
+    pub(crate) fn charge_file(&self) -> Result<(), Limit> {
+        self.files
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                Some(used + 1).filter(|&total| total <= self.max_files)
+            })
+            .map(drop)
+            .map_err(|_| Limit::Files {
+                max: self.max_files,
+            })
+    }
+
+    /// Gives back `bytes` counted for an operation that did not write them.
+    pub(crate) fn refund_bytes(&self, bytes: u64) {
+        if bytes > 0 {
+            self.bytes.fetch_sub(bytes, Ordering::AcqRel);
+        }
+    }
+
+    /// Gives back a file counted for an operation that did not create it.
+    pub(crate) fn refund_file(&self) {
+        self.files.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Bytes counted so far.
+    #[cfg(test)]
+    fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    /// Whether this is the first refusal (the one to log).
+    pub(crate) fn first_refusal(&self) -> bool {
+        !self.logged.swap(true, Ordering::AcqRel)
     }
 }
 
@@ -95,5 +179,31 @@ mod tests {
             Sandbox::new(limits(1000), Granted::default(), tick).cpu_ticks(),
             100
         );
+    }
+
+    #[test]
+    fn the_disk_quota_refuses_past_its_limits_and_counts_nothing_refused() {
+        let quota = DiskQuota::new(&Limits {
+            max_write_bytes: 100,
+            max_files: 2,
+            ..Limits::default()
+        });
+        assert!(quota.charge_bytes(60).is_ok());
+        assert_eq!(
+            quota.charge_bytes(41),
+            Err(Limit::WriteBytes {
+                max: 100,
+                used: 60,
+                asked: 41
+            })
+        );
+        assert!(quota.charge_bytes(40).is_ok());
+        assert!(quota.charge_bytes(u64::MAX).is_err());
+        assert_eq!(quota.bytes(), 100);
+        assert!(quota.charge_file().is_ok());
+        assert!(quota.charge_file().is_ok());
+        assert_eq!(quota.charge_file(), Err(Limit::Files { max: 2 }));
+        assert!(quota.first_refusal());
+        assert!(!quota.first_refusal());
     }
 }
