@@ -26,6 +26,7 @@ mod check;
 mod delegate;
 mod inspect;
 mod run;
+mod wit;
 
 use std::future::Future;
 use std::io::Write;
@@ -67,6 +68,8 @@ enum Command {
     Call(call::Args),
     /// Load a config and let a top-level agent answer a prompt with the mounted tools.
     Run(run::Args),
+    /// Write the WIT package this host supports (for a plugin's `wit/` folder).
+    Wit(wit::Args),
 }
 
 /// Parses the arguments, runs the command, and maps the outcome to an exit code.
@@ -98,6 +101,7 @@ fn main() -> ExitCode {
             Command::Delegate(args) => delegate::run(args, interrupt.clone()).await,
             Command::Call(args) => call::run(args, interrupt.clone()).await,
             Command::Run(args) => run::run(args, interrupt.clone()).await,
+            Command::Wit(args) => wit::run(args),
         };
         if interrupt.is_cancelled() {
             errln!("interrupted");

@@ -132,3 +132,23 @@ fn inspect_tells_provider_from_tool() {
     assert_eq!(info["kind"], "provider");
     assert_eq!(info["provider"]["inherits-parent-context"], true);
 }
+
+#[test]
+fn wit_writes_the_package_this_host_supports() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("wit");
+    let o = seam(&["wit", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let written = std::fs::read_to_string(out.join("seam.wit")).unwrap();
+    let source = std::fs::read_to_string(root().join("wit/seam.wit")).unwrap();
+    assert_eq!(written, source, "the embedded WIT is the repository's");
+    assert!(text(&o.stdout).contains("seam.wit"));
+
+    let o = seam(&["wit", "--out", out.to_str().unwrap(), "--version", "9.9.9"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("does not support `seam:plugin@9.9.9`"),
+        "{}",
+        text(&o.stderr)
+    );
+}

@@ -12,6 +12,8 @@ pub(crate) mod v0_1_0;
 
 pub(crate) use v0_1_0 as latest;
 
+use std::path::{Path, PathBuf};
+
 use seam_core::PluginKind;
 
 /// The WIT package every version belongs to.
@@ -60,6 +62,73 @@ pub fn expected_exports() -> String {
         }
     }
     names.join(", ")
+}
+
+/// One supported version of the WIT package, as this host was built with it.
+#[derive(Debug, Clone, Copy)]
+pub struct WitPackage {
+    /// The package version (`0.1.0`).
+    pub version: &'static str,
+    /// Its files, by file name, and their text.
+    pub files: &'static [(&'static str, &'static str)],
+}
+
+/// The WIT packages embedded in the host, oldest first; the last one is the latest.
+pub const EMBEDDED: &[WitPackage] = &[WitPackage {
+    version: v0_1_0::VERSION,
+    files: &[("seam.wit", include_str!("../../../../wit/seam.wit"))],
+}];
+
+/// Why the WIT could not be written out.
+#[derive(Debug, thiserror::Error)]
+pub enum WitError {
+    /// No embedded package has this version.
+    #[error("this host does not support `{PACKAGE}@{version}`; it supports {}", SUPPORTED_VERSIONS.join(", "))]
+    UnknownVersion {
+        /// The version asked for.
+        version: String,
+    },
+    /// A file could not be written.
+    #[error("cannot write `{}`: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Writes the WIT package `version` (the latest if `None`) into `out`, in the layout
+/// wit-bindgen, componentize-py and componentize-js read as it is: the package's files directly
+/// in `out` (a guest's `wit/` folder), and any package it depends on under `out/deps/`. Returns
+/// the files written.
+pub fn write_package(out: &Path, version: Option<&str>) -> Result<Vec<PathBuf>, WitError> {
+    let package = match version {
+        None => EMBEDDED.last().copied(),
+        Some(v) => EMBEDDED.iter().copied().find(|p| p.version == v),
+    }
+    .ok_or_else(|| WitError::UnknownVersion {
+        version: version.unwrap_or_default().to_string(),
+    })?;
+    let write = |path: PathBuf, text: &str| -> Result<PathBuf, WitError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| WitError::Write {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        std::fs::write(&path, text).map_err(|source| WitError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(path)
+    };
+    // The package imports no other package today, so `deps/` stays empty.
+    package
+        .files
+        .iter()
+        .map(|(name, text)| write(out.join(name), text))
+        .collect()
 }
 
 #[cfg(test)]
