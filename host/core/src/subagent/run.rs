@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use futures::FutureExt;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -342,8 +343,26 @@ impl RunShared {
             self.finish_dispose_from_inside();
             return;
         }
-        // The rest runs on a task of its own, so that a caller who stops waiting (a timeout, a
-        // `select!`) cannot leave the run half disposed.
+        // A run whose task has ended (the usual case) is disposed at once, with no await that
+        // a caller could abandon halfway.
+        let task = match task {
+            Some(t) if t.is_finished() => match t.now_or_never() {
+                Some(_) => None,
+                None => return self.spawn_finish(None).await,
+            },
+            other => other,
+        };
+        if task.is_none() {
+            self.settle_if_unsettled();
+            self.mark_disposed();
+            return;
+        }
+        self.spawn_finish(task).await;
+    }
+
+    /// Finishes disposing on a task of its own, so that a caller who stops waiting (a timeout,
+    /// a `select!`) cannot leave the run half disposed.
+    async fn spawn_finish(self: &Arc<Self>, task: Option<JoinHandle<()>>) {
         let shared = self.clone();
         let work = tokio::spawn(async move { shared.finish_dispose(task).await });
         if work.await.is_err() {
