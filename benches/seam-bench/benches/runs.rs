@@ -5,6 +5,8 @@
 //! - `run/native`: the same work by a provider written in Rust, in-process: the floor;
 //! - `run/seam_current_thread`, `run/native_current_thread`: the same two on a current-thread
 //!   runtime (the others use the multi-threaded one, two workers here);
+//! - `run/seam_stuck_observer`: `run/seam` with an observer component stuck in its first
+//!   delivery: runs must not wait for it (its queue fills to its byte cap and drops);
 //! - `call/noop`: a host-to-guest call of an export that does nothing, on a live instance;
 //! - `call/describe`: the mock's `describe` (it parses its JSON config) on a live instance;
 //! - `instantiate/describe`: a fresh store and instance, then `describe`, then drop.
@@ -61,7 +63,27 @@ fn runs(c: &mut Criterion) {
             })
         });
     }
+    let stuck = rt.block_on(seam_bench::host_with(
+        options(1000),
+        "",
+        1000,
+        seam_bench::STUCK_OBSERVER,
+    ));
+    group.bench_function("seam_stuck_observer", |b| {
+        b.iter_custom(|iters| {
+            let host = stuck.clone();
+            on_worker(&rt, async move {
+                let req = request();
+                let t = Instant::now();
+                for _ in 0..iters {
+                    one_run(&host, MOCK, req.clone()).await;
+                }
+                t.elapsed()
+            })
+        })
+    });
     group.finish();
+    rt.block_on(stuck.unload_all());
     ct.block_on(host_ct.unload_all());
     rt.block_on(host.unload_all());
 }

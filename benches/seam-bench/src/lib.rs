@@ -85,9 +85,25 @@ pub fn mock_entry(extra: &str, max_concurrent_runs: usize) -> String {
 
 /// A host with the mock component (`extra` added to its config) and the native provider.
 pub async fn host(options: HostOptions, extra: &str, max_concurrent_runs: usize) -> Host {
+    host_with(options, extra, max_concurrent_runs, "").await
+}
+
+/// An observer entry that never returns from its first delivery (it sleeps on its clock), for
+/// measuring whether runs wait for observers.
+pub const STUCK_OBSERVER: &str =
+    "[[plugin]]\nid = \"stuck\"\ncomponent = \"observer_probe.wasm\"\n\
+     config = { mode = \"sleep\" }\n";
+
+/// Like [`host`], with more config entries after the mock's.
+pub async fn host_with(
+    options: HostOptions,
+    extra: &str,
+    max_concurrent_runs: usize,
+    entries: &str,
+) -> Host {
     let host = Host::new(options).expect("the bench host starts");
     let config = Config::parse(
-        &mock_entry(extra, max_concurrent_runs),
+        &(mock_entry(extra, max_concurrent_runs) + "\n" + entries),
         Path::new("bench.toml"),
         &guest_dir(),
     )

@@ -146,6 +146,13 @@ fn tables() -> String {
             seam_ct,
         ),
         (
+            "Seam, with an observer stuck in its delivery",
+            criterion_median("run/seam_stuck_observer"),
+            &null,
+            native,
+            seam,
+        ),
+        (
             "Extism: instantiate + call + drop",
             extism,
             &extism_latency["extism"],
