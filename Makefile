@@ -4,7 +4,8 @@ CARGO  ?= cargo
 # The guest components, by package: those the tests load (the list in tests/build.rs) and the
 # benchmarks' probe. guests/support is a library they build with, not a component.
 GUESTS := -p mock-provider -p subagent-tool -p faulty-provider -p hostile-provider \
-          -p hostile-tool -p spawn-provider -p fork-provider -p observer-probe -p seam-probe
+          -p hostile-tool -p spawn-provider -p fork-provider -p observer-probe -p fuzz-provider \
+          -p seam-probe
 SEAM   := target/debug/seam
 
 .DEFAULT_GOAL := build

@@ -23,6 +23,7 @@ const GUESTS: &[&str] = &[
     "spawn-provider",
     "fork-provider",
     "observer-probe",
+    "fuzz-provider",
 ];
 
 fn main() {

@@ -209,3 +209,35 @@ pub async fn component_load(host: &seam_host::Host, dir: &Path, data: &[u8]) {
     );
     let _ = std::fs::remove_file(&path);
 }
+
+/// The config `provider_imports` needs: the fuzz provider component from `guest_dir`, and a
+/// script for the children it creates on the default model.
+pub fn provider_imports_config(guest_dir: &Path) -> String {
+    format!(
+        "[models.scripts.default]\nsteps = [{{ text = \"child\" }}]\n\n\
+         [[plugin]]\nid = \"fuzz\"\ncomponent = \"{}\"\n",
+        guest_dir.join("fuzz_provider.wasm").display()
+    )
+}
+
+/// Any bytes, as a program of import calls (see `guests/fuzz-provider`): the run ends with a
+/// result whatever the calls, their order and their arguments, never an infrastructure error;
+/// a structured answer that was not asked for never comes back; disposing leaves no run,
+/// instance or agent behind.
+pub async fn provider_imports(host: &seam_host::Host, data: &[u8]) {
+    let program: String = data.iter().map(|b| format!("{b:02x}")).collect();
+    let request = StartRequest::new(program, ParentRef::top_level("fuzz", "/"));
+    let run = host
+        .subagents()
+        .start("fuzz", request)
+        .expect("a plain request starts");
+    let result = run
+        .result()
+        .await
+        .expect("result never fails on a guest's doing");
+    assert!(result.structured.is_none(), "{result:?}");
+    run.dispose().await;
+    assert_eq!(host.live_runs(), 0);
+    assert_eq!(host.live_instances(), 0);
+    assert_eq!(host.live_agents(), 0);
+}

@@ -186,3 +186,40 @@ async fn mutated_components_are_refused_cleanly_and_the_host_keeps_serving() {
     assert_eq!(run.result().await.unwrap().output_text(), "fine");
     run.dispose().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_import_sequences_end_every_run_cleanly() {
+    let text = targets::provider_imports_config(&seam_tests::guest_dir());
+    let host = seam_tests::test_host();
+    let report = host
+        .load(
+            &seam_host::Config::parse(
+                &text,
+                std::path::Path::new("fuzz.toml"),
+                &seam_tests::guest_dir(),
+            )
+            .unwrap(),
+        )
+        .await;
+    assert!(report.is_ok(), "{}", report.failures());
+    // `fuzz_provider.wasm` is the component the programs drive.
+    let mut rng = Rng(0xC0FF_EE04);
+    for _ in 0..150 {
+        let len = 1 + rng.below(96);
+        let program: Vec<u8> = (0..len).map(|_| (rng.next_u64() & 0xff) as u8).collect();
+        targets::provider_imports(&host, &program).await;
+    }
+    // The same host still serves.
+    let report = host
+        .load(&seam_tests::config(
+            &(text.clone() + &seam_tests::mock("good", "reply = \"fine\"")),
+        ))
+        .await;
+    assert!(report.is_ok(), "{}", report.failures());
+    let run = host
+        .subagents()
+        .start("good", seam_tests::request("x"))
+        .unwrap();
+    assert_eq!(run.result().await.unwrap().output_text(), "fine");
+    run.dispose().await;
+}
