@@ -89,7 +89,7 @@ fn options(p: &mut Program) -> ChildOptions {
                 s
             }
         }),
-        seed: if p.byte() % 2 == 0 {
+        seed: if p.byte().is_multiple_of(2) {
             Seed::None
         } else {
             Seed::ParentCompletedTurns
