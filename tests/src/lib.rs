@@ -191,6 +191,19 @@ impl CapturedLog {
         (log, tracing::subscriber::set_default(subscriber))
     }
 
+    /// The captured lines of `plugin` (its `plugin` field) that contain `needle`.
+    pub fn of_plugin(&self, plugin: &str, needle: &str) -> Vec<String> {
+        self.lines()
+            .into_iter()
+            .filter(|l| {
+                l.contains(&format!("plugin={plugin} "))
+                    || l.ends_with(&format!("plugin={plugin}"))
+                    || l.contains(&format!("plugin=\"{plugin}\""))
+            })
+            .filter(|l| l.contains(needle))
+            .collect()
+    }
+
     /// The captured lines.
     pub fn lines(&self) -> Vec<String> {
         String::from_utf8_lossy(&self.0.lock().unwrap())

@@ -14,19 +14,6 @@ fn faulty(id: &str, mode: &str) -> String {
     )
 }
 
-/// The text of `plugin`'s log lines that contain `needle`.
-fn logged(log: &CapturedLog, plugin: &str, needle: &str) -> Vec<String> {
-    log.lines()
-        .into_iter()
-        .filter(|l| {
-            l.contains(&format!("plugin={plugin} "))
-                || l.ends_with(&format!("plugin={plugin}"))
-                || l.contains(&format!("plugin=\"{plugin}\""))
-        })
-        .filter(|l| l.contains(needle))
-        .collect()
-}
-
 /// What every fault report must be: one line, naming something beyond the backtrace header.
 #[track_caller]
 fn assert_names_a_cause(fault: &str) {
@@ -165,13 +152,13 @@ async fn a_faulty_observer_is_logged_with_its_cause() {
     run.dispose().await;
     for plugin in ["trapper", "panicker"] {
         log.wait_for(&format!("`{plugin}` failing on subagent/end"), |_| {
-            logged(&log, plugin, "observer failed")
+            log.of_plugin(plugin, "observer failed")
                 .iter()
                 .any(|l| l.contains("event=\"subagent/end\"") || l.contains("event=subagent/end"))
         })
         .await;
     }
-    for line in logged(&log, "trapper", "observer failed") {
+    for line in log.of_plugin("trapper", "observer failed") {
         assert_names_a_cause(&line);
         assert!(
             line.contains("wasm trap: wasm `unreachable` instruction executed in `"),
@@ -179,7 +166,7 @@ async fn a_faulty_observer_is_logged_with_its_cause() {
         );
         assert!(!line.contains("(stderr:"), "{line}");
     }
-    for line in logged(&log, "panicker", "observer failed") {
+    for line in log.of_plugin("panicker", "observer failed") {
         assert_names_a_cause(&line);
         assert!(
             line.contains("wasm trap: wasm `unreachable` instruction executed in `")

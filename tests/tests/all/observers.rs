@@ -6,19 +6,6 @@
 use seam_host::StopReason;
 use seam_tests::*;
 
-/// The log lines of `plugin` that contain `needle`.
-fn logged(log: &CapturedLog, plugin: &str, needle: &str) -> Vec<String> {
-    log.lines()
-        .into_iter()
-        .filter(|l| {
-            l.contains(&format!("plugin={plugin} "))
-                || l.ends_with(&format!("plugin={plugin}"))
-                || l.contains(&format!("plugin=\"{plugin}\""))
-        })
-        .filter(|l| l.contains(needle))
-        .collect()
-}
-
 /// The value of `key=<number>` in a log line.
 fn field(line: &str, key: &str) -> usize {
     let at = line
@@ -69,7 +56,7 @@ async fn a_stuck_observer_holds_at_most_its_byte_cap_and_runs_go_on() {
     }
 
     // The first drop began a burst, logged once, naming the plugin, with the queue's account.
-    let full = logged(&log, "stuck", "observer queue full");
+    let full = log.of_plugin("stuck", "observer queue full");
     assert_eq!(full.len(), 1, "one warning per burst: {full:#?}");
     let (queued, event, cap) = (
         field(&full[0], "queued_bytes"),
@@ -82,21 +69,23 @@ async fn a_stuck_observer_holds_at_most_its_byte_cap_and_runs_go_on() {
     // Let it go: it drains its queue, and the end of the burst is logged with its count.
     std::fs::write(gate.path().join("open"), b"").unwrap();
     log.wait_for("the end of the burst", |_| {
-        !logged(&log, "stuck", "events were dropped while it was full").is_empty()
+        !log.of_plugin("stuck", "events were dropped while it was full")
+            .is_empty()
     })
     .await;
-    let summary = logged(&log, "stuck", "events were dropped while it was full");
+    let summary = log.of_plugin("stuck", "events were dropped while it was full");
     let dropped = field(&summary[0], "dropped");
     assert!(dropped >= 1, "{}", summary[0]);
 
     // It observes again: a new run's end reaches it.
     let (last, _) = complete(&host, "big").await;
     log.wait_for("`stuck` observing the last run", |_| {
-        !logged(&log, "stuck", &format!("observed subagent/end id={last}")).is_empty()
+        !log.of_plugin("stuck", &format!("observed subagent/end id={last}"))
+            .is_empty()
     })
     .await;
-    let ends = logged(&log, "stuck", "observed subagent/end").len() - 1;
-    let abandoned = logged(&log, "stuck", "observer delivery abandoned").len();
+    let ends = log.of_plugin("stuck", "observed subagent/end").len() - 1;
+    let abandoned = log.of_plugin("stuck", "observer delivery abandoned").len();
     // Every end of the first runs was dropped, delivered, or abandoned (if this machine was so
     // slow that the first delivery ran out of time); no more were delivered than fit in the cap,
     // plus one per delivery that freed room while the gate was shut.
@@ -138,22 +127,23 @@ async fn an_observer_past_its_time_limit_is_abandoned_and_gets_the_next_event() 
     let (id, _) = complete(&host, "m").await;
     for plugin in ["sleepy", "spinner"] {
         log.wait_for(&format!("`{plugin}` observing the run's end"), |_| {
-            !logged(&log, plugin, &format!("observed subagent/end id={id}")).is_empty()
+            !log.of_plugin(plugin, &format!("observed subagent/end id={id}"))
+                .is_empty()
         })
         .await;
         // In order: the start's delivery was abandoned before the end's began.
-        let abandoned = logged(&log, plugin, "observer delivery abandoned");
+        let abandoned = log.of_plugin(plugin, "observer delivery abandoned");
         assert_eq!(abandoned.len(), 1, "{abandoned:#?}");
         assert!(about(&abandoned[0], "subagent/start"), "{}", abandoned[0]);
         assert!(abandoned[0].contains("1000 ms"), "{}", abandoned[0]);
         assert!(
-            logged(&log, plugin, "observer failed").is_empty(),
+            log.of_plugin(plugin, "observer failed").is_empty(),
             "abandoned, not failed: {:#?}",
             log.lines()
         );
     }
     // The wall clock, not the CPU budget (10 s by default), stopped the spinner.
-    assert!(logged(&log, "spinner", "cpu_ms_per_call").is_empty());
+    assert!(log.of_plugin("spinner", "cpu_ms_per_call").is_empty());
     host.unload_all().await;
     assert!(eventually(|| host.live_instances() == 0).await);
 }
@@ -169,7 +159,8 @@ async fn unloading_a_stuck_observer_drops_its_instance() {
     let host = host_with(&toml).await;
     let (id, _) = complete(&host, "m").await;
     log.wait_for("the witness observing the run's end", |_| {
-        !logged(&log, "witness", &format!("observed subagent/end id={id}")).is_empty()
+        !log.of_plugin("witness", &format!("observed subagent/end id={id}"))
+            .is_empty()
     })
     .await;
     assert!(host.live_instances() >= 1, "`stuck` holds an instance");

@@ -73,6 +73,38 @@ impl StoreData {
     }
 }
 
+/// What one plugin's stores are made from: its id, the engine, the live counts and its sandbox.
+/// Every kind keeps one and makes each store (describe, run, call, delivery) through it.
+#[derive(Clone)]
+pub(crate) struct Stores {
+    pub(crate) plugin: Arc<str>,
+    pub(crate) sandbox: Sandbox,
+    engine: Engine,
+    live: Arc<LiveCounts>,
+}
+
+impl Stores {
+    pub(crate) fn new(runtime: &super::Runtime, plugin: Arc<str>, sandbox: Sandbox) -> Self {
+        Self {
+            plugin,
+            sandbox,
+            engine: runtime.engine.clone(),
+            live: runtime.live.clone(),
+        }
+    }
+
+    /// A fresh store serving `serving`.
+    pub(crate) fn make(&self, serving: Serving) -> Store<StoreData> {
+        new_store(
+            &self.engine,
+            &self.live,
+            self.plugin.clone(),
+            serving,
+            &self.sandbox,
+        )
+    }
+}
+
 /// Creates a store for `plugin` with a WASI context holding only what `sandbox` grants, and its
 /// limits.
 ///

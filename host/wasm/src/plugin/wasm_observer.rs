@@ -14,10 +14,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use seam_core::events::{EventBus, ListenerId};
-use seam_core::live::LiveCounts;
 use wasmtime::component::InstancePre;
 
-use super::state::{new_store, Serving, StoreData};
+use super::state::{Serving, StoreData, Stores};
 use super::{GuestFault, Runtime};
 use crate::sandbox::Sandbox;
 use crate::wit::latest::observer_world::ObserverPluginPre;
@@ -33,12 +32,9 @@ pub(crate) const QUEUE_BYTES: usize = 8 * 1024 * 1024;
 pub(crate) const DELIVERY_LIMIT: Duration = Duration::from_secs(5);
 
 struct ObserverParts {
-    plugin: Arc<str>,
     config: Arc<str>,
     pre: ObserverPluginPre<StoreData>,
-    engine: wasmtime::Engine,
-    live: Arc<LiveCounts>,
-    sandbox: Sandbox,
+    stores: Stores,
 }
 
 /// A linked observer component, not yet listening.
@@ -157,12 +153,9 @@ impl WasmObserver {
         sandbox: Sandbox,
     ) -> wasmtime::Result<Self> {
         Ok(Self(Arc::new(ObserverParts {
-            plugin,
             config,
             pre: ObserverPluginPre::new(pre)?,
-            engine: runtime.engine.clone(),
-            live: runtime.live.clone(),
-            sandbox,
+            stores: Stores::new(runtime, plugin, sandbox),
         })))
     }
 
@@ -170,7 +163,7 @@ impl WasmObserver {
     /// bytes, and delivered in order.
     pub(crate) fn attach(self, events: &EventBus) -> ObserverHandle {
         let (tx, mut rx) = mpsc::unbounded_channel::<Queued>();
-        let queue = Arc::new(Queue::new(self.0.plugin.clone(), QUEUE_BYTES));
+        let queue = Arc::new(Queue::new(self.0.stores.plugin.clone(), QUEUE_BYTES));
         let listener = {
             let queue = queue.clone();
             events.subscribe(move |event| {
@@ -191,7 +184,12 @@ impl WasmObserver {
             })
         };
         let inner = self.0;
-        let limit = inner.sandbox.limits().run_timeout.min(DELIVERY_LIMIT);
+        let limit = inner
+            .stores
+            .sandbox
+            .limits()
+            .run_timeout
+            .min(DELIVERY_LIMIT);
         let task = {
             let queue = queue.clone();
             tokio::spawn(async move {
@@ -200,11 +198,11 @@ impl WasmObserver {
                     match tokio::time::timeout(limit, deliver(&inner, &event.json)).await {
                         Ok(Ok(())) => {}
                         Ok(Err(e)) => {
-                            tracing::warn!(plugin = %inner.plugin, event = event.name, "observer failed: {e}")
+                            tracing::warn!(plugin = %inner.stores.plugin, event = event.name, "observer failed: {e}")
                         }
                         // The delivery's future, and the store in it, are dropped here.
                         Err(_) => tracing::warn!(
-                            plugin = %inner.plugin,
+                            plugin = %inner.stores.plugin,
                             event = event.name,
                             limit_ms = limit.as_millis() as u64,
                             "observer delivery abandoned: it took longer than {} ms; its \
@@ -224,13 +222,7 @@ impl WasmObserver {
 }
 
 async fn deliver(inner: &ObserverParts, event: &str) -> Result<(), String> {
-    let mut store = new_store(
-        &inner.engine,
-        &inner.live,
-        inner.plugin.clone(),
-        Serving::default(),
-        &inner.sandbox,
-    );
+    let mut store = inner.stores.make(Serving::default());
     let instance = inner.pre.instantiate_async(&mut store).await.map_err(|e| {
         let fault = GuestFault::from_store_error(&e, store.data());
         format!("cannot instantiate: {fault}")

@@ -4,13 +4,12 @@ use std::sync::{Arc, Weak};
 
 use futures::future::BoxFuture;
 use seam_core::agent::AgentRegistry;
-use seam_core::live::LiveCounts;
 use seam_core::subagent::{Provider, RunContext, RunFailure};
 use seam_core::types::{ProviderDescriptor, StartRequest, SubagentResult};
 use wasmtime::component::InstancePre;
 
 use super::context::{Quota, RunEnv};
-use super::state::{new_store, Serving, StoreData};
+use super::state::{Serving, StoreData, Stores};
 use super::{GuestFault, PluginError, Runtime};
 use crate::sandbox::Sandbox;
 use crate::wit::latest::provider_world::ProviderPluginPre;
@@ -18,12 +17,9 @@ use crate::wit::latest::{request_to_wit, result_from_wit};
 
 /// A provider backed by a component.
 pub(crate) struct WasmProvider {
-    plugin: Arc<str>,
     config: Arc<str>,
     pre: ProviderPluginPre<StoreData>,
-    engine: wasmtime::Engine,
-    live: Arc<LiveCounts>,
-    sandbox: Sandbox,
+    stores: Stores,
     /// Weak: the agent registry reaches this provider through its tools, and a strong
     /// reference back would keep the whole host (and its memory pool) alive forever.
     agents: Weak<AgentRegistry>,
@@ -39,25 +35,16 @@ impl WasmProvider {
         sandbox: Sandbox,
     ) -> wasmtime::Result<Self> {
         Ok(Self {
-            plugin,
             config,
             pre: ProviderPluginPre::new(pre)?,
-            engine: runtime.engine.clone(),
-            live: runtime.live.clone(),
-            sandbox,
+            stores: Stores::new(runtime, plugin, sandbox),
             agents: Arc::downgrade(&runtime.agents),
         })
     }
 
     /// Reads the descriptor in a throwaway instance.
     pub(crate) async fn describe(&self) -> Result<ProviderDescriptor, PluginError> {
-        let mut store = new_store(
-            &self.engine,
-            &self.live,
-            self.plugin.clone(),
-            Serving::default(),
-            &self.sandbox,
-        );
+        let mut store = self.stores.make(Serving::default());
         let instance = self.pre.instantiate_async(&mut store).await.map_err(|e| {
             PluginError::Instantiate(GuestFault::from_store_error(&e, store.data()))
         })?;
@@ -86,11 +73,8 @@ impl Provider for WasmProvider {
         request: StartRequest,
     ) -> BoxFuture<'static, Result<SubagentResult, RunFailure>> {
         let pre = self.pre.clone();
-        let engine = self.engine.clone();
-        let live = self.live.clone();
-        let plugin = self.plugin.clone();
+        let stores = self.stores.clone();
         let config = self.config.clone();
-        let sandbox = self.sandbox.clone();
         let agents = self.agents.upgrade();
         Box::pin(async move {
             let agents = agents.ok_or_else(|| RunFailure("the host is shutting down".into()))?;
@@ -100,11 +84,11 @@ impl Provider for WasmProvider {
                 ctx,
                 request,
                 agents,
-                quota: Quota::of(plugin.clone(), &sandbox),
+                quota: Quota::of(stores.plugin.clone(), &stores.sandbox),
             };
             // The store lives inside this future: when the host drops the future (dispose,
             // enforced cancel), the instance goes with it.
-            let mut store = new_store(&engine, &live, plugin, Serving::run(env), &sandbox);
+            let mut store = stores.make(Serving::run(env));
             let instance = pre.instantiate_async(&mut store).await.map_err(|e| {
                 RunFailure(
                     PluginError::Instantiate(GuestFault::from_store_error(&e, store.data()))

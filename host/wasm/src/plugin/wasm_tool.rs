@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use seam_core::agent::AgentRegistry;
-use seam_core::live::LiveCounts;
 use seam_core::subagent::{SubagentRun, SubagentService};
 use seam_core::tool::{Tool, ToolBinding, ToolSource};
 use seam_core::types::{ContentBlock, ParentRef, ProviderDescriptor, ToolDescriptor, ToolResult};
@@ -13,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::component::InstancePre;
 
 use super::context::{CallEnv, CallRuns, Quota};
-use super::state::{new_store, Serving, StoreData};
+use super::state::{Serving, StoreData, Stores};
 use super::{GuestFault, PluginError, Runtime};
 use crate::sandbox::gate::{blocks_size, Denied, RunGate};
 use crate::sandbox::Sandbox;
@@ -24,12 +23,9 @@ use crate::wit::latest::tool_world::{ToolPlugin, ToolPluginPre};
 const MAX_BINDING_BYTES: usize = 256;
 
 struct ToolParts {
-    plugin: Arc<str>,
     config: Arc<str>,
     pre: ToolPluginPre<StoreData>,
-    engine: wasmtime::Engine,
-    live: Arc<LiveCounts>,
-    sandbox: Sandbox,
+    stores: Stores,
     /// Concurrency, wall-clock and size limits of its calls.
     gate: RunGate,
     subagents: Arc<SubagentService>,
@@ -53,12 +49,9 @@ impl WasmTool {
     ) -> wasmtime::Result<Self> {
         Ok(Self(Arc::new(ToolParts {
             gate: RunGate::new(plugin.clone(), sandbox.limits()),
-            plugin,
             config,
             pre: ToolPluginPre::new(pre)?,
-            engine: runtime.engine.clone(),
-            live: runtime.live.clone(),
-            sandbox,
+            stores: Stores::new(runtime, plugin, sandbox),
             subagents: runtime.subagents.clone(),
             agents: Arc::downgrade(&runtime.agents),
             cancel_grace: runtime.cancel_grace,
@@ -70,13 +63,7 @@ impl WasmTool {
         serving: Serving,
     ) -> Result<(wasmtime::Store<StoreData>, ToolPlugin), PluginError> {
         let inner = &self.0;
-        let mut store = new_store(
-            &inner.engine,
-            &inner.live,
-            inner.plugin.clone(),
-            serving,
-            &inner.sandbox,
-        );
+        let mut store = inner.stores.make(serving);
         let instance = inner.pre.instantiate_async(&mut store).await.map_err(|e| {
             PluginError::Instantiate(GuestFault::from_store_error(&e, store.data()))
         })?;
@@ -195,7 +182,7 @@ impl WasmTool {
             abort: abort.clone(),
             runs: runs.clone(),
             gate: inner.gate.clone(),
-            quota: Quota::of(inner.plugin.clone(), &inner.sandbox),
+            quota: Quota::of(inner.stores.plugin.clone(), &inner.stores.sandbox),
         };
         let work = async {
             let (mut store, instance) = self
@@ -237,14 +224,16 @@ impl WasmTool {
                         content,
                         is_error: r.is_error,
                     },
-                    Err(hit) => {
-                        ToolResult::error(format!("tool plugin `{}` failed: {hit}", inner.plugin))
-                    }
+                    Err(hit) => ToolResult::error(format!(
+                        "tool plugin `{}` failed: {hit}",
+                        inner.stores.plugin
+                    )),
                 }
             }
-            Some(Err(fault)) => {
-                ToolResult::error(format!("tool plugin `{}` failed: {fault}", inner.plugin))
-            }
+            Some(Err(fault)) => ToolResult::error(format!(
+                "tool plugin `{}` failed: {fault}",
+                inner.stores.plugin
+            )),
             None => ToolResult::error("the tool call was aborted"),
         }
     }
@@ -264,7 +253,7 @@ impl Tool for WasmTool {
 
 impl ToolSource for WasmTool {
     fn plugin(&self) -> &str {
-        &self.0.plugin
+        &self.0.stores.plugin
     }
 
     fn describe(
