@@ -1,14 +1,18 @@
 //! A structured answer is checked against the requested schema on every run path.
 //! CONTRACT section 3.
 
-use seam_host::{blocks_text, StopReason};
+use seam_host::{blocks_text, StopReason, SubagentResult};
 use seam_tests::*;
 use serde_json::json;
 
-fn with_schema(prompt: &str, schema: serde_json::Value) -> seam_host::StartRequest {
-    let mut r = request(prompt);
+/// Runs provider `m` once with `schema` as the request's output schema, and disposes the run.
+async fn run_with_schema(host: &seam_host::Host, schema: serde_json::Value) -> SubagentResult {
+    let mut r = request("x");
     r.output_schema = Some(schema);
-    r
+    let run = host.subagents().start("m", r).unwrap();
+    let result = run.result().await.unwrap();
+    run.dispose().await;
+    result
 }
 
 #[tokio::test]
@@ -22,12 +26,7 @@ async fn a_component_answer_that_breaks_the_schema_ends_the_run_error() {
     let seen = record(&host);
     let schema = json!({"type": "object", "required": ["answer"],
                         "properties": {"answer": {"type": "string"}}});
-    let run = host
-        .subagents()
-        .start("m", with_schema("x", schema))
-        .unwrap();
-    let result = run.result().await.unwrap();
-    run.dispose().await;
+    let result = run_with_schema(&host, schema).await;
     assert_eq!(result.stop_reason, StopReason::Error);
     assert_eq!(result.structured, None);
     let text = blocks_text(&result.output);
@@ -49,12 +48,7 @@ async fn a_wrongly_typed_property_is_named_by_its_path() {
     ))
     .await;
     let schema = json!({"type": "object", "properties": {"score": {"type": "integer"}}});
-    let run = host
-        .subagents()
-        .start("m", with_schema("x", schema))
-        .unwrap();
-    let result = run.result().await.unwrap();
-    run.dispose().await;
+    let result = run_with_schema(&host, schema).await;
     assert_eq!(result.stop_reason, StopReason::Error);
     assert!(
         blocks_text(&result.output).contains("/score"),
@@ -72,12 +66,7 @@ async fn a_conforming_component_answer_is_kept() {
     .await;
     let schema = json!({"type": "object", "required": ["score"],
                         "properties": {"score": {"type": "integer"}}});
-    let run = host
-        .subagents()
-        .start("m", with_schema("x", schema))
-        .unwrap();
-    let result = run.result().await.unwrap();
-    run.dispose().await;
+    let result = run_with_schema(&host, schema).await;
     assert_eq!(result.stop_reason, StopReason::Completed);
     assert_eq!(result.structured, Some(json!({"score": 7})));
 }
