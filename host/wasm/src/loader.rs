@@ -310,7 +310,7 @@ impl Loader {
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(&slot.entry.id);
                 if let Some(handle) = handle {
-                    handle.detach(&self.events);
+                    handle.detach(&self.events).await;
                 }
             }
             None => {}
@@ -488,7 +488,7 @@ impl Loader {
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(entry.id.clone(), handle);
                 if let Some(previous) = previous {
-                    previous.detach(&self.events);
+                    previous.detach(&self.events).await;
                 }
             }
         }

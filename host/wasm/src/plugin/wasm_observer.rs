@@ -240,9 +240,12 @@ async fn deliver(inner: &ObserverParts, event: &str) -> Result<(), String> {
 
 impl ObserverHandle {
     /// Unsubscribes and stops delivering (events still queued are dropped).
-    pub(crate) fn detach(self, events: &EventBus) {
+    /// Returns once the delivery task, and with it any instance it held, is gone, so that an
+    /// unloaded observer leaves nothing alive.
+    pub(crate) async fn detach(self, events: &EventBus) {
         events.unsubscribe(self.listener);
         self.task.abort();
+        let _ = self.task.await;
         self.queue.end_burst("the observer is detached");
     }
 }
