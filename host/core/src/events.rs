@@ -12,13 +12,31 @@ use serde::Serialize;
 
 use crate::types::{ContentBlock, ParentRef, PluginKind, StopReason};
 
-/// A lifecycle event.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "event")]
-pub enum Event {
+/// Declares [`Event`] with each event's wire name written once: the name is both the serde tag
+/// and what [`Event::name`] returns.
+macro_rules! events {
+    ($($(#[$doc:meta])* $name:literal => $variant:ident { $($fields:tt)* },)*) => {
+        /// A lifecycle event.
+        #[derive(Debug, Clone, PartialEq, Serialize)]
+        #[serde(tag = "event")]
+        pub enum Event {
+            $($(#[$doc])* #[serde(rename = $name)] $variant { $($fields)* },)*
+        }
+
+        impl Event {
+            /// The event's name, e.g. `subagent/start`.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Self::$variant { .. } => $name,)*
+                }
+            }
+        }
+    };
+}
+
+events! {
     /// A run's child exists (emitted only after `started` fulfils).
-    #[serde(rename = "subagent/start")]
-    SubagentStart {
+    "subagent/start" => SubagentStart {
         /// Provider name.
         provider: String,
         /// Run id.
@@ -27,8 +45,7 @@ pub enum Event {
         parent: ParentRef,
     },
     /// A started run settled (always after its start).
-    #[serde(rename = "subagent/end")]
-    SubagentEnd {
+    "subagent/end" => SubagentEnd {
         /// Provider name.
         provider: String,
         /// Run id.
@@ -43,20 +60,17 @@ pub enum Event {
         last_assistant_message: Option<Vec<ContentBlock>>,
     },
     /// A provider was registered.
-    #[serde(rename = "subagent/provider-added")]
-    ProviderAdded {
+    "subagent/provider-added" => ProviderAdded {
         /// Provider name.
         name: String,
     },
     /// A provider was removed.
-    #[serde(rename = "subagent/provider-removed")]
-    ProviderRemoved {
+    "subagent/provider-removed" => ProviderRemoved {
         /// Provider name.
         name: String,
     },
     /// An agent was created and published in the agent registry.
-    #[serde(rename = "agent/created")]
-    AgentCreated {
+    "agent/created" => AgentCreated {
         /// Agent id.
         id: String,
         /// The parent agent, for a child.
@@ -67,16 +81,14 @@ pub enum Event {
         model: String,
     },
     /// An agent began a turn.
-    #[serde(rename = "agent/turn-start")]
-    AgentTurnStart {
+    "agent/turn-start" => AgentTurnStart {
         /// Agent id.
         id: String,
         /// Turn number.
         turn: u32,
     },
     /// An agent called a tool.
-    #[serde(rename = "agent/tool-call")]
-    AgentToolCall {
+    "agent/tool-call" => AgentToolCall {
         /// Agent id.
         id: String,
         /// Call id.
@@ -85,8 +97,7 @@ pub enum Event {
         tool: String,
     },
     /// A tool answered an agent.
-    #[serde(rename = "agent/tool-result")]
-    AgentToolResult {
+    "agent/tool-result" => AgentToolResult {
         /// Agent id.
         id: String,
         /// Call id.
@@ -98,8 +109,7 @@ pub enum Event {
         is_error: bool,
     },
     /// An agent ended a turn.
-    #[serde(rename = "agent/turn-end")]
-    AgentTurnEnd {
+    "agent/turn-end" => AgentTurnEnd {
         /// Agent id.
         id: String,
         /// Turn number.
@@ -109,73 +119,46 @@ pub enum Event {
         stop_reason: StopReason,
     },
     /// An agent was disposed.
-    #[serde(rename = "agent/disposed")]
-    AgentDisposed {
+    "agent/disposed" => AgentDisposed {
         /// Agent id.
         id: String,
     },
     /// A tool was mounted under its tool name.
-    #[serde(rename = "tool/mounted")]
-    ToolMounted {
+    "tool/mounted" => ToolMounted {
         /// Tool name.
         name: String,
         /// Plugin id.
         plugin: String,
     },
     /// A tool was unmounted.
-    #[serde(rename = "tool/unmounted")]
-    ToolUnmounted {
+    "tool/unmounted" => ToolUnmounted {
         /// Tool name.
         name: String,
         /// Plugin id.
         plugin: String,
     },
     /// A plugin finished loading.
-    #[serde(rename = "plugin/loaded")]
-    PluginLoaded {
+    "plugin/loaded" => PluginLoaded {
         /// Plugin id.
         id: String,
         /// Provider, tool or observer.
         kind: PluginKind,
     },
     /// A plugin failed to load.
-    #[serde(rename = "plugin/failed")]
-    PluginFailed {
+    "plugin/failed" => PluginFailed {
         /// Plugin id.
         id: String,
         /// What went wrong.
         error: String,
     },
     /// A plugin was unloaded.
-    #[serde(rename = "plugin/unloaded")]
-    PluginUnloaded {
+    "plugin/unloaded" => PluginUnloaded {
         /// Plugin id.
         id: String,
     },
 }
 
 impl Event {
-    /// The event's name, e.g. `subagent/start`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::SubagentStart { .. } => "subagent/start",
-            Self::SubagentEnd { .. } => "subagent/end",
-            Self::ProviderAdded { .. } => "subagent/provider-added",
-            Self::ProviderRemoved { .. } => "subagent/provider-removed",
-            Self::AgentCreated { .. } => "agent/created",
-            Self::AgentTurnStart { .. } => "agent/turn-start",
-            Self::AgentToolCall { .. } => "agent/tool-call",
-            Self::AgentToolResult { .. } => "agent/tool-result",
-            Self::AgentTurnEnd { .. } => "agent/turn-end",
-            Self::AgentDisposed { .. } => "agent/disposed",
-            Self::ToolMounted { .. } => "tool/mounted",
-            Self::ToolUnmounted { .. } => "tool/unmounted",
-            Self::PluginLoaded { .. } => "plugin/loaded",
-            Self::PluginFailed { .. } => "plugin/failed",
-            Self::PluginUnloaded { .. } => "plugin/unloaded",
-        }
-    }
-
     /// The event as one JSON line.
     pub fn to_json(&self) -> String {
         // Serialising plain data with string keys cannot fail.
@@ -321,7 +304,7 @@ mod tests {
 
     #[test]
     fn the_name_is_the_json_tag_for_every_event() {
-        // `name()` and the serde tag spell each name twice; this keeps them one.
+        // The `events!` macro writes each name once into both; this checks the macro does.
         let mut seen = std::collections::HashSet::new();
         for event in every_event() {
             let json: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();

@@ -115,6 +115,26 @@ impl Queue {
         false
     }
 
+    /// While a burst is under way and the queue is still over half full, counts the event
+    /// dropped at once and returns true, so the listener skips copying it to JSON: a stuck
+    /// observer then costs each event a load, not a copy of its payload. (A burst begun by one
+    /// event larger than the whole cap, on an emptier queue, does not skip the next events.)
+    fn dropped_in_burst(&self) -> bool {
+        if !self.dropping.load(Ordering::Acquire)
+            || self.queued.load(Ordering::Acquire) <= self.cap / 2
+        {
+            return false;
+        }
+        let mut burst = self.burst.lock().unwrap_or_else(|p| p.into_inner());
+        if *burst == 0 {
+            // The burst ended between the hint and the lock: charge the event normally.
+            return false;
+        }
+        *burst += 1;
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
     /// Releases `len` bytes of an event taken for delivery; ends the burst, if any, once the
     /// queue has drained to half its cap.
     fn release(&self, len: usize) {
@@ -167,6 +187,9 @@ impl WasmObserver {
         let listener = {
             let queue = queue.clone();
             events.subscribe(move |event| {
+                if queue.dropped_in_burst() {
+                    return Ok(());
+                }
                 let json = event.to_json();
                 let len = json.len();
                 if queue.charge(event.name(), len)
@@ -272,6 +295,10 @@ mod tests {
         assert_eq!(queue.dropped.load(Ordering::Relaxed), 2);
         // An event larger than the whole cap never fits.
         assert!(!queue.charge("huge", 101));
+        assert!(
+            !queue.dropped_in_burst(),
+            "an empty queue takes the next event"
+        );
         assert!(queue.charge("e", 60));
         queue.release(40);
         queue.release(60);
@@ -292,8 +319,12 @@ mod tests {
         assert!(queue.dropping.load(Ordering::Relaxed));
         assert!(!queue.charge("e", 50));
         assert_eq!(*queue.burst.lock().unwrap(), 2);
+        // Over half full in a burst: the listener drops without copying.
+        assert!(queue.dropped_in_burst());
+        assert_eq!(*queue.burst.lock().unwrap(), 3);
         queue.release(30);
         assert!(!queue.dropping.load(Ordering::Relaxed));
+        assert!(!queue.dropped_in_burst());
         queue.end_burst("detached");
         assert_eq!(*queue.burst.lock().unwrap(), 0);
     }
