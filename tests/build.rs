@@ -24,6 +24,8 @@ const GUESTS: &[&str] = &[
     "fork-provider",
     "observer-probe",
     "fuzz-provider",
+    "legacy-provider",
+    "legacy-tool",
 ];
 
 fn main() {

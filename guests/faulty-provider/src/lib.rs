@@ -10,7 +10,7 @@
 //! `stderr-then-trap` (after ready, writes 50 numbered lines to stderr, `faulty provider: stderr
 //! line N of 50`, then traps), for the stderr tail a fault report shows.
 
-wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin" });
+wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin", generate_all });
 
 use exports::seam::plugin::provider::Guest;
 use seam::plugin::run_context;
@@ -179,6 +179,7 @@ impl Guest for FaultyProvider {
                     output: vec![ContentBlock::Text(settings.reply)],
                     structured: None,
                     stop_reason: StopReason::Completed,
+                    diagnostic: None,
                 })
             }
         }

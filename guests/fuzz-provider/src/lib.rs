@@ -10,7 +10,7 @@
 //! from the program too (so invalid JSON and odd reasons cross the boundary). Nothing here is
 //! checked by the guest: every outcome is the host's to handle.
 
-wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin" });
+wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin", generate_all });
 
 use exports::seam::plugin::provider::Guest;
 use seam::plugin::agents::{self, ChildOptions, Seed};
@@ -182,6 +182,7 @@ fn run_program(p: &mut Program) -> Result<SubagentResult, String> {
         output: vec![ContentBlock::Text(p.text(255))],
         structured: p.maybe_text(),
         stop_reason: stop_reason(reason, name),
+        diagnostic: p.maybe_text(),
     })
 }
 

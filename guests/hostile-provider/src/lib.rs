@@ -31,7 +31,7 @@
 //! `name` is the provider name (not checked, so the host's checks can be tested), or
 //! `nameBytes` makes it that many `x`s.
 
-wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin" });
+wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin", generate_all });
 
 use std::io::{Read, Write};
 
@@ -226,6 +226,7 @@ fn text(s: String) -> SubagentResult {
         output: vec![ContentBlock::Text(s)],
         structured: None,
         stop_reason: StopReason::Completed,
+        diagnostic: None,
     }
 }
 
@@ -340,6 +341,7 @@ fn attack(settings: &Settings, request: &StartRequest) -> Result<SubagentResult,
                     output: vec![ContentBlock::Text("here you go".into())],
                     structured: Some("{ not json".into()),
                     stop_reason: StopReason::Completed,
+                    diagnostic: None,
                 });
             }
             if request.persona.is_some()

@@ -16,7 +16,7 @@
 //! - `churn`: `count` times, starts a run, awaits its result and disposes it; answers
 //!   `completed N` (a well-behaved tool that keeps delegating).
 
-wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin" });
+wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin", generate_all });
 
 use exports::seam::plugin::tool::{Guest, ToolBinding, ToolDescriptor, ToolResult};
 use seam::plugin::subagents;

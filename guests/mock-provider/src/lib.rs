@@ -5,7 +5,7 @@
 //! readiness failure, and an optional structured answer. That makes every lifecycle path of the
 //! host reachable from a test without a real agent.
 
-wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin" });
+wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin", generate_all });
 
 use exports::seam::plugin::provider::Guest;
 use seam::plugin::host::log;
@@ -105,9 +105,10 @@ fn parse_stop_reason(name: &str) -> StopReason {
 /// The result of a run cancelled while the mock was waiting.
 fn cancelled() -> SubagentResult {
     SubagentResult {
-        output: vec![ContentBlock::Text("cancelled".to_owned())],
+        output: Vec::new(),
         structured: None,
         stop_reason: StopReason::Aborted,
+        diagnostic: Some("cancelled".to_owned()),
     }
 }
 
@@ -228,6 +229,7 @@ impl Guest for MockProvider {
             output: vec![ContentBlock::Text(reply)],
             structured,
             stop_reason: settings.stop_reason,
+            diagnostic: None,
         })
     }
 }

@@ -13,7 +13,7 @@
 //! With key `on` (an event name), `sleep`, `spin` and `wait` hold up only that event and log the
 //! others like `log`.
 
-wit_bindgen::generate!({ path: "../../wit", world: "observer-plugin" });
+wit_bindgen::generate!({ path: "../../wit", world: "observer-plugin", generate_all });
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! the model sees follows the provider's descriptor: a child that does not inherit the parent's
 //! conversation needs a standalone prompt, a forked child can be pointed at earlier turns.
 
-wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin" });
+wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin", generate_all });
 
 use exports::seam::plugin::tool::{Guest, ToolBinding, ToolDescriptor, ToolResult};
 use seam::plugin::host::log;
@@ -196,6 +196,11 @@ fn error_message(provider: &str, error: &SubagentError) -> String {
         }
         SubagentError::Disposed => "subagent: DISPOSED: the run was disposed".to_owned(),
         SubagentError::Internal(why) => format!("subagent: INTERNAL: {why}"),
+        SubagentError::UnsupportedFeature(feature) => format!(
+            "subagent: UNSUPPORTED_FEATURE: provider `{provider}` does not support `{feature}`"
+        ),
+        SubagentError::InvalidState(why) => format!("subagent: INVALID_STATE: {why}"),
+        SubagentError::NoRun(id) => format!("subagent: NO_RUN: no run `{id}` of yours"),
     }
 }
 
@@ -248,6 +253,10 @@ fn map_result(tool_name: &str, result: SubagentResult) -> ToolResult {
         .map(block_text)
         .collect::<Vec<_>>()
         .join("\n");
+    if let Some(why) = result.diagnostic.filter(|d| !d.is_empty()) {
+        message.push_str("\ncause: ");
+        message.push_str(&why);
+    }
     if !partial.is_empty() {
         message.push_str("\npartial output: ");
         message.push_str(&partial);

@@ -5,8 +5,8 @@
 use crate::bindings::seam::plugin::agents::{self, AgentError, ChildOptions, Seed};
 use crate::bindings::seam::plugin::host::log;
 use crate::bindings::seam::plugin::types::{
-    Capabilities, ContentBlock, LogLevel, ProviderDescriptor, RuntimeFeatures, StartRequest,
-    StopReason, SubagentResult,
+    Capabilities, LogLevel, ProviderDescriptor, RuntimeFeatures, StartRequest, StopReason,
+    SubagentResult,
 };
 use crate::config::{self, Section};
 
@@ -61,9 +61,10 @@ fn explain(e: AgentError) -> String {
 
 fn aborted() -> SubagentResult {
     SubagentResult {
-        output: vec![ContentBlock::Text("cancelled".into())],
+        output: Vec::new(),
         structured: None,
         stop_reason: StopReason::Aborted,
+        diagnostic: Some("cancelled".into()),
     }
 }
 
@@ -95,12 +96,14 @@ pub fn run(flavour: &Flavour, request: StartRequest) -> Result<SubagentResult, S
             output: o.output,
             structured: o.structured,
             stop_reason: o.stop_reason,
+            diagnostic: o.diagnostic,
         }),
         Err(AgentError::Aborted) => Ok(aborted()),
         Err(e) => Ok(SubagentResult {
-            output: vec![ContentBlock::Text(explain(e))],
+            output: Vec::new(),
             structured: None,
             stop_reason: StopReason::Error,
+            diagnostic: Some(explain(e)),
         }),
     }
 }

@@ -27,5 +27,6 @@ pub mod bindings {
         world: "provider-plugin",
         pub_export_macro: true,
         default_bindings_module: "seam_guest_support::bindings",
+        generate_all,
     });
 }

@@ -58,6 +58,22 @@ events! {
         /// The child's final output; absent on an infrastructure failure.
         #[serde(rename = "last-assistant-message")]
         last_assistant_message: Option<Vec<ContentBlock>>,
+        /// Why the run failed or was stopped, if it was.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        diagnostic: Option<String>,
+    },
+    /// A started run reported progress (always between its start and its end).
+    "subagent/progress" => SubagentProgress {
+        /// Provider name.
+        provider: String,
+        /// Run id.
+        id: String,
+        /// The calling agent.
+        parent: ParentRef,
+        /// 1 for the run's first update, then one more for each.
+        seq: u64,
+        /// What the run reported.
+        content: Vec<ContentBlock>,
     },
     /// A provider was registered.
     "subagent/provider-added" => ProviderAdded {
@@ -117,6 +133,9 @@ events! {
         /// Why it ended.
         #[serde(rename = "stop-reason")]
         stop_reason: StopReason,
+        /// Why it failed or was stopped, if it was.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        diagnostic: Option<String>,
     },
     /// An agent was disposed.
     "agent/disposed" => AgentDisposed {
@@ -249,12 +268,20 @@ mod tests {
                 id: s(),
                 parent: parent.clone(),
             },
+            Event::SubagentProgress {
+                provider: s(),
+                id: s(),
+                parent: parent.clone(),
+                seq: 1,
+                content: Vec::new(),
+            },
             Event::SubagentEnd {
                 provider: s(),
                 id: s(),
                 parent,
                 stop_reason: StopReason::Completed,
                 last_assistant_message: None,
+                diagnostic: None,
             },
             Event::ProviderAdded { name: s() },
             Event::ProviderRemoved { name: s() },
@@ -280,6 +307,7 @@ mod tests {
                 id: s(),
                 turn: 1,
                 stop_reason: StopReason::Completed,
+                diagnostic: None,
             },
             Event::AgentDisposed { id: s() },
             Event::ToolMounted {

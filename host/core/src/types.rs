@@ -209,12 +209,16 @@ impl StartRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct SubagentResult {
-    /// The child's final output.
+    /// The child's own final words; never failure text from the host or the guest.
     pub output: Vec<ContentBlock>,
     /// The structured answer, only when a requested schema was satisfied.
     pub structured: Option<serde_json::Value>,
     /// Why the run ended.
     pub stop_reason: StopReason,
+    /// Why the run failed or was stopped, in words (a trap, a limit hit, an enforced cancel,
+    /// a schema violation); `None` for a clean run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostic: Option<String>,
 }
 
 impl SubagentResult {
@@ -224,6 +228,27 @@ impl SubagentResult {
             output: vec![ContentBlock::text(text)],
             structured: None,
             stop_reason,
+            diagnostic: None,
+        }
+    }
+
+    /// A result with no words of the child's, only a diagnostic.
+    pub fn failed(stop_reason: StopReason, diagnostic: impl Into<String>) -> Self {
+        Self {
+            output: Vec::new(),
+            structured: None,
+            stop_reason,
+            diagnostic: Some(diagnostic.into()),
+        }
+    }
+
+    /// The child's words, or, when it said nothing, the diagnostic: what a reader who gets one
+    /// text (a model, a terminal, a 0.1 plugin) should see.
+    pub fn answer_text(&self) -> String {
+        let text = self.output_text();
+        match &self.diagnostic {
+            Some(d) if text.trim().is_empty() => d.clone(),
+            _ => text,
         }
     }
 
@@ -231,6 +256,34 @@ impl SubagentResult {
     pub fn output_text(&self) -> String {
         blocks_text(&self.output)
     }
+}
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunState {
+    /// Started and not settled.
+    Running,
+    /// Its result is final.
+    Settled,
+}
+
+/// What a caller can see of one of its runs without waiting on it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RunInfo {
+    /// Run id.
+    pub id: String,
+    /// Provider name.
+    pub provider: String,
+    /// The label given at start (empty for a foreground run).
+    pub label: String,
+    /// Where it stands.
+    pub state: RunState,
+    /// Start time, in milliseconds since the Unix epoch.
+    pub started_at_ms: u64,
+    /// Why it ended, once settled.
+    pub stop_reason: Option<StopReason>,
 }
 
 /// A tool's description for the model.

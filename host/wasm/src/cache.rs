@@ -261,19 +261,26 @@ impl CompileCache {
         written
     }
 
-    /// The kind of plugin `component` is, by its exports.
+    /// The kind of plugin `component` is, by its exports, and the package version it was built
+    /// against.
     pub(crate) fn kind_of(
         &self,
         path: &Path,
         component: &Component,
-    ) -> Result<PluginKind, EngineError> {
+    ) -> Result<(PluginKind, &'static str), EngineError> {
         let ty = component.component_type();
         let exports: Vec<String> = ty
             .exports(&self.engine)
             .map(|(n, _)| n.to_string())
             .collect();
-        match crate::wit::recognise(exports.iter().map(String::as_str)) {
-            Some((kind, _version)) => Ok(kind),
+        if let Some(recognised) = crate::wit::recognise(exports.iter().map(String::as_str)) {
+            return Ok(recognised);
+        }
+        match crate::wit::exported_version(exports.iter().map(String::as_str)) {
+            Some(found) => Err(EngineError::UnsupportedVersion {
+                path: path.to_path_buf(),
+                found,
+            }),
             None => Err(EngineError::WrongWorld {
                 path: path.to_path_buf(),
                 exports: exports.join(", "),

@@ -84,6 +84,18 @@ pub enum EngineError {
         /// What it exports.
         exports: String,
     },
+    /// The component exports a Seam world of a version this host does not link.
+    #[error(
+        "`{path}` is built for {}@{found}; this host supports {}",
+        crate::wit::PACKAGE,
+        crate::wit::supported_versions()
+    )]
+    UnsupportedVersion {
+        /// The file.
+        path: PathBuf,
+        /// The version it was built against.
+        found: String,
+    },
     /// The component is of the other world than its config entry expects.
     #[error("`{path}` is a {found} component, but the entry expects a {expected}")]
     KindMismatch {

@@ -68,6 +68,8 @@ pub struct ComponentInfo {
     pub path: PathBuf,
     /// Provider, tool or observer.
     pub kind: PluginKind,
+    /// The version of the `seam:plugin` package it was built against.
+    pub version: String,
     /// Interfaces it imports.
     pub imports: Vec<String>,
     /// Interfaces it exports.
@@ -102,6 +104,7 @@ impl Host {
             models.clone(),
             tools.clone(),
         ));
+        agents.attach_subagents(&subagents);
         let runtime = Arc::new(Runtime {
             engine: engine.engine.clone(),
             linkers,
@@ -282,7 +285,7 @@ impl Host {
                 .await
                 .map_err(|e| EngineError::Config(format!("compile task failed: {e}")))??
         };
-        let kind = cache.kind_of(path, &component)?;
+        let (kind, version) = cache.kind_of(path, &component)?;
         let engine = &self.inner.runtime.engine;
         let ty = component.component_type();
         let imports = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
@@ -299,6 +302,7 @@ impl Host {
         let mut info = ComponentInfo {
             path: path.to_path_buf(),
             kind,
+            version: version.to_string(),
             imports,
             exports,
             provider: None,
@@ -309,7 +313,7 @@ impl Host {
         match link(
             &self.inner.runtime,
             "inspect".into(),
-            kind,
+            (kind, version),
             &component,
             config,
             sandbox,

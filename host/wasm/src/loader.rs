@@ -366,7 +366,7 @@ impl Loader {
                 .map_err(|e| engine_err(EngineError::Config(format!("compile task: {e}"))))?
                 .map_err(engine_err)?
         };
-        let kind = self
+        let (kind, version) = self
             .cache
             .kind_of(&entry.component, &component)
             .map_err(engine_err)?;
@@ -385,7 +385,7 @@ impl Loader {
         let linked = link(
             &self.runtime,
             entry.id.as_str().into(),
-            kind,
+            (kind, version),
             &component,
             entry.config.to_string().into(),
             sandbox,

@@ -37,7 +37,7 @@ impl Template {
             .inner
             .runtime
             .linkers
-            .of(PluginKind::Provider)
+            .of(PluginKind::Provider, crate::wit::latest::VERSION)
             .instantiate_pre(&component)
             .map_err(|e| format!("cannot link: {e:#}"))?;
         let options = &host.inner.options;

@@ -195,7 +195,7 @@ async fn tool_filter_hides_and_refuses_and_unknown_names_are_errors() {
     let result = run.result().await.unwrap();
     run.dispose().await;
     assert!(
-        result.output_text().contains("not available to this agent"),
+        result.answer_text().contains("not available to this agent"),
         "{result:?}"
     );
     let session = run.child_session().unwrap();
@@ -310,7 +310,7 @@ async fn structured_output_capture_retry_refusal_and_missing_capture() {
     let (r, session) = go("after").await;
     assert_eq!(r.stop_reason, StopReason::Completed, "{r:?}");
     assert_eq!(r.structured, Some(json!({"answer": "first"})));
-    assert!(!r.output_text().contains("unreachable"), "{r:?}");
+    assert!(!r.answer_text().contains("unreachable"), "{r:?}");
     let replies = session
         .iter()
         .filter(|e| matches!(e, SessionEvent::AssistantMessage { .. }))
@@ -334,7 +334,9 @@ async fn structured_output_capture_retry_refusal_and_missing_capture() {
     assert_eq!(r.stop_reason, StopReason::Error);
     assert_eq!(r.structured, None);
     assert!(r
-        .output_text()
+        .diagnostic
+        .as_deref()
+        .unwrap_or("")
         .contains("without calling structured_output"));
     assert_quiescent(&host);
 }
@@ -535,7 +537,7 @@ async fn steering_reaches_a_live_child_and_resume_continues_a_finished_one() {
         .unwrap();
     open.send(()).unwrap();
     let result = run.result().await.unwrap();
-    assert_eq!(result.output_text(), "heard: turn left");
+    assert_eq!(result.answer_text(), "heard: turn left");
     // Settled: there is no live child to steer any more, disposed or not.
     for _ in 0..2 {
         let err = run
@@ -549,7 +551,7 @@ async fn steering_reaches_a_live_child_and_resume_continues_a_finished_one() {
         .subagents()
         .start("spawn", with_model("scripted:again"))
         .unwrap();
-    assert_eq!(first.result().await.unwrap().output_text(), "first: begin");
+    assert_eq!(first.result().await.unwrap().answer_text(), "first: begin");
     first.dispose().await;
     let second = host
         .subagents()
@@ -558,7 +560,7 @@ async fn steering_reaches_a_live_child_and_resume_continues_a_finished_one() {
     let result = second.result().await.unwrap();
     second.dispose().await;
     // A fresh scripted model answers from step one, but over the resumed session.
-    assert_eq!(result.output_text(), "first: more");
+    assert_eq!(result.answer_text(), "first: more");
     let turns = second
         .child_session()
         .unwrap()
@@ -614,7 +616,7 @@ async fn a_model_error_ends_the_child_with_error_and_max_turns_bounds_a_turn() {
         let result = run.result().await.unwrap();
         run.dispose().await;
         assert_eq!(result.stop_reason, reason, "{model}");
-        assert!(result.output_text().contains(needle), "{model}: {result:?}");
+        assert!(result.answer_text().contains(needle), "{model}: {result:?}");
     }
     assert_quiescent(&host);
 }
@@ -687,7 +689,7 @@ async fn a_child_inherits_the_parents_model_unless_agent_options_name_one() {
         async move {
             let result = run.result().await.unwrap();
             run.dispose().await;
-            (run.id().to_string(), result.output_text())
+            (run.id().to_string(), result.answer_text())
         }
     };
     for provider in ["spawn", "fork"] {
@@ -733,7 +735,7 @@ async fn a_child_inherits_the_parents_model_unless_agent_options_name_one() {
     // A parent that is not a live agent has no model to hand down: the deployment default.
     let run = host.subagents().start("spawn", request("orphan")).unwrap();
     assert_eq!(
-        run.result().await.unwrap().output_text(),
+        run.result().await.unwrap().answer_text(),
         "fallback ran: orphan"
     );
     run.dispose().await;
@@ -955,7 +957,7 @@ async fn unloading_an_in_process_provider_mid_run_aborts_and_disposes_its_runs()
             .subagents()
             .start("stays", on_model("x", "scripted:quick"))
             .unwrap();
-        assert_eq!(run.result().await.unwrap().output_text(), "still here");
+        assert_eq!(run.result().await.unwrap().answer_text(), "still here");
         run.dispose().await;
         assert_quiescent(&host);
     }

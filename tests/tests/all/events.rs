@@ -158,7 +158,7 @@ async fn each_listener_gets_its_own_copy() {
     let run = host.subagents().start("m", request("x")).unwrap();
     let result = run.result().await.unwrap();
     run.dispose().await;
-    assert_eq!(result.output_text(), "truth");
+    assert_eq!(result.answer_text(), "truth");
     assert!(result.stop_reason.is_success());
     let events = seen.lock().unwrap();
     match &events[1] {

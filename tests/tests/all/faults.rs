@@ -40,9 +40,9 @@ async fn fault_of(mode: &str) -> (String, String) {
         .iter()
         .find_map(|e| match e {
             Event::SubagentEnd {
-                last_assistant_message: Some(blocks),
+                diagnostic: Some(d),
                 ..
-            } => Some(blocks.iter().map(|b| format!("{b:?}")).collect::<String>()),
+            } => Some(d.clone()),
             _ => None,
         })
         .unwrap_or_default();
@@ -52,7 +52,9 @@ async fn fault_of(mode: &str) -> (String, String) {
     run.dispose().await;
     host.unload_all().await;
     assert_eq!(host.live_instances(), 0);
-    (result.output_text(), end)
+    // The fault is the host's words, not the child's.
+    assert!(result.output.is_empty(), "{result:?}");
+    (result.diagnostic.unwrap_or_default(), end)
 }
 
 // These go through the provider's run path (`wasm_provider.rs`), which renders the fault with

@@ -45,7 +45,7 @@ pub(crate) async fn while_serving<F: Future>(host: &Host, attack: F) -> (F::Outp
                 let result = run.result().await.unwrap();
                 run.dispose().await;
                 assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");
-                assert_eq!(result.output_text(), "fine");
+                assert_eq!(result.answer_text(), "fine");
                 served += 1;
                 if stop.is_cancelled() {
                     return served;
@@ -82,7 +82,7 @@ pub(crate) async fn run_once(
 pub(crate) async fn attack_output(host: &Host, name: &str) -> String {
     let (result, _) = while_serving(host, run_once(host, name, request("x"))).await;
     assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");
-    result.output_text()
+    result.answer_text()
 }
 
 /// The stop reason and last assistant message of `name`'s last `subagent/end`.
@@ -98,12 +98,11 @@ pub(crate) fn last_end(
             Event::SubagentEnd {
                 provider,
                 stop_reason,
-                last_assistant_message,
+                diagnostic,
                 ..
-            } if provider == name => Some((
-                stop_reason.clone(),
-                seam_host::blocks_text(last_assistant_message.as_deref().unwrap_or_default()),
-            )),
+            } if provider == name => {
+                Some((stop_reason.clone(), diagnostic.clone().unwrap_or_default()))
+            }
             _ => None,
         })
         .expect("a subagent/end was emitted");
@@ -122,7 +121,14 @@ pub(crate) async fn assert_limit_hit(host: &Host, name: &str, limit: &str) {
     let (result, _) = while_serving(host, run_once(host, name, request("x"))).await;
     let expected = format!("plugin `{name}` hit its limit `{limit}`");
     assert_eq!(result.stop_reason, StopReason::Error, "{result:?}");
-    assert!(result.output_text().contains(&expected), "{result:?}");
+    assert!(
+        result
+            .diagnostic
+            .as_deref()
+            .unwrap_or("")
+            .contains(&expected),
+        "the limit is in the diagnostic, not the child's words: {result:?}"
+    );
     let (reason, message) = last_end(&seen, name);
     assert_eq!(reason, StopReason::Error);
     assert!(message.contains(&expected), "{message}");
@@ -157,7 +163,7 @@ async fn an_infinite_loop_is_stopped_by_the_cpu_budget() {
     let result = run.result().await.unwrap();
     assert_eq!(result.stop_reason, StopReason::Error);
     assert!(
-        result.output_text().contains(
+        result.answer_text().contains(
             "plugin `spin` hit its limit `cpu_ms_per_call`: one call may use at most 1000 ms"
         ),
         "{result:?}"
@@ -199,14 +205,14 @@ async fn deep_recursion_overflows_the_stack_and_ends_only_that_run() {
     let (result, _) = while_serving(&host, run_once(&host, "deep", request("x"))).await;
     assert_eq!(result.stop_reason, StopReason::Error);
     assert!(
-        result.output_text().contains("stack"),
+        result.answer_text().contains("stack"),
         "the stack overflow is named: {result:?}"
     );
     let (result, _) = while_serving(&host, run_once(&host, "wide", request("x"))).await;
     assert_eq!(result.stop_reason, StopReason::Error);
     assert!(
         result
-            .output_text()
+            .answer_text()
             .contains("provider `wide` failed: guest fault"),
         "{result:?}"
     );
@@ -226,7 +232,7 @@ async fn a_huge_output_hits_the_output_cap() {
     // Under the cap, the same attack is just a big answer.
     let r = run_once(&host, "small", request("x")).await;
     assert_eq!(r.stop_reason, StopReason::Completed);
-    assert_eq!(r.output_text().len(), 1_000_000);
+    assert_eq!(r.answer_text().len(), 1_000_000);
 }
 
 #[tokio::test]
@@ -490,7 +496,7 @@ async fn a_fault_while_producing_the_result_ends_the_run_error() {
         let (result, _) = while_serving(&host, run_once(&host, "bad", request("x"))).await;
         assert_eq!(result.stop_reason, StopReason::Error, "{how}");
         assert!(
-            result.output_text().contains("provider `bad` failed"),
+            result.answer_text().contains("provider `bad` failed"),
             "{result:?}"
         );
         assert_eq!(last_end(&seen, "bad").0, StopReason::Error);
@@ -530,7 +536,7 @@ async fn a_provider_that_ignores_cancel_is_dropped_after_the_grace() {
     let (result, _) = while_serving(&host, run.result()).await;
     let result = result.unwrap();
     assert_eq!(result.stop_reason, StopReason::Aborted);
-    assert!(result.output_text().contains("enforced"), "{result:?}");
+    assert!(result.answer_text().contains("enforced"), "{result:?}");
     run.dispose().await;
     assert_quiescent(&host);
 }
@@ -548,14 +554,18 @@ async fn a_provider_that_lies_about_its_capabilities_fails_only_its_runs() {
     schema.output_schema = Some(serde_json::json!({"type": "object"}));
     let (r, _) = while_serving(&host, run_once(&host, "liar", schema)).await;
     assert_eq!(r.stop_reason, StopReason::Error);
-    assert!(r.output_text().contains("not JSON"), "{r:?}");
+    assert!(
+        r.diagnostic.as_deref().unwrap_or("").contains("not JSON"),
+        "{r:?}"
+    );
+    assert_eq!(r.output_text(), "here you go", "the child's words stay");
     assert_eq!(r.structured, None);
 
     let mut persona = request("x");
     persona.persona = Some("pirate".into());
     let (r, _) = while_serving(&host, run_once(&host, "liar", persona)).await;
     assert_eq!(r.stop_reason, StopReason::Error);
-    assert!(r.output_text().contains("I lied"), "{r:?}");
+    assert!(r.answer_text().contains("I lied"), "{r:?}");
 
     // Asked for nothing special, it answers.
     assert!(run_once(&host, "liar", request("x"))

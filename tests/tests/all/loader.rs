@@ -135,7 +135,7 @@ async fn reconfigure_diffs_entries() {
         .iter()
         .any(|e| matches!(e, Event::ProviderRemoved { name } if name == "a")));
     let run = host.subagents().start("b", request("x")).unwrap();
-    assert_eq!(run.result().await.unwrap().output_text(), "new");
+    assert_eq!(run.result().await.unwrap().answer_text(), "new");
     run.dispose().await;
     let ids: Vec<String> = host.plugins().await.into_iter().map(|p| p.id).collect();
     assert_eq!(ids, ["a", "b", "c"]);
@@ -190,7 +190,7 @@ async fn a_warm_cache_skips_compilation() {
     let toml = mock("m", "reply = \"served\"");
     let serves = |host: Host| async move {
         let run = host.subagents().start("m", request("x")).unwrap();
-        assert_eq!(run.result().await.unwrap().output_text(), "served");
+        assert_eq!(run.result().await.unwrap().answer_text(), "served");
         run.dispose().await;
     };
     let artifacts = || -> Vec<std::path::PathBuf> {
@@ -257,7 +257,7 @@ async fn inspect_tells_the_world_and_the_declaration() {
     assert!(info
         .exports
         .iter()
-        .any(|e| e == "seam:plugin/provider@0.1.0"));
+        .any(|e| e == "seam:plugin/provider@0.2.0"));
     let info = host
         .inspect(
             &guest("subagent_tool"),

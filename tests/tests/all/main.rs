@@ -19,3 +19,4 @@ mod registry;
 mod runs;
 mod structured;
 mod tool;
+mod versions;

@@ -20,7 +20,7 @@ async fn a_run_becomes_ready_then_completes() {
     run.started().await.unwrap();
     let result = run.result().await.unwrap();
     assert_eq!(result.stop_reason, StopReason::Completed);
-    assert_eq!(result.output_text(), "done: task");
+    assert_eq!(result.answer_text(), "done: task");
     assert_eq!(result.structured, None, "no schema requested");
     run.dispose().await;
     assert_eq!(host.live_runs(), 0);
@@ -49,7 +49,7 @@ async fn guest_faults_resolve_error_and_the_host_keeps_serving() {
             .expect("result never fails on a guest fault");
         assert_eq!(result.stop_reason, StopReason::Error, "{name}");
         assert!(result
-            .output_text()
+            .answer_text()
             .contains(&format!("provider `{name}` failed")));
         run.dispose().await;
         let good = host.subagents().start("good", request("x")).unwrap();
@@ -160,7 +160,7 @@ async fn a_provider_that_ignores_cancel_is_stopped_by_the_host() {
         let result = run.result().await.unwrap();
         assert_eq!(result.stop_reason, StopReason::Aborted, "{name}");
         assert!(
-            result.output_text().contains("enforced"),
+            result.answer_text().contains("enforced"),
             "{name}: {result:?}"
         );
         run.dispose().await;
@@ -319,7 +319,7 @@ async fn dispose_from_inside_the_runs_own_task_returns_and_leaves_nothing() {
     // Disposed before it could return its answer: `aborted`, and the later answer is ignored.
     assert_eq!(result.stop_reason, StopReason::Aborted, "{result:?}");
     assert!(
-        result.output_text().contains("disposed before it settled"),
+        result.answer_text().contains("disposed before it settled"),
         "{result:?}"
     );
     assert!(run.is_disposed());

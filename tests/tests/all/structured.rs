@@ -29,7 +29,7 @@ async fn a_component_answer_that_breaks_the_schema_ends_the_run_error() {
     let result = run_with_schema(&host, schema).await;
     assert_eq!(result.stop_reason, StopReason::Error);
     assert_eq!(result.structured, None);
-    let text = blocks_text(&result.output);
+    let text = result.diagnostic.clone().unwrap_or_default();
     assert!(text.contains("provider `m`"), "{text}");
     assert!(text.contains("\"answer\" is a required property"), "{text}");
     // The event carries the same outcome.
@@ -51,9 +51,17 @@ async fn a_wrongly_typed_property_is_named_by_its_path() {
     let result = run_with_schema(&host, schema).await;
     assert_eq!(result.stop_reason, StopReason::Error);
     assert!(
-        blocks_text(&result.output).contains("/score"),
-        "{:?}",
-        result.output
+        result
+            .diagnostic
+            .as_deref()
+            .unwrap_or("")
+            .contains("/score"),
+        "{result:?}"
+    );
+    assert_eq!(
+        blocks_text(&result.output),
+        "mock reply",
+        "the child's words stay"
     );
 }
 

@@ -26,6 +26,7 @@ impl RunChild {
     /// Takes ownership of `agent` for the run `ctx`, and records it as the run's child.
     pub fn new(agent: Arc<Agent>, agents: Arc<AgentRegistry>, ctx: RunContext) -> Self {
         ctx.set_child(&agent);
+        agent.report_progress_to(ctx.clone());
         Self {
             agent,
             agents,

@@ -11,7 +11,7 @@ pub mod tool_layer;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::Value;
 use thiserror::Error;
@@ -26,6 +26,7 @@ use crate::events::{Event, EventBus};
 use crate::model::{
     ChatMessage, FinishReason, Model, ModelError, ModelRegistry, ModelRequest, Role,
 };
+use crate::subagent::{RunContext, SubagentService};
 use crate::tool::ToolRegistry;
 use crate::types::{blocks_text, ContentBlock, ParentRef, StopReason, ToolFilter};
 
@@ -118,6 +119,8 @@ pub struct TurnOutcome {
     pub structured: Option<Value>,
     /// Why the turn ended.
     pub stop_reason: StopReason,
+    /// Why the turn failed or was stopped, in words, if it was.
+    pub diagnostic: Option<String>,
 }
 
 /// A live agent.
@@ -132,6 +135,10 @@ pub struct Agent {
     /// Held for the duration of a turn: one turn at a time, and disposal waits for it.
     turn: tokio::sync::Mutex<()>,
     events: Arc<EventBus>,
+    /// The run this agent is the child of, which it reports its progress to.
+    progress: Mutex<Option<RunContext>>,
+    /// Where its background runs are, to tell it when one settles.
+    subagents: Weak<SubagentService>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -227,17 +234,43 @@ impl Agent {
         lock(&self.session).push(event);
     }
 
-    /// Runs one turn on `prompt` to its end.
+    /// Reports this agent's progress (each model reply, tool call and result) to `run`.
+    pub fn report_progress_to(&self, run: RunContext) {
+        *lock(&self.progress) = Some(run);
+    }
+
+    fn report(&self, text: String) {
+        if let Some(run) = lock(&self.progress).as_ref() {
+            run.progress(vec![ContentBlock::text(text)]);
+        }
+    }
+
+    /// Runs one turn on `prompt` to its end. Background runs of this agent that settled since
+    /// its last turn are announced first, each once.
     pub async fn run_turn(&self, prompt: Vec<ContentBlock>) -> TurnOutcome {
         let _turn = self.turn.lock().await;
         let turn = lock(&self.session).turns() + 1;
         self.push(SessionEvent::TurnStart { turn });
+        if let Some(subagents) = self.subagents.upgrade() {
+            for info in subagents.settled_background(&self.id) {
+                let reason = info
+                    .stop_reason
+                    .as_ref()
+                    .map_or("unknown", StopReason::as_str);
+                self.push(SessionEvent::UserMessage {
+                    content: vec![ContentBlock::text(format!(
+                        "[background run `{}` ({}) on `{}` has settled: {reason}]",
+                        info.id, info.label, info.provider
+                    ))],
+                });
+            }
+        }
         self.push(SessionEvent::UserMessage { content: prompt });
         self.events.emit(&Event::AgentTurnStart {
             id: self.id.clone(),
             turn,
         });
-        let (stop_reason, mut output) = self.turn_loop().await;
+        let (stop_reason, diagnostic) = self.turn_loop().await;
         self.push(SessionEvent::TurnEnd {
             turn,
             reason: stop_reason.clone(),
@@ -246,16 +279,16 @@ impl Agent {
             id: self.id.clone(),
             turn,
             stop_reason: stop_reason.clone(),
+            diagnostic: diagnostic.clone(),
         });
-        if output.is_empty() {
-            output = self
-                .last_text()
-                .map(ContentBlock::text)
-                .into_iter()
-                .collect();
-        }
+        let output = self
+            .last_text()
+            .map(ContentBlock::text)
+            .into_iter()
+            .collect();
         TurnOutcome {
             output,
+            diagnostic,
             structured: if stop_reason.is_success() {
                 self.tools.captured()
             } else {
@@ -279,12 +312,12 @@ impl Agent {
         })
     }
 
-    /// Returns the stop reason and, for failures, an explanatory output.
-    async fn turn_loop(&self) -> (StopReason, Vec<ContentBlock>) {
+    /// Returns the stop reason and, for failures, why in words.
+    async fn turn_loop(&self) -> (StopReason, Option<String>) {
         let mut calls = 0;
         loop {
             if self.abort.is_cancelled() {
-                return (StopReason::Aborted, Vec::new());
+                return (StopReason::Aborted, Some("the agent was aborted".into()));
             }
             for message in std::mem::take(&mut *lock(&self.steering)) {
                 self.push(SessionEvent::UserMessage { content: message });
@@ -292,10 +325,10 @@ impl Agent {
             if calls >= self.spec.max_turns {
                 return (
                     StopReason::Error,
-                    vec![ContentBlock::text(format!(
+                    Some(format!(
                         "the agent hit its bound of {} model calls in one turn",
                         self.spec.max_turns
-                    ))],
+                    )),
                 );
             }
             calls += 1;
@@ -305,40 +338,38 @@ impl Agent {
             };
             let reply = match self.model.complete(request, self.abort.child_token()).await {
                 Ok(r) => r,
-                Err(ModelError::Aborted) => return (StopReason::Aborted, Vec::new()),
-                Err(e) => {
-                    return (
-                        StopReason::Error,
-                        vec![ContentBlock::text(format!("model error: {e}"))],
-                    )
+                Err(ModelError::Aborted) => {
+                    return (StopReason::Aborted, Some("the agent was aborted".into()))
                 }
+                Err(e) => return (StopReason::Error, Some(format!("model error: {e}"))),
             };
             if self.abort.is_cancelled() {
-                return (StopReason::Aborted, Vec::new());
+                return (StopReason::Aborted, Some("the agent was aborted".into()));
             }
             self.push(SessionEvent::AssistantMessage {
                 text: reply.text.clone(),
                 tool_calls: reply.tool_calls.clone(),
             });
+            if !reply.text.is_empty() {
+                self.report(reply.text.clone());
+            }
             match reply.finish {
-                FinishReason::Length => return (StopReason::MaxTokens, Vec::new()),
-                FinishReason::Refusal => return (StopReason::Refusal, Vec::new()),
+                FinishReason::Length => return (StopReason::MaxTokens, None),
+                FinishReason::Refusal => return (StopReason::Refusal, None),
                 FinishReason::Stop | FinishReason::ToolCalls => {}
             }
             if reply.tool_calls.is_empty() {
                 if self.tools.capture_pending() {
                     return (
                         StopReason::Error,
-                        vec![ContentBlock::text(
-                            "the agent finished without calling structured_output",
-                        )],
+                        Some("the agent finished without calling structured_output".into()),
                     );
                 }
-                return (StopReason::Completed, Vec::new());
+                return (StopReason::Completed, None);
             }
             if self.run_tool_calls(&reply.tool_calls).await {
                 // A valid capture ends the turn.
-                return (StopReason::Completed, Vec::new());
+                return (StopReason::Completed, None);
             }
         }
     }
@@ -372,6 +403,7 @@ impl Agent {
                 call: calls[*i].id.clone(),
                 tool: calls[*i].name.clone(),
             });
+            self.report(format!("calling tool `{}`", calls[*i].name));
         }
         let ran = futures::future::join_all(pending.iter().map(|i| {
             let call = &calls[*i];
@@ -394,6 +426,15 @@ impl Agent {
                 tool: call.name.clone(),
                 is_error: result.is_error,
             });
+            self.report(format!(
+                "tool `{}` {}",
+                call.name,
+                if result.is_error {
+                    "failed"
+                } else {
+                    "answered"
+                }
+            ));
             self.push(SessionEvent::ToolResult {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
@@ -409,6 +450,10 @@ impl crate::subagent::Steer for Agent {
     fn steer(&self, content: Vec<ContentBlock>) {
         Agent::steer(self, content);
     }
+
+    fn queued(&self) -> usize {
+        self.queued_steering()
+    }
 }
 
 /// The host's live agents.
@@ -419,6 +464,8 @@ pub struct AgentRegistry {
     events: Arc<EventBus>,
     models: Arc<ModelRegistry>,
     tools: Arc<ToolRegistry>,
+    /// The runs' service, for the agents' background runs.
+    subagents: std::sync::OnceLock<Weak<SubagentService>>,
 }
 
 impl AgentRegistry {
@@ -435,7 +482,18 @@ impl AgentRegistry {
             events,
             models,
             tools,
+            subagents: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Connects the service whose background runs belong to this registry's agents: they are
+    /// disposed with their owner, and announced to it when they settle.
+    pub fn attach_subagents(&self, subagents: &Arc<SubagentService>) {
+        let _ = self.subagents.set(Arc::downgrade(subagents));
+    }
+
+    fn subagents(&self) -> Option<Arc<SubagentService>> {
+        self.subagents.get().and_then(Weak::upgrade)
     }
 
     /// The `[agent]` config: defaults for children and the top-level agent.
@@ -502,6 +560,8 @@ impl AgentRegistry {
             steering: Mutex::new(Vec::new()),
             turn: tokio::sync::Mutex::new(()),
             events: self.events.clone(),
+            progress: Mutex::new(None),
+            subagents: self.subagents.get().cloned().unwrap_or_default(),
         });
         lock(&self.agents).insert(id.clone(), agent.clone());
         self.events.emit(&Event::AgentCreated {
@@ -555,6 +615,9 @@ impl AgentRegistry {
         }
         // The turn in progress sees the abort and ends; tool calls dispose their runs.
         drop(agent.turn.lock().await);
+        if let Some(subagents) = self.subagents() {
+            subagents.dispose_background_of(id).await;
+        }
         self.forget(id);
     }
 
@@ -565,6 +628,14 @@ impl AgentRegistry {
         }
         if let Some(agent) = self.get(id) {
             agent.abort.cancel();
+        }
+        if let Some(subagents) = self.subagents() {
+            let owner = id.to_string();
+            // Not waited for: the caller is being dropped. Outside a runtime there is nothing
+            // left to run them on, and the runs end with it.
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move { subagents.dispose_background_of(&owner).await });
+            }
         }
         self.forget(id);
     }

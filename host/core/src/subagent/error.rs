@@ -29,6 +29,8 @@ pub mod code {
     pub const DISPOSED: &str = "DISPOSED";
     /// `INTERNAL`.
     pub const INTERNAL: &str = "INTERNAL";
+    /// `NO_RUN`.
+    pub const NO_RUN: &str = "NO_RUN";
 }
 
 /// Why the subagent service refused or could not complete an operation.
@@ -93,6 +95,9 @@ pub enum SubagentError {
     /// A fault the seam cannot represent otherwise.
     #[error("{code}: {0}", code = code::INTERNAL)]
     Internal(String),
+    /// No run with this id belongs to the caller.
+    #[error("{code}: no run `{0}` belongs to the caller", code = code::NO_RUN)]
+    NoRun(String),
 }
 
 fn reason_suffix(reason: &Option<String>) -> String {
@@ -118,6 +123,7 @@ impl SubagentError {
             Self::StartFailed(_) => code::START_FAILED,
             Self::Disposed => code::DISPOSED,
             Self::Internal(_) => code::INTERNAL,
+            Self::NoRun(_) => code::NO_RUN,
         }
     }
 }

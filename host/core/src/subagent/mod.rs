@@ -4,9 +4,11 @@
 //! and validates the request before anything is instantiated, then hands the run to a driver task
 //! the host owns (see [`run`]).
 
+mod background;
 mod error;
 mod run;
 pub mod structured;
+pub mod talk;
 pub mod validate;
 
 use std::collections::HashMap;
@@ -14,6 +16,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+pub use background::{MAX_BACKGROUND_RUNS, MAX_SETTLED_BACKGROUND_RUNS};
 pub use error::{code, SubagentError};
 pub use run::{Provider, RunContext, RunFailure, Steer, SubagentRun};
 use run::{RunHooks, RunShared};
@@ -21,7 +24,7 @@ use run::{RunHooks, RunShared};
 use crate::events::{Event, EventBus};
 use crate::live::LiveCounts;
 use crate::session::SessionEvent;
-use crate::types::{ContentBlock, ProviderDescriptor, StartRequest};
+use crate::types::{ContentBlock, ProviderDescriptor, RunInfo, StartRequest};
 
 /// Default of the agent tree's depth bound (`[agent] max_depth`).
 pub const DEFAULT_MAX_TREE_DEPTH: u32 = 8;
@@ -46,6 +49,8 @@ pub struct SubagentService {
     cancel_grace: Duration,
     /// Deepest child any start may create (`[agent] max_depth`).
     max_tree_depth: AtomicU32,
+    /// Runs that belong to agents rather than calls.
+    background: background::Backgrounds,
 }
 
 impl SubagentService {
@@ -59,6 +64,7 @@ impl SubagentService {
             next_run: AtomicU64::new(1),
             cancel_grace,
             max_tree_depth: AtomicU32::new(DEFAULT_MAX_TREE_DEPTH),
+            background: background::Backgrounds::default(),
         }
     }
 
@@ -248,6 +254,62 @@ impl SubagentService {
             shared.spawn(provider, request);
         }
         Ok(SubagentRun(shared))
+    }
+
+    /// Starts a run that belongs to the agent `owner` rather than to the call that started it:
+    /// it is listed, read and stopped through `owner`, and disposed with it
+    /// ([`SubagentService::dispose_background_of`]). At most [`MAX_BACKGROUND_RUNS`] of an
+    /// owner's runs may be going at once.
+    pub fn start_background(
+        &self,
+        owner: &str,
+        name: &str,
+        mut request: StartRequest,
+        label: String,
+    ) -> Result<SubagentRun, SubagentError> {
+        if self.background.running(owner) >= MAX_BACKGROUND_RUNS {
+            return Err(SubagentError::InvalidState(format!(
+                "`{owner}` already has {MAX_BACKGROUND_RUNS} background runs going"
+            )));
+        }
+        // Not tied to the call's signal: the owner's disposal ends it.
+        request.signal = None;
+        let run = self.start(name, request)?;
+        let evicted = self.background.add(owner, run.clone(), label);
+        if !evicted.is_empty() {
+            tokio::spawn(async move {
+                for run in evicted {
+                    run.dispose().await;
+                }
+            });
+        }
+        Ok(run)
+    }
+
+    /// Whether `owner` has background runs (going or settled).
+    pub fn has_background(&self, owner: &str) -> bool {
+        self.background.has(owner)
+    }
+
+    /// `owner`'s background runs, oldest first.
+    pub fn background_runs(&self, owner: &str) -> Vec<RunInfo> {
+        self.background.list(owner)
+    }
+
+    /// One of `owner`'s background runs and its label; `None` for any other id.
+    pub fn background_run(&self, owner: &str, id: &str) -> Option<(SubagentRun, String)> {
+        self.background.get(owner, id)
+    }
+
+    /// `owner`'s background runs that settled since the last call: each is reported once.
+    pub fn settled_background(&self, owner: &str) -> Vec<RunInfo> {
+        self.background.take_settled(owner)
+    }
+
+    /// Cancels and disposes every background run of `owner`.
+    pub async fn dispose_background_of(&self, owner: &str) {
+        let runs = self.background.remove_owner(owner);
+        futures::future::join_all(runs.iter().map(|r| r.dispose())).await;
     }
 
     /// Runs of `name` not yet disposed.

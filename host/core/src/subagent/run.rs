@@ -14,13 +14,14 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::talk::{Inbox, Progress};
 use super::SubagentError;
 use crate::events::{Event, EventBus};
 use crate::live::LiveCounts;
 use crate::session::SessionEvent;
 use crate::types::{
-    ContentBlock, ParentRef, ProviderDescriptor, RuntimeFeatures, StartRequest, StopReason,
-    SubagentResult,
+    ContentBlock, ParentRef, ProviderDescriptor, RunInfo, RunState, RuntimeFeatures, StartRequest,
+    StopReason, SubagentResult,
 };
 
 /// What a provider implementation does with one run.
@@ -45,6 +46,9 @@ pub trait Provider: Send + Sync + 'static {
 pub trait Steer: Send + Sync + 'static {
     /// Queues a message for the child; it reaches the child's model before its next call.
     fn steer(&self, content: Vec<ContentBlock>);
+
+    /// How many messages wait for the child's next model call.
+    fn queued(&self) -> usize;
 }
 
 /// Why a provider could not produce a result.
@@ -105,6 +109,12 @@ pub(crate) struct RunShared {
     pub(crate) features: RuntimeFeatures,
     /// The request as started (without its signal), for `resume`.
     pub(crate) request: StartRequest,
+    /// What the run reported while it ran.
+    progress: Mutex<Progress>,
+    /// Steering messages for a provider with no in-process child.
+    inbox: Mutex<Inbox>,
+    /// When the run started, in milliseconds since the Unix epoch.
+    started_at_ms: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -160,6 +170,11 @@ impl RunShared {
                 signal: None,
                 ..request.clone()
             },
+            progress: Mutex::default(),
+            inbox: Mutex::default(),
+            started_at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
         })
     }
 
@@ -193,6 +208,38 @@ impl RunShared {
             id: self.id.clone(),
             parent: self.parent.clone(),
         });
+        let held = lock(&self.progress).take_pending();
+        for update in held {
+            self.emit_progress(update);
+        }
+    }
+
+    /// Emits one progress update of a ready run (the caller holds the phase lock).
+    fn emit_progress(&self, content: Vec<ContentBlock>) {
+        let seq = lock(&self.progress).record(&content);
+        self.events.emit(&Event::SubagentProgress {
+            provider: self.provider.clone(),
+            id: self.id.clone(),
+            parent: self.parent.clone(),
+            seq,
+            content,
+        });
+    }
+
+    /// Reports progress: emitted now if the run is ready, held until it is if it is not yet,
+    /// dropped once it has settled. Under the phase lock, so that every update falls between
+    /// `subagent/start` and `subagent/end`.
+    fn report_progress(&self, update: Vec<ContentBlock>) {
+        let phase = lock(&self.phase);
+        match *phase {
+            Phase::Pending => lock(&self.progress).hold(update),
+            Phase::Ready => {
+                let _emitting = Emitting::start(self);
+                self.emit_progress(update);
+            }
+            Phase::Settled => {}
+        }
+        drop(phase);
     }
 
     fn emit_end(&self, event: &Event) {
@@ -213,6 +260,7 @@ impl RunShared {
                 parent: self.parent.clone(),
                 stop_reason: result.stop_reason.clone(),
                 last_assistant_message: Some(result.output.clone()),
+                diagnostic: result.diagnostic.clone(),
             }),
             Phase::Pending => {
                 self.started.send_replace(Some(Err(not_started)));
@@ -229,7 +277,7 @@ impl RunShared {
             None => detail.to_string(),
         };
         (
-            SubagentResult::text(StopReason::Aborted, text),
+            SubagentResult::failed(StopReason::Aborted, text),
             SubagentError::Aborted(reason),
         )
     }
@@ -245,9 +293,10 @@ impl RunShared {
             }
             Some(Ok(mut result)) => {
                 if cancelled {
-                    let (_, e) = self.aborted_result("cancelled");
+                    let (r, e) = self.aborted_result("cancelled");
                     result.stop_reason = StopReason::Aborted;
                     result.structured = None;
+                    result.diagnostic = result.diagnostic.or(r.diagnostic);
                     self.settle(result, e);
                 } else {
                     super::structured::enforce(
@@ -268,7 +317,7 @@ impl RunShared {
                     let message = format!("provider `{}` failed: {failure}", self.provider);
                     tracing::info!(run = %self.id, "{message}");
                     self.settle(
-                        SubagentResult::text(StopReason::Error, message.clone()),
+                        SubagentResult::failed(StopReason::Error, message.clone()),
                         SubagentError::StartFailed(message),
                     );
                 }
@@ -521,6 +570,32 @@ impl RunContext {
     pub async fn cancelled(&self) {
         self.0.cancel.cancelled().await
     }
+
+    /// Reports progress (`subagent/progress`); see the contract's ordering rules.
+    pub fn progress(&self, update: Vec<ContentBlock>) {
+        self.0.report_progress(update);
+    }
+
+    /// The oldest steering message waiting for this run's provider.
+    pub fn next_message(&self) -> Option<Vec<ContentBlock>> {
+        lock(&self.0.inbox).pop()
+    }
+
+    /// Completes once a steering message is waiting (at once if one already is).
+    pub fn message_waiting(&self) -> BoxFuture<'static, ()> {
+        let mut rx = lock(&self.0.inbox).watch();
+        Box::pin(async move {
+            // The sender lives as long as the run; if it is gone, nothing will ever arrive.
+            if rx.wait_for(|n| *n > 0).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+    }
+
+    /// Whether a steering message is waiting.
+    pub fn has_message(&self) -> bool {
+        *lock(&self.0.inbox).watch().borrow() > 0
+    }
 }
 
 /// The caller's handle on a live run. Cloning shares the same run.
@@ -593,7 +668,9 @@ impl SubagentRun {
         *self.0.disposed.borrow()
     }
 
-    /// Steers the run's live child with an extra message (providers declaring `steering`).
+    /// Steers the run with an extra message (providers declaring `steering`): an in-process
+    /// child sees it in its current or next turn; a component provider takes it from its
+    /// inbox (`run-context.next-message`).
     pub fn send_message(&self, content: Vec<ContentBlock>) -> Result<(), SubagentError> {
         if !self.0.features.steering {
             return Err(SubagentError::UnsupportedFeature {
@@ -601,15 +678,51 @@ impl SubagentRun {
                 feature: "steering".into(),
             });
         }
+        if self.try_result().is_some() || self.0.cancel.is_cancelled() {
+            return Err(SubagentError::InvalidState(format!(
+                "run `{}` has already settled or been cancelled",
+                self.0.id
+            )));
+        }
         match self.child() {
+            Some(child) if child.queued() >= super::talk::INBOX_MESSAGES => {
+                Err(SubagentError::InvalidState(format!(
+                    "run `{}` cannot take it: its child already has {} messages waiting",
+                    self.0.id,
+                    super::talk::INBOX_MESSAGES
+                )))
+            }
             Some(child) => {
                 child.steer(content);
                 Ok(())
             }
-            None => Err(SubagentError::InvalidState(format!(
-                "run `{}` has no live child to steer",
-                self.0.id
-            ))),
+            None => lock(&self.0.inbox).push(content).map_err(|why| {
+                SubagentError::InvalidState(format!("run `{}` cannot take it: {why}", self.0.id))
+            }),
+        }
+    }
+
+    /// The progress the run reported so far (bounded; the oldest updates go first).
+    pub fn progress(&self) -> Vec<ContentBlock> {
+        lock(&self.0.progress).so_far()
+    }
+
+    /// What a caller can see of the run without waiting on it.
+    pub fn info(&self, label: &str) -> RunInfo {
+        let stop_reason = self
+            .try_result()
+            .map(|r| r.map_or(StopReason::Error, |r| r.stop_reason));
+        RunInfo {
+            id: self.0.id.clone(),
+            provider: self.0.provider.clone(),
+            label: label.to_string(),
+            state: if stop_reason.is_some() {
+                RunState::Settled
+            } else {
+                RunState::Running
+            },
+            started_at_ms: self.0.started_at_ms,
+            stop_reason,
         }
     }
 

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::types::{ContentBlock, StopReason, SubagentResult};
+use crate::types::{StopReason, SubagentResult};
 
 /// What is wrong with `value` under `validator`, one entry per failure, each naming the path
 /// (`/answer: "answer" is a required property`).
@@ -34,8 +34,8 @@ pub fn check(schema: &Value, value: &Value) -> Result<(), String> {
 
 /// Applies the contract to a result a provider returned: `structured` survives only on a
 /// `completed` run whose request asked for a schema and whose answer satisfies it. A completed
-/// run with a missing or non-conforming answer ends `error`, its output replaced by a diagnostic
-/// naming the provider and the failing path.
+/// run with a missing or non-conforming answer ends `error`, with a diagnostic naming the
+/// provider and the failing path (its output, the child's own words, stays).
 pub fn enforce(provider: &str, schema: Option<&Value>, result: &mut SubagentResult) {
     let Some(schema) = schema else {
         result.structured = None;
@@ -58,7 +58,7 @@ pub fn enforce(provider: &str, schema: Option<&Value>, result: &mut SubagentResu
     tracing::info!("{message}");
     result.structured = None;
     result.stop_reason = StopReason::Error;
-    result.output = vec![ContentBlock::text(message)];
+    result.diagnostic = Some(message);
 }
 
 #[cfg(test)]
@@ -66,12 +66,14 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::types::ContentBlock;
 
     fn completed(structured: Option<Value>) -> SubagentResult {
         SubagentResult {
             output: vec![ContentBlock::text("child words")],
             structured,
             stop_reason: StopReason::Completed,
+            diagnostic: None,
         }
     }
 
@@ -93,9 +95,11 @@ mod tests {
         enforce("p", Some(&schema()), &mut r);
         assert_eq!(r.stop_reason, StopReason::Error);
         assert_eq!(r.structured, None);
-        let text = crate::types::blocks_text(&r.output);
+        let text = r.diagnostic.clone().unwrap_or_default();
         assert!(text.contains("provider `p`"), "{text}");
         assert!(text.contains("/answer"), "{text}");
+        // The child's own words stay where they were.
+        assert_eq!(crate::types::blocks_text(&r.output), "child words");
     }
 
     #[test]
@@ -103,7 +107,7 @@ mod tests {
         let mut r = completed(Some(json!({"reply": "x"})));
         enforce("p", Some(&schema()), &mut r);
         assert_eq!(r.stop_reason, StopReason::Error);
-        assert!(crate::types::blocks_text(&r.output).contains("answer"));
+        assert!(r.diagnostic.unwrap_or_default().contains("answer"));
     }
 
     #[test]

@@ -26,6 +26,7 @@ fn outcome_to_wit(o: &TurnOutcome) -> ChildOutcome {
         output: o.output.iter().cloned().map(Into::into).collect(),
         structured: o.structured.as_ref().map(|v| v.to_string()),
         stop_reason: o.stop_reason.clone().into(),
+        diagnostic: o.diagnostic.clone(),
     }
 }
 

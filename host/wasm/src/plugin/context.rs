@@ -20,6 +20,43 @@ pub(crate) struct RunEnv {
     pub(crate) agents: Arc<AgentRegistry>,
     /// What the run's plugin may make the host hold.
     pub(crate) quota: Quota,
+    /// `max_output_bytes`: the run's progress counts against it.
+    pub(crate) max_output_bytes: usize,
+    /// Bytes of progress reported so far.
+    pub(crate) progress_bytes: usize,
+    /// Whether progress past the cap was already reported (logged once).
+    pub(crate) progress_cut: bool,
+    /// The runs this run started through `subagents`, disposed when it ends.
+    pub(crate) runs: Arc<Mutex<CallRuns>>,
+    /// The subagent service, for `subagents` from a provider.
+    pub(crate) subagents: Arc<SubagentService>,
+    /// The plugin's limits, for the size of the requests it sends.
+    pub(crate) gate: RunGate,
+}
+
+impl Drop for RunEnv {
+    /// The run is over (returned, or its store was dropped on dispose or an enforced cancel):
+    /// the runs it started go with it, foreground and background.
+    fn drop(&mut self) {
+        let runs: Vec<SubagentRun> =
+            std::mem::take(&mut *self.runs.lock().unwrap_or_else(|p| p.into_inner()))
+                .into_values()
+                .map(|(run, _)| run)
+                .collect();
+        let owner = self.ctx.id().to_string();
+        // The usual run starts nothing: no task for it.
+        if runs.is_empty() && !self.subagents.has_background(&owner) {
+            return;
+        }
+        let subagents = self.subagents.clone();
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        rt.spawn(async move {
+            futures::future::join_all(runs.iter().map(|r| r.dispose())).await;
+            subagents.dispose_background_of(&owner).await;
+        });
+    }
 }
 
 /// What a tool store serving one call holds.

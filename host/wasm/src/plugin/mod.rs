@@ -287,43 +287,68 @@ pub enum PluginError {
     },
 }
 
-/// One linker per world, each assembled from the interface modules its world imports.
+/// One linker per world and supported version, each assembled from the interface modules its
+/// world imports (a 0.1.0 world from the 0.1.0 adapters, which delegate to the same modules).
 pub(crate) struct Linkers {
-    provider: Linker<StoreData>,
-    tool: Linker<StoreData>,
-    observer: Linker<StoreData>,
+    /// 0.1.0's, by kind: provider, tool, observer.
+    v0_1: [Linker<StoreData>; 3],
+    /// The latest version's, by kind.
+    latest: [Linker<StoreData>; 3],
+}
+
+fn kind_index(kind: PluginKind) -> usize {
+    match kind {
+        PluginKind::Provider => 0,
+        PluginKind::Tool => 1,
+        PluginKind::Observer => 2,
+    }
 }
 
 impl Linkers {
-    /// The linkers of every world, on `engine`.
+    /// The linkers of every world of every supported version, on `engine`.
     pub(crate) fn new(engine: &Engine) -> wasmtime::Result<Self> {
         let base = || -> wasmtime::Result<Linker<StoreData>> {
             let mut linker = Linker::new(engine);
             wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
             filesystem::add_to_linker(&mut linker)?;
-            log::add_to_linker(&mut linker)?;
             Ok(linker)
         };
-        let mut provider = base()?;
-        run_context::add_to_linker(&mut provider)?;
-        agents::add_to_linker(&mut provider)?;
-        let mut tool = base()?;
-        subagents::add_to_linker(&mut tool)?;
-        let observer = base()?;
+        let latest = |kind: PluginKind| -> wasmtime::Result<Linker<StoreData>> {
+            let mut linker = base()?;
+            log::add_to_linker(&mut linker)?;
+            match kind {
+                PluginKind::Provider => {
+                    run_context::add_to_linker(&mut linker)?;
+                    agents::add_to_linker(&mut linker)?;
+                    subagents::add_to_linker(&mut linker)?;
+                }
+                PluginKind::Tool => subagents::add_to_linker(&mut linker)?,
+                PluginKind::Observer => {}
+            }
+            Ok(linker)
+        };
+        let v0_1 = |kind: PluginKind| -> wasmtime::Result<Linker<StoreData>> {
+            let mut linker = base()?;
+            crate::wit::v0_1_0::add_to_linker(&mut linker, kind)?;
+            Ok(linker)
+        };
+        const KINDS: [PluginKind; 3] =
+            [PluginKind::Provider, PluginKind::Tool, PluginKind::Observer];
+        let [p, t, o] = KINDS;
         Ok(Self {
-            provider,
-            tool,
-            observer,
+            v0_1: [v0_1(p)?, v0_1(t)?, v0_1(o)?],
+            latest: [latest(p)?, latest(t)?, latest(o)?],
         })
     }
 
-    /// The linker of `kind`'s world.
-    pub(crate) fn of(&self, kind: PluginKind) -> &Linker<StoreData> {
-        match kind {
-            PluginKind::Provider => &self.provider,
-            PluginKind::Tool => &self.tool,
-            PluginKind::Observer => &self.observer,
-        }
+    /// The linker of `kind`'s world in `version` (the latest for any other version).
+    pub(crate) fn of(&self, kind: PluginKind, version: &str) -> &Linker<StoreData> {
+        let linkers = if version == crate::wit::v0_1_0::VERSION {
+            &self.v0_1
+        } else {
+            &self.latest
+        };
+        &linkers[kind_index(kind)]
     }
 }
 
@@ -356,14 +381,14 @@ pub(crate) enum Linked {
 pub(crate) async fn link(
     runtime: &Runtime,
     plugin: Arc<str>,
-    kind: PluginKind,
+    (kind, version): (PluginKind, &str),
     component: &Component,
     config: Arc<str>,
     sandbox: Sandbox,
 ) -> Result<Linked, PluginError> {
     let pre = runtime
         .linkers
-        .of(kind)
+        .of(kind, version)
         .instantiate_pre(component)
         .map_err(|e| PluginError::Link {
             kind,
@@ -375,19 +400,20 @@ pub(crate) async fn link(
     };
     Ok(match kind {
         PluginKind::Provider => {
-            let provider = wasm_provider::WasmProvider::new(runtime, plugin, pre, config, sandbox)
-                .map_err(link_err)?;
+            let provider =
+                wasm_provider::WasmProvider::new(runtime, plugin, version, pre, config, sandbox)
+                    .map_err(link_err)?;
             let descriptor = provider.describe().await?;
             Linked::Provider(descriptor, Box::new(provider))
         }
         PluginKind::Tool => {
-            let tool = wasm_tool::WasmTool::new(runtime, plugin, pre, config, sandbox)
+            let tool = wasm_tool::WasmTool::new(runtime, plugin, version, pre, config, sandbox)
                 .map_err(link_err)?;
             let binding = tool.bind().await?;
             Linked::Tool(binding, tool)
         }
         PluginKind::Observer => Linked::Observer(
-            wasm_observer::WasmObserver::new(runtime, plugin, pre, config, sandbox)
+            wasm_observer::WasmObserver::new(runtime, plugin, version, pre, config, sandbox)
                 .map_err(link_err)?,
         ),
     })

@@ -1,10 +1,44 @@
-//! The `run-context` interface: a provider's run declares readiness and watches for its cancel.
+//! The `run-context` interface: a provider's run declares readiness, reports progress, takes
+//! steering messages and watches for its cancel.
 
+use seam_core::budget::Charge;
 use seam_core::subagent::RunContext;
-use wasmtime::component::{HasSelf, Linker};
+use seam_core::types::ContentBlock;
+use wasmtime::component::{HasSelf, Linker, Resource};
+use wasmtime_wasi::p2::{subscribe, DynPollable, Pollable};
 
 use super::state::StoreData;
+use crate::sandbox::gate::blocks_size;
+use crate::sandbox::Limit;
 use crate::wit::latest::provider_world::seam::plugin::run_context as wit;
+use crate::wit::latest::provider_world::seam::plugin::types as wit_types;
+
+/// Host bytes one pollable costs the plugin while it lives (its table entries and waker).
+const POLLABLE_BYTES: usize = 256;
+
+/// What a `cancelled` or `message-waiting` pollable waits on. It holds the plugin's charge for
+/// as long as the guest keeps the pollable, so a guest that makes them in a loop without
+/// dropping them runs into `host_memory_mb`.
+struct Watch {
+    ctx: RunContext,
+    what: Watched,
+    _charge: Charge,
+}
+
+enum Watched {
+    Cancel,
+    Message,
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for Watch {
+    async fn ready(&mut self) {
+        match self.what {
+            Watched::Cancel => self.ctx.cancelled().await,
+            Watched::Message => self.ctx.message_waiting().await,
+        }
+    }
+}
 
 /// Adds `run-context` to a linker.
 pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
@@ -14,6 +48,22 @@ pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<
 impl StoreData {
     fn run_ctx(&self) -> Option<&RunContext> {
         self.serving.run.as_ref().map(|env| &env.ctx)
+    }
+
+    /// A pollable on the run's cancel or inbox, charged to the plugin while it lives.
+    fn watch(&mut self, what: Watched) -> wasmtime::Result<Resource<DynPollable>> {
+        let Some(env) = self.serving.run.as_ref() else {
+            return Err(wasmtime::Error::msg(
+                "run-context is only available while serving a run",
+            ));
+        };
+        let watch = Watch {
+            ctx: env.ctx.clone(),
+            what,
+            _charge: env.quota.charge(POLLABLE_BYTES)?,
+        };
+        let handle = self.table().push(watch)?;
+        subscribe(self.table(), handle)
     }
 }
 
@@ -31,6 +81,45 @@ impl wit::Host for StoreData {
 
     async fn is_cancelled(&mut self) -> wasmtime::Result<bool> {
         Ok(self.run_ctx().is_some_and(RunContext::is_cancelled))
+    }
+
+    async fn progress(&mut self, update: Vec<wit_types::ContentBlock>) -> wasmtime::Result<()> {
+        let Some(env) = self.serving.run.as_mut() else {
+            return Ok(());
+        };
+        let update: Vec<ContentBlock> = update.into_iter().map(Into::into).collect();
+        // Progress crosses into the host and out to every listener: it counts against the
+        // run's output cap, and past it is dropped (logged once), not buffered.
+        let size = blocks_size(&update);
+        let max = env.max_output_bytes;
+        if env.progress_bytes.saturating_add(size) > max {
+            if !env.progress_cut {
+                env.progress_cut = true;
+                env.quota.hit(Limit::Output {
+                    max,
+                    size: env.progress_bytes.saturating_add(size),
+                });
+            }
+            return Ok(());
+        }
+        env.progress_bytes += size;
+        env.ctx.progress(update);
+        Ok(())
+    }
+
+    async fn cancelled(&mut self) -> wasmtime::Result<Resource<DynPollable>> {
+        self.watch(Watched::Cancel)
+    }
+
+    async fn next_message(&mut self) -> wasmtime::Result<Option<Vec<wit_types::ContentBlock>>> {
+        Ok(self
+            .run_ctx()
+            .and_then(RunContext::next_message)
+            .map(|m| m.into_iter().map(Into::into).collect()))
+    }
+
+    async fn message_waiting(&mut self) -> wasmtime::Result<Resource<DynPollable>> {
+        self.watch(Watched::Message)
     }
 
     async fn sleep(&mut self, ms: u64) -> wasmtime::Result<bool> {

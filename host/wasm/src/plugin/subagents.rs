@@ -1,33 +1,139 @@
-//! The `subagents` interface: a tool call starts runs on providers, awaits, cancels and disposes
-//! them. The host, not the guest, says who the caller is, and every run a call starts is
-//! disposed when the call ends.
+//! The `subagents` interface: a tool call, or a provider's run, starts runs on providers,
+//! awaits, steers, cancels and disposes them, and keeps background runs for its agent. The host,
+//! not the guest, says who the caller is; every run a call or run starts in the foreground is
+//! disposed when it ends, and background runs are disposed with their owner.
 
-use seam_core::subagent::{SubagentError, SubagentRun};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use seam_core::subagent::{SubagentError, SubagentRun, SubagentService};
+use seam_core::types::{ContentBlock, ParentRef, StartRequest};
+use tokio_util::sync::CancellationToken;
 use wasmtime::component::{HasSelf, Linker, Resource};
 
-use super::context::RUN_OVERHEAD;
+use super::context::{CallRuns, Quota, RUN_OVERHEAD};
 use super::state::StoreData;
-use crate::sandbox::gate::request_size;
+use crate::sandbox::gate::{blocks_size, request_size, RunGate};
 use crate::sandbox::Limit;
+use crate::wit::latest::provider_world::seam::plugin::subagents as wit_subagents;
 use crate::wit::latest::provider_world::seam::plugin::types as wit;
 use crate::wit::latest::request_from_wit;
-use crate::wit::latest::tool_world::seam::plugin::subagents as wit_subagents;
 
 /// Adds `subagents` to a linker.
 pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     wit_subagents::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)
 }
 
-impl StoreData {
-    /// A disposed run leaves its call's table, and gives back what it cost.
-    fn forget(&mut self, run: &SubagentRun) {
-        if let Some(call) = &self.serving.call {
-            call.runs
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(run.id());
-        }
+/// Who is asking, whether a tool call or a provider's run, and what its runs are charged to.
+struct Caller {
+    subagents: Arc<SubagentService>,
+    /// The parent the started runs get.
+    parent: ParentRef,
+    /// Who owns background runs: the calling agent, or the run itself.
+    owner: String,
+    abort: CancellationToken,
+    runs: Arc<Mutex<CallRuns>>,
+    gate: RunGate,
+    quota: Quota,
+}
+
+impl Caller {
+    fn runs(&self) -> std::sync::MutexGuard<'_, CallRuns> {
+        self.runs.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Checks a guest's request and charges the plugin for the run it becomes. A call past the
+    /// count or byte budget fails with the limit named (it traps the guest).
+    fn admit(
+        &self,
+        request: wit::StartRequest,
+    ) -> wasmtime::Result<Result<(StartRequest, seam_core::budget::Charge), wit::SubagentError>>
+    {
+        let mut request = match request_from_wit(request) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e.into())),
+        };
+        let size = request_size(&request);
+        if let Err(hit) = self.gate.check_size(size) {
+            return Ok(Err(wit::SubagentError::InvalidRequest(hit.to_string())));
+        }
+        // A run held by the caller is the guest's data in host memory until it is disposed:
+        // bounded in count and bytes.
+        if self.runs().len() >= self.quota.max_runs_per_call {
+            return Err(self
+                .quota
+                .hit(Limit::RunsPerCall {
+                    max: self.quota.max_runs_per_call,
+                })
+                .into());
+        }
+        let charge = self.quota.charge(size + RUN_OVERHEAD)?;
+        // The host, not the guest, says who the caller is: a plugin cannot lie about its depth.
+        request.parent = self.parent.clone();
+        request.signal = Some(self.abort.child_token());
+        Ok(Ok((request, charge)))
+    }
+
+    /// One of the caller's runs, foreground or background, by id.
+    fn find(&self, id: &str) -> Option<SubagentRun> {
+        if let Some((run, _)) = self.runs().get(id) {
+            return Some(run.clone());
+        }
+        self.subagents
+            .background_run(&self.owner, id)
+            .map(|(run, _)| run)
+    }
+}
+
+impl StoreData {
+    fn caller(&self) -> Option<Caller> {
+        if let Some(call) = &self.serving.call {
+            return Some(Caller {
+                subagents: call.subagents.clone(),
+                parent: call.caller.clone(),
+                owner: call.caller.id.clone(),
+                abort: call.abort.clone(),
+                runs: call.runs.clone(),
+                gate: call.gate.clone(),
+                quota: call.quota.clone(),
+            });
+        }
+        let env = self.serving.run.as_ref()?;
+        // A provider's run delegates as the child it is running: one level deeper.
+        let parent = &env.request.parent;
+        Some(Caller {
+            subagents: env.subagents.clone(),
+            parent: ParentRef {
+                id: env.ctx.id().to_string(),
+                session_id: parent.session_id.clone(),
+                working_directory: parent.working_directory.clone(),
+                depth: parent.depth.saturating_add(1),
+            },
+            owner: env.ctx.id().to_string(),
+            abort: env.ctx.token(),
+            runs: env.runs.clone(),
+            gate: env.gate.clone(),
+            quota: env.quota.clone(),
+        })
+    }
+
+    /// A disposed run leaves its caller's table, and gives back what it cost. Returns whether
+    /// it was one of the caller's foreground runs.
+    fn forget(&mut self, run: &SubagentRun) -> bool {
+        self.caller()
+            .is_some_and(|c| c.runs().remove(run.id()).is_some())
+    }
+
+    fn is_foreground(&self, run: &SubagentRun) -> bool {
+        self.caller()
+            .is_some_and(|c| c.runs().contains_key(run.id()))
+    }
+}
+
+fn no_caller() -> wit::SubagentError {
+    wit::SubagentError::Internal(
+        "runs can only be started while executing a call or serving a run".into(),
+    )
 }
 
 fn run_of(state: &mut StoreData, handle: &Resource<SubagentRun>) -> wasmtime::Result<SubagentRun> {
@@ -40,41 +146,19 @@ impl wit_subagents::Host for StoreData {
         provider: String,
         request: wit::StartRequest,
     ) -> wasmtime::Result<Result<Resource<SubagentRun>, wit::SubagentError>> {
-        let Some(call) = &self.serving.call else {
-            return Ok(Err(wit::SubagentError::Internal(
-                "runs can only be started while executing a call".into(),
-            )));
+        let Some(caller) = self.caller() else {
+            return Ok(Err(no_caller()));
         };
-        let mut request = match request_from_wit(request) {
-            Ok(r) => r,
-            Err(e) => return Ok(Err(e.into())),
+        let (request, charge) = match caller.admit(request)? {
+            Ok(admitted) => admitted,
+            Err(e) => return Ok(Err(e)),
         };
-        let size = request_size(&request);
-        if let Err(hit) = call.gate.check_size(size) {
-            return Ok(Err(wit::SubagentError::InvalidRequest(hit.to_string())));
-        }
-        // A run held by the call is the guest's data in host memory until it is disposed:
-        // bounded in count and bytes, and a call past either ends with the limit named.
-        let held = call.runs.lock().unwrap_or_else(|p| p.into_inner()).len();
-        if held >= call.quota.max_runs_per_call {
-            return Err(call
-                .quota
-                .hit(Limit::RunsPerCall {
-                    max: call.quota.max_runs_per_call,
-                })
-                .into());
-        }
-        let charge = call.quota.charge(size + RUN_OVERHEAD)?;
-        // The host, not the guest, says who the caller is: a tool cannot lie about its depth.
-        request.parent = call.caller.clone();
-        request.signal = Some(call.abort.child_token());
-        let run = match call.subagents.start(&provider, request) {
+        let run = match caller.subagents.start(&provider, request) {
             Ok(run) => run,
             Err(e) => return Ok(Err(e.into())),
         };
-        call.runs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        caller
+            .runs()
             .insert(run.id().to_string(), (run.clone(), charge));
         Ok(Ok(self.table().push(run)?))
     }
@@ -84,23 +168,107 @@ impl wit_subagents::Host for StoreData {
         name: String,
     ) -> wasmtime::Result<Option<wit::ProviderDescriptor>> {
         Ok(self
-            .serving
-            .call
-            .as_ref()
+            .caller()
             .and_then(|c| c.subagents.descriptor(&name))
             .map(|d| wit::ProviderDescriptor::from(&*d)))
     }
 
     async fn list_providers(&mut self) -> wasmtime::Result<Vec<wit::ProviderDescriptor>> {
         Ok(self
-            .serving
-            .call
-            .as_ref()
+            .caller()
             .map(|c| c.subagents.list())
             .unwrap_or_default()
             .iter()
             .map(|d| wit::ProviderDescriptor::from(&**d))
             .collect())
+    }
+
+    async fn resume(
+        &mut self,
+        run_id: String,
+        prompt: Vec<wit::ContentBlock>,
+    ) -> wasmtime::Result<Result<Resource<SubagentRun>, wit::SubagentError>> {
+        let Some(caller) = self.caller() else {
+            return Ok(Err(no_caller()));
+        };
+        let Some(old) = caller.find(&run_id) else {
+            return Ok(Err(SubagentError::NoRun(run_id).into()));
+        };
+        let prompt: Vec<ContentBlock> = prompt.into_iter().map(Into::into).collect();
+        let size = blocks_size(&prompt);
+        if let Err(hit) = caller.gate.check_size(size) {
+            return Ok(Err(wit::SubagentError::InvalidRequest(hit.to_string())));
+        }
+        if caller.runs().len() >= caller.quota.max_runs_per_call {
+            return Err(caller
+                .quota
+                .hit(Limit::RunsPerCall {
+                    max: caller.quota.max_runs_per_call,
+                })
+                .into());
+        }
+        let charge = caller.quota.charge(size + RUN_OVERHEAD)?;
+        let run = match caller.subagents.resume(&old, prompt) {
+            Ok(run) => run,
+            Err(e) => return Ok(Err(e.into())),
+        };
+        caller
+            .runs()
+            .insert(run.id().to_string(), (run.clone(), charge));
+        Ok(Ok(self.table().push(run)?))
+    }
+
+    async fn start_background(
+        &mut self,
+        provider: String,
+        request: wit::StartRequest,
+        label: String,
+    ) -> wasmtime::Result<Result<wit::RunInfo, wit::SubagentError>> {
+        let Some(caller) = self.caller() else {
+            return Ok(Err(no_caller()));
+        };
+        let (request, _charge) = match caller.admit(request)? {
+            Ok(admitted) => admitted,
+            Err(e) => return Ok(Err(e)),
+        };
+        // A label travels in every listing: keep it to what a label needs.
+        let label: String = label.chars().take(200).collect();
+        // The run belongs to the owner, which bounds how many it keeps (the charge above only
+        // checked that the plugin could afford one more).
+        Ok(
+            match caller.subagents.start_background(
+                &caller.owner,
+                &provider,
+                request,
+                label.clone(),
+            ) {
+                Ok(run) => Ok(run.info(&label).into()),
+                Err(e) => Err(e.into()),
+            },
+        )
+    }
+
+    async fn list(&mut self) -> wasmtime::Result<Vec<wit::RunInfo>> {
+        Ok(self
+            .caller()
+            .map(|c| c.subagents.background_runs(&c.owner))
+            .unwrap_or_default()
+            .into_iter()
+            .map(Into::into)
+            .collect())
+    }
+
+    async fn get(
+        &mut self,
+        id: String,
+    ) -> wasmtime::Result<Result<Resource<SubagentRun>, wit::SubagentError>> {
+        let Some(caller) = self.caller() else {
+            return Ok(Err(no_caller()));
+        };
+        match caller.subagents.background_run(&caller.owner, &id) {
+            Some((run, _)) => Ok(Ok(self.table().push(run)?)),
+            None => Ok(Err(SubagentError::NoRun(id).into())),
+        }
     }
 }
 
@@ -145,10 +313,60 @@ impl wit_subagents::HostRun for StoreData {
         Ok(())
     }
 
+    async fn send_message(
+        &mut self,
+        handle: Resource<SubagentRun>,
+        prompt: Vec<wit::ContentBlock>,
+    ) -> wasmtime::Result<Result<(), wit::SubagentError>> {
+        let run = run_of(self, &handle)?;
+        let prompt: Vec<ContentBlock> = prompt.into_iter().map(Into::into).collect();
+        if let Some(caller) = self.caller() {
+            if let Err(hit) = caller.gate.check_size(blocks_size(&prompt)) {
+                return Ok(Err(wit::SubagentError::InvalidRequest(hit.to_string())));
+            }
+        }
+        Ok(run.send_message(prompt).map_err(SubagentError::into))
+    }
+
+    async fn progress(
+        &mut self,
+        handle: Resource<SubagentRun>,
+    ) -> wasmtime::Result<Vec<wit::ContentBlock>> {
+        let run = run_of(self, &handle)?;
+        Ok(run.progress().into_iter().map(Into::into).collect())
+    }
+
+    async fn wait_result(
+        &mut self,
+        handle: Resource<SubagentRun>,
+        timeout_ms: u64,
+    ) -> wasmtime::Result<Option<Result<wit::SubagentResult, wit::SubagentError>>> {
+        let run = run_of(self, &handle)?;
+        let waited = tokio::time::timeout(Duration::from_millis(timeout_ms), run.result()).await;
+        Ok(waited.ok().map(|r| {
+            r.map(wit::SubagentResult::from)
+                .map_err(SubagentError::into)
+        }))
+    }
+
+    async fn info(&mut self, handle: Resource<SubagentRun>) -> wasmtime::Result<wit::RunInfo> {
+        let run = run_of(self, &handle)?;
+        let label = self
+            .caller()
+            .and_then(|c| c.subagents.background_run(&c.owner, run.id()))
+            .map(|(_, label)| label)
+            .unwrap_or_default();
+        Ok(run.info(&label).into())
+    }
+
     async fn drop(&mut self, handle: Resource<SubagentRun>) -> wasmtime::Result<()> {
         let run = self.table().delete(handle)?;
-        run.dispose().await;
-        self.forget(&run);
+        // Dropping a handle on a foreground run disposes it; a background run belongs to its
+        // owner, not to the handle.
+        if self.is_foreground(&run) {
+            run.dispose().await;
+            self.forget(&run);
+        }
         Ok(())
     }
 }

@@ -19,7 +19,7 @@ use wasmtime::component::InstancePre;
 use super::state::{Serving, StoreData, Stores};
 use super::{GuestFault, Runtime};
 use crate::sandbox::Sandbox;
-use crate::wit::latest::observer_world::ObserverPluginPre;
+use crate::wit::guest::ObserverPre;
 
 /// Bytes of event JSON one observer may have waiting for delivery. An event is charged from
 /// when it is queued until the observer's task takes it to deliver; one that does not fit is
@@ -33,7 +33,7 @@ pub(crate) const DELIVERY_LIMIT: Duration = Duration::from_secs(5);
 
 struct ObserverParts {
     config: Arc<str>,
-    pre: ObserverPluginPre<StoreData>,
+    pre: ObserverPre,
     stores: Stores,
 }
 
@@ -168,13 +168,14 @@ impl WasmObserver {
     pub(crate) fn new(
         runtime: &Runtime,
         plugin: Arc<str>,
+        version: &str,
         pre: InstancePre<StoreData>,
         config: Arc<str>,
         sandbox: Sandbox,
     ) -> wasmtime::Result<Self> {
         Ok(Self(Arc::new(ObserverParts {
             config,
-            pre: ObserverPluginPre::new(pre)?,
+            pre: ObserverPre::new(version, pre)?,
             stores: Stores::new(runtime, plugin, sandbox),
         })))
     }
@@ -246,15 +247,11 @@ impl WasmObserver {
 
 async fn deliver(inner: &ObserverParts, event: &str) -> Result<(), String> {
     let mut store = inner.stores.make(Serving::default());
-    let instance = inner.pre.instantiate_async(&mut store).await.map_err(|e| {
+    let instance = inner.pre.instantiate(&mut store).await.map_err(|e| {
         let fault = GuestFault::from_store_error(&e, store.data());
         format!("cannot instantiate: {fault}")
     })?;
-    match instance
-        .seam_plugin_observer()
-        .call_on_event(&mut store, &inner.config, event)
-        .await
-    {
+    match instance.on_event(&mut store, &inner.config, event).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(message)) => Err(message),
         Err(e) => Err(GuestFault::from_store_error(&e, store.data()).to_string()),

@@ -4,25 +4,29 @@ use std::sync::{Arc, Weak};
 
 use futures::future::BoxFuture;
 use seam_core::agent::AgentRegistry;
-use seam_core::subagent::{Provider, RunContext, RunFailure};
+use seam_core::subagent::{Provider, RunContext, RunFailure, SubagentService};
 use seam_core::types::{ProviderDescriptor, StartRequest, SubagentResult};
 use wasmtime::component::InstancePre;
 
 use super::context::{Quota, RunEnv};
 use super::state::{Serving, StoreData, Stores};
 use super::{GuestFault, PluginError, Runtime};
+use crate::sandbox::gate::RunGate;
 use crate::sandbox::Sandbox;
-use crate::wit::latest::provider_world::ProviderPluginPre;
-use crate::wit::latest::{request_to_wit, result_from_wit};
+use crate::wit::guest::ProviderPre;
 
 /// A provider backed by a component.
 pub(crate) struct WasmProvider {
     config: Arc<str>,
-    pre: ProviderPluginPre<StoreData>,
+    pre: ProviderPre,
     stores: Stores,
     /// Weak: the agent registry reaches this provider through its tools, and a strong
     /// reference back would keep the whole host (and its memory pool) alive forever.
     agents: Weak<AgentRegistry>,
+    /// Weak for the same reason: the service holds this provider.
+    subagents: Weak<SubagentService>,
+    /// For the size of the requests its runs send through `subagents`.
+    gate: RunGate,
 }
 
 impl WasmProvider {
@@ -30,30 +34,29 @@ impl WasmProvider {
     pub(crate) fn new(
         runtime: &Runtime,
         plugin: Arc<str>,
+        version: &str,
         pre: InstancePre<StoreData>,
         config: Arc<str>,
         sandbox: Sandbox,
     ) -> wasmtime::Result<Self> {
         Ok(Self {
             config,
-            pre: ProviderPluginPre::new(pre)?,
+            pre: ProviderPre::new(version, pre)?,
+            gate: RunGate::new(plugin.clone(), sandbox.limits()),
             stores: Stores::new(runtime, plugin, sandbox),
             agents: Arc::downgrade(&runtime.agents),
+            subagents: Arc::downgrade(&runtime.subagents),
         })
     }
 
     /// Reads the descriptor in a throwaway instance.
     pub(crate) async fn describe(&self) -> Result<ProviderDescriptor, PluginError> {
         let mut store = self.stores.make(Serving::default());
-        let instance = self.pre.instantiate_async(&mut store).await.map_err(|e| {
+        let instance = self.pre.instantiate(&mut store).await.map_err(|e| {
             PluginError::Instantiate(GuestFault::from_store_error(&e, store.data()))
         })?;
-        match instance
-            .seam_plugin_provider()
-            .call_describe(&mut store, &self.config)
-            .await
-        {
-            Ok(Ok(d)) => Ok(d.into()),
+        match instance.describe(&mut store, &self.config).await {
+            Ok(Ok(d)) => Ok(d),
             Ok(Err(message)) => Err(PluginError::Refused {
                 call: "describe",
                 message,
@@ -76,31 +79,36 @@ impl Provider for WasmProvider {
         let stores = self.stores.clone();
         let config = self.config.clone();
         let agents = self.agents.upgrade();
+        let subagents = self.subagents.upgrade();
+        let gate = self.gate.clone();
         Box::pin(async move {
-            let agents = agents.ok_or_else(|| RunFailure("the host is shutting down".into()))?;
+            let (Some(agents), Some(subagents)) = (agents, subagents) else {
+                return Err(RunFailure("the host is shutting down".into()));
+            };
             let run_id = ctx.id().to_string();
-            let wit_request = request_to_wit(&request);
             let env = RunEnv {
                 ctx,
-                request,
+                request: request.clone(),
                 agents,
                 quota: Quota::of(stores.plugin.clone(), &stores.sandbox),
+                max_output_bytes: stores.sandbox.limits().max_output_bytes,
+                progress_bytes: 0,
+                progress_cut: false,
+                runs: Arc::default(),
+                subagents,
+                gate,
             };
             // The store lives inside this future: when the host drops the future (dispose,
             // enforced cancel), the instance goes with it.
             let mut store = stores.make(Serving::run(env));
-            let instance = pre.instantiate_async(&mut store).await.map_err(|e| {
+            let instance = pre.instantiate(&mut store).await.map_err(|e| {
                 RunFailure(
                     PluginError::Instantiate(GuestFault::from_store_error(&e, store.data()))
                         .to_string(),
                 )
             })?;
-            match instance
-                .seam_plugin_provider()
-                .call_run(&mut store, &config, &run_id, &wit_request)
-                .await
-            {
-                Ok(Ok(result)) => Ok(result_from_wit(result)),
+            match instance.run(&mut store, &config, &run_id, &request).await {
+                Ok(Ok(result)) => Ok(result),
                 Ok(Err(message)) => Err(RunFailure(message)),
                 Err(e) => Err(RunFailure(format!(
                     "guest fault: {}",

@@ -7,7 +7,7 @@ use futures::future::BoxFuture;
 use seam_core::agent::AgentRegistry;
 use seam_core::subagent::{SubagentRun, SubagentService};
 use seam_core::tool::{Tool, ToolBinding, ToolSource};
-use seam_core::types::{ContentBlock, ParentRef, ProviderDescriptor, ToolDescriptor, ToolResult};
+use seam_core::types::{ParentRef, ProviderDescriptor, ToolDescriptor, ToolResult};
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::InstancePre;
 
@@ -16,15 +16,14 @@ use super::state::{Serving, StoreData, Stores};
 use super::{GuestFault, PluginError, Runtime};
 use crate::sandbox::gate::{blocks_size, Denied, RunGate};
 use crate::sandbox::Sandbox;
-use crate::wit::latest::provider_world::seam::plugin::types as wit;
-use crate::wit::latest::tool_world::{ToolPlugin, ToolPluginPre};
+use crate::wit::guest::{ToolInstance, ToolPre};
 
 /// Most bytes a tool's binding (its tool name and provider name) may take.
 const MAX_BINDING_BYTES: usize = 256;
 
 struct ToolParts {
     config: Arc<str>,
-    pre: ToolPluginPre<StoreData>,
+    pre: ToolPre,
     stores: Stores,
     /// Concurrency, wall-clock and size limits of its calls.
     gate: RunGate,
@@ -43,6 +42,7 @@ impl WasmTool {
     pub(crate) fn new(
         runtime: &Runtime,
         plugin: Arc<str>,
+        version: &str,
         pre: InstancePre<StoreData>,
         config: Arc<str>,
         sandbox: Sandbox,
@@ -50,7 +50,7 @@ impl WasmTool {
         Ok(Self(Arc::new(ToolParts {
             gate: RunGate::new(plugin.clone(), sandbox.limits()),
             config,
-            pre: ToolPluginPre::new(pre)?,
+            pre: ToolPre::new(version, pre)?,
             stores: Stores::new(runtime, plugin, sandbox),
             subagents: runtime.subagents.clone(),
             agents: Arc::downgrade(&runtime.agents),
@@ -61,10 +61,10 @@ impl WasmTool {
     async fn instance(
         &self,
         serving: Serving,
-    ) -> Result<(wasmtime::Store<StoreData>, ToolPlugin), PluginError> {
+    ) -> Result<(wasmtime::Store<StoreData>, ToolInstance), PluginError> {
         let inner = &self.0;
         let mut store = inner.stores.make(serving);
-        let instance = inner.pre.instantiate_async(&mut store).await.map_err(|e| {
+        let instance = inner.pre.instantiate(&mut store).await.map_err(|e| {
             PluginError::Instantiate(GuestFault::from_store_error(&e, store.data()))
         })?;
         Ok((store, instance))
@@ -73,11 +73,7 @@ impl WasmTool {
     /// Reads the binding (which validates the config) in a throwaway instance.
     pub(crate) async fn bind(&self) -> Result<ToolBinding, PluginError> {
         let (mut store, instance) = self.instance(Serving::default()).await?;
-        match instance
-            .seam_plugin_tool()
-            .call_bind(&mut store, &self.0.config)
-            .await
-        {
+        match instance.bind(&mut store, &self.0.config).await {
             Ok(Ok(b)) => {
                 // Names travel in every tool event; keep them to what a name needs.
                 let size = b.tool_name.len() + b.provider.as_ref().map_or(0, String::len);
@@ -90,10 +86,7 @@ impl WasmTool {
                         ),
                     });
                 }
-                Ok(ToolBinding {
-                    tool_name: b.tool_name,
-                    provider: b.provider,
-                })
+                Ok(b)
             }
             Ok(Err(message)) => Err(PluginError::Refused {
                 call: "bind",
@@ -112,10 +105,8 @@ impl WasmTool {
         provider: Option<&ProviderDescriptor>,
     ) -> Result<ToolDescriptor, PluginError> {
         let (mut store, instance) = self.instance(Serving::default()).await?;
-        let provider = provider.map(wit::ProviderDescriptor::from);
         let d = match instance
-            .seam_plugin_tool()
-            .call_describe(&mut store, &self.0.config, provider.as_ref())
+            .describe(&mut store, &self.0.config, provider)
             .await
         {
             Ok(Ok(d)) => d,
@@ -190,8 +181,7 @@ impl WasmTool {
                 .await
                 .map_err(|e| e.to_string())?;
             instance
-                .seam_plugin_tool()
-                .call_execute(&mut store, &inner.config, &caller.into(), &arguments)
+                .execute(&mut store, &inner.config, &caller, &arguments)
                 .await
                 .map_err(|e| {
                     format!(
@@ -217,8 +207,7 @@ impl WasmTool {
         futures::future::join_all(started.iter().map(|(run, _)| run.dispose())).await;
         match outcome {
             Some(Ok(r)) => {
-                let content: Vec<ContentBlock> =
-                    r.content.into_iter().map(ContentBlock::from).collect();
+                let content = r.content;
                 match inner.gate.check_size(blocks_size(&content)) {
                     Ok(()) => ToolResult {
                         content,

@@ -1,16 +1,19 @@
 //! Generated bindings, one module per supported version of the `seam:plugin` WIT package.
 //!
-//! Today the host supports one version, [`v0_1_0`], which is also [`latest`]. When the contract
-//! moves on, the new version gets a module of its own and becomes `latest`; older modules stay,
-//! unedited, and their host imports delegate to the latest implementation (as Zed's extension
-//! host does), so that components built against them keep loading.
+//! The host supports [`v0_1_0`] and [`v0_2_0`], which is [`latest`]. The host interfaces are
+//! implemented once, against the latest bindings (in `plugin/`); an older module converts its
+//! types and delegates to them (as Zed's extension host does), so that components built against
+//! it keep loading. [`guest`] calls a component's exports whatever its version, in
+//! `seam-core`'s types.
 //!
 //! Export names are derived here, from [`PACKAGE`] and each version's `VERSION`, and nowhere
 //! else.
 
+pub(crate) mod guest;
 pub(crate) mod v0_1_0;
+pub(crate) mod v0_2_0;
 
-pub(crate) use v0_1_0 as latest;
+pub(crate) use v0_2_0 as latest;
 
 use std::path::{Path, PathBuf};
 
@@ -20,7 +23,30 @@ use seam_core::PluginKind;
 pub const PACKAGE: &str = "seam:plugin";
 
 /// Versions of the package this host links, oldest first.
-pub const SUPPORTED_VERSIONS: &[&str] = &[v0_1_0::VERSION];
+pub const SUPPORTED_VERSIONS: &[&str] = &[v0_1_0::VERSION, v0_2_0::VERSION];
+
+/// The supported versions in words: `0.1.0 and 0.2.0`.
+pub fn supported_versions() -> String {
+    match SUPPORTED_VERSIONS.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// The version of `seam:plugin` a component's exports name, supported or not: for one that
+/// exports `seam:plugin/provider@0.3.0`, `0.3.0`.
+pub fn exported_version<'a>(exports: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let prefix = format!("{PACKAGE}/");
+    exports.into_iter().find_map(|e| {
+        let rest = e.strip_prefix(&prefix)?;
+        let (interface, version) = rest.split_once('@')?;
+        let known = [PluginKind::Provider, PluginKind::Tool, PluginKind::Observer]
+            .iter()
+            .any(|k| exported_interface(*k) == interface);
+        known.then(|| version.to_string())
+    })
+}
 
 /// The interface a component of `kind` exports.
 fn exported_interface(kind: PluginKind) -> &'static str {
@@ -74,10 +100,22 @@ pub struct WitPackage {
 }
 
 /// The WIT packages embedded in the host, oldest first; the last one is the latest.
-pub const EMBEDDED: &[WitPackage] = &[WitPackage {
-    version: v0_1_0::VERSION,
-    files: &[("seam.wit", include_str!("../../../../wit/seam.wit"))],
-}];
+pub const EMBEDDED: &[WitPackage] = &[
+    WitPackage {
+        version: v0_1_0::VERSION,
+        files: &[("seam.wit", include_str!("../../../../wit/v0.1.0/seam.wit"))],
+    },
+    WitPackage {
+        version: v0_2_0::VERSION,
+        files: &[
+            ("seam.wit", include_str!("../../../../wit/seam.wit")),
+            (
+                "deps/io/poll.wit",
+                include_str!("../../../../wit/deps/io/poll.wit"),
+            ),
+        ],
+    },
+];
 
 /// Why the WIT could not be written out.
 #[derive(Debug, thiserror::Error)]
@@ -123,7 +161,6 @@ pub fn write_package(out: &Path, version: Option<&str>) -> Result<Vec<PathBuf>, 
         })?;
         Ok(path)
     };
-    // The package imports no other package today, so `deps/` stays empty.
     package
         .files
         .iter()
@@ -150,5 +187,11 @@ mod tests {
             recognise(["seam:plugin/provider@9.9.9"].iter().copied()),
             None
         );
+        assert_eq!(
+            exported_version(["wasi:cli/run@0.2.0", "seam:plugin/tool@0.3.0"]),
+            Some("0.3.0".to_string())
+        );
+        assert_eq!(exported_version(["seam:plugin/types@0.3.0"]), None);
+        assert_eq!(supported_versions(), "0.1.0 and 0.2.0");
     }
 }

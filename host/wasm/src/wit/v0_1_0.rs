@@ -1,14 +1,19 @@
-//! Bindings for `seam:plugin@0.1.0`, and conversions between its types and `seam-core`'s.
+//! Bindings for `seam:plugin@0.1.0`, frozen (`wit/v0.1.0`), conversions between its types and
+//! `seam-core`'s, and its host imports, which delegate to the latest implementation.
 //!
 //! The provider world owns the shared `types` and `host` interfaces; the tool and observer
 //! worlds reuse them through `with`, so one Rust type stands for each WIT type. WIT resources map
 //! onto types owned by `seam-core`, never onto the modules that use these bindings.
+//!
+//! What 0.1.0 cannot carry is folded into what it can: a result's `diagnostic` becomes its
+//! output when the child said nothing (as 0.1.0 hosts reported failures), and the error cases
+//! 0.2.0 added become `internal` with their text.
 
 #![allow(missing_docs)]
 
 pub(crate) mod provider_world {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "../../wit/v0.1.0",
         world: "provider-plugin",
         // Resource handles are looked up in a table, which can fail: imports may trap.
         imports: { default: async | trappable },
@@ -21,7 +26,7 @@ pub(crate) mod provider_world {
 
 pub(crate) mod tool_world {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "../../wit/v0.1.0",
         world: "tool-plugin",
         imports: { default: async | trappable },
         exports: { default: async },
@@ -35,7 +40,7 @@ pub(crate) mod tool_world {
 
 pub(crate) mod observer_world {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "../../wit/v0.1.0",
         world: "observer-plugin",
         imports: { default: async | trappable },
         exports: { default: async },
@@ -139,6 +144,11 @@ impl From<&ProviderDescriptor> for wit::ProviderDescriptor {
     }
 }
 
+/// A provider's descriptor as a tool's `describe` takes it.
+pub(crate) fn wit_descriptor(d: &ProviderDescriptor) -> wit::ProviderDescriptor {
+    d.into()
+}
+
 impl From<wit::ParentRef> for ParentRef {
     fn from(p: wit::ParentRef) -> Self {
         Self {
@@ -164,10 +174,19 @@ impl From<ParentRef> for wit::ParentRef {
 impl From<SubagentResult> for wit::SubagentResult {
     fn from(r: SubagentResult) -> Self {
         Self {
-            output: r.output.into_iter().map(Into::into).collect(),
+            output: folded(r.output, r.diagnostic),
             structured: r.structured.map(|v| v.to_string()),
             stop_reason: r.stop_reason.into(),
         }
+    }
+}
+
+/// The child's words, or the diagnostic when it said nothing: 0.1.0 has one place for both.
+fn folded(output: Vec<ContentBlock>, diagnostic: Option<String>) -> Vec<wit::ContentBlock> {
+    let silent = output.iter().all(|b| b.as_text().trim().is_empty());
+    match diagnostic {
+        Some(d) if silent => vec![wit::ContentBlock::Text(d)],
+        _ => output.into_iter().map(Into::into).collect(),
     }
 }
 
@@ -176,14 +195,19 @@ impl From<SubagentResult> for wit::SubagentResult {
 pub(crate) fn result_from_wit(r: wit::SubagentResult) -> SubagentResult {
     let output: Vec<ContentBlock> = r.output.into_iter().map(Into::into).collect();
     match r.structured.map(|s| serde_json::from_str(&s)) {
-        Some(Err(e)) => SubagentResult::text(
-            StopReason::Error,
-            format!("the provider returned structured output that is not JSON: {e}"),
-        ),
+        Some(Err(e)) => SubagentResult {
+            output,
+            structured: None,
+            stop_reason: StopReason::Error,
+            diagnostic: Some(format!(
+                "the provider returned structured output that is not JSON: {e}"
+            )),
+        },
         structured => SubagentResult {
             output,
             structured: structured.and_then(Result::ok),
             stop_reason: r.stop_reason.into(),
+            diagnostic: None,
         },
     }
 }
@@ -252,7 +276,268 @@ impl From<SubagentError> for wit::SubagentError {
             e @ (SubagentError::InvalidDescriptor { .. }
             | SubagentError::Internal(_)
             | SubagentError::UnsupportedFeature { .. }
-            | SubagentError::InvalidState(_)) => Self::Internal(e.to_string()),
+            | SubagentError::InvalidState(_)
+            | SubagentError::NoRun(_)) => Self::Internal(e.to_string()),
         }
+    }
+}
+
+// Host imports: each converts its 0.1.0 arguments and delegates to the latest implementation.
+
+use wasmtime::component::{HasSelf, Linker, Resource};
+
+use super::latest::provider_world::seam::plugin as new;
+use crate::plugin::StoreData;
+use provider_world::seam::plugin::{agents, host, run_context};
+use seam_core::agent::RunChild;
+use seam_core::SubagentRun;
+use tool_world::seam::plugin::subagents;
+
+/// Adds the 0.1.0 interfaces `kind`'s world imports to a linker (WASI is added by the caller).
+pub(crate) fn add_to_linker(
+    linker: &mut Linker<StoreData>,
+    kind: seam_core::PluginKind,
+) -> wasmtime::Result<()> {
+    use seam_core::PluginKind;
+    wit::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)?;
+    host::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)?;
+    match kind {
+        PluginKind::Provider => {
+            run_context::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)?;
+            agents::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)
+        }
+        PluginKind::Tool => subagents::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s),
+        PluginKind::Observer => Ok(()),
+    }
+}
+
+fn blocks(b: Vec<wit::ContentBlock>) -> Vec<new::types::ContentBlock> {
+    b.into_iter()
+        .map(|b| ContentBlock::from(b).into())
+        .collect()
+}
+
+fn descriptor(d: new::types::ProviderDescriptor) -> wit::ProviderDescriptor {
+    (&ProviderDescriptor::from(d)).into()
+}
+
+fn error(e: new::types::SubagentError) -> wit::SubagentError {
+    use new::types::SubagentError as E;
+    match e {
+        E::DuplicateProvider(n) => wit::SubagentError::DuplicateProvider(n),
+        E::NoProvider(n) => wit::SubagentError::NoProvider(n),
+        E::UnsupportedCapability(c) => wit::SubagentError::UnsupportedCapability(c),
+        E::InvalidRequest(m) => wit::SubagentError::InvalidRequest(m),
+        E::DepthExceeded(d) => wit::SubagentError::DepthExceeded(wit::DepthInfo {
+            attempted: d.attempted,
+            max: d.max,
+        }),
+        E::Aborted(r) => wit::SubagentError::Aborted(r),
+        E::StartFailed(m) => wit::SubagentError::StartFailed(m),
+        E::Disposed => wit::SubagentError::Disposed,
+        E::Internal(m) => wit::SubagentError::Internal(m),
+        E::UnsupportedFeature(f) => {
+            wit::SubagentError::Internal(format!("unsupported feature `{f}`"))
+        }
+        E::InvalidState(m) => wit::SubagentError::Internal(format!("invalid state: {m}")),
+        E::NoRun(id) => wit::SubagentError::Internal(format!("no run `{id}`")),
+    }
+}
+
+fn result(r: new::types::SubagentResult) -> wit::SubagentResult {
+    super::latest::result_from_wit(r).into()
+}
+
+impl wit::Host for StoreData {}
+
+impl host::Host for StoreData {
+    async fn log(&mut self, level: host::LogLevel, message: String) -> wasmtime::Result<()> {
+        use host::LogLevel as Old;
+        use new::host::LogLevel as New;
+        let level = match level {
+            Old::Trace => New::Trace,
+            Old::Debug => New::Debug,
+            Old::Info => New::Info,
+            Old::Warn => New::Warn,
+            Old::Error => New::Error,
+        };
+        new::host::Host::log(self, level, message).await
+    }
+}
+
+impl run_context::Host for StoreData {
+    async fn ready(&mut self) -> wasmtime::Result<()> {
+        new::run_context::Host::ready(self).await
+    }
+
+    async fn cancel_reason(&mut self) -> wasmtime::Result<Option<String>> {
+        new::run_context::Host::cancel_reason(self).await
+    }
+
+    async fn is_cancelled(&mut self) -> wasmtime::Result<bool> {
+        new::run_context::Host::is_cancelled(self).await
+    }
+
+    async fn sleep(&mut self, ms: u64) -> wasmtime::Result<bool> {
+        new::run_context::Host::sleep(self, ms).await
+    }
+}
+
+fn agent_error(e: new::agents::AgentError) -> agents::AgentError {
+    use new::agents::AgentError as E;
+    match e {
+        E::DepthExceeded(d) => agents::AgentError::DepthExceeded(wit::DepthInfo {
+            attempted: d.attempted,
+            max: d.max,
+        }),
+        E::Invalid(m) => agents::AgentError::Invalid(m),
+        E::Busy => agents::AgentError::Busy,
+        E::Idle => agents::AgentError::Idle,
+        E::Aborted => agents::AgentError::Aborted,
+    }
+}
+
+impl agents::Host for StoreData {
+    async fn create_child(
+        &mut self,
+        options: agents::ChildOptions,
+    ) -> wasmtime::Result<Result<Resource<RunChild>, agents::AgentError>> {
+        let options = new::agents::ChildOptions {
+            agent_options: options.agent_options.map(|o| new::types::AgentOptions {
+                model: o.model,
+                system_prompt: o.system_prompt,
+            }),
+            persona: options.persona,
+            tool_filter: options.tool_filter.map(|f| new::types::ToolFilter {
+                allow: f.allow,
+                deny: f.deny,
+            }),
+            output_schema: options.output_schema,
+            seed: match options.seed {
+                agents::Seed::None => new::agents::Seed::None,
+                agents::Seed::ParentCompletedTurns => new::agents::Seed::ParentCompletedTurns,
+            },
+        };
+        Ok(new::agents::Host::create_child(self, options)
+            .await?
+            .map_err(agent_error))
+    }
+}
+
+impl agents::HostChild for StoreData {
+    async fn id(&mut self, handle: Resource<RunChild>) -> wasmtime::Result<String> {
+        new::agents::HostChild::id(self, handle).await
+    }
+
+    async fn send(
+        &mut self,
+        handle: Resource<RunChild>,
+        prompt: Vec<wit::ContentBlock>,
+    ) -> wasmtime::Result<Result<(), agents::AgentError>> {
+        Ok(new::agents::HostChild::send(self, handle, blocks(prompt))
+            .await?
+            .map_err(agent_error))
+    }
+
+    async fn wait_idle(
+        &mut self,
+        handle: Resource<RunChild>,
+    ) -> wasmtime::Result<Result<agents::ChildOutcome, agents::AgentError>> {
+        let outcome = new::agents::HostChild::wait_idle(self, handle).await?;
+        Ok(outcome.map_err(agent_error).map(|o| agents::ChildOutcome {
+            output: folded(o.output.into_iter().map(Into::into).collect(), o.diagnostic),
+            structured: o.structured,
+            stop_reason: StopReason::from(o.stop_reason).into(),
+        }))
+    }
+
+    async fn steer(
+        &mut self,
+        handle: Resource<RunChild>,
+        message: Vec<wit::ContentBlock>,
+    ) -> wasmtime::Result<()> {
+        new::agents::HostChild::steer(self, handle, blocks(message)).await
+    }
+
+    async fn dispose(&mut self, handle: Resource<RunChild>) -> wasmtime::Result<()> {
+        new::agents::HostChild::dispose(self, handle).await
+    }
+
+    async fn drop(&mut self, handle: Resource<RunChild>) -> wasmtime::Result<()> {
+        new::agents::HostChild::drop(self, handle).await
+    }
+}
+
+impl subagents::Host for StoreData {
+    async fn start(
+        &mut self,
+        provider: String,
+        request: wit::StartRequest,
+    ) -> wasmtime::Result<Result<Resource<SubagentRun>, wit::SubagentError>> {
+        let request = match request_from_wit(request) {
+            Ok(r) => super::latest::request_to_wit(&r),
+            Err(e) => return Ok(Err(e.into())),
+        };
+        Ok(new::subagents::Host::start(self, provider, request)
+            .await?
+            .map_err(error))
+    }
+
+    async fn provider(
+        &mut self,
+        name: String,
+    ) -> wasmtime::Result<Option<wit::ProviderDescriptor>> {
+        Ok(new::subagents::Host::provider(self, name)
+            .await?
+            .map(descriptor))
+    }
+
+    async fn list_providers(&mut self) -> wasmtime::Result<Vec<wit::ProviderDescriptor>> {
+        Ok(new::subagents::Host::list_providers(self)
+            .await?
+            .into_iter()
+            .map(descriptor)
+            .collect())
+    }
+}
+
+impl subagents::HostRun for StoreData {
+    async fn id(&mut self, handle: Resource<SubagentRun>) -> wasmtime::Result<String> {
+        new::subagents::HostRun::id(self, handle).await
+    }
+
+    async fn started(
+        &mut self,
+        handle: Resource<SubagentRun>,
+    ) -> wasmtime::Result<Result<(), wit::SubagentError>> {
+        Ok(new::subagents::HostRun::started(self, handle)
+            .await?
+            .map_err(error))
+    }
+
+    async fn result(
+        &mut self,
+        handle: Resource<SubagentRun>,
+    ) -> wasmtime::Result<Result<wit::SubagentResult, wit::SubagentError>> {
+        Ok(new::subagents::HostRun::result(self, handle)
+            .await?
+            .map(result)
+            .map_err(error))
+    }
+
+    async fn cancel(
+        &mut self,
+        handle: Resource<SubagentRun>,
+        reason: Option<String>,
+    ) -> wasmtime::Result<()> {
+        new::subagents::HostRun::cancel(self, handle, reason).await
+    }
+
+    async fn dispose(&mut self, handle: Resource<SubagentRun>) -> wasmtime::Result<()> {
+        new::subagents::HostRun::dispose(self, handle).await
+    }
+
+    async fn drop(&mut self, handle: Resource<SubagentRun>) -> wasmtime::Result<()> {
+        new::subagents::HostRun::drop(self, handle).await
     }
 }

@@ -1,0 +1,107 @@
+//! Background runs: runs that belong to an agent rather than to the tool call that started them.
+//! They survive the call, are listed, read, steered and stopped only by their owner, and are
+//! cancelled and disposed with it.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use super::SubagentRun;
+use crate::types::RunInfo;
+
+/// Most background runs one agent may have going at once.
+pub const MAX_BACKGROUND_RUNS: usize = 64;
+
+/// Most settled background runs one agent keeps for reading; the oldest are disposed first.
+pub const MAX_SETTLED_BACKGROUND_RUNS: usize = 64;
+
+struct Entry {
+    run: SubagentRun,
+    label: String,
+    /// Whether the owner has been told that it settled.
+    notified: bool,
+}
+
+/// Every agent's background runs, by owner id, oldest first.
+#[derive(Default)]
+pub(crate) struct Backgrounds {
+    by_owner: Mutex<HashMap<String, Vec<Entry>>>,
+}
+
+impl Backgrounds {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Vec<Entry>>> {
+        self.by_owner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `owner` has any runs.
+    pub(crate) fn has(&self, owner: &str) -> bool {
+        self.lock().get(owner).is_some_and(|runs| !runs.is_empty())
+    }
+
+    /// How many of `owner`'s background runs have not settled.
+    pub(crate) fn running(&self, owner: &str) -> usize {
+        self.lock().get(owner).map_or(0, |runs| {
+            runs.iter().filter(|e| e.run.try_result().is_none()).count()
+        })
+    }
+
+    /// Adds a run to `owner`'s; returns the settled runs it pushed out (to be disposed).
+    pub(crate) fn add(&self, owner: &str, run: SubagentRun, label: String) -> Vec<SubagentRun> {
+        let mut all = self.lock();
+        let runs = all.entry(owner.to_string()).or_default();
+        runs.push(Entry {
+            run,
+            label,
+            notified: false,
+        });
+        let mut settled = runs.iter().filter(|e| e.run.try_result().is_some()).count();
+        let mut evicted = Vec::new();
+        while settled > MAX_SETTLED_BACKGROUND_RUNS {
+            let Some(i) = runs.iter().position(|e| e.run.try_result().is_some()) else {
+                break;
+            };
+            evicted.push(runs.remove(i).run);
+            settled -= 1;
+        }
+        evicted
+    }
+
+    /// What `owner` can see of its runs, oldest first.
+    pub(crate) fn list(&self, owner: &str) -> Vec<RunInfo> {
+        self.lock()
+            .get(owner)
+            .map(|runs| runs.iter().map(|e| e.run.info(&e.label)).collect())
+            .unwrap_or_default()
+    }
+
+    /// One of `owner`'s runs.
+    pub(crate) fn get(&self, owner: &str, id: &str) -> Option<(SubagentRun, String)> {
+        self.lock().get(owner).and_then(|runs| {
+            runs.iter()
+                .find(|e| e.run.id() == id)
+                .map(|e| (e.run.clone(), e.label.clone()))
+        })
+    }
+
+    /// `owner`'s runs that settled since it was last told, marked as told.
+    pub(crate) fn take_settled(&self, owner: &str) -> Vec<RunInfo> {
+        let mut all = self.lock();
+        let Some(runs) = all.get_mut(owner) else {
+            return Vec::new();
+        };
+        runs.iter_mut()
+            .filter(|e| !e.notified && e.run.try_result().is_some())
+            .map(|e| {
+                e.notified = true;
+                e.run.info(&e.label)
+            })
+            .collect()
+    }
+
+    /// Removes and returns all of `owner`'s runs.
+    pub(crate) fn remove_owner(&self, owner: &str) -> Vec<SubagentRun> {
+        self.lock()
+            .remove(owner)
+            .map(|runs| runs.into_iter().map(|e| e.run).collect())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,260 @@
+//! A component's exports, whatever version of the package it was built against, called in
+//! `seam-core`'s types. The plugin kinds use these and never see a version's bindings.
+
+use seam_core::tool::ToolBinding;
+use seam_core::types::{ParentRef, ProviderDescriptor, StartRequest, SubagentResult, ToolResult};
+use wasmtime::component::InstancePre;
+use wasmtime::Store;
+
+use super::{v0_1_0 as v1, v0_2_0 as v2};
+use crate::plugin::StoreData;
+
+/// A tool's description as the guest gave it, before the host checks its size and parses its
+/// schema.
+pub(crate) struct GuestToolDescriptor {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) parameters_schema: String,
+}
+
+/// A call's outcome: the trap or host error, or the guest's own answer (an `err` string).
+type Answer<T> = wasmtime::Result<Result<T, String>>;
+
+/// Declares a pre-instantiated component of one kind over every supported version (each given
+/// as its `Pre` type and its instance type), and its instance.
+macro_rules! versioned {
+    ($pre:ident, $instance:ident, [$v1pre:ty, $v1:ty], [$v2pre:ty, $v2:ty]) => {
+        /// A component ready to instantiate, for each supported version.
+        #[derive(Clone)]
+        pub(crate) enum $pre {
+            /// Built against 0.1.0.
+            V0_1($v1pre),
+            /// Built against 0.2.0.
+            V0_2($v2pre),
+        }
+
+        /// A live instance, for each supported version.
+        pub(crate) enum $instance {
+            /// Built against 0.1.0.
+            V0_1($v1),
+            /// Built against 0.2.0.
+            V0_2($v2),
+        }
+
+        impl $pre {
+            /// Wraps `pre`, linked by the linker of `version`.
+            pub(crate) fn new(
+                version: &str,
+                pre: InstancePre<StoreData>,
+            ) -> wasmtime::Result<Self> {
+                Ok(if version == v1::VERSION {
+                    Self::V0_1(<$v1pre>::new(pre)?)
+                } else {
+                    Self::V0_2(<$v2pre>::new(pre)?)
+                })
+            }
+
+            /// A fresh instance in `store`.
+            pub(crate) async fn instantiate(
+                &self,
+                store: &mut Store<StoreData>,
+            ) -> wasmtime::Result<$instance> {
+                Ok(match self {
+                    Self::V0_1(pre) => $instance::V0_1(pre.instantiate_async(store).await?),
+                    Self::V0_2(pre) => $instance::V0_2(pre.instantiate_async(store).await?),
+                })
+            }
+        }
+    };
+}
+
+versioned!(
+    ProviderPre,
+    ProviderInstance,
+    [
+        v1::provider_world::ProviderPluginPre<StoreData>,
+        v1::provider_world::ProviderPlugin
+    ],
+    [
+        v2::provider_world::ProviderPluginPre<StoreData>,
+        v2::provider_world::ProviderPlugin
+    ]
+);
+versioned!(
+    ToolPre,
+    ToolInstance,
+    [v1::tool_world::ToolPluginPre<StoreData>, v1::tool_world::ToolPlugin],
+    [v2::tool_world::ToolPluginPre<StoreData>, v2::tool_world::ToolPlugin]
+);
+versioned!(
+    ObserverPre,
+    ObserverInstance,
+    [
+        v1::observer_world::ObserverPluginPre<StoreData>,
+        v1::observer_world::ObserverPlugin
+    ],
+    [
+        v2::observer_world::ObserverPluginPre<StoreData>,
+        v2::observer_world::ObserverPlugin
+    ]
+);
+
+impl ProviderInstance {
+    /// `provider.describe`.
+    pub(crate) async fn describe(
+        &self,
+        store: &mut Store<StoreData>,
+        config: &str,
+    ) -> Answer<ProviderDescriptor> {
+        Ok(match self {
+            Self::V0_1(i) => i
+                .seam_plugin_provider()
+                .call_describe(store, config)
+                .await?
+                .map(Into::into),
+            Self::V0_2(i) => i
+                .seam_plugin_provider()
+                .call_describe(store, config)
+                .await?
+                .map(Into::into),
+        })
+    }
+
+    /// `provider.run`.
+    pub(crate) async fn run(
+        &self,
+        store: &mut Store<StoreData>,
+        config: &str,
+        run_id: &str,
+        request: &StartRequest,
+    ) -> Answer<SubagentResult> {
+        Ok(match self {
+            Self::V0_1(i) => i
+                .seam_plugin_provider()
+                .call_run(store, config, run_id, &v1::request_to_wit(request))
+                .await?
+                .map(v1::result_from_wit),
+            Self::V0_2(i) => i
+                .seam_plugin_provider()
+                .call_run(store, config, run_id, &v2::request_to_wit(request))
+                .await?
+                .map(v2::result_from_wit),
+        })
+    }
+}
+
+impl ToolInstance {
+    /// `tool.bind`.
+    pub(crate) async fn bind(
+        &self,
+        store: &mut Store<StoreData>,
+        config: &str,
+    ) -> Answer<ToolBinding> {
+        Ok(match self {
+            Self::V0_1(i) => i
+                .seam_plugin_tool()
+                .call_bind(store, config)
+                .await?
+                .map(|b| ToolBinding {
+                    tool_name: b.tool_name,
+                    provider: b.provider,
+                }),
+            Self::V0_2(i) => i
+                .seam_plugin_tool()
+                .call_bind(store, config)
+                .await?
+                .map(|b| ToolBinding {
+                    tool_name: b.tool_name,
+                    provider: b.provider,
+                }),
+        })
+    }
+
+    /// `tool.describe`.
+    pub(crate) async fn describe(
+        &self,
+        store: &mut Store<StoreData>,
+        config: &str,
+        provider: Option<&ProviderDescriptor>,
+    ) -> Answer<GuestToolDescriptor> {
+        Ok(match self {
+            Self::V0_1(i) => {
+                let provider = provider.map(v1::wit_descriptor);
+                i.seam_plugin_tool()
+                    .call_describe(store, config, provider.as_ref())
+                    .await?
+                    .map(|d| GuestToolDescriptor {
+                        name: d.name,
+                        description: d.description,
+                        parameters_schema: d.parameters_schema,
+                    })
+            }
+            Self::V0_2(i) => {
+                let provider = provider.map(v2::wit_descriptor);
+                i.seam_plugin_tool()
+                    .call_describe(store, config, provider.as_ref())
+                    .await?
+                    .map(|d| GuestToolDescriptor {
+                        name: d.name,
+                        description: d.description,
+                        parameters_schema: d.parameters_schema,
+                    })
+            }
+        })
+    }
+
+    /// `tool.execute`.
+    pub(crate) async fn execute(
+        &self,
+        store: &mut Store<StoreData>,
+        config: &str,
+        caller: &ParentRef,
+        arguments: &str,
+    ) -> wasmtime::Result<ToolResult> {
+        Ok(match self {
+            Self::V0_1(i) => {
+                let r = i
+                    .seam_plugin_tool()
+                    .call_execute(store, config, &caller.clone().into(), arguments)
+                    .await?;
+                ToolResult {
+                    content: r.content.into_iter().map(Into::into).collect(),
+                    is_error: r.is_error,
+                }
+            }
+            Self::V0_2(i) => {
+                let r = i
+                    .seam_plugin_tool()
+                    .call_execute(store, config, &caller.clone().into(), arguments)
+                    .await?;
+                ToolResult {
+                    content: r.content.into_iter().map(Into::into).collect(),
+                    is_error: r.is_error,
+                }
+            }
+        })
+    }
+}
+
+impl ObserverInstance {
+    /// `observer.on-event`.
+    pub(crate) async fn on_event(
+        &self,
+        store: &mut Store<StoreData>,
+        config: &str,
+        event: &str,
+    ) -> Answer<()> {
+        match self {
+            Self::V0_1(i) => {
+                i.seam_plugin_observer()
+                    .call_on_event(store, config, event)
+                    .await
+            }
+            Self::V0_2(i) => {
+                i.seam_plugin_observer()
+                    .call_on_event(store, config, event)
+                    .await
+            }
+        }
+    }
+}

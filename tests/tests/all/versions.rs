@@ -1,0 +1,158 @@
+//! CONTRACT section 11: versions. Components built against the frozen 0.1.0 WIT load and serve
+//! next to 0.2.0 ones; a component built for a version outside the range is refused, naming it.
+
+use seam_host::StopReason;
+use seam_tests::*;
+use tokio_util::sync::CancellationToken;
+
+fn legacy_provider(id: &str, extra: &str) -> String {
+    let sep = if extra.is_empty() { "" } else { ", " };
+    entry(
+        id,
+        "legacy_provider",
+        &format!("name = \"{id}\"{sep}{extra}"),
+    )
+}
+
+fn legacy_tool(id: &str, provider: &str) -> String {
+    entry(
+        id,
+        "legacy_tool",
+        &format!("toolName = \"{id}\", provider = \"{provider}\""),
+    )
+}
+
+#[tokio::test]
+async fn a_0_1_0_provider_loads_serves_and_cancels() {
+    let host =
+        host_with(&(legacy_provider("old", "") + &legacy_provider("slow", "delayMs = 60000")))
+            .await;
+    let info = host
+        .inspect(
+            &guest("legacy_provider"),
+            Some(serde_json::json!({"name": "x"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(info.version, "0.1.0");
+    assert!(
+        info.exports
+            .iter()
+            .any(|e| e == "seam:plugin/provider@0.1.0"),
+        "{:?}",
+        info.exports
+    );
+
+    let run = host.subagents().start("old", request("hello")).unwrap();
+    let result = run.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Completed);
+    assert_eq!(result.output_text(), "legacy: hello");
+    assert_eq!(result.diagnostic, None);
+    run.dispose().await;
+
+    // Its cancel goes through the 0.1.0 `run-context.sleep`, delegated to the latest one.
+    let run = host.subagents().start("slow", request("wait")).unwrap();
+    run.started().await.unwrap();
+    run.cancel(Some("enough".into()));
+    let result = run.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Aborted);
+    run.dispose().await;
+    assert_eq!(host.live_runs(), 0);
+}
+
+#[tokio::test]
+async fn a_0_1_0_tool_delegates_to_old_and_new_providers_alike() {
+    let host = host_with(
+        &(legacy_provider("old", "")
+            + &mock("new", "reply = \"from 0.2\"")
+            + &entry(
+                "broken",
+                "faulty_provider",
+                "name = \"broken\", mode = \"trap-after-ready\"",
+            )
+            + &legacy_tool("ask_old", "old")
+            + &legacy_tool("ask_new", "new")
+            + &legacy_tool("ask_broken", "broken")),
+    )
+    .await;
+    let call = |tool: &'static str| {
+        let host = host.clone();
+        async move {
+            host.call_tool(
+                tool,
+                seam_host::ParentRef::top_level("agent:1", "/w"),
+                r#"{"prompt": "hi"}"#,
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let old = call("ask_old").await;
+    assert!(!old.is_error, "{}", old.text());
+    assert_eq!(old.text(), "legacy: hi");
+    let new = call("ask_new").await;
+    assert!(!new.is_error, "{}", new.text());
+    assert_eq!(new.text(), "from 0.2");
+    // 0.1.0 has no `diagnostic`: a failure's text reaches an old tool as the output, as it did.
+    let broken = call("ask_broken").await;
+    assert!(broken.is_error);
+    assert!(broken.text().contains("guest fault"), "{}", broken.text());
+    assert_eq!(host.live_runs(), 0);
+}
+
+/// Rewrites every `seam:plugin/...@0.2.0` name in a built 0.2.0 component to `version` (same
+/// length, so the binary stays well-formed).
+fn rebuilt_for(version: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    assert_eq!(version.len(), "0.2.0".len());
+    let bytes = std::fs::read(guest("mock_provider")).unwrap();
+    let from = b"@0.2.0";
+    let to = format!("@{version}");
+    let mut out = bytes.clone();
+    let mut i = 0;
+    let mut replaced = 0;
+    while i + from.len() <= out.len() {
+        if &out[i..i + from.len()] == from {
+            // Only names in the seam:plugin package, not wasi's.
+            let start = i.saturating_sub(40);
+            if out[start..i].windows(12).any(|w| w == b"seam:plugin/") {
+                out[i..i + from.len()].copy_from_slice(to.as_bytes());
+                replaced += 1;
+            }
+        }
+        i += 1;
+    }
+    assert!(replaced > 0);
+    let path = dir.join(format!("mock_{version}.wasm"));
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn a_component_for_an_unknown_version_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host_with(&mock("good", "")).await;
+    for version in ["0.1.1", "0.3.0", "1.0.0"] {
+        let path = rebuilt_for(version, dir.path());
+        let err = host.inspect(&path, None).await.unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("built for seam:plugin@{version}"))
+                && err.contains("this host supports 0.1.0 and 0.2.0"),
+            "{err}"
+        );
+        let toml = format!(
+            "[[plugin]]\nid = \"v\"\ncomponent = \"{}\"\nconfig = {{ name = \"v\" }}\n",
+            path.display()
+        );
+        let report = host.reconfigure(&config(&(mock("good", "") + &toml))).await;
+        assert_eq!(report.failed.len(), 1, "{}", report.failures());
+        assert!(report.failures().contains(version), "{}", report.failures());
+    }
+    // The other plugin kept serving.
+    let run = host.subagents().start("good", request("x")).unwrap();
+    assert_eq!(
+        run.result().await.unwrap().stop_reason,
+        StopReason::Completed
+    );
+    run.dispose().await;
+}
