@@ -5,7 +5,7 @@ CARGO  ?= cargo
 # benchmarks' probe. guests/support is a library they build with, not a component.
 GUESTS := -p mock-provider -p subagent-tool -p faulty-provider -p hostile-provider \
           -p hostile-tool -p spawn-provider -p fork-provider -p observer-probe -p fuzz-provider \
-          -p legacy-provider -p legacy-tool -p seam-probe
+          -p legacy-provider -p legacy-tool -p subagent-control -p seam-probe
 SEAM   := target/debug/seam
 
 .DEFAULT_GOAL := build

@@ -26,6 +26,7 @@ const GUESTS: &[&str] = &[
     "fuzz-provider",
     "legacy-provider",
     "legacy-tool",
+    "subagent-control",
 ];
 
 fn main() {

@@ -4,16 +4,21 @@
 //! template, a stop reason, optional delays before and after declaring readiness, an optional
 //! readiness failure, and an optional structured answer. That makes every lifecycle path of the
 //! host reachable from a test without a real agent.
+//!
+//! The 0.2 contract's run-time paths are scripted too: `progress` (a list of texts reported
+//! after readiness), `awaitMessages` (how many steering messages to wait for, on the
+//! `message-waiting` and `cancelled` pollables together; the reply is then `{messages}`), and
+//! `delegateTo` (a provider this run starts a run on; `{delegated}` is that run's output).
 
 wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin", generate_all });
 
 use exports::seam::plugin::provider::Guest;
 use seam::plugin::host::log;
-use seam::plugin::run_context;
 use seam::plugin::types::{
     Capabilities, ContentBlock, LogLevel, ProviderDescriptor, RuntimeFeatures, StartRequest,
     StopReason, SubagentResult,
 };
+use seam::plugin::{run_context, subagents};
 use seam_guest_support::config::{self, Section};
 use serde_json::Value;
 
@@ -30,6 +35,9 @@ const KEYS: &[&str] = &[
     "steering",
     "resume",
     "structured",
+    "progress",
+    "awaitMessages",
+    "delegateTo",
 ];
 
 struct MockProvider;
@@ -48,6 +56,9 @@ struct Settings {
     features: RuntimeFeatures,
     inherits_parent_context: bool,
     structured: Option<Value>,
+    progress: Vec<String>,
+    await_messages: u64,
+    delegate_to: Option<String>,
 }
 
 impl Settings {
@@ -74,6 +85,9 @@ impl Settings {
             },
             inherits_parent_context: root.bool("inheritsParentContext")?.unwrap_or(false),
             structured: root.value("structured").cloned(),
+            progress: root.string_list("progress")?.unwrap_or_default(),
+            await_messages: root.u64("awaitMessages")?.unwrap_or(0),
+            delegate_to: root.non_empty_string("delegateTo")?,
         })
     }
 }
@@ -155,6 +169,39 @@ fn substitute(template: &str, values: &[(&str, &str)]) -> String {
     out
 }
 
+/// Waits for `count` steering messages, on the message and cancel pollables at once; `None` if
+/// the run was cancelled first.
+fn await_messages(count: u64) -> Option<Vec<String>> {
+    let arrived = run_context::message_waiting();
+    let cancelled = run_context::cancelled();
+    let mut messages = Vec::new();
+    while (messages.len() as u64) < count {
+        if let Some(message) = run_context::next_message() {
+            messages.push(prompt_text(&message));
+            continue;
+        }
+        if run_context::is_cancelled() {
+            return None;
+        }
+        wasi::io::poll::poll(&[&arrived, &cancelled]);
+    }
+    Some(messages)
+}
+
+/// Starts a run on `provider` as this run's own child and waits for its output.
+fn delegate(provider: &str, request: &StartRequest) -> Result<String, String> {
+    let run = subagents::start(provider, request).map_err(|e| format!("{e:?}"))?;
+    let result = run.result().map_err(|e| format!("{e:?}"))?;
+    if !matches!(result.stop_reason, StopReason::Completed) {
+        return Err(format!(
+            "the run delegated to `{provider}` ended {:?}: {}",
+            result.stop_reason,
+            result.diagnostic.unwrap_or_default()
+        ));
+    }
+    Ok(prompt_text(&result.output))
+}
+
 /// The configured reply with the request's values filled in.
 fn render_reply(template: &str, request: &StartRequest) -> String {
     let prompt = prompt_text(&request.prompt);
@@ -215,7 +262,21 @@ impl Guest for MockProvider {
             return Ok(cancelled());
         }
 
-        let reply = render_reply(&settings.reply, &request);
+        for update in &settings.progress {
+            run_context::progress(&[ContentBlock::Text(update.clone())]);
+        }
+        let messages = match await_messages(settings.await_messages) {
+            Some(m) => m.join(" | "),
+            None => return Ok(cancelled()),
+        };
+        let delegated = match &settings.delegate_to {
+            Some(provider) => delegate(provider, &request)?,
+            None => String::new(),
+        };
+        let reply = substitute(
+            &render_reply(&settings.reply, &request),
+            &[("{messages}", &messages), ("{delegated}", &delegated)],
+        );
         // Only a provider that claims the capability may answer a schema, so the mock stays
         // honest about what it declared.
         let structured = (request.output_schema.is_some() && settings.capabilities.output_schema)

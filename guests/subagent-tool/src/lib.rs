@@ -4,6 +4,10 @@
 //! for its outcome, disposes it, and hands the model only the child's final output. The wording
 //! the model sees follows the provider's descriptor: a child that does not inherit the parent's
 //! conversation needs a standalone prompt, a forked child can be pointed at earlier turns.
+//!
+//! With `runInBackground = true` in its config the model may also pass `run_in_background:
+//! true`: the run then belongs to the calling agent, the call answers with its id at once, and
+//! the model follows it with the `subagent-control` tools (its agent is told when it settles).
 
 wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin", generate_all });
 
@@ -25,13 +29,15 @@ const KEYS: &[&str] = &[
     "persona",
     "toolFilter",
     "maxDepth",
+    "runInBackground",
 ];
 
 /// The tool name used when the config gives none.
 const DEFAULT_TOOL_NAME: &str = "subagent";
 
-/// The only keys a call's arguments may contain; both are required.
-const ARGUMENT_KEYS: &[&str] = &["description", "prompt"];
+/// The keys a call's arguments may contain: `description` and `prompt` are required,
+/// `run_in_background` is accepted when the config allows it.
+const ARGUMENT_KEYS: &[&str] = &["description", "prompt", "run_in_background"];
 
 struct SubagentTool;
 
@@ -45,6 +51,7 @@ struct Settings {
     persona: Option<String>,
     tool_filter: Option<ToolFilter>,
     max_depth: Option<i32>,
+    run_in_background: bool,
 }
 
 impl Settings {
@@ -77,6 +84,7 @@ impl Settings {
                     })
                 })
                 .transpose()?,
+            run_in_background: root.bool("runInBackground")?.unwrap_or(false),
         })
     }
 }
@@ -116,24 +124,37 @@ fn parse_tool_filter(root: &Section) -> Result<Option<ToolFilter>, String> {
 struct Arguments {
     description: String,
     prompt: String,
+    background: bool,
 }
 
 /// Parses a call's arguments: an object with exactly the non-empty strings `description` and
 /// `prompt`. The messages are written for the model, which is the one that has to fix them.
-fn parse_arguments(text: &str) -> Result<Arguments, String> {
+fn parse_arguments(text: &str, background_allowed: bool) -> Result<Arguments, String> {
     let fields = match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(fields)) => fields,
         Ok(_) => return Err("subagent: the arguments must be a JSON object".to_owned()),
         Err(err) => return Err(format!("subagent: the arguments are not valid JSON: {err}")),
     };
-    if let Some(key) = fields
-        .keys()
-        .find(|key| !ARGUMENT_KEYS.contains(&key.as_str()))
-    {
+    let accepted = if background_allowed {
+        ARGUMENT_KEYS
+    } else {
+        &ARGUMENT_KEYS[..2]
+    };
+    if let Some(key) = fields.keys().find(|key| !accepted.contains(&key.as_str())) {
         return Err(format!(
-            "subagent: unknown argument `{key}`; only `description` and `prompt` are accepted"
+            "subagent: unknown argument `{key}`; only {} are accepted",
+            accepted
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
+    let background = match fields.get("run_in_background") {
+        None | Some(Value::Bool(false)) => false,
+        Some(Value::Bool(true)) => true,
+        Some(_) => return Err("subagent: argument `run_in_background` must be a boolean".into()),
+    };
     let field = |key: &str| match fields.get(key) {
         Some(Value::String(text)) if !text.trim().is_empty() => Ok(text.clone()),
         Some(Value::String(_)) => Err(format!("subagent: argument `{key}` must not be empty")),
@@ -143,6 +164,7 @@ fn parse_arguments(text: &str) -> Result<Arguments, String> {
     Ok(Arguments {
         description: field("description")?,
         prompt: field("prompt")?,
+        background,
     })
 }
 
@@ -268,7 +290,7 @@ fn map_result(tool_name: &str, result: SubagentResult) -> ToolResult {
 fn run_call(config: &str, caller: ParentRef, arguments: &str) -> Result<ToolResult, String> {
     let settings =
         Settings::parse(config).map_err(|err| format!("subagent: invalid config: {err}"))?;
-    let arguments = parse_arguments(arguments)?;
+    let arguments = parse_arguments(arguments, settings.run_in_background)?;
     log(
         LogLevel::Debug,
         &format!(
@@ -285,6 +307,20 @@ fn run_call(config: &str, caller: ParentRef, arguments: &str) -> Result<ToolResu
         tool_filter: settings.tool_filter,
         persona: settings.persona,
     };
+    if arguments.background {
+        let info =
+            subagents::start_background(&settings.provider, &request, &arguments.description)
+                .map_err(|err| error_message(&settings.provider, &err))?;
+        return Ok(ToolResult {
+            content: vec![ContentBlock::Text(format!(
+                "started background run `{}` ({}). You will be told when it finishes; follow \
+                 it with subagent_output, steer it with subagent_send, stop it with \
+                 subagent_stop.",
+                info.id, arguments.description
+            ))],
+            is_error: false,
+        });
+    }
     let run = subagents::start(&settings.provider, &request)
         .map_err(|err| error_message(&settings.provider, &err))?;
     let outcome = run.result();
@@ -316,7 +352,7 @@ impl Guest for SubagentTool {
             ));
         };
         let (description, prompt_description) = wording(provider.inherits_parent_context);
-        let schema = json!({
+        let mut schema = json!({
             "type": "object",
             "properties": {
                 "description": {
@@ -331,6 +367,13 @@ impl Guest for SubagentTool {
             "required": ["description", "prompt"],
             "additionalProperties": false,
         });
+        if settings.run_in_background {
+            schema["properties"]["run_in_background"] = json!({
+                "type": "boolean",
+                "description": "Run the subagent in the background: you get its run id at once \
+                                and carry on; you are told when it finishes.",
+            });
+        }
         Ok(ToolDescriptor {
             name: settings.tool_name,
             description: description.to_owned(),

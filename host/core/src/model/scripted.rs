@@ -60,7 +60,11 @@ fn render(template: &str, request: &ModelRequest) -> String {
         .map(|m| m.content.as_str())
         .unwrap_or("");
     let tools: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+    // How many messages of the conversation the model is shown (a fork's or a resumed
+    // child's seed counts): lets a script show what its agent started from.
+    let history = messages.iter().filter(|m| m.role != Role::System).count();
     template
+        .replace("{history}", &history.to_string())
         .replace("{prompt}", last_user(messages))
         .replace("{tool_results}", &last_tool_results(messages))
         .replace("{system}", system)

@@ -296,7 +296,13 @@ impl RunShared {
                     let (r, e) = self.aborted_result("cancelled");
                     result.stop_reason = StopReason::Aborted;
                     result.structured = None;
-                    result.diagnostic = result.diagnostic.or(r.diagnostic);
+                    // The host's words name the cancel's reason; the guest's follow, if any.
+                    result.diagnostic = match (r.diagnostic, result.diagnostic.take()) {
+                        (Some(host), Some(guest)) if guest != host => {
+                            Some(format!("{host}; the provider said: {guest}"))
+                        }
+                        (host, guest) => host.or(guest),
+                    };
                     self.settle(result, e);
                 } else {
                     super::structured::enforce(

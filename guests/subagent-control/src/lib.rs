@@ -1,0 +1,269 @@
+//! Subagent control: the model's side of background runs. One component, loaded once per
+//! action, each entry one tool:
+//!
+//! - `action = "list"` (`subagent_list`): the calling agent's background runs;
+//! - `action = "output"` (`subagent_output`, `{id, timeout_ms?}`): waits up to `timeout_ms`
+//!   (default 0, at most 600000) for the run's outcome; answers its final output, or, while it
+//!   is still going, the progress it reported so far;
+//! - `action = "stop"` (`subagent_stop`, `{id, reason?}`): cancels the run;
+//! - `action = "send"` (`subagent_send`, `{id, message}`): steers the run with a message.
+//!
+//! Only the calling agent's own runs are reachable: the host answers `no-run` for any other id.
+
+wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin", generate_all });
+
+use exports::seam::plugin::tool::{Guest, ToolBinding, ToolDescriptor, ToolResult};
+use seam::plugin::subagents::{self, Run};
+use seam::plugin::types::{
+    ContentBlock, ParentRef, ProviderDescriptor, RunInfo, RunState, StopReason, SubagentError,
+    SubagentResult,
+};
+use seam_guest_support::config::{self, Section};
+use serde_json::{json, Map, Value};
+
+/// Longest wait `subagent_output` accepts.
+const MAX_TIMEOUT_MS: u64 = 600_000;
+
+#[derive(Clone, Copy)]
+enum Action {
+    List,
+    Output,
+    Stop,
+    Send,
+}
+
+struct Settings {
+    action: Action,
+    tool_name: String,
+}
+
+impl Settings {
+    fn parse(text: &str) -> Result<Self, String> {
+        let fields = config::parse(text)?;
+        let root = Section::root(&fields, &["action", "toolName"])?;
+        let action = match root.required_string("action")?.as_str() {
+            "list" => Action::List,
+            "output" => Action::Output,
+            "stop" => Action::Stop,
+            "send" => Action::Send,
+            _ => return Err(root.invalid("action", "one of `list`, `output`, `stop`, `send`")),
+        };
+        let tool_name = root
+            .non_empty_string("toolName")?
+            .unwrap_or_else(|| format!("subagent_{}", action.name()));
+        Ok(Self { action, tool_name })
+    }
+}
+
+impl Action {
+    fn name(self) -> &'static str {
+        match self {
+            Action::List => "list",
+            Action::Output => "output",
+            Action::Stop => "stop",
+            Action::Send => "send",
+        }
+    }
+
+    fn describe(self) -> (&'static str, Value) {
+        let id = json!({"type": "string", "description": "The background run's id."});
+        match self {
+            Action::List => (
+                "List your background subagent runs: id, provider, label, state and, once \
+                 finished, how they ended.",
+                json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            ),
+            Action::Output => (
+                "Read a background subagent run: waits up to timeout_ms for it to finish and \
+                 returns its final answer, or, if it is still running, the progress it reported \
+                 so far.",
+                json!({"type": "object", "properties": {
+                    "id": id,
+                    "timeout_ms": {"type": "integer", "minimum": 0, "maximum": MAX_TIMEOUT_MS,
+                                   "description": "How long to wait for it to finish (default 0)."}
+                }, "required": ["id"], "additionalProperties": false}),
+            ),
+            Action::Stop => (
+                "Stop a background subagent run.",
+                json!({"type": "object", "properties": {
+                    "id": id,
+                    "reason": {"type": "string", "description": "Why, for the record."}
+                }, "required": ["id"], "additionalProperties": false}),
+            ),
+            Action::Send => (
+                "Send a steering message to a running background subagent.",
+                json!({"type": "object", "properties": {
+                    "id": id,
+                    "message": {"type": "string", "description": "What to tell it."}
+                }, "required": ["id", "message"], "additionalProperties": false}),
+            ),
+        }
+    }
+}
+
+fn text(blocks: &[ContentBlock]) -> String {
+    blocks
+        .iter()
+        .map(|b| match b {
+            ContentBlock::Text(t) | ContentBlock::Json(t) => t.as_str(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn reason(r: &StopReason) -> &str {
+    match r {
+        StopReason::Completed => "completed",
+        StopReason::Aborted => "aborted",
+        StopReason::Error => "error",
+        StopReason::MaxTokens => "max-tokens",
+        StopReason::Refusal => "refusal",
+        StopReason::Other(name) => name,
+    }
+}
+
+fn error(e: &SubagentError) -> String {
+    match e {
+        SubagentError::NoRun(id) => format!("NO_RUN: you have no background run `{id}`"),
+        SubagentError::UnsupportedFeature(f) => {
+            format!("UNSUPPORTED_FEATURE: the run's provider does not support `{f}`")
+        }
+        SubagentError::InvalidState(why) => format!("INVALID_STATE: {why}"),
+        other => format!("{other:?}"),
+    }
+}
+
+fn info_line(i: &RunInfo) -> String {
+    let state = match (&i.state, &i.stop_reason) {
+        (RunState::Settled, Some(r)) => format!("finished: {}", reason(r)),
+        (RunState::Settled, None) => "finished".to_string(),
+        (RunState::Running, _) => "running".to_string(),
+    };
+    format!("{} | {} | {} | {state}", i.id, i.provider, i.label)
+}
+
+fn outcome(id: &str, r: &SubagentResult) -> String {
+    let mut out = format!("run `{id}` finished: {}", reason(&r.stop_reason));
+    if let Some(d) = &r.diagnostic {
+        out.push_str(&format!("\ncause: {d}"));
+    }
+    let words = text(&r.output);
+    if !words.is_empty() {
+        out.push_str(&format!("\n{words}"));
+    }
+    out
+}
+
+/// The call's arguments, as an object.
+fn arguments(text: &str) -> Result<Map<String, Value>, String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(fields)) => Ok(fields),
+        Ok(_) => Err("the arguments must be a JSON object".into()),
+        Err(e) => Err(format!("the arguments are not valid JSON: {e}")),
+    }
+}
+
+fn string_arg(args: &Map<String, Value>, key: &str) -> Result<String, String> {
+    match args.get(key) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        Some(_) => Err(format!("argument `{key}` must be a non-empty string")),
+        None => Err(format!("missing required argument `{key}`")),
+    }
+}
+
+fn run_of(args: &Map<String, Value>) -> Result<(String, Run), String> {
+    let id = string_arg(args, "id")?;
+    let run = subagents::get(&id).map_err(|e| error(&e))?;
+    Ok((id, run))
+}
+
+fn act(action: Action, args: &Map<String, Value>) -> Result<String, String> {
+    match action {
+        Action::List => {
+            let runs = subagents::list();
+            if runs.is_empty() {
+                return Ok("no background runs".into());
+            }
+            Ok(runs.iter().map(info_line).collect::<Vec<_>>().join("\n"))
+        }
+        Action::Output => {
+            let (id, run) = run_of(args)?;
+            let timeout = match args.get("timeout_ms") {
+                None => 0,
+                Some(v) => v.as_u64().filter(|t| *t <= MAX_TIMEOUT_MS).ok_or(format!(
+                    "argument `timeout_ms` must be an integer from 0 to {MAX_TIMEOUT_MS}"
+                ))?,
+            };
+            match run.wait_result(timeout) {
+                Some(Ok(r)) => Ok(outcome(&id, &r)),
+                Some(Err(e)) => Err(error(&e)),
+                None => {
+                    let so_far = text(&run.progress());
+                    Ok(if so_far.is_empty() {
+                        format!("run `{id}` is still running; no progress reported yet")
+                    } else {
+                        format!("run `{id}` is still running; progress so far:\n{so_far}")
+                    })
+                }
+            }
+        }
+        Action::Stop => {
+            let (id, run) = run_of(args)?;
+            let why = args
+                .get("reason")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            run.cancel(why.as_deref());
+            Ok(format!("run `{id}` stopped"))
+        }
+        Action::Send => {
+            let (id, run) = run_of(args)?;
+            let message = string_arg(args, "message")?;
+            run.send_message(&[ContentBlock::Text(message)])
+                .map_err(|e| error(&e))?;
+            Ok(format!("message sent to run `{id}`"))
+        }
+    }
+}
+
+struct SubagentControl;
+
+impl Guest for SubagentControl {
+    fn bind(config: String) -> Result<ToolBinding, String> {
+        let settings = Settings::parse(&config)?;
+        Ok(ToolBinding {
+            tool_name: settings.tool_name,
+            provider: None,
+        })
+    }
+
+    fn describe(
+        config: String,
+        _provider: Option<ProviderDescriptor>,
+    ) -> Result<ToolDescriptor, String> {
+        let settings = Settings::parse(&config)?;
+        let (description, schema) = settings.action.describe();
+        Ok(ToolDescriptor {
+            name: settings.tool_name,
+            description: description.into(),
+            parameters_schema: schema.to_string(),
+        })
+    }
+
+    fn execute(config: String, _caller: ParentRef, arguments_text: String) -> ToolResult {
+        let answer = Settings::parse(&config)
+            .and_then(|s| arguments(&arguments_text).and_then(|a| act(s.action, &a)));
+        match answer {
+            Ok(text) => ToolResult {
+                content: vec![ContentBlock::Text(text)],
+                is_error: false,
+            },
+            Err(message) => ToolResult {
+                content: vec![ContentBlock::Text(message)],
+                is_error: true,
+            },
+        }
+    }
+}
+
+export!(SubagentControl);

@@ -1,0 +1,337 @@
+//! CONTRACT section 9: steering, resume, providers that delegate, cancellation as a pollable,
+//! and background runs through the subagent tool and the control tools.
+
+use std::time::Duration;
+
+use seam_host::agent::SessionEvent;
+use seam_host::{ContentBlock, Host, ParentRef, StopReason, ToolResult};
+use seam_tests::*;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test]
+async fn a_component_provider_receives_steering_messages() {
+    let host = host_with(
+        &(mock(
+            "ear",
+            r#"steering = true, awaitMessages = 2, reply = "heard: {messages}""#,
+        ) + &mock("deaf", "delayMs = 60000")),
+    )
+    .await;
+    let run = host.subagents().start("ear", request("x")).unwrap();
+    run.started().await.unwrap();
+    run.send_message(vec![ContentBlock::text("left")]).unwrap();
+    run.send_message(vec![ContentBlock::text("right")]).unwrap();
+    let result = run.result().await.unwrap();
+    assert_eq!(result.output_text(), "heard: left | right");
+    // Settled: the run cannot be steered any more.
+    let err = run
+        .send_message(vec![ContentBlock::text("late")])
+        .unwrap_err();
+    assert_eq!(err.code(), "INVALID_STATE");
+    run.dispose().await;
+
+    // Without the feature.
+    let run = host.subagents().start("deaf", request("x")).unwrap();
+    run.started().await.unwrap();
+    let err = run
+        .send_message(vec![ContentBlock::text("hello?")])
+        .unwrap_err();
+    assert_eq!(err.code(), "UNSUPPORTED_FEATURE");
+    run.dispose().await;
+    assert_eq!(host.live_runs(), 0);
+}
+
+#[tokio::test]
+async fn a_provider_waiting_on_its_pollables_wakes_on_cancel() {
+    let host = host_with(&mock("ear", "steering = true, awaitMessages = 1")).await;
+    let run = host.subagents().start("ear", request("x")).unwrap();
+    run.started().await.unwrap();
+    run.cancel(Some("stop".into()));
+    // The guest is parked in `wasi:io/poll.poll` on the message and cancel pollables; it must
+    // answer by itself, well before the host would enforce the cancel (the grace is 100 ms in
+    // tests, so an answer with the guest's own "cancelled" shows it woke).
+    let result = run.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Aborted);
+    assert!(
+        !result
+            .diagnostic
+            .as_deref()
+            .unwrap_or("")
+            .contains("cancel enforced"),
+        "the guest saw the cancel: {result:?}"
+    );
+    run.dispose().await;
+    assert_eq!(host.live_instances(), 0);
+}
+
+#[tokio::test]
+async fn a_provider_delegates_as_its_own_child_and_is_depth_checked() {
+    let host = host_with(
+        &(mock(
+            "inner",
+            r#"reply = "inner saw depth {depth} from {parent}""#,
+        ) + &mock(
+            "outer",
+            r#"delegateTo = "inner", reply = "outer: {delegated}""#,
+        ) + &mock("loop", r#"delegateTo = "loop""#)),
+    )
+    .await;
+    let run = host.subagents().start("outer", request("x")).unwrap();
+    let result = run.result().await.unwrap();
+    assert_eq!(
+        result.output_text(),
+        format!("outer: inner saw depth 1 from {}", run.id())
+    );
+    run.dispose().await;
+
+    // A provider that delegates to itself stops at the tree's depth bound, and the whole chain
+    // unwinds with the refusal named.
+    let run = host.subagents().start("loop", request("x")).unwrap();
+    let result = tokio::time::timeout(BARRIER_TIMEOUT, run.result())
+        .await
+        .expect("no hang")
+        .unwrap();
+    assert_eq!(result.stop_reason, StopReason::Error);
+    assert!(
+        result
+            .diagnostic
+            .as_deref()
+            .unwrap_or("")
+            .contains("DepthExceeded"),
+        "{result:?}"
+    );
+    run.dispose().await;
+    assert!(eventually(|| host.live_runs() == 0).await);
+    assert_eq!(host.live_instances(), 0);
+}
+
+#[tokio::test]
+async fn resume_continues_a_settled_child_where_the_provider_declares_it() {
+    let toml =
+        "[models.scripts.child]\nsteps = [ { text = \"{prompt}, seeing {history} messages\" } ]\n\n"
+            .to_string() + &entry("spawn", "spawn_provider", "");
+    let host = host_with(&toml).await;
+    let mut r = request("go");
+    r.agent_options = Some(seam_host::AgentOptions {
+        model: Some("scripted:child".into()),
+        system_prompt: None,
+    });
+    let run = host.subagents().start("spawn", r).unwrap();
+    assert_eq!(
+        run.result().await.unwrap().output_text(),
+        "go, seeing 1 messages"
+    );
+    let again = host
+        .subagents()
+        .resume(&run, vec![ContentBlock::text("more")])
+        .unwrap();
+    let result = again.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Completed);
+    // The resumed child starts from the first one's conversation: prompt, answer, new prompt.
+    assert_eq!(result.output_text(), "more, seeing 3 messages");
+    again.dispose().await;
+    run.dispose().await;
+
+    // A provider that does not declare it.
+    let host = host_with(&mock("m", "")).await;
+    let run = host.subagents().start("m", request("x")).unwrap();
+    run.result().await.unwrap();
+    let err = host
+        .subagents()
+        .resume(&run, vec![ContentBlock::text("more")])
+        .unwrap_err();
+    assert_eq!(err.code(), "UNSUPPORTED_FEATURE");
+    run.dispose().await;
+}
+
+/// A subagent tool that may run in the background, the four control tools, a slow provider
+/// that reports progress and takes steering, and a quick one.
+fn background_host_toml() -> String {
+    "[agent]\nmodel = \"scripted:idle\"\n\n[models.scripts.idle]\nsteps = [ { text = \"ok\" }, { text = \"ok\" } ]\n\n".to_string()
+        + &entry(
+        "bg",
+        "subagent_tool",
+        r#"provider = "slow", toolName = "delegate", runInBackground = true"#,
+    ) + &entry(
+        "fg",
+        "subagent_tool",
+        r#"provider = "slow", toolName = "delegate_fg""#,
+    ) + &mock(
+        "slow",
+        r#"steering = true, progress = ["working on it"], awaitMessages = 1, reply = "done: {messages}""#,
+    ) + &entry("list", "subagent_control", r#"action = "list""#)
+        + &entry("output", "subagent_control", r#"action = "output""#)
+        + &entry("stop", "subagent_control", r#"action = "stop""#)
+        + &entry("send", "subagent_control", r#"action = "send""#)
+}
+
+async fn call(host: &Host, tool: &str, caller: &ParentRef, args: &str) -> ToolResult {
+    host.call_tool(tool, caller.clone(), args, CancellationToken::new())
+        .await
+        .unwrap()
+}
+
+fn run_id(started: &ToolResult) -> String {
+    let text = started.text();
+    let start = text.find('`').expect("the answer names the run") + 1;
+    let end = start + text[start..].find('`').unwrap();
+    text[start..end].to_string()
+}
+
+#[tokio::test]
+async fn a_background_run_outlives_its_call_and_is_read_steered_and_listed_by_its_owner() {
+    let host = host_with(&background_host_toml()).await;
+    let owner = host.create_agent(None, "/w").unwrap();
+    let me = owner.as_parent();
+
+    // The foreground tool refuses the argument; the background one answers at once.
+    let refused = call(
+        &host,
+        "delegate_fg",
+        &me,
+        r#"{"description": "d", "prompt": "p", "run_in_background": true}"#,
+    )
+    .await;
+    assert!(
+        refused.is_error && refused.text().contains("unknown argument"),
+        "{}",
+        refused.text()
+    );
+    let started = call(
+        &host,
+        "delegate",
+        &me,
+        r#"{"description": "survey", "prompt": "p", "run_in_background": true}"#,
+    )
+    .await;
+    assert!(!started.is_error, "{}", started.text());
+    let id = run_id(&started);
+    // The call is over; the run is not.
+    assert_eq!(host.live_runs(), 1);
+
+    let listed = call(&host, "subagent_list", &me, "{}").await;
+    assert!(
+        listed.text().contains(&id)
+            && listed.text().contains("survey")
+            && listed.text().contains("running"),
+        "{}",
+        listed.text()
+    );
+    // Still waiting for a message: the output is the progress so far.
+    let wait_for_progress = async {
+        loop {
+            let out = call(
+                &host,
+                "subagent_output",
+                &me,
+                &format!(r#"{{"id": "{id}"}}"#),
+            )
+            .await;
+            if out.text().contains("working on it") {
+                return out;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let so_far = tokio::time::timeout(BARRIER_TIMEOUT, wait_for_progress)
+        .await
+        .unwrap();
+    assert!(so_far.text().contains("still running"), "{}", so_far.text());
+
+    // Another agent cannot see or touch it.
+    let stranger = ParentRef::top_level("agent:stranger", "/w");
+    for (tool, args) in [
+        ("subagent_output", format!(r#"{{"id": "{id}"}}"#)),
+        (
+            "subagent_send",
+            format!(r#"{{"id": "{id}", "message": "hijack"}}"#),
+        ),
+        ("subagent_stop", format!(r#"{{"id": "{id}"}}"#)),
+    ] {
+        let r = call(&host, tool, &stranger, &args).await;
+        assert!(
+            r.is_error && r.text().contains("NO_RUN"),
+            "{tool}: {}",
+            r.text()
+        );
+    }
+    assert!(call(&host, "subagent_list", &stranger, "{}")
+        .await
+        .text()
+        .contains("no background runs"));
+
+    // Steer it, then wait for its answer.
+    let sent = call(
+        &host,
+        "subagent_send",
+        &me,
+        &format!(r#"{{"id": "{id}", "message": "go on"}}"#),
+    )
+    .await;
+    assert!(!sent.is_error, "{}", sent.text());
+    let out = call(
+        &host,
+        "subagent_output",
+        &me,
+        &format!(r#"{{"id": "{id}", "timeout_ms": 60000}}"#),
+    )
+    .await;
+    assert!(
+        out.text().contains("finished: completed") && out.text().contains("done: go on"),
+        "{}",
+        out.text()
+    );
+
+    // The owner hears about it once, at the start of its next turn.
+    let notices = |agent: &seam_host::agent::Agent| {
+        agent
+            .session()
+            .events()
+            .iter()
+            .filter(|e| matches!(e, SessionEvent::UserMessage { content } if seam_host::blocks_text(content).contains(&format!("background run `{id}`"))))
+            .count()
+    };
+    owner.run_turn(vec![ContentBlock::text("next")]).await;
+    owner.run_turn(vec![ContentBlock::text("and next")]).await;
+    assert_eq!(notices(&owner), 1);
+
+    host.agents().dispose(owner.id()).await;
+    assert_eq!(host.live_runs(), 0);
+    assert_eq!(host.live_instances(), 0);
+}
+
+#[tokio::test]
+async fn an_agent_disposed_takes_its_background_runs_with_it() {
+    let host = host_with(&background_host_toml()).await;
+    let owner = host.create_agent(None, "/w").unwrap();
+    let me = owner.as_parent();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let started = call(
+            &host,
+            "delegate",
+            &me,
+            r#"{"description": "d", "prompt": "p", "run_in_background": true}"#,
+        )
+        .await;
+        ids.push(run_id(&started));
+    }
+    assert_eq!(host.live_runs(), 3);
+    // One is stopped by the model.
+    let stopped = call(
+        &host,
+        "subagent_stop",
+        &me,
+        &format!(r#"{{"id": "{}", "reason": "enough"}}"#, ids[0]),
+    )
+    .await;
+    assert!(!stopped.is_error, "{}", stopped.text());
+    // The rest go with their owner.
+    host.agents().dispose(owner.id()).await;
+    assert_eq!(host.live_runs(), 0);
+    assert_eq!(host.live_instances(), 0);
+    assert!(call(&host, "subagent_list", &me, "{}")
+        .await
+        .text()
+        .contains("no background runs"));
+}
