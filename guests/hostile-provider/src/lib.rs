@@ -19,7 +19,8 @@
 //!   file's length after) or `size N; error ...`.
 //! - `connect`: `addr`; opens a TCP connection. `resolve`: `host`; looks the name up.
 //! - `env`: `var`; reads one variable. `env-all`: lists every variable it can see.
-//! - `fault`: `at` (`describe`, `start`, `result`, `cancel`) and `how` (`trap`, `panic`).
+//! - `fault`: `at` (`describe`, `start`, `result`, `cancel`) and `how` (`trap`, `panic`, and
+//!   at `describe` also `spin`: burns CPU forever without calling the host).
 //! - `ignore-cancel`: keeps sleeping in short naps and never looks at cancellation.
 //! - `lie`: declares every capability, then fails every run that uses one.
 //! - `print`: writes `lines` lines of `lineBytes` bytes to stdout, one line to stderr, then
@@ -371,7 +372,11 @@ impl Guest for HostileProvider {
     fn describe(config: String) -> Result<ProviderDescriptor, String> {
         let settings = Settings::parse(&config)?;
         if settings.mode == "fault" && settings.string("at")? == "describe" {
-            fault(&settings.string("how")?, "describe");
+            let how = settings.string("how")?;
+            if how == "spin" {
+                spin();
+            }
+            fault(&how, "describe");
         }
         let lie = settings.mode == "lie";
         Ok(ProviderDescriptor {

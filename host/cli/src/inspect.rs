@@ -53,11 +53,13 @@ pub(crate) async fn run(args: Args) -> Result<u8> {
     } else {
         print_human(&info, given);
     }
-    Ok(if given && info.config_error.is_some() {
-        EXIT_ERROR
-    } else {
-        EXIT_OK
-    })
+    Ok(
+        if info.link_error.is_some() || (given && info.config_error.is_some()) {
+            EXIT_ERROR
+        } else {
+            EXIT_OK
+        },
+    )
 }
 
 fn world(kind: PluginKind) -> &'static str {
@@ -69,8 +71,16 @@ fn world(kind: PluginKind) -> &'static str {
 }
 
 fn print_human(info: &ComponentInfo, config_given: bool) {
+    if let Some(error) = &info.link_error {
+        outln!("this host cannot run it: {error}");
+    }
     outln!("component: {}", info.path.display());
-    outln!("kind:      {} (world {})", info.kind, world(info.kind));
+    outln!(
+        "kind:      {} (world {}, seam:plugin@{})",
+        info.kind,
+        world(info.kind),
+        info.version
+    );
     // `inspect` reads the component with no config entry, so with nothing granted.
     outln!(
         "grants:    {} (grants come from a config entry; see `seam check`)",
@@ -84,6 +94,9 @@ fn print_human(info: &ComponentInfo, config_given: bool) {
     outln!("exports:");
     for name in &info.exports {
         outln!("  {name}");
+    }
+    if info.link_error.is_some() {
+        return;
     }
     if let Some(error) = &info.config_error {
         if config_given {

@@ -45,10 +45,7 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         let listener = args.events.then(|| print_events(&host));
         let progress =
             (!args.events && std::io::stderr().is_terminal()).then(|| Progress::start(&host));
-        let outcome = answer(&host, &args, &cwd, prompt, interrupt).await;
-        if let Some(p) = progress {
-            p.stop(&host);
-        }
+        let outcome = answer(&host, &args, &cwd, prompt, interrupt, progress).await;
         if let Some(id) = listener {
             host.events().unsubscribe(id);
         }
@@ -63,6 +60,7 @@ async fn answer(
     cwd: &str,
     prompt: String,
     interrupt: CancellationToken,
+    progress: Option<Progress>,
 ) -> Result<u8> {
     let agent = host
         .create_agent(args.model.as_deref(), cwd)
@@ -70,14 +68,22 @@ async fn answer(
     // Ctrl-C aborts the whole tree: the agent's model call, its tool calls, their runs.
     let watcher = {
         let agent = agent.clone();
+        let interrupt = interrupt.clone();
         tokio::spawn(async move {
             interrupt.cancelled().await;
             agent.abort();
         })
     };
     let outcome = agent.run_turn(vec![ContentBlock::text(prompt)]).await;
+    // Background runs the agent started are waited for (Ctrl-C stops them: they are disposed
+    // with the agent).
+    wait_for_background(host, agent.id(), &interrupt).await;
     watcher.abort();
     host.agents().dispose(agent.id()).await;
+    // The progress line is erased (and its ticker has stopped writing) before the answer.
+    if let Some(p) = progress {
+        p.stop(host).await;
+    }
 
     let text = seam_host::blocks_text(&outcome.output);
     if args.json {
@@ -94,15 +100,39 @@ async fn answer(
     if outcome.stop_reason.is_success() {
         Ok(EXIT_OK)
     } else {
-        errln!("the agent ended with stop reason `{}`", outcome.stop_reason);
+        match &outcome.diagnostic {
+            Some(why) => errln!(
+                "the agent ended with stop reason `{}`: {why}",
+                outcome.stop_reason
+            ),
+            None => errln!("the agent ended with stop reason `{}`", outcome.stop_reason),
+        }
         Ok(EXIT_UNSUCCESSFUL)
     }
 }
 
-/// A one-line spinner on stderr saying what the agent tree is doing.
+/// Waits until every background run of `agent` has settled, or the user interrupts.
+async fn wait_for_background(host: &Host, agent: &str, interrupt: &CancellationToken) {
+    let settled = || {
+        host.subagents()
+            .background_runs(agent)
+            .iter()
+            .all(|r| r.state == seam_host::RunState::Settled)
+    };
+    while !settled() {
+        tokio::select! {
+            () = interrupt.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+    }
+}
+
+/// A one-line spinner on stderr saying what the agent tree is doing, and how many background
+/// runs are going.
 struct Progress {
     listener: seam_host::ListenerId,
     ticker: tokio::task::JoinHandle<()>,
+    done: CancellationToken,
 }
 
 impl Progress {
@@ -113,6 +143,11 @@ impl Progress {
             let line = match &event {
                 Event::AgentToolCall { id, tool, .. } => format!("{id}: calling `{tool}`"),
                 Event::SubagentStart { provider, id, .. } => format!("{id}: child on `{provider}`"),
+                Event::SubagentProgress { id, content, .. } => {
+                    let text = seam_host::blocks_text(content);
+                    let first = text.lines().next().unwrap_or("").chars().take(60);
+                    format!("{id}: {}", first.collect::<String>())
+                }
                 Event::SubagentEnd {
                     id, stop_reason, ..
                 } => format!("{id}: {stop_reason}"),
@@ -122,24 +157,42 @@ impl Progress {
             *sink.lock().unwrap_or_else(|p| p.into_inner()) = line;
             Ok(())
         });
+        let done = CancellationToken::new();
+        let stopped = done.clone();
+        let host = host.clone();
         let ticker = tokio::spawn(async move {
             const FRAMES: [char; 4] = ['|', '/', '-', '\\'];
             for frame in FRAMES.iter().cycle() {
                 let line = status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let background = host.subagents().running_background();
+                let suffix = match background {
+                    0 => String::new(),
+                    1 => " (1 background run)".to_string(),
+                    n => format!(" ({n} background runs)"),
+                };
                 {
                     use std::io::Write as _;
                     let mut err = std::io::stderr().lock();
-                    let _ = write!(err, "\r\x1b[2K{frame} {line}");
+                    let _ = write!(err, "\r\x1b[2K{frame} {line}{suffix}");
                     let _ = err.flush();
                 }
-                tokio::time::sleep(Duration::from_millis(120)).await;
+                tokio::select! {
+                    () = stopped.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_millis(120)) => {}
+                }
             }
         });
-        Self { listener, ticker }
+        Self {
+            listener,
+            ticker,
+            done,
+        }
     }
 
-    fn stop(self, host: &Host) {
-        self.ticker.abort();
+    /// Stops the ticker, waits until it can write no more, and erases the line.
+    async fn stop(self, host: &Host) {
+        self.done.cancel();
+        let _ = self.ticker.await;
         host.events().unsubscribe(self.listener);
         use std::io::Write as _;
         let mut err = std::io::stderr().lock();

@@ -83,7 +83,59 @@ fn run_shows_the_delegation_demo() {
             )),
             "{events}"
         );
+        assert!(
+            events.contains(&format!(
+                "\"event\":\"subagent/progress\",\"provider\":\"{provider}\""
+            )),
+            "each child reports progress: {events}"
+        );
     }
+    // The research ran in the background and was read with `subagent_output`.
+    assert!(
+        events.contains("\"tool\":\"subagent_output\"")
+            && output.contains("run `spawn-1` finished: completed"),
+        "{output}\n{events}"
+    );
+}
+
+#[test]
+fn inspect_says_first_when_this_host_cannot_run_a_component() {
+    let dir = tempfile::tempdir().unwrap();
+    // A provider whose `run-context` import is renamed: nothing on this host provides it.
+    let bytes = std::fs::read(seam_tests::guest("legacy_provider")).unwrap();
+    let from: &[u8] = b"seam:plugin/run-context@0.1.0";
+    let at = bytes
+        .windows(from.len())
+        .position(|w| w == from)
+        .expect("the import is named in the binary");
+    let mut renamed = bytes.clone();
+    renamed[at..at + from.len()].copy_from_slice(b"seam:plugin/run-cantext@0.1.0");
+    let path = dir.path().join("renamed.wasm");
+    std::fs::write(&path, renamed).unwrap();
+    let out = seam(&["inspect", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("this host cannot run it: ")
+            && stdout
+                .lines()
+                .next()
+                .unwrap()
+                .contains("needs `seam:plugin/run-cantext@0.1.0`"),
+        "{stdout}"
+    );
+
+    // Random bytes: one error line, no byte dump.
+    let junk = dir.path().join("junk.wasm");
+    std::fs::write(&junk, [0x8eu8, 0xf6, 0x97, 0xd3, 1, 2, 3, 4, 5, 6]).unwrap();
+    let out = seam(&["inspect", junk.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("not a valid WebAssembly component"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -143,6 +195,18 @@ fn wit_writes_the_package_this_host_supports() {
     let source = std::fs::read_to_string(root().join("wit/seam.wit")).unwrap();
     assert_eq!(written, source, "the embedded WIT is the repository's");
     assert!(text(&o.stdout).contains("seam.wit"));
+    // Its dependency goes where wit-bindgen and componentize-py look for it.
+    let poll = std::fs::read_to_string(out.join("deps/io/poll.wit")).unwrap();
+    assert!(poll.contains("package wasi:io@0.2.0;"));
+
+    // The frozen 0.1.0, unedited.
+    let old = dir.path().join("old");
+    let o = seam(&["wit", "--out", old.to_str().unwrap(), "--version", "0.1.0"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(old.join("seam.wit")).unwrap(),
+        std::fs::read_to_string(root().join("wit/v0.1.0/seam.wit")).unwrap()
+    );
 
     let o = seam(&["wit", "--out", out.to_str().unwrap(), "--version", "9.9.9"]);
     assert_eq!(o.status.code(), Some(1));

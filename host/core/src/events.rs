@@ -331,6 +331,26 @@ mod tests {
     }
 
     #[test]
+    fn a_stop_reason_is_one_string_in_json_whatever_it_is() {
+        for (reason, name) in [
+            (StopReason::Completed, "completed"),
+            (StopReason::MaxTokens, "max-tokens"),
+            (StopReason::Other("overheated".into()), "overheated"),
+        ] {
+            let event = Event::AgentTurnEnd {
+                id: "a".into(),
+                turn: 1,
+                stop_reason: reason.clone(),
+                diagnostic: None,
+            };
+            let json: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
+            assert_eq!(json["stop-reason"], serde_json::json!(name));
+            let back: StopReason = serde_json::from_value(json["stop-reason"].clone()).unwrap();
+            assert_eq!(back, reason);
+        }
+    }
+
+    #[test]
     fn the_name_is_the_json_tag_for_every_event() {
         // The `events!` macro writes each name once into both; this checks the macro does.
         let mut seen = std::collections::HashSet::new();

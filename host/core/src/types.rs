@@ -40,8 +40,10 @@ pub fn blocks_text(blocks: &[ContentBlock]) -> String {
 }
 
 /// Why a run ended. Open to extension: consumers treat [`StopReason::Other`] as a failure.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+///
+/// In JSON it is always one string: `completed`, `aborted`, `error`, `max-tokens`, `refusal`,
+/// or the provider's own name for another reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopReason {
     /// The child finished its task.
     Completed,
@@ -73,6 +75,33 @@ impl StopReason {
     /// Only `completed` is success.
     pub fn is_success(&self) -> bool {
         matches!(self, Self::Completed)
+    }
+}
+
+impl StopReason {
+    /// The reason a wire name stands for: a known name, or a provider-specific one.
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "completed" => Self::Completed,
+            "aborted" => Self::Aborted,
+            "error" => Self::Error,
+            "max-tokens" => Self::MaxTokens,
+            "refusal" => Self::Refusal,
+            other => Self::Other(other.to_string()),
+        }
+    }
+}
+
+impl Serialize for StopReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for StopReason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Ok(Self::from_name(&name))
     }
 }
 

@@ -18,7 +18,7 @@ use crate::cache::{CacheStats, CompileCache};
 use crate::config::Config;
 use crate::engine::{EngineError, EngineOptions, SeamEngine};
 use crate::loader::{LoadReport, Loader, PluginInfo};
-use crate::plugin::{link, Linked, Linkers, Runtime};
+use crate::plugin::{link, Linked, Linkers, PluginError, Runtime};
 use crate::sandbox::{Granted, Limits, Sandbox};
 
 /// How a host is set up.
@@ -80,6 +80,9 @@ pub struct ComponentInfo {
     pub tool_name: Option<String>,
     /// The provider a tool follows.
     pub binds_to: Option<String>,
+    /// Why the component cannot run on this host at all: it cannot link (an import the host
+    /// does not provide, or of another type) or cannot instantiate.
+    pub link_error: Option<String>,
     /// Why the descriptor or binding could not be read with the given config.
     pub config_error: Option<String>,
 }
@@ -308,6 +311,7 @@ impl Host {
             provider: None,
             tool_name: None,
             binds_to: None,
+            link_error: None,
             config_error: None,
         };
         match link(
@@ -327,6 +331,9 @@ impl Host {
             }
             // An observer declares nothing; linking it is the whole check.
             Ok(Linked::Observer(_)) => {}
+            Err(e @ (PluginError::Link { .. } | PluginError::Instantiate(_))) => {
+                info.link_error = Some(e.to_string())
+            }
             Err(e) => info.config_error = Some(e.to_string()),
         }
         Ok(info)

@@ -10,7 +10,7 @@ use wasmtime::component::{InstancePre, TypedFunc};
 use wasmtime::Store;
 
 use crate::host::Host;
-use crate::plugin::state::{new_store, Serving, StoreData};
+use crate::plugin::state::{new_store, CpuBudget, Serving, StoreData};
 use crate::plugin::GuestFault;
 use crate::sandbox::{Granted, Sandbox};
 use crate::wit::latest::provider_world::{ProviderPlugin, ProviderPluginPre};
@@ -61,6 +61,7 @@ impl Template {
             self.plugin.clone(),
             Serving::default(),
             &self.sandbox,
+            CpuBudget::Call,
         )
     }
 

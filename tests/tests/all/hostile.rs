@@ -456,6 +456,29 @@ async fn a_fault_in_describe_fails_only_that_plugin() {
 }
 
 #[tokio::test]
+async fn a_describe_that_spins_is_stopped_by_its_own_small_cpu_budget() {
+    // `describe_cpu_ms` (default 1000) bounds describe, not `cpu_ms_per_call` (10000): one
+    // hostile plugin cannot hold every command on its config for ten seconds.
+    let toml = good()
+        + &hostile(
+            "bad",
+            r#"mode = "fault", at = "describe", how = "spin""#,
+            "",
+        );
+    let host = test_host();
+    let report = host.load(&config(&toml)).await;
+    assert_eq!(report.failed.len(), 1);
+    let e = report.failed[0].to_string();
+    assert!(
+        e.contains("plugin `bad`") && e.contains("`describe_cpu_ms`"),
+        "{e}"
+    );
+    let r = run_once(&host, "good", request("x")).await;
+    assert!(r.stop_reason.is_success());
+    assert_quiescent(&host);
+}
+
+#[tokio::test]
 async fn a_fault_at_start_rejects_started_and_emits_nothing() {
     for how in ["trap", "panic"] {
         let toml = good()

@@ -44,6 +44,15 @@ impl Backgrounds {
         })
     }
 
+    /// How many background runs of any owner have not settled.
+    pub(crate) fn running_total(&self) -> usize {
+        self.lock()
+            .values()
+            .flatten()
+            .filter(|e| e.run.try_result().is_none())
+            .count()
+    }
+
     /// Adds a run to `owner`'s; returns the settled runs it pushed out (to be disposed).
     pub(crate) fn add(&self, owner: &str, run: SubagentRun, label: String) -> Vec<SubagentRun> {
         let mut all = self.lock();

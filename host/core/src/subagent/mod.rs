@@ -291,6 +291,11 @@ impl SubagentService {
         self.background.has(owner)
     }
 
+    /// How many background runs of any owner are going.
+    pub fn running_background(&self) -> usize {
+        self.background.running_total()
+    }
+
     /// `owner`'s background runs, oldest first.
     pub fn background_runs(&self, owner: &str) -> Vec<RunInfo> {
         self.background.list(owner)

@@ -287,6 +287,46 @@ pub enum PluginError {
     },
 }
 
+/// `text` on one line: every run of whitespace, newlines included, becomes one space (a parser's
+/// multi-line byte dump, say).
+pub(crate) fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A linker's refusal in words a plugin author can act on: which import the host does not
+/// provide, or which function of it has another type than the host's.
+fn explain_link(e: &wasmtime::Error) -> String {
+    let text = one_line(&format!("{e:#}"));
+    let between = |s: &str, start: &str, end: &str| {
+        let from = s.find(start)? + start.len();
+        let to = from + s[from..].find(end)?;
+        Some(s[from..to].to_string())
+    };
+    let Some(instance) = between(&text, "component imports instance `", "`") else {
+        return text;
+    };
+    let function = between(&text, "instance export `", "`");
+    if text.contains("implementation is missing")
+        || (text.contains("was not found") && function.is_none())
+    {
+        return match function {
+            Some(f) => {
+                format!("needs `{instance}` (its function `{f}`), which this host does not provide")
+            }
+            None => format!("needs `{instance}`, which this host does not provide"),
+        };
+    }
+    let detail = text
+        .rsplit_once("has the wrong type: ")
+        .map_or(text.as_str(), |(_, d)| d);
+    match function {
+        Some(f) => format!(
+            "imports `{instance}` with function `{f}` of another type than this host's: {detail}"
+        ),
+        None => format!("imports `{instance}` in a form this host does not provide: {detail}"),
+    }
+}
+
 /// One linker per world and supported version, each assembled from the interface modules its
 /// world imports (a 0.1.0 world from the 0.1.0 adapters, which delegate to the same modules).
 pub(crate) struct Linkers {
@@ -392,11 +432,11 @@ pub(crate) async fn link(
         .instantiate_pre(component)
         .map_err(|e| PluginError::Link {
             kind,
-            reason: format!("{e:#}"),
+            reason: explain_link(&e),
         })?;
     let link_err = |e: wasmtime::Error| PluginError::Link {
         kind,
-        reason: format!("{e:#}"),
+        reason: one_line(&format!("{e:#}")),
     };
     Ok(match kind {
         PluginKind::Provider => {

@@ -93,7 +93,7 @@ impl Stores {
         }
     }
 
-    /// A fresh store serving `serving`.
+    /// A fresh store serving `serving`, with the CPU budget of a call.
     pub(crate) fn make(&self, serving: Serving) -> Store<StoreData> {
         new_store(
             &self.engine,
@@ -101,6 +101,19 @@ impl Stores {
             self.plugin.clone(),
             serving,
             &self.sandbox,
+            CpuBudget::Call,
+        )
+    }
+
+    /// A fresh store for `describe` or `bind`, with their smaller CPU budget.
+    pub(crate) fn make_for_describe(&self) -> Store<StoreData> {
+        new_store(
+            &self.engine,
+            &self.live,
+            self.plugin.clone(),
+            Serving::default(),
+            &self.sandbox,
+            CpuBudget::Describe,
         )
     }
 }
@@ -112,12 +125,22 @@ impl Stores {
 /// host still lets the host cancel it (by dropping the store) and keeps other runs moving. The
 /// same ticks measure the guest's CPU time: the callback only runs while guest code does, so
 /// time spent blocked in a host import costs at most one tick per import call.
+/// Which CPU budget a store's guest code runs under.
+#[derive(Clone, Copy)]
+pub(crate) enum CpuBudget {
+    /// `cpu_ms_per_call`: a run, a tool call, an observer's delivery.
+    Call,
+    /// `describe_cpu_ms`: a `describe` or `bind` at load.
+    Describe,
+}
+
 pub(crate) fn new_store(
     engine: &Engine,
     live: &Arc<LiveCounts>,
     plugin: Arc<str>,
     serving: Serving,
     sandbox: &Sandbox,
+    cpu: CpuBudget,
 ) -> Store<StoreData> {
     let log_budget = LogBudget::new(plugin.clone());
     let mut builder = WasiCtxBuilder::new();
@@ -141,13 +164,25 @@ pub(crate) fn new_store(
     store.limiter(|s| &mut s.limiter);
     // A new store's deadline is 0: without this the first epoch check would trap.
     store.set_epoch_deadline(1);
-    let budget = sandbox.cpu_ticks();
-    let cpu = limits.cpu_per_call;
+    let (budget, limit) = match cpu {
+        CpuBudget::Call => (
+            sandbox.cpu_ticks(),
+            Limit::Cpu {
+                budget: limits.cpu_per_call,
+            },
+        ),
+        CpuBudget::Describe => (
+            sandbox.describe_cpu_ticks(),
+            Limit::DescribeCpu {
+                budget: limits.describe_cpu,
+            },
+        ),
+    };
     store.epoch_deadline_callback(move |mut ctx| {
         let state = ctx.data_mut();
         state.ticks += 1;
         if state.ticks > budget {
-            let hit = LimitHit::new(&state.plugin, Limit::Cpu { budget: cpu });
+            let hit = LimitHit::new(&state.plugin, limit.clone());
             tracing::warn!(plugin = %state.plugin, limit = hit.limit.key(), "{hit}");
             return Err(wasmtime::Error::new(hit));
         }

@@ -51,7 +51,7 @@ impl WasmProvider {
 
     /// Reads the descriptor in a throwaway instance.
     pub(crate) async fn describe(&self) -> Result<ProviderDescriptor, PluginError> {
-        let mut store = self.stores.make(Serving::default());
+        let mut store = self.stores.make_for_describe();
         let instance = self.pre.instantiate(&mut store).await.map_err(|e| {
             PluginError::Instantiate(GuestFault::from_store_error(&e, store.data()))
         })?;

@@ -58,12 +58,17 @@ impl WasmTool {
         })))
     }
 
+    /// A fresh instance serving a call, or (with `None`) for `bind` or `describe`, under
+    /// their CPU budget.
     async fn instance(
         &self,
-        serving: Serving,
+        serving: Option<Serving>,
     ) -> Result<(wasmtime::Store<StoreData>, ToolInstance), PluginError> {
         let inner = &self.0;
-        let mut store = inner.stores.make(serving);
+        let mut store = match serving {
+            Some(serving) => inner.stores.make(serving),
+            None => inner.stores.make_for_describe(),
+        };
         let instance = inner.pre.instantiate(&mut store).await.map_err(|e| {
             PluginError::Instantiate(GuestFault::from_store_error(&e, store.data()))
         })?;
@@ -72,7 +77,7 @@ impl WasmTool {
 
     /// Reads the binding (which validates the config) in a throwaway instance.
     pub(crate) async fn bind(&self) -> Result<ToolBinding, PluginError> {
-        let (mut store, instance) = self.instance(Serving::default()).await?;
+        let (mut store, instance) = self.instance(None).await?;
         match instance.bind(&mut store, &self.0.config).await {
             Ok(Ok(b)) => {
                 // Names travel in every tool event; keep them to what a name needs.
@@ -104,7 +109,7 @@ impl WasmTool {
         &self,
         provider: Option<&ProviderDescriptor>,
     ) -> Result<ToolDescriptor, PluginError> {
-        let (mut store, instance) = self.instance(Serving::default()).await?;
+        let (mut store, instance) = self.instance(None).await?;
         let d = match instance
             .describe(&mut store, &self.0.config, provider)
             .await
@@ -177,7 +182,7 @@ impl WasmTool {
         };
         let work = async {
             let (mut store, instance) = self
-                .instance(Serving::call(call))
+                .instance(Some(Serving::call(call)))
                 .await
                 .map_err(|e| e.to_string())?;
             instance

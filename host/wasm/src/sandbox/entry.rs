@@ -146,6 +146,7 @@ pub fn parse_limits(value: &Value) -> Result<LimitOverrides, String> {
         table_elements: int(key::TABLE_ELEMENTS, 10_000_000)?,
         instances: int(key::INSTANCES, 10_000)?,
         cpu_ms_per_call: int(key::CPU_MS_PER_CALL, MAX_MS)?,
+        describe_cpu_ms: int(key::DESCRIBE_CPU_MS, MAX_MS)?,
         run_timeout_ms: int(key::RUN_TIMEOUT_MS, MAX_MS)?,
         max_concurrent_runs: int(key::MAX_CONCURRENT_RUNS, 100_000)?,
         on_concurrency,

@@ -25,6 +25,9 @@ pub struct Limits {
     /// CPU time one call into the component (a run, a tool call, a describe) may use, counted in
     /// epoch ticks while guest code executes (`cpu_ms_per_call`).
     pub cpu_per_call: Duration,
+    /// CPU time one `describe` or `bind` may use (`describe_cpu_ms`): these run on every
+    /// command that loads the plugin, so their budget is small.
+    pub describe_cpu: Duration,
     /// Wall-clock time one run or tool call may take once it is running (`run_timeout_ms`).
     pub run_timeout: Duration,
     /// Runs of one provider (or calls of one tool) running at once (`max_concurrent_runs`).
@@ -67,6 +70,7 @@ impl Default for Limits {
             table_elements: 20_000,
             instances: 64,
             cpu_per_call: Duration::from_secs(10),
+            describe_cpu: Duration::from_secs(1),
             run_timeout: Duration::from_secs(600),
             max_concurrent_runs: 64,
             on_concurrency: OnConcurrency::Wait,
@@ -84,13 +88,14 @@ impl Limits {
     /// One line for people, for example `64 MiB memory, 10000 ms CPU per call, ...`.
     pub fn summary(&self) -> String {
         format!(
-            "{} MiB memory, {} table elements, {} instances, {} ms CPU per call, {} ms per run, \
-             {} runs at once ({}), {} output bytes, {} MiB host memory, {} runs per call, {} \
-             queued messages, {} MiB written, {} files created",
+            "{} MiB memory, {} table elements, {} instances, {} ms CPU per call, {} ms CPU per \
+             describe, {} ms per run, {} runs at once ({}), {} output bytes, {} MiB host memory, \
+             {} runs per call, {} queued messages, {} MiB written, {} files created",
             self.memory_bytes / MIB,
             self.table_elements,
             self.instances,
             millis(self.cpu_per_call),
+            millis(self.describe_cpu),
             millis(self.run_timeout),
             self.max_concurrent_runs,
             self.on_concurrency.as_str(),
@@ -108,11 +113,12 @@ impl Limits {
 impl Serialize for Limits {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("Limits", 13)?;
+        let mut st = s.serialize_struct("Limits", 14)?;
         st.serialize_field(key::MEMORY_MB, &(self.memory_bytes / MIB))?;
         st.serialize_field(key::TABLE_ELEMENTS, &self.table_elements)?;
         st.serialize_field(key::INSTANCES, &self.instances)?;
         st.serialize_field(key::CPU_MS_PER_CALL, &millis(self.cpu_per_call))?;
+        st.serialize_field(key::DESCRIBE_CPU_MS, &millis(self.describe_cpu))?;
         st.serialize_field(key::RUN_TIMEOUT_MS, &millis(self.run_timeout))?;
         st.serialize_field(key::MAX_CONCURRENT_RUNS, &self.max_concurrent_runs)?;
         st.serialize_field(key::ON_CONCURRENCY, &self.on_concurrency)?;
@@ -162,6 +168,8 @@ pub struct LimitOverrides {
     pub instances: Option<u64>,
     /// `cpu_ms_per_call`.
     pub cpu_ms_per_call: Option<u64>,
+    /// `describe_cpu_ms`.
+    pub describe_cpu_ms: Option<u64>,
     /// `run_timeout_ms`.
     pub run_timeout_ms: Option<u64>,
     /// `max_concurrent_runs`.
@@ -192,6 +200,8 @@ pub mod key {
     pub const INSTANCES: &str = "instances";
     /// `cpu_ms_per_call`.
     pub const CPU_MS_PER_CALL: &str = "cpu_ms_per_call";
+    /// `describe_cpu_ms`.
+    pub const DESCRIBE_CPU_MS: &str = "describe_cpu_ms";
     /// `run_timeout_ms`.
     pub const RUN_TIMEOUT_MS: &str = "run_timeout_ms";
     /// `max_concurrent_runs`.
@@ -218,6 +228,7 @@ pub const LIMIT_KEYS: &[&str] = &[
     key::TABLE_ELEMENTS,
     key::INSTANCES,
     key::CPU_MS_PER_CALL,
+    key::DESCRIBE_CPU_MS,
     key::RUN_TIMEOUT_MS,
     key::MAX_CONCURRENT_RUNS,
     key::ON_CONCURRENCY,
@@ -247,6 +258,10 @@ impl LimitOverrides {
                 .cpu_ms_per_call
                 .map(Duration::from_millis)
                 .unwrap_or(base.cpu_per_call),
+            describe_cpu: self
+                .describe_cpu_ms
+                .map(Duration::from_millis)
+                .unwrap_or(base.describe_cpu),
             run_timeout: self
                 .run_timeout_ms
                 .map(Duration::from_millis)
@@ -300,6 +315,11 @@ pub enum Limit {
     },
     /// The call used up its CPU budget.
     Cpu {
+        /// The budget.
+        budget: Duration,
+    },
+    /// A `describe` or `bind` used up its CPU budget.
+    DescribeCpu {
         /// The budget.
         budget: Duration,
     },
@@ -362,6 +382,7 @@ impl Limit {
             Self::Memory { .. } => key::MEMORY_MB,
             Self::TableElements { .. } => key::TABLE_ELEMENTS,
             Self::Cpu { .. } => key::CPU_MS_PER_CALL,
+            Self::DescribeCpu { .. } => key::DESCRIBE_CPU_MS,
             Self::RunTimeout { .. } => key::RUN_TIMEOUT_MS,
             Self::Concurrency { .. } => key::MAX_CONCURRENT_RUNS,
             Self::Output { .. } => key::MAX_OUTPUT_BYTES,
@@ -390,6 +411,11 @@ impl std::fmt::Display for Limit {
             Self::Cpu { budget } => write!(
                 f,
                 "one call may use at most {} ms of CPU time",
+                millis(*budget)
+            ),
+            Self::DescribeCpu { budget } => write!(
+                f,
+                "describe or bind may use at most {} ms of CPU time",
                 millis(*budget)
             ),
             Self::RunTimeout { budget } => {

@@ -74,8 +74,17 @@ impl Sandbox {
 
     /// How many epoch ticks make the CPU budget of one call (at least one).
     pub fn cpu_ticks(&self) -> u64 {
+        self.ticks(self.limits.cpu_per_call)
+    }
+
+    /// How many epoch ticks make the CPU budget of one `describe` or `bind` (at least one).
+    pub fn describe_cpu_ticks(&self) -> u64 {
+        self.ticks(self.limits.describe_cpu)
+    }
+
+    fn ticks(&self, budget: std::time::Duration) -> u64 {
         let tick = self.epoch_tick.as_micros().max(1);
-        u64::try_from(self.limits.cpu_per_call.as_micros().div_ceil(tick))
+        u64::try_from(budget.as_micros().div_ceil(tick))
             .unwrap_or(u64::MAX)
             .max(1)
     }
