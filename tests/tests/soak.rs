@@ -1,7 +1,10 @@
 //! Soak test: 100,000 mixed runs (well-behaved, slow, child agents on the spawn provider,
 //! trapping, panicking, spinning past their CPU budget, blowing their memory limit, timing out,
 //! failing to start, flooding their child past `host_memory_mb`, tool calls that leak their runs
-//! or hold more than `max_runs_per_call`) with random cancels and early disposes, 64 at a time, from a fixed seed. Every
+//! or hold more than `max_runs_per_call`, runs steered while they wait on their pollables,
+//! background runs that agents start through the subagent tool, steer and read through the
+//! control tools and take with them when disposed, progress on every kind that reports it) with
+//! random cancels and early disposes, 64 at a time, from a fixed seed. Every
 //! outcome must be one the contract allows, and the host must end with no live run, instance or
 //! child agent.
 //!
@@ -35,11 +38,18 @@ enum Kind {
     Flood,
     /// A tool that holds more runs than `max_runs_per_call`.
     RunsCap,
+    /// A run that reports progress and waits for a steering message, which it is sent.
+    Steer,
+    /// An agent starts a background run through the subagent tool, steers it and reads it
+    /// through the control tools (or is disposed with it still going, when cancelled).
+    Background,
 }
 
 /// The workload mix, in percent.
 const MIX: &[(Kind, usize)] = &[
-    (Kind::Ok, 31),
+    (Kind::Ok, 24),
+    (Kind::Steer, 4),
+    (Kind::Background, 3),
     (Kind::Flood, 3),
     (Kind::RunsCap, 3),
     (Kind::Child, 8),
@@ -68,6 +78,7 @@ impl Kind {
             Kind::Child => "spawn",
             Kind::Flood => "flood",
             Kind::RunsCap => "cap",
+            Kind::Steer | Kind::Background => "ear",
         }
     }
 }
@@ -82,6 +93,17 @@ fn config_text() -> String {
         .to_string()
         + &mock("ok", "reply = \"fine\"")
         + &mock("slow", "delayMs = 30")
+        + &mock(
+            "ear",
+            r#"steering = true, progress = ["working"], awaitMessages = 1, reply = "got {messages}""#,
+        )
+        + &entry(
+            "bg",
+            "subagent_tool",
+            r#"provider = "ear", toolName = "bg", runInBackground = true"#,
+        )
+        + &entry("send", "subagent_control", r#"action = "send""#)
+        + &entry("output", "subagent_control", r#"action = "output""#)
         + &entry("spawn", "spawn_provider", "")
         + &entry(
             "trap",
@@ -178,6 +200,9 @@ async fn job(host: Host, kind: Kind, plan: u64) -> (bool, StopReason) {
         // Whether the abort came before the call returned is a race: report that it was asked.
         return (cancel, reason);
     }
+    if kind == Kind::Background {
+        return background_job(&host, cancel).await;
+    }
     let mut req = request("soak");
     if kind == Kind::Child {
         req.agent_options = Some(seam_host::AgentOptions {
@@ -189,6 +214,11 @@ async fn job(host: Host, kind: Kind, plan: u64) -> (bool, StopReason) {
         .subagents()
         .start(kind.provider(), req)
         .expect("start is accepted");
+    if kind == Kind::Steer && !cancel {
+        run.started().await.expect("the run starts");
+        run.send_message(vec![seam_host::ContentBlock::text("go")])
+            .expect("a waiting run takes a message");
+    }
     if cancel {
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
@@ -206,6 +236,57 @@ async fn job(host: Host, kind: Kind, plan: u64) -> (bool, StopReason) {
     (cancelled, result.stop_reason)
 }
 
+/// An agent's background run: started through the subagent tool, steered and read through the
+/// control tools; cancelled jobs dispose the agent with the run still going. Returns the run's
+/// stop reason as the agent saw it (`aborted` for one disposed with its agent).
+async fn background_job(host: &Host, cancel: bool) -> (bool, StopReason) {
+    let agent = host.create_agent(None, "/").expect("an agent");
+    let me = agent.as_parent();
+    let call = |tool: &'static str, args: String| {
+        let host = host.clone();
+        let me = me.clone();
+        async move {
+            host.call_tool(tool, me, &args, CancellationToken::new())
+                .await
+                .expect("the tool is mounted")
+        }
+    };
+    let started = call(
+        "bg",
+        r#"{"description": "soak", "prompt": "p", "run_in_background": true}"#.into(),
+    )
+    .await;
+    assert!(!started.is_error, "{}", started.text());
+    let text = started.text();
+    let id = text
+        .split('`')
+        .nth(1)
+        .expect("the answer names the run")
+        .to_string();
+    if cancel {
+        host.agents().dispose(agent.id()).await;
+        return (true, StopReason::Aborted);
+    }
+    let sent = call(
+        "subagent_send",
+        format!(r#"{{"id": "{id}", "message": "go"}}"#),
+    )
+    .await;
+    assert!(!sent.is_error, "{}", sent.text());
+    let out = call(
+        "subagent_output",
+        format!(r#"{{"id": "{id}", "timeout_ms": 60000}}"#),
+    )
+    .await;
+    host.agents().dispose(agent.id()).await;
+    let reason = if out.text().contains("finished: completed") && out.text().contains("got go") {
+        StopReason::Completed
+    } else {
+        StopReason::Error
+    };
+    (false, reason)
+}
+
 /// Whether `reason` is an outcome the contract allows for `kind`.
 fn allowed(kind: Kind, cancelled: bool, reason: &StopReason) -> bool {
     if kind == Kind::LeakyTool {
@@ -220,7 +301,9 @@ fn allowed(kind: Kind, cancelled: bool, reason: &StopReason) -> bool {
         return *reason == StopReason::Aborted;
     }
     match kind {
-        Kind::Ok | Kind::Slow | Kind::Child => *reason == StopReason::Completed,
+        Kind::Ok | Kind::Slow | Kind::Child | Kind::Steer | Kind::Background => {
+            *reason == StopReason::Completed
+        }
         _ => *reason == StopReason::Error,
     }
 }
