@@ -104,9 +104,20 @@ async fn a_0_1_0_tool_delegates_to_old_and_new_providers_alike() {
 /// Rewrites every `seam:plugin/...@0.2.0` name in a built 0.2.0 component to `version` (same
 /// length, so the binary stays well-formed).
 fn rebuilt_for(version: &str, dir: &std::path::Path) -> std::path::PathBuf {
-    assert_eq!(version.len(), "0.2.0".len());
-    let bytes = std::fs::read(guest("mock_provider")).unwrap();
-    let from = b"@0.2.0";
+    relabelled("mock_provider", "0.2.0", version, dir)
+}
+
+/// `guest` with its `seam:plugin` names moved from version `from` to `to`.
+fn relabelled(
+    guest_name: &str,
+    from: &str,
+    version: &str,
+    dir: &std::path::Path,
+) -> std::path::PathBuf {
+    assert_eq!(version.len(), from.len());
+    let bytes = std::fs::read(guest(guest_name)).unwrap();
+    let from = format!("@{from}");
+    let from = from.as_bytes();
     let to = format!("@{version}");
     let mut out = bytes.clone();
     let mut i = 0;
@@ -123,9 +134,27 @@ fn rebuilt_for(version: &str, dir: &std::path::Path) -> std::path::PathBuf {
         i += 1;
     }
     assert!(replaced > 0);
-    let path = dir.join(format!("mock_{version}.wasm"));
+    let path = dir.join(format!("{guest_name}_{version}.wasm"));
     std::fs::write(&path, out).unwrap();
     path
+}
+
+#[tokio::test]
+async fn a_component_whose_types_do_not_match_its_version_is_refused_naming_the_function() {
+    // A 0.1.0 provider relabelled 0.2.0: its `run` returns a 3-field result, 0.2.0 has 4.
+    let dir = tempfile::tempdir().unwrap();
+    let path = relabelled("legacy_provider", "0.1.0", "0.2.0", dir.path());
+    let host = test_host();
+    let info = host
+        .inspect(&path, Some(serde_json::json!({"name": "x"})))
+        .await
+        .unwrap();
+    let error = info.link_error.expect("this host cannot run it");
+    assert!(
+        error.contains("provider.run") && error.contains("type mismatch"),
+        "{error}"
+    );
+    assert!(!error.contains('\n'), "{error}");
 }
 
 #[tokio::test]

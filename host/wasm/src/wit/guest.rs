@@ -3,7 +3,7 @@
 
 use seam_core::tool::ToolBinding;
 use seam_core::types::{ParentRef, ProviderDescriptor, StartRequest, SubagentResult, ToolResult};
-use wasmtime::component::InstancePre;
+use wasmtime::component::{Instance, InstancePre};
 use wasmtime::Store;
 
 use super::{v0_1_0 as v1, v0_2_0 as v2};
@@ -19,6 +19,53 @@ pub(crate) struct GuestToolDescriptor {
 
 /// A call's outcome: the trap or host error, or the guest's own answer (an `err` string).
 type Answer<T> = wasmtime::Result<Result<T, String>>;
+
+/// Which of the functions an export interface lists has another type than this host's, as
+/// `interface.function: why` (`provider.run: type mismatch with results: expected record of
+/// 4 fields, found 3 fields`). Each `name: (params) -> results` is checked in order.
+macro_rules! mismatched {
+    ($store:expr, $instance:expr, $export:expr, $short:literal,
+     $($name:literal : ($($param:ty),*) -> $result:ty),* $(,)?) => {{
+        let store: &mut Store<StoreData> = $store;
+        let instance: &Instance = $instance;
+        let export = super::export_name($export.0, $export.1);
+        let iface = instance.get_export_index(&mut *store, None, &export);
+        let mut found = None;
+        if let Some(iface) = iface {
+            $(
+                if found.is_none() {
+                    found = match instance.get_export_index(&mut *store, Some(&iface), $name) {
+                        None => Some(format!("{}.{}: missing", $short, $name)),
+                        Some(index) => instance
+                            .get_typed_func::<($($param,)*), ($result,)>(&mut *store, &index)
+                            .err()
+                            .map(|e| format!("{}.{}: {}", $short, $name, crate::plugin::one_line(&format!("{e:#}")))),
+                    };
+                }
+            )*
+        }
+        found
+    }};
+}
+
+/// Instantiates `pre` without the generated bindings' checks, to name the export function
+/// whose type does not match (the bindings' own error does not say which).
+async fn raw_instance(
+    pre: &InstancePre<StoreData>,
+    store: &mut Store<StoreData>,
+) -> Option<Instance> {
+    pre.instantiate_async(&mut *store).await.ok()
+}
+
+/// Adds the mismatched function's name to an instantiation error, when one is found.
+fn named(error: wasmtime::Error, mismatch: Option<String>) -> wasmtime::Error {
+    match mismatch {
+        Some(m) => wasmtime::Error::msg(format!(
+            "the component's export does not match this host's `seam:plugin` types: {m}"
+        )),
+        None => error,
+    }
+}
 
 /// Declares a pre-instantiated component of one kind over every supported version (each given
 /// as its `Pre` type and its instance type), and its instance.
@@ -54,15 +101,30 @@ macro_rules! versioned {
                 })
             }
 
-            /// A fresh instance in `store`.
+            /// A fresh instance in `store`. A type mismatch in its exports is named: which
+            /// function, and how it differs.
             pub(crate) async fn instantiate(
                 &self,
                 store: &mut Store<StoreData>,
             ) -> wasmtime::Result<$instance> {
-                Ok(match self {
-                    Self::V0_1(pre) => $instance::V0_1(pre.instantiate_async(store).await?),
-                    Self::V0_2(pre) => $instance::V0_2(pre.instantiate_async(store).await?),
-                })
+                let made = match self {
+                    Self::V0_1(pre) => pre
+                        .instantiate_async(&mut *store)
+                        .await
+                        .map($instance::V0_1),
+                    Self::V0_2(pre) => pre
+                        .instantiate_async(&mut *store)
+                        .await
+                        .map($instance::V0_2),
+                };
+                match made {
+                    Ok(instance) => Ok(instance),
+                    Err(e) if format!("{e:#}").contains("type mismatch") => {
+                        let mismatch = self.mismatch(store).await;
+                        Err(named(e, mismatch))
+                    }
+                    Err(e) => Err(e),
+                }
             }
         }
     };
@@ -98,6 +160,72 @@ versioned!(
         v2::observer_world::ObserverPlugin
     ]
 );
+
+impl ProviderPre {
+    async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
+        use seam_core::PluginKind::Provider;
+        match self {
+            Self::V0_1(pre) => {
+                let i = raw_instance(pre.instance_pre(), store).await?;
+                mismatched!(store, &i, (Provider, v1::VERSION), "provider",
+                    "describe": (&str) -> Result<v1::provider_world::seam::plugin::types::ProviderDescriptor, String>,
+                    "run": (&str, &str, &v1::provider_world::seam::plugin::types::StartRequest)
+                        -> Result<v1::provider_world::seam::plugin::types::SubagentResult, String>,
+                )
+            }
+            Self::V0_2(pre) => {
+                let i = raw_instance(pre.instance_pre(), store).await?;
+                mismatched!(store, &i, (Provider, v2::VERSION), "provider",
+                    "describe": (&str) -> Result<v2::provider_world::seam::plugin::types::ProviderDescriptor, String>,
+                    "run": (&str, &str, &v2::provider_world::seam::plugin::types::StartRequest)
+                        -> Result<v2::provider_world::seam::plugin::types::SubagentResult, String>,
+                )
+            }
+        }
+    }
+}
+
+impl ToolPre {
+    async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
+        use seam_core::PluginKind::Tool;
+        match self {
+            Self::V0_1(pre) => {
+                use v1::provider_world::seam::plugin::types as t;
+                use v1::tool_world::exports::seam::plugin::tool as x;
+                let i = raw_instance(pre.instance_pre(), store).await?;
+                mismatched!(store, &i, (Tool, v1::VERSION), "tool",
+                    "bind": (&str) -> Result<x::ToolBinding, String>,
+                    "describe": (&str, Option<&t::ProviderDescriptor>) -> Result<x::ToolDescriptor, String>,
+                    "execute": (&str, &t::ParentRef, &str) -> x::ToolResult,
+                )
+            }
+            Self::V0_2(pre) => {
+                use v2::provider_world::seam::plugin::types as t;
+                use v2::tool_world::exports::seam::plugin::tool as x;
+                let i = raw_instance(pre.instance_pre(), store).await?;
+                mismatched!(store, &i, (Tool, v2::VERSION), "tool",
+                    "bind": (&str) -> Result<x::ToolBinding, String>,
+                    "describe": (&str, Option<&t::ProviderDescriptor>) -> Result<x::ToolDescriptor, String>,
+                    "execute": (&str, &t::ParentRef, &str) -> x::ToolResult,
+                )
+            }
+        }
+    }
+}
+
+impl ObserverPre {
+    async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
+        use seam_core::PluginKind::Observer;
+        let (pre, version) = match self {
+            Self::V0_1(pre) => (pre.instance_pre(), v1::VERSION),
+            Self::V0_2(pre) => (pre.instance_pre(), v2::VERSION),
+        };
+        let i = raw_instance(pre, store).await?;
+        mismatched!(store, &i, (Observer, version), "observer",
+            "on-event": (&str, &str) -> Result<(), String>,
+        )
+    }
+}
 
 impl ProviderInstance {
     /// `provider.describe`.
