@@ -111,7 +111,7 @@ impl CompileCache {
         })?;
         let invalid = |e: wasmtime::Error| EngineError::Invalid {
             path: path.to_path_buf(),
-            reason: crate::plugin::one_line(&format!("{e:#}")),
+            reason: crate::engine::one_line(&format!("{e:#}")),
         };
         let Some(dir) = &self.dir else {
             self.stats.compiled.fetch_add(1, Ordering::Relaxed);

@@ -6,6 +6,8 @@
 //!   (`host` and `types`), [`run_context`], [`agents`], [`subagents`]; [`filesystem`] shadows
 //!   wasmtime-wasi's `wasi:filesystem/types` functions that grow what a plugin keeps on disk,
 //!   to count them against its disk quota.
+//! - [`v0_1_0`]: the host imports of `seam:plugin@0.1.0`, delegating to the modules above.
+//! - [`guest`]: a component's exports, whatever its version, called in `seam-core`'s types.
 //! - One module per plugin kind: [`wasm_provider`] behind `seam_core::Provider`, [`wasm_tool`] behind
 //!   `seam_core::ToolSource`, [`wasm_observer`] as an event listener.
 //!
@@ -16,10 +18,12 @@
 pub(crate) mod agents;
 pub(crate) mod context;
 pub(crate) mod filesystem;
+pub(crate) mod guest;
 pub(crate) mod log;
 pub(crate) mod run_context;
 pub(crate) mod state;
 pub(crate) mod subagents;
+pub(crate) mod v0_1_0;
 pub(crate) mod wasm_observer;
 pub(crate) mod wasm_provider;
 pub(crate) mod wasm_tool;
@@ -287,16 +291,10 @@ pub enum PluginError {
     },
 }
 
-/// `text` on one line: every run of whitespace, newlines included, becomes one space (a parser's
-/// multi-line byte dump, say).
-pub(crate) fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 /// A linker's refusal in words a plugin author can act on: which import the host does not
 /// provide, or which function of it has another type than the host's.
 fn explain_link(e: &wasmtime::Error) -> String {
-    let text = one_line(&format!("{e:#}"));
+    let text = crate::engine::one_line(&format!("{e:#}"));
     let between = |s: &str, start: &str, end: &str| {
         let from = s.find(start)? + start.len();
         let to = from + s[from..].find(end)?;
@@ -369,7 +367,7 @@ impl Linkers {
         };
         let v0_1 = |kind: PluginKind| -> wasmtime::Result<Linker<StoreData>> {
             let mut linker = base()?;
-            crate::wit::v0_1_0::add_to_linker(&mut linker, kind)?;
+            v0_1_0::add_to_linker(&mut linker, kind)?;
             Ok(linker)
         };
         const KINDS: [PluginKind; 3] =
@@ -436,7 +434,7 @@ pub(crate) async fn link(
         })?;
     let link_err = |e: wasmtime::Error| PluginError::Link {
         kind,
-        reason: one_line(&format!("{e:#}")),
+        reason: crate::engine::one_line(&format!("{e:#}")),
     };
     Ok(match kind {
         PluginKind::Provider => {

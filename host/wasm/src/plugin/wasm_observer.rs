@@ -16,10 +16,10 @@ use tokio::sync::mpsc;
 use seam_core::events::{EventBus, ListenerId};
 use wasmtime::component::InstancePre;
 
+use super::guest::ObserverPre;
 use super::state::{Serving, StoreData, Stores};
 use super::{GuestFault, Runtime};
 use crate::sandbox::Sandbox;
-use crate::wit::guest::ObserverPre;
 
 /// Bytes of event JSON one observer may have waiting for delivery. An event is charged from
 /// when it is queued until the observer's task takes it to deliver; one that does not fit is

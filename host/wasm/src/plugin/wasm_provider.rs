@@ -9,11 +9,11 @@ use seam_core::types::{ProviderDescriptor, StartRequest, SubagentResult};
 use wasmtime::component::InstancePre;
 
 use super::context::{Quota, RunEnv};
+use super::guest::ProviderPre;
 use super::state::{Serving, StoreData, Stores};
 use super::{GuestFault, PluginError, Runtime};
 use crate::sandbox::gate::RunGate;
 use crate::sandbox::Sandbox;
-use crate::wit::guest::ProviderPre;
 
 /// A provider backed by a component.
 pub(crate) struct WasmProvider {

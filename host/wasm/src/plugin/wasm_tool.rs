@@ -12,11 +12,11 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::component::InstancePre;
 
 use super::context::{CallEnv, CallRuns, Quota};
+use super::guest::{ToolInstance, ToolPre};
 use super::state::{Serving, StoreData, Stores};
 use super::{GuestFault, PluginError, Runtime};
 use crate::sandbox::gate::{blocks_size, Denied, RunGate};
 use crate::sandbox::Sandbox;
-use crate::wit::guest::{ToolInstance, ToolPre};
 
 /// Most bytes a tool's binding (its tool name and provider name) may take.
 const MAX_BINDING_BYTES: usize = 256;

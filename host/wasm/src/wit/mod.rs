@@ -3,13 +3,12 @@
 //! The host supports [`v0_1_0`] and [`v0_2_0`], which is [`latest`]. The host interfaces are
 //! implemented once, against the latest bindings (in `plugin/`); an older module converts its
 //! types and delegates to them (as Zed's extension host does), so that components built against
-//! it keep loading. [`guest`] calls a component's exports whatever its version, in
-//! `seam-core`'s types.
+//! it keep loading. `plugin::guest` calls a component's exports whatever its version, in
+//! `seam-core`'s types, and `plugin::v0_1_0` holds 0.1.0's host imports.
 //!
 //! Export names are derived here, from [`PACKAGE`] and each version's `VERSION`, and nowhere
 //! else.
 
-pub(crate) mod guest;
 pub(crate) mod v0_1_0;
 pub(crate) mod v0_2_0;
 

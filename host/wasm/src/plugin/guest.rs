@@ -6,8 +6,8 @@ use seam_core::types::{ParentRef, ProviderDescriptor, StartRequest, SubagentResu
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::Store;
 
-use super::{v0_1_0 as v1, v0_2_0 as v2};
-use crate::plugin::StoreData;
+use super::state::StoreData;
+use crate::wit::{v0_1_0 as v1, v0_2_0 as v2};
 
 /// A tool's description as the guest gave it, before the host checks its size and parses its
 /// schema.
@@ -28,7 +28,7 @@ macro_rules! mismatched {
      $($name:literal : ($($param:ty),*) -> $result:ty),* $(,)?) => {{
         let store: &mut Store<StoreData> = $store;
         let instance: &Instance = $instance;
-        let export = super::export_name($export.0, $export.1);
+        let export = crate::wit::export_name($export.0, $export.1);
         let iface = instance.get_export_index(&mut *store, None, &export);
         let mut found = None;
         if let Some(iface) = iface {
@@ -39,7 +39,7 @@ macro_rules! mismatched {
                         Some(index) => instance
                             .get_typed_func::<($($param,)*), ($result,)>(&mut *store, &index)
                             .err()
-                            .map(|e| format!("{}.{}: {}", $short, $name, crate::plugin::one_line(&format!("{e:#}")))),
+                            .map(|e| format!("{}.{}: {}", $short, $name, crate::engine::one_line(&format!("{e:#}")))),
                     };
                 }
             )*
