@@ -1,7 +1,8 @@
 //! Observer probe: a lifecycle observer for tests. Its config `mode`:
 //!
 //! - `log` (the default): logs `observed <event name>` for every event it sees, followed by
-//!   ` id=<id>` when the event has an `id` (a run's, a plugin's);
+//!   ` id=<id>` when the event has an `id` (a run's, a plugin's) and ` seq=<seq>` when it has a
+//!   `seq` (progress);
 //! - `error`, `trap`, `panic`: fails on each event, so tests can prove a faulty observer is
 //!   contained;
 //! - `sleep`: never returns, sleeping on the WASI clock in a loop (a stuck observer);
@@ -27,11 +28,15 @@ struct ObserverProbe;
 export!(ObserverProbe);
 
 /// Logs that `name` (with `id`, if any) was observed.
-fn observed(name: &str, id: Option<&str>) -> Result<(), String> {
-    match id {
-        Some(id) => log(LogLevel::Info, &format!("observed {name} id={id}")),
-        None => log(LogLevel::Info, &format!("observed {name}")),
+fn observed(name: &str, id: Option<&str>, seq: Option<u64>) -> Result<(), String> {
+    let mut line = format!("observed {name}");
+    if let Some(id) = id {
+        line.push_str(&format!(" id={id}"));
     }
+    if let Some(seq) = seq {
+        line.push_str(&format!(" seq={seq}"));
+    }
+    log(LogLevel::Info, &line);
     Ok(())
 }
 
@@ -62,13 +67,14 @@ impl Guest for ObserverProbe {
             .unwrap_or("?")
             .to_string();
         let id = value.get("id").and_then(|n| n.as_str());
+        let seq = value.get("seq").and_then(|n| n.as_u64());
         let hold = on.as_deref().is_none_or(|on| on == name);
         match mode.as_str() {
-            "log" => observed(&name, id),
+            "log" => observed(&name, id, seq),
             "error" => Err(format!("refusing {name}")),
             "trap" => core::arch::wasm32::unreachable(),
             "panic" => panic!("observer panics on {name}"),
-            "sleep" | "spin" | "wait" if !hold => observed(&name, id),
+            "sleep" | "spin" | "wait" if !hold => observed(&name, id, seq),
             "sleep" => loop {
                 std::thread::sleep(Duration::from_secs(3600));
             },
@@ -78,7 +84,7 @@ impl Guest for ObserverProbe {
                 while !std::path::Path::new(&file).exists() {
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                observed(&name, id)
+                observed(&name, id, seq)
             }
             other => Err(format!("config key `mode`: unknown mode `{other}`")),
         }

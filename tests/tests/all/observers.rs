@@ -106,6 +106,57 @@ async fn a_stuck_observer_holds_at_most_its_byte_cap_and_runs_go_on() {
 }
 
 #[tokio::test(flavor = "current_thread")]
+async fn a_slow_observer_sees_progress_coalesced_in_order() {
+    let (log, _guard) = CapturedLog::start();
+    let gate = tempfile::tempdir().unwrap();
+    // `slow` holds up only the run's start until the gate opens; 40 progress updates arrive
+    // meanwhile.
+    let updates: Vec<String> = (1..=40).map(|i| format!("\"u{i}\"")).collect();
+    let toml = entry(
+        "slow",
+        "observer_probe",
+        "mode = \"wait\", on = \"subagent/start\", file = \"/gate/open\"",
+    ) + &format!(
+        "[plugin.grants]\ndirs = [{{ host = '{}', guest = '/gate' }}]\n\n",
+        gate.path().display()
+    ) + &mock("chatty", &format!("progress = [{}]", updates.join(", ")));
+    let host = host_with(&toml).await;
+    let (id, _) = complete(&host, "chatty").await;
+    std::fs::write(gate.path().join("open"), b"").unwrap();
+    log.wait_for("`slow` observing the run's end", |_| {
+        !log.of_plugin("slow", &format!("observed subagent/end id={id}"))
+            .is_empty()
+    })
+    .await;
+    let lines: Vec<String> = log
+        .of_plugin("slow", &format!("id={id}"))
+        .into_iter()
+        .filter(|l| l.contains("observed "))
+        .collect();
+    let position = |needle: &str| lines.iter().position(|l| l.contains(needle));
+    let start = position("observed subagent/start").expect("start observed");
+    let end = position("observed subagent/end").expect("end observed");
+    let progress: Vec<usize> = (0..lines.len())
+        .filter(|i| lines[*i].contains("observed subagent/progress"))
+        .collect();
+    assert!(!progress.is_empty(), "{lines:#?}");
+    assert!(
+        progress.len() < 40,
+        "40 updates waited behind the start: they arrive coalesced, {lines:#?}"
+    );
+    assert!(
+        progress.iter().all(|i| start < *i && *i < end),
+        "{lines:#?}"
+    );
+    assert!(
+        lines[*progress.last().unwrap()].contains("seq=40"),
+        "the last one carries the latest seq: {lines:#?}"
+    );
+    host.unload_all().await;
+    assert!(eventually(|| host.live_instances() == 0).await);
+}
+
+#[tokio::test(flavor = "current_thread")]
 async fn an_observer_past_its_time_limit_is_abandoned_and_gets_the_next_event() {
     let (log, _guard) = CapturedLog::start();
     // Each stalls on `subagent/start` only (sleeping on the WASI clock, or spinning without

@@ -6,14 +6,20 @@
 //! (see [`Queue`]). And each delivery may take at most [`DELIVERY_LIMIT`] of wall-clock time (or
 //! the plugin's `run_timeout_ms`, if shorter): past it the delivery is abandoned, its store (and
 //! so its instance) dropped, and the next event is delivered to a fresh instance as always.
+//!
+//! A run's `subagent/progress` events are coalesced while they wait: the updates that arrive
+//! while one of the run's progress events is still queued are merged into it (their content
+//! appended, the latest `seq`), so a slow observer sees fewer, fuller progress events, always
+//! after the run's `subagent/start` and before its `subagent/end`.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use seam_core::events::{EventBus, ListenerId};
+use seam_core::events::{Event, EventBus, ListenerId};
 use wasmtime::component::InstancePre;
 
 use super::guest::ObserverPre;
@@ -48,9 +54,78 @@ pub(crate) struct ObserverHandle {
 }
 
 /// One event waiting for delivery.
-struct Queued {
-    name: &'static str,
-    json: String,
+enum Queued {
+    /// An event, as JSON.
+    Event { name: &'static str, json: String },
+    /// The progress of this run waiting in [`Pending`], taken (with every update merged into it
+    /// meanwhile) when its turn comes.
+    Progress { run: String },
+}
+
+/// Bytes charged for one progress update beyond its text (its run, parent and framing).
+const PROGRESS_OVERHEAD: usize = 256;
+
+/// A run's progress waiting for delivery, and the bytes it is charged.
+struct Coalesced {
+    event: Event,
+    charged: usize,
+}
+
+/// Progress waiting for delivery, by run id.
+type Pending = Arc<Mutex<HashMap<String, Coalesced>>>;
+
+fn lock_pending(p: &Pending) -> std::sync::MutexGuard<'_, HashMap<String, Coalesced>> {
+    p.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Queues `event`, a `subagent/progress`, or merges it into its run's progress already waiting.
+/// Returns false if it did not fit.
+fn queue_progress(
+    queue: &Queue,
+    pending: &Pending,
+    tx: &mpsc::UnboundedSender<Queued>,
+    event: Event,
+) -> bool {
+    let Event::SubagentProgress {
+        id, seq, content, ..
+    } = &event
+    else {
+        return false;
+    };
+    let bytes = content.iter().map(|b| b.as_text().len()).sum::<usize>() + PROGRESS_OVERHEAD;
+    if !queue.charge(event.name(), bytes) {
+        return false;
+    }
+    let mut waiting = lock_pending(pending);
+    if let Some(c) = waiting.get_mut(id) {
+        if let Event::SubagentProgress {
+            seq: last,
+            content: merged,
+            ..
+        } = &mut c.event
+        {
+            merged.extend(content.iter().cloned());
+            *last = *seq;
+        }
+        c.charged += bytes;
+        return true;
+    }
+    let run = id.clone();
+    waiting.insert(
+        run.clone(),
+        Coalesced {
+            event,
+            charged: bytes,
+        },
+    );
+    drop(waiting);
+    if tx.send(Queued::Progress { run: run.clone() }).is_err() {
+        // The task is gone (detached): nothing will take it.
+        if let Some(c) = lock_pending(pending).remove(&run) {
+            queue.release(c.charged);
+        }
+    }
+    true
 }
 
 /// The byte account of one observer's queue, and its drop bursts.
@@ -185,17 +260,23 @@ impl WasmObserver {
     pub(crate) fn attach(self, events: &EventBus) -> ObserverHandle {
         let (tx, mut rx) = mpsc::unbounded_channel::<Queued>();
         let queue = Arc::new(Queue::new(self.0.stores.plugin.clone(), QUEUE_BYTES));
+        let pending: Pending = Arc::default();
         let listener = {
             let queue = queue.clone();
+            let pending = pending.clone();
             events.subscribe(move |event| {
                 if queue.dropped_in_burst() {
+                    return Ok(());
+                }
+                if matches!(event, Event::SubagentProgress { .. }) {
+                    queue_progress(&queue, &pending, &tx, event);
                     return Ok(());
                 }
                 let json = event.to_json();
                 let len = json.len();
                 if queue.charge(event.name(), len)
                     && tx
-                        .send(Queued {
+                        .send(Queued::Event {
                             name: event.name(),
                             json,
                         })
@@ -217,17 +298,29 @@ impl WasmObserver {
         let task = {
             let queue = queue.clone();
             tokio::spawn(async move {
-                while let Some(event) = rx.recv().await {
-                    queue.release(event.json.len());
-                    match tokio::time::timeout(limit, deliver(&inner, &event.json)).await {
+                while let Some(queued) = rx.recv().await {
+                    let (name, json) = match queued {
+                        Queued::Event { name, json } => {
+                            queue.release(json.len());
+                            (name, json)
+                        }
+                        Queued::Progress { run } => {
+                            let Some(c) = lock_pending(&pending).remove(&run) else {
+                                continue;
+                            };
+                            queue.release(c.charged);
+                            (c.event.name(), c.event.to_json())
+                        }
+                    };
+                    match tokio::time::timeout(limit, deliver(&inner, &json)).await {
                         Ok(Ok(())) => {}
                         Ok(Err(e)) => {
-                            tracing::warn!(plugin = %inner.stores.plugin, event = event.name, "observer failed: {e}")
+                            tracing::warn!(plugin = %inner.stores.plugin, event = name, "observer failed: {e}")
                         }
                         // The delivery's future, and the store in it, are dropped here.
                         Err(_) => tracing::warn!(
                             plugin = %inner.stores.plugin,
-                            event = event.name,
+                            event = name,
                             limit_ms = limit.as_millis() as u64,
                             "observer delivery abandoned: it took longer than {} ms; its \
                              instance is dropped and the next event gets a fresh one",
