@@ -21,6 +21,7 @@ macro_rules! errln {
     }};
 }
 
+mod cache;
 mod call;
 mod check;
 mod delegate;
@@ -70,6 +71,10 @@ enum Command {
     Run(run::Args),
     /// Write the WIT package this host supports (for a plugin's `wit/` folder).
     Wit(wit::Args),
+    /// Look at, trim or empty the compile cache.
+    Cache(cache::CacheArgs),
+    /// Compile every component of a config into the cache ahead of time.
+    Compile(cache::CompileArgs),
 }
 
 /// Parses the arguments, runs the command, and maps the outcome to an exit code.
@@ -102,6 +107,8 @@ fn main() -> ExitCode {
             Command::Call(args) => call::run(args, interrupt.clone()).await,
             Command::Run(args) => run::run(args, interrupt.clone()).await,
             Command::Wit(args) => wit::run(args),
+            Command::Cache(args) => cache::run_cache(args),
+            Command::Compile(args) => cache::run_compile(args).await,
         };
         if interrupt.is_cancelled() {
             errln!("interrupted");

@@ -186,6 +186,38 @@ fn inspect_tells_provider_from_tool() {
 }
 
 #[test]
+fn compile_warms_the_cache_and_cache_lists_prunes_and_clears_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_cache = |args: &[&str]| -> Output {
+        Command::new(env!("CARGO_BIN_EXE_seam"))
+            .args(args)
+            .current_dir(root())
+            .env("SEAM_CACHE_DIR", dir.path())
+            .output()
+            .expect("the seam binary runs")
+    };
+    let first = with_cache(&["compile", "examples/demo.toml"]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let out = text(&first.stdout);
+    assert!(
+        out.contains("spawn: compiled") && out.contains("research: compiled"),
+        "{out}"
+    );
+    let again = text(&with_cache(&["compile", "examples/demo.toml"]).stdout);
+    assert!(again.contains("spawn: cached"), "{again}");
+
+    let ls = text(&with_cache(&["cache", "ls"]).stdout);
+    assert!(ls.contains("4 artifacts"), "{ls}");
+    let pruned = text(&with_cache(&["cache", "prune", "--max-mb", "0"]).stdout);
+    assert!(pruned.contains("removed 4 artifacts"), "{pruned}");
+    let ls = text(&with_cache(&["cache", "ls"]).stdout);
+    assert!(ls.contains("0 artifacts"), "{ls}");
+    with_cache(&["compile", "examples/demo.toml"]);
+    let cleared = text(&with_cache(&["cache", "clear"]).stdout);
+    assert!(cleared.contains("removed 4 artifacts"), "{cleared}");
+}
+
+#[test]
 fn wit_writes_the_package_this_host_supports() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("wit");

@@ -17,11 +17,17 @@
 //!   headerless file, a truncated or edited body are all recompiled and rewritten, never run.
 //!
 //! The directory is `$SEAM_CACHE_DIR`, `$XDG_CACHE_HOME/seam` or `~/.cache/seam` by default.
+//!
+//! The cache is bounded: a hit marks its artifact used (its modification time), and after each
+//! write the least recently used artifacts are removed until the rest fit the cap
+//! (`$SEAM_CACHE_MAX_MB`, 1 GiB by default). [`cache_entries`], [`prune_cache`] and
+//! [`clear_cache`] are what `seam cache` runs.
 
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
 
 use seam_core::types::PluginKind;
 use sha2::{Digest, Sha256};
@@ -57,6 +63,8 @@ pub(crate) struct CompileCache {
     guarded: Option<PathBuf>,
     /// What an artifact's header must name as its engine.
     engine_digest: [u8; 32],
+    /// Most bytes of artifacts to keep.
+    max_bytes: u64,
     stats: CacheStats,
 }
 
@@ -64,7 +72,7 @@ impl CompileCache {
     /// A cache in `dir` (none: compile every time) for `engine`. The directory is created
     /// `0700` if it is missing; if it is not the user's own, or group or others can write to
     /// it, a warning says so and the host compiles without a cache.
-    pub(crate) fn new(engine: Engine, dir: Option<PathBuf>) -> Self {
+    pub(crate) fn new(engine: Engine, dir: Option<PathBuf>, max_bytes: u64) -> Self {
         let engine_digest = engine_digest(&engine);
         let (dir, guarded) = match dir {
             None => (None, None),
@@ -88,6 +96,7 @@ impl CompileCache {
             dir,
             guarded,
             engine_digest,
+            max_bytes,
             stats: CacheStats::default(),
         }
     }
@@ -140,6 +149,7 @@ impl CompileCache {
                     match unsafe { Component::deserialize(&self.engine, body) } {
                         Ok(component) => {
                             self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                            mark_used(&cached);
                             return Ok(component);
                         }
                         Err(e) => {
@@ -170,10 +180,14 @@ impl CompileCache {
         self.stats.compiled.fetch_add(1, Ordering::Relaxed);
         let component = Component::new(&self.engine, &bytes).map_err(invalid)?;
         match self.store_artifact(&component, &source, &cached) {
-            Ok(()) if stale => {
-                self.stats.rewritten.fetch_add(1, Ordering::Relaxed);
+            Ok(()) => {
+                if stale {
+                    self.stats.rewritten.fetch_add(1, Ordering::Relaxed);
+                }
+                if let Err(e) = prune_cache(dir, self.max_bytes, Some(&cached)) {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot prune the compile cache");
+                }
             }
-            Ok(()) => {}
             // A cache that cannot be written only costs time on the next start.
             Err(e) => {
                 tracing::warn!(file = %cached.display(), error = %e, "cannot write compile cache")
@@ -287,6 +301,87 @@ impl CompileCache {
             }),
         }
     }
+}
+
+/// Marks an artifact as just used (its modification time), for the least-recently-used order.
+fn mark_used(path: &Path) {
+    // A hit that cannot be marked is evicted a little early, nothing worse.
+    if let Ok(file) = std::fs::File::options().append(true).open(path) {
+        let _ = file.set_modified(SystemTime::now());
+    }
+}
+
+/// One artifact in a compile cache directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheEntry {
+    /// The artifact file.
+    pub path: PathBuf,
+    /// Its size.
+    pub bytes: u64,
+    /// When it was last written or loaded.
+    pub last_used: SystemTime,
+}
+
+/// The artifacts in `dir`, most recently used first. A missing directory has none.
+pub fn cache_entries(dir: &Path) -> std::io::Result<Vec<CacheEntry>> {
+    let read = match std::fs::read_dir(dir) {
+        Ok(read) => read,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut entries = Vec::new();
+    for item in read {
+        let item = item?;
+        let path = item.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("cwasm") {
+            continue;
+        }
+        // Another process may remove it meanwhile.
+        let Ok(meta) = item.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        entries.push(CacheEntry {
+            path,
+            bytes: meta.len(),
+            last_used: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        });
+    }
+    entries.sort_by(|a, b| b.last_used.cmp(&a.last_used).then(a.path.cmp(&b.path)));
+    Ok(entries)
+}
+
+/// Removes the least recently used artifacts of `dir` until the rest take at most `max_bytes`,
+/// never `keep` (the artifact just written). Returns what it removed.
+pub fn prune_cache(
+    dir: &Path,
+    max_bytes: u64,
+    keep: Option<&Path>,
+) -> std::io::Result<Vec<CacheEntry>> {
+    let entries = cache_entries(dir)?;
+    let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
+    let mut removed = Vec::new();
+    for entry in entries.into_iter().rev() {
+        if total <= max_bytes {
+            break;
+        }
+        if keep.is_some_and(|k| k == entry.path) {
+            continue;
+        }
+        match std::fs::remove_file(&entry.path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        total = total.saturating_sub(entry.bytes);
+        removed.push(entry);
+    }
+    Ok(removed)
+}
+
+/// Removes every artifact of `dir`; returns what it removed.
+pub fn clear_cache(dir: &Path) -> std::io::Result<Vec<CacheEntry>> {
+    prune_cache(dir, 0, None)
 }
 
 /// Feeds whatever a `Hash` impl writes into SHA-256.

@@ -15,6 +15,9 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 pub struct EngineOptions {
     /// Where compiled components are cached; `None` disables the cache.
     pub cache_dir: Option<PathBuf>,
+    /// Most bytes of artifacts the cache keeps; past it, the least recently used go first
+    /// (`$SEAM_CACHE_MAX_MB`, 1 GiB by default).
+    pub cache_max_bytes: u64,
     /// Use the pooling instance allocator (fast instantiation, reserved address space).
     pub pooling: bool,
     /// Component instances the pool can hold at once.
@@ -31,6 +34,7 @@ impl Default for EngineOptions {
     fn default() -> Self {
         Self {
             cache_dir: default_cache_dir(),
+            cache_max_bytes: default_cache_max_bytes(),
             pooling: true,
             pool_instances: 1000,
             pool_memory_bytes: 256 << 20,
@@ -38,6 +42,25 @@ impl Default for EngineOptions {
             epoch_tick: Duration::from_millis(10),
         }
     }
+}
+
+/// Default of [`EngineOptions::cache_max_bytes`], in MiB.
+pub const DEFAULT_CACHE_MAX_MB: u64 = 1024;
+
+/// `$SEAM_CACHE_MAX_MB` in bytes, else 1 GiB. A value that is not a whole number of MiB is
+/// ignored, with a warning.
+pub fn default_cache_max_bytes() -> u64 {
+    let mb = match std::env::var("SEAM_CACHE_MAX_MB") {
+        Ok(text) => text.trim().parse::<u64>().unwrap_or_else(|_| {
+            tracing::warn!(
+                value = %text,
+                "SEAM_CACHE_MAX_MB is not a whole number of MiB; using {DEFAULT_CACHE_MAX_MB}"
+            );
+            DEFAULT_CACHE_MAX_MB
+        }),
+        Err(_) => DEFAULT_CACHE_MAX_MB,
+    };
+    mb.saturating_mul(1 << 20)
 }
 
 /// `$SEAM_CACHE_DIR`, else `$XDG_CACHE_HOME/seam`, else `~/.cache/seam`.

@@ -119,6 +119,7 @@ impl Host {
         let cache = Arc::new(CompileCache::new(
             engine.engine.clone(),
             options.engine.cache_dir.clone(),
+            options.engine.cache_max_bytes,
         ));
         let loader = Loader::new(
             runtime.clone(),
@@ -170,6 +171,26 @@ impl Host {
     /// What the compile cache did so far (compilations, hits, rewritten entries).
     pub fn cache_stats(&self) -> &CacheStats {
         self.inner.cache.stats()
+    }
+
+    /// Compiles the component at `path` through the cache, so that loading it later starts at
+    /// once; returns whether it was already there.
+    pub async fn precompile(&self, path: &Path) -> Result<bool, EngineError> {
+        let cache = self.inner.cache.clone();
+        let hits = cache
+            .stats()
+            .hits
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let path = path.to_path_buf();
+        let stats = cache.clone();
+        tokio::task::spawn_blocking(move || cache.compile(&path).map(drop))
+            .await
+            .map_err(|e| EngineError::Config(format!("compile task failed: {e}")))??;
+        Ok(stats
+            .stats()
+            .hits
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > hits)
     }
 
     /// The lifecycle event bus.

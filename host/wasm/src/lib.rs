@@ -22,7 +22,7 @@ pub mod wit;
 
 pub use seam_core::{agent, events, live, model, session, subagent, tool, types};
 
-pub use cache::CacheStats;
+pub use cache::{cache_entries, clear_cache, prune_cache, CacheEntry, CacheStats};
 pub use config::{Config, ConfigError, PluginEntry};
 pub use engine::{EngineError, EngineOptions};
 pub use events::{Event, EventBus, ListenerError, ListenerId};

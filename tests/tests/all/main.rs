@@ -3,6 +3,7 @@
 
 mod agent;
 mod budget;
+mod cache_size;
 mod cache_trust;
 mod delegation;
 mod disk;
