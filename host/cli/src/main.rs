@@ -24,6 +24,7 @@ macro_rules! errln {
 mod cache;
 mod call;
 mod check;
+mod conformance;
 mod delegate;
 mod inspect;
 mod run;
@@ -71,6 +72,8 @@ enum Command {
     Run(run::Args),
     /// Write the WIT package this host supports (for a plugin's `wit/` folder).
     Wit(wit::Args),
+    /// Check that a component behaves as the contract says: describe, run, cancel, dispose.
+    Test(conformance::Args),
     /// Look at, trim or empty the compile cache.
     Cache(cache::CacheArgs),
     /// Compile every component of a config into the cache ahead of time.
@@ -108,6 +111,7 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(args, interrupt.clone()).await,
             Command::Wit(args) => wit::run(args),
             Command::Cache(args) => cache::run_cache(args),
+            Command::Test(args) => conformance::run(args).await,
             Command::Compile(args) => cache::run_compile(args).await,
         };
         if interrupt.is_cancelled() {

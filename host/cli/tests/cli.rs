@@ -218,6 +218,61 @@ fn compile_warms_the_cache_and_cache_lists_prunes_and_clears_it() {
 }
 
 #[test]
+fn test_checks_a_provider_and_a_tool_and_fails_a_broken_one() {
+    let guest = |name: &str| seam_tests::guest(name).to_string_lossy().into_owned();
+    let out = seam(&["test", &guest("mock_provider")]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for check in [
+        "load",
+        "describe",
+        "run",
+        "dispose",
+        "cancel",
+        "second run",
+        "quiescence",
+    ] {
+        assert!(
+            stdout.contains(&format!("[  ok] {check}:")),
+            "{check}: {stdout}"
+        );
+    }
+    let out = seam(&[
+        "test",
+        &guest("subagent_tool"),
+        "--config",
+        r#"{"provider": "helper"}"#,
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["ok"], true);
+    let call = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "call")
+        .unwrap();
+    assert!(
+        call["detail"].as_str().unwrap().contains("echo: hello"),
+        "{call}"
+    );
+
+    let out = seam(&[
+        "test",
+        &guest("faulty_provider"),
+        "--config",
+        r#"{"mode": "trap-after-ready"}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("[FAIL] run: ended `error`") && stdout.contains("guest fault"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn wit_writes_the_package_this_host_supports() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("wit");
