@@ -27,6 +27,7 @@ mod check;
 mod conformance;
 mod delegate;
 mod inspect;
+mod new;
 mod run;
 mod wit;
 
@@ -72,6 +73,8 @@ enum Command {
     Run(run::Args),
     /// Write the WIT package this host supports (for a plugin's `wit/` folder).
     Wit(wit::Args),
+    /// Create a plugin project (provider, tool or observer) that builds outside this repository.
+    New(new::Args),
     /// Check that a component behaves as the contract says: describe, run, cancel, dispose.
     Test(conformance::Args),
     /// Look at, trim or empty the compile cache.
@@ -112,6 +115,7 @@ fn main() -> ExitCode {
             Command::Wit(args) => wit::run(args),
             Command::Cache(args) => cache::run_cache(args),
             Command::Test(args) => conformance::run(args).await,
+            Command::New(args) => new::run(args),
             Command::Compile(args) => cache::run_compile(args).await,
         };
         if interrupt.is_cancelled() {

@@ -273,6 +273,62 @@ fn test_checks_a_provider_and_a_tool_and_fails_a_broken_one() {
 }
 
 #[test]
+fn new_rust_projects_build_outside_the_repository_and_pass_seam_test() {
+    let dir = tempfile::tempdir().unwrap();
+    // One target dir for the three, under this repository's target/, so reruns build little.
+    let target = root().join("target").join("new-projects");
+    for (kind, config) in [
+        ("provider", None),
+        ("tool", Some(r#"{"toolName": "ask", "provider": "helper"}"#)),
+        ("observer", None),
+    ] {
+        let name = format!("hello-{kind}");
+        let project = dir.path().join(&name);
+        let out = seam(&["new", kind, &name, "--dir", project.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(project.join("wit/seam.wit").is_file() && project.join("seam.toml").is_file());
+        let build = Command::new(env!("CARGO"))
+            .args(["build", "--release", "--target", "wasm32-wasip2"])
+            .current_dir(&project)
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .expect("cargo runs");
+        assert!(build.status.success(), "{kind}: {}", text(&build.stderr));
+        let wasm = target
+            .join("wasm32-wasip2/release")
+            .join(format!("hello_{kind}.wasm"));
+        let mut args = vec!["test", wasm.to_str().unwrap()];
+        if let Some(config) = config {
+            args.extend(["--config", config]);
+        }
+        let out = seam(&args);
+        assert!(
+            out.status.success(),
+            "{kind}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        assert!(text(&out.stdout).contains("all checks passed"));
+    }
+    // Languages not generated yet say so.
+    let out = seam(&[
+        "new",
+        "provider",
+        "py",
+        "--lang",
+        "python",
+        "--dir",
+        dir.path().join("py").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("not generated yet"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn wit_writes_the_package_this_host_supports() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("wit");
