@@ -356,8 +356,9 @@ async fn a_plugin_without_grants_sees_no_filesystem() {
 
 // --- Network and environment --------------------------------------------------------------
 
-#[tokio::test]
+#[tokio::test(flavor = "current_thread")]
 async fn sockets_and_name_lookup_need_a_grant() {
+    let (log, _guard) = CapturedLog::start();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -398,6 +399,9 @@ async fn sockets_and_name_lookup_need_a_grant() {
     // The granted address connects, so the denials are the sandbox's doing.
     let out = attack_output(&host, "granted").await;
     assert!(out.starts_with("ok: connected"), "{out}");
+    // A denied address outside a plugin's grant is named, with the grant to add.
+    let warned = log.of_plugin("elsewhere", &format!("add \"{other_addr}\" to `network`"));
+    assert_eq!(warned.len(), 1, "{:#?}", log.lines());
 }
 
 #[tokio::test]

@@ -174,6 +174,8 @@ impl Granted {
         builder.allow_udp(network);
         if network {
             let allowed: Arc<[SocketAddr]> = self.network.clone().into();
+            let plugin: Arc<str> = plugin.into();
+            let warned = Arc::new(std::sync::Mutex::new(Vec::<SocketAddr>::new()));
             builder.socket_addr_check(move |addr, usage| {
                 let ok = match usage {
                     SocketAddrUse::TcpConnect
@@ -186,10 +188,37 @@ impl Granted {
                     }
                     SocketAddrUse::TcpListen | SocketAddrUse::TcpAccept => false,
                 };
+                let outbound = matches!(
+                    usage,
+                    SocketAddrUse::TcpConnect | SocketAddrUse::UdpSend | SocketAddrUse::UdpReceive
+                );
+                if !ok && outbound {
+                    warn_denied(&plugin, &warned, addr);
+                }
                 Box::pin(async move { ok })
             });
         }
     }
+}
+
+/// Most distinct denied addresses one store warns about; past them denials stay silent, so a
+/// guest scanning ports cannot flood the log.
+const DENIAL_WARNINGS: usize = 8;
+
+/// Logs, once per address and store, that `plugin` tried to reach `addr` outside its grant, and
+/// what to add to allow it.
+fn warn_denied(plugin: &str, warned: &std::sync::Mutex<Vec<SocketAddr>>, addr: SocketAddr) {
+    let mut warned = warned.lock().unwrap_or_else(|p| p.into_inner());
+    if warned.len() >= DENIAL_WARNINGS || warned.contains(&addr) {
+        return;
+    }
+    warned.push(addr);
+    tracing::warn!(
+        plugin,
+        %addr,
+        "plugin `{plugin}` tried to reach {addr}, which its grants do not allow; to allow it, \
+         add \"{addr}\" to `network` under [plugin.grants]"
+    );
 }
 
 impl Granted {
