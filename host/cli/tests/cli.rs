@@ -220,7 +220,14 @@ fn compile_warms_the_cache_and_cache_lists_prunes_and_clears_it() {
 #[test]
 fn test_checks_a_provider_and_a_tool_and_fails_a_broken_one() {
     let guest = |name: &str| seam_tests::guest(name).to_string_lossy().into_owned();
-    let out = seam(&["test", &guest("mock_provider")]);
+    // A short delay keeps the run going when the cancel lands (an instant answer would make
+    // the cancel check a legitimate `skip`).
+    let out = seam(&[
+        "test",
+        &guest("mock_provider"),
+        "--config",
+        r#"{"delayMs": 300}"#,
+    ]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     for check in [

@@ -43,13 +43,21 @@ async fn a_component_provider_receives_steering_messages() {
 
 #[tokio::test]
 async fn a_provider_waiting_on_its_pollables_wakes_on_cancel() {
-    let host = host_with(&mock("ear", "steering = true, awaitMessages = 1")).await;
+    // A long grace: only the guest waking on its cancel pollable can end the run early, so a
+    // busy machine cannot make the host's enforcement look like the guest's doing or the
+    // other way round.
+    let mut options = test_options();
+    options.cancel_grace = std::time::Duration::from_secs(30);
+    let host = seam_host::Host::new(options).unwrap();
+    loaded(
+        host.load(&config(&mock("ear", "steering = true, awaitMessages = 1")))
+            .await,
+    );
     let run = host.subagents().start("ear", request("x")).unwrap();
     run.started().await.unwrap();
     run.cancel(Some("stop".into()));
     // The guest is parked in `wasi:io/poll.poll` on the message and cancel pollables; it must
-    // answer by itself, well before the host would enforce the cancel (the grace is 100 ms in
-    // tests, so an answer with the guest's own "cancelled" shows it woke).
+    // answer by itself, before the host would enforce the cancel.
     let result = run.result().await.unwrap();
     assert_eq!(result.stop_reason, StopReason::Aborted);
     assert!(
