@@ -6,7 +6,10 @@
 //!   (default 0, at most 600000) for the run's outcome; answers its final output, or, while it
 //!   is still going, the progress it reported so far;
 //! - `action = "stop"` (`subagent_stop`, `{id, reason?}`): cancels the run;
-//! - `action = "send"` (`subagent_send`, `{id, message}`): steers the run with a message.
+//! - `action = "send"` (`subagent_send`, `{id, message}`): steers the run with a message;
+//! - `action = "resume"` (`subagent_resume`, `{id, prompt}`): continues a finished run's
+//!   conversation with a new prompt, in a new run this call waits for (providers declaring
+//!   `resume`).
 //!
 //! Only the calling agent's own runs are reachable: the host answers `no-run` for any other id.
 
@@ -30,6 +33,7 @@ enum Action {
     Output,
     Stop,
     Send,
+    Resume,
 }
 
 struct Settings {
@@ -46,7 +50,13 @@ impl Settings {
             "output" => Action::Output,
             "stop" => Action::Stop,
             "send" => Action::Send,
-            _ => return Err(root.invalid("action", "one of `list`, `output`, `stop`, `send`")),
+            "resume" => Action::Resume,
+            _ => {
+                return Err(root.invalid(
+                    "action",
+                    "one of `list`, `output`, `stop`, `send`, `resume`",
+                ))
+            }
         };
         let tool_name = root
             .non_empty_string("toolName")?
@@ -62,6 +72,7 @@ impl Action {
             Action::Output => "output",
             Action::Stop => "stop",
             Action::Send => "send",
+            Action::Resume => "resume",
         }
     }
 
@@ -89,6 +100,14 @@ impl Action {
                     "id": id,
                     "reason": {"type": "string", "description": "Why, for the record."}
                 }, "required": ["id"], "additionalProperties": false}),
+            ),
+            Action::Resume => (
+                "Continue a finished background subagent's conversation with a new prompt; \
+                 returns its new answer.",
+                json!({"type": "object", "properties": {
+                    "id": id,
+                    "prompt": {"type": "string", "description": "What to ask it next."}
+                }, "required": ["id", "prompt"], "additionalProperties": false}),
             ),
             Action::Send => (
                 "Send a steering message to a running background subagent.",
@@ -215,6 +234,15 @@ fn act(action: Action, args: &Map<String, Value>) -> Result<String, String> {
                 .map(str::to_string);
             run.cancel(why.as_deref());
             Ok(format!("run `{id}` stopped"))
+        }
+        Action::Resume => {
+            let id = string_arg(args, "id")?;
+            let prompt = string_arg(args, "prompt")?;
+            // The new run is this call's: the host disposes it when the call ends.
+            let run =
+                subagents::resume(&id, &[ContentBlock::Text(prompt)]).map_err(|e| error(&e))?;
+            let result = run.result().map_err(|e| error(&e))?;
+            Ok(outcome(&run.id(), &result))
         }
         Action::Send => {
             let (id, run) = run_of(args)?;

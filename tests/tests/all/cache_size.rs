@@ -48,8 +48,13 @@ async fn past_its_cap_the_cache_drops_the_least_recently_used() {
     };
     assert!(!host.precompile(&guest(a)).await.unwrap());
     assert!(!host.precompile(&guest(b)).await.unwrap());
-    // A hit on `a` makes `b` the least recently used.
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    // Both were used an hour ago, as far as the cache can tell; a hit on `a` then makes `b`
+    // the least recently used.
+    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for e in cache_entries(dir.path()).unwrap() {
+        let file = std::fs::File::options().append(true).open(&e.path).unwrap();
+        file.set_modified(an_hour_ago).unwrap();
+    }
     assert!(host.precompile(&guest(a)).await.unwrap(), "a hit");
     assert_eq!(names(dir.path()).len(), 2);
     // `c` does not fit beside both: `b` goes, `a` (used since) and `c` (just written) stay.

@@ -1,10 +1,8 @@
 //! CONTRACT section 9: steering, resume, providers that delegate, cancellation as a pollable,
 //! and background runs through the subagent tool and the control tools.
 
-use std::time::Duration;
-
 use seam_host::agent::SessionEvent;
-use seam_host::{ContentBlock, Host, ParentRef, StopReason, ToolResult};
+use seam_host::{ContentBlock, Event, Host, ParentRef, StopReason, ToolResult};
 use seam_tests::*;
 use tokio_util::sync::CancellationToken;
 
@@ -140,6 +138,65 @@ async fn resume_continues_a_settled_child_where_the_provider_declares_it() {
     again.dispose().await;
     run.dispose().await;
 
+    // Through the WIT, from a tool: a background run on `spawn`, finished, then resumed by the
+    // control tool, which waits for the new run.
+    let host = host_with(
+        &(toml_resume_tools()
+            + "[models.scripts.child]\nsteps = [ { text = \"{prompt}, seeing {history} messages\" } ]\n\n"),
+    )
+    .await;
+    let owner = host.create_agent(None, "/w").unwrap();
+    let me = owner.as_parent();
+    let started = call(
+        &host,
+        "bg",
+        &me,
+        r#"{"description": "d", "prompt": "go", "run_in_background": true}"#,
+    )
+    .await;
+    let id = run_id(&started);
+    let out = call(
+        &host,
+        "subagent_output",
+        &me,
+        &format!(r#"{{"id": "{id}", "timeout_ms": 60000}}"#),
+    )
+    .await;
+    assert!(
+        out.text().contains("go, seeing 1 messages"),
+        "{}",
+        out.text()
+    );
+    let resumed = call(
+        &host,
+        "subagent_resume",
+        &me,
+        &format!(r#"{{"id": "{id}", "prompt": "more"}}"#),
+    )
+    .await;
+    assert!(!resumed.is_error, "{}", resumed.text());
+    assert!(
+        resumed.text().contains("more, seeing 3 messages"),
+        "{}",
+        resumed.text()
+    );
+    // Another agent's id is not resumable.
+    let stranger = ParentRef::top_level("agent:stranger", "/w");
+    let refused = call(
+        &host,
+        "subagent_resume",
+        &stranger,
+        &format!(r#"{{"id": "{id}", "prompt": "x"}}"#),
+    )
+    .await;
+    assert!(
+        refused.is_error && refused.text().contains("NO_RUN"),
+        "{}",
+        refused.text()
+    );
+    host.agents().dispose(owner.id()).await;
+    assert_eq!(host.live_runs(), 0);
+
     // A provider that does not declare it.
     let host = host_with(&mock("m", "")).await;
     let run = host.subagents().start("m", request("x")).unwrap();
@@ -150,6 +207,21 @@ async fn resume_continues_a_settled_child_where_the_provider_declares_it() {
         .unwrap_err();
     assert_eq!(err.code(), "UNSUPPORTED_FEATURE");
     run.dispose().await;
+}
+
+/// A background subagent tool on `spawn` (children on `scripted:child`), and the output and
+/// resume control tools.
+fn toml_resume_tools() -> String {
+    "[agent]\nmodel = \"scripted:idle\"\n\n[models.scripts.idle]\nsteps = [ { text = \"ok\" } ]\n\n"
+        .to_string()
+        + &entry("spawn", "spawn_provider", "")
+        + &entry(
+            "bg",
+            "subagent_tool",
+            r#"provider = "spawn", toolName = "bg", runInBackground = true, agentOptions = { model = "scripted:child" }"#,
+        )
+        + &entry("output", "subagent_control", r#"action = "output""#)
+        + &entry("resume", "subagent_control", r#"action = "resume""#)
 }
 
 /// A subagent tool that may run in the background, the four control tools, a slow provider
@@ -191,6 +263,7 @@ async fn a_background_run_outlives_its_call_and_is_read_steered_and_listed_by_it
     let host = host_with(&background_host_toml()).await;
     let owner = host.create_agent(None, "/w").unwrap();
     let me = owner.as_parent();
+    let mut events = watch_events(&host);
 
     // The foreground tool refuses the argument; the background one answers at once.
     let refused = call(
@@ -225,26 +298,24 @@ async fn a_background_run_outlives_its_call_and_is_read_steered_and_listed_by_it
         "{}",
         listed.text()
     );
-    // Still waiting for a message: the output is the progress so far.
-    let wait_for_progress = async {
-        loop {
-            let out = call(
-                &host,
-                "subagent_output",
-                &me,
-                &format!(r#"{{"id": "{id}"}}"#),
-            )
-            .await;
-            if out.text().contains("working on it") {
-                return out;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    let so_far = tokio::time::timeout(BARRIER_TIMEOUT, wait_for_progress)
-        .await
-        .unwrap();
-    assert!(so_far.text().contains("still running"), "{}", so_far.text());
+    // Still waiting for a message: once it has reported, the output is the progress so far.
+    wait_for(&mut events, "the run's progress", |seen| {
+        seen.iter()
+            .any(|e| matches!(e, Event::SubagentProgress { id: run, .. } if *run == id))
+    })
+    .await;
+    let so_far = call(
+        &host,
+        "subagent_output",
+        &me,
+        &format!(r#"{{"id": "{id}"}}"#),
+    )
+    .await;
+    assert!(
+        so_far.text().contains("still running") && so_far.text().contains("working on it"),
+        "{}",
+        so_far.text()
+    );
 
     // Another agent cannot see or touch it.
     let stranger = ParentRef::top_level("agent:stranger", "/w");

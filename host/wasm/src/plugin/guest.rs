@@ -161,69 +161,67 @@ versioned!(
     ]
 );
 
+/// Evaluates `$body` for whichever version `$value` holds, with `$i` bound to what that variant
+/// holds and `$v` naming that version's bindings module: one body, type-checked against each
+/// version's own types.
+macro_rules! per_version {
+    ($value:expr, $i:ident, $v:ident => $body:expr) => {
+        match $value {
+            Self::V0_1($i) => {
+                // A body that needs no version-specific item leaves it unused.
+                #[allow(unused_imports)]
+                use crate::wit::v0_1_0 as $v;
+                $body
+            }
+            Self::V0_2($i) => {
+                // A body that needs no version-specific item leaves it unused.
+                #[allow(unused_imports)]
+                use crate::wit::v0_2_0 as $v;
+                $body
+            }
+        }
+    };
+}
+
 impl ProviderPre {
     async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
         use seam_core::PluginKind::Provider;
-        match self {
-            Self::V0_1(pre) => {
-                let i = raw_instance(pre.instance_pre(), store).await?;
-                mismatched!(store, &i, (Provider, v1::VERSION), "provider",
-                    "describe": (&str) -> Result<v1::provider_world::seam::plugin::types::ProviderDescriptor, String>,
-                    "run": (&str, &str, &v1::provider_world::seam::plugin::types::StartRequest)
-                        -> Result<v1::provider_world::seam::plugin::types::SubagentResult, String>,
-                )
-            }
-            Self::V0_2(pre) => {
-                let i = raw_instance(pre.instance_pre(), store).await?;
-                mismatched!(store, &i, (Provider, v2::VERSION), "provider",
-                    "describe": (&str) -> Result<v2::provider_world::seam::plugin::types::ProviderDescriptor, String>,
-                    "run": (&str, &str, &v2::provider_world::seam::plugin::types::StartRequest)
-                        -> Result<v2::provider_world::seam::plugin::types::SubagentResult, String>,
-                )
-            }
-        }
+        per_version!(self, pre, v => {
+            use v::provider_world::seam::plugin::types as t;
+            let i = raw_instance(pre.instance_pre(), store).await?;
+            mismatched!(store, &i, (Provider, v::VERSION), "provider",
+                "describe": (&str) -> Result<t::ProviderDescriptor, String>,
+                "run": (&str, &str, &t::StartRequest) -> Result<t::SubagentResult, String>,
+            )
+        })
     }
 }
 
 impl ToolPre {
     async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
         use seam_core::PluginKind::Tool;
-        match self {
-            Self::V0_1(pre) => {
-                use v1::provider_world::seam::plugin::types as t;
-                use v1::tool_world::exports::seam::plugin::tool as x;
-                let i = raw_instance(pre.instance_pre(), store).await?;
-                mismatched!(store, &i, (Tool, v1::VERSION), "tool",
-                    "bind": (&str) -> Result<x::ToolBinding, String>,
-                    "describe": (&str, Option<&t::ProviderDescriptor>) -> Result<x::ToolDescriptor, String>,
-                    "execute": (&str, &t::ParentRef, &str) -> x::ToolResult,
-                )
-            }
-            Self::V0_2(pre) => {
-                use v2::provider_world::seam::plugin::types as t;
-                use v2::tool_world::exports::seam::plugin::tool as x;
-                let i = raw_instance(pre.instance_pre(), store).await?;
-                mismatched!(store, &i, (Tool, v2::VERSION), "tool",
-                    "bind": (&str) -> Result<x::ToolBinding, String>,
-                    "describe": (&str, Option<&t::ProviderDescriptor>) -> Result<x::ToolDescriptor, String>,
-                    "execute": (&str, &t::ParentRef, &str) -> x::ToolResult,
-                )
-            }
-        }
+        per_version!(self, pre, v => {
+            use v::provider_world::seam::plugin::types as t;
+            use v::tool_world::exports::seam::plugin::tool as x;
+            let i = raw_instance(pre.instance_pre(), store).await?;
+            mismatched!(store, &i, (Tool, v::VERSION), "tool",
+                "bind": (&str) -> Result<x::ToolBinding, String>,
+                "describe": (&str, Option<&t::ProviderDescriptor>) -> Result<x::ToolDescriptor, String>,
+                "execute": (&str, &t::ParentRef, &str) -> x::ToolResult,
+            )
+        })
     }
 }
 
 impl ObserverPre {
     async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
         use seam_core::PluginKind::Observer;
-        let (pre, version) = match self {
-            Self::V0_1(pre) => (pre.instance_pre(), v1::VERSION),
-            Self::V0_2(pre) => (pre.instance_pre(), v2::VERSION),
-        };
-        let i = raw_instance(pre, store).await?;
-        mismatched!(store, &i, (Observer, version), "observer",
-            "on-event": (&str, &str) -> Result<(), String>,
-        )
+        per_version!(self, pre, v => {
+            let i = raw_instance(pre.instance_pre(), store).await?;
+            mismatched!(store, &i, (Observer, v::VERSION), "observer",
+                "on-event": (&str, &str) -> Result<(), String>,
+            )
+        })
     }
 }
 
@@ -234,18 +232,11 @@ impl ProviderInstance {
         store: &mut Store<StoreData>,
         config: &str,
     ) -> Answer<ProviderDescriptor> {
-        Ok(match self {
-            Self::V0_1(i) => i
-                .seam_plugin_provider()
-                .call_describe(store, config)
-                .await?
-                .map(Into::into),
-            Self::V0_2(i) => i
-                .seam_plugin_provider()
-                .call_describe(store, config)
-                .await?
-                .map(Into::into),
-        })
+        per_version!(self, i, _v => Ok(i
+            .seam_plugin_provider()
+            .call_describe(store, config)
+            .await?
+            .map(Into::into)))
     }
 
     /// `provider.run`.
@@ -256,18 +247,11 @@ impl ProviderInstance {
         run_id: &str,
         request: &StartRequest,
     ) -> Answer<SubagentResult> {
-        Ok(match self {
-            Self::V0_1(i) => i
-                .seam_plugin_provider()
-                .call_run(store, config, run_id, &v1::request_to_wit(request))
-                .await?
-                .map(v1::result_from_wit),
-            Self::V0_2(i) => i
-                .seam_plugin_provider()
-                .call_run(store, config, run_id, &v2::request_to_wit(request))
-                .await?
-                .map(v2::result_from_wit),
-        })
+        per_version!(self, i, v => Ok(i
+            .seam_plugin_provider()
+            .call_run(store, config, run_id, &v::request_to_wit(request))
+            .await?
+            .map(v::result_from_wit)))
     }
 }
 
@@ -278,24 +262,14 @@ impl ToolInstance {
         store: &mut Store<StoreData>,
         config: &str,
     ) -> Answer<ToolBinding> {
-        Ok(match self {
-            Self::V0_1(i) => i
-                .seam_plugin_tool()
-                .call_bind(store, config)
-                .await?
-                .map(|b| ToolBinding {
-                    tool_name: b.tool_name,
-                    provider: b.provider,
-                }),
-            Self::V0_2(i) => i
-                .seam_plugin_tool()
-                .call_bind(store, config)
-                .await?
-                .map(|b| ToolBinding {
-                    tool_name: b.tool_name,
-                    provider: b.provider,
-                }),
-        })
+        per_version!(self, i, _v => Ok(i
+        .seam_plugin_tool()
+        .call_bind(store, config)
+        .await?
+        .map(|b| ToolBinding {
+            tool_name: b.tool_name,
+            provider: b.provider,
+        })))
     }
 
     /// `tool.describe`.
@@ -305,29 +279,16 @@ impl ToolInstance {
         config: &str,
         provider: Option<&ProviderDescriptor>,
     ) -> Answer<GuestToolDescriptor> {
-        Ok(match self {
-            Self::V0_1(i) => {
-                let provider = provider.map(v1::wit_descriptor);
-                i.seam_plugin_tool()
-                    .call_describe(store, config, provider.as_ref())
-                    .await?
-                    .map(|d| GuestToolDescriptor {
-                        name: d.name,
-                        description: d.description,
-                        parameters_schema: d.parameters_schema,
-                    })
-            }
-            Self::V0_2(i) => {
-                let provider = provider.map(v2::wit_descriptor);
-                i.seam_plugin_tool()
-                    .call_describe(store, config, provider.as_ref())
-                    .await?
-                    .map(|d| GuestToolDescriptor {
-                        name: d.name,
-                        description: d.description,
-                        parameters_schema: d.parameters_schema,
-                    })
-            }
+        per_version!(self, i, v => {
+            let provider = provider.map(v::wit_descriptor);
+            Ok(i.seam_plugin_tool()
+                .call_describe(store, config, provider.as_ref())
+                .await?
+                .map(|d| GuestToolDescriptor {
+                    name: d.name,
+                    description: d.description,
+                    parameters_schema: d.parameters_schema,
+                }))
         })
     }
 
@@ -339,27 +300,15 @@ impl ToolInstance {
         caller: &ParentRef,
         arguments: &str,
     ) -> wasmtime::Result<ToolResult> {
-        Ok(match self {
-            Self::V0_1(i) => {
-                let r = i
-                    .seam_plugin_tool()
-                    .call_execute(store, config, &caller.clone().into(), arguments)
-                    .await?;
-                ToolResult {
-                    content: r.content.into_iter().map(Into::into).collect(),
-                    is_error: r.is_error,
-                }
-            }
-            Self::V0_2(i) => {
-                let r = i
-                    .seam_plugin_tool()
-                    .call_execute(store, config, &caller.clone().into(), arguments)
-                    .await?;
-                ToolResult {
-                    content: r.content.into_iter().map(Into::into).collect(),
-                    is_error: r.is_error,
-                }
-            }
+        per_version!(self, i, _v => {
+            let r = i
+                .seam_plugin_tool()
+                .call_execute(store, config, &caller.clone().into(), arguments)
+                .await?;
+            Ok(ToolResult {
+                content: r.content.into_iter().map(Into::into).collect(),
+                is_error: r.is_error,
+            })
         })
     }
 }
@@ -372,17 +321,9 @@ impl ObserverInstance {
         config: &str,
         event: &str,
     ) -> Answer<()> {
-        match self {
-            Self::V0_1(i) => {
-                i.seam_plugin_observer()
-                    .call_on_event(store, config, event)
-                    .await
-            }
-            Self::V0_2(i) => {
-                i.seam_plugin_observer()
-                    .call_on_event(store, config, event)
-                    .await
-            }
-        }
+        per_version!(self, i, _v => i
+            .seam_plugin_observer()
+            .call_on_event(store, config, event)
+            .await)
     }
 }

@@ -53,12 +53,27 @@ impl Caller {
             Ok(r) => r,
             Err(e) => return Ok(Err(e.into())),
         };
-        let size = request_size(&request);
+        let charge = match self.afford(request_size(&request))? {
+            Ok(charge) => charge,
+            Err(e) => return Ok(Err(e)),
+        };
+        // The host, not the guest, says who the caller is: a plugin cannot lie about its depth.
+        request.parent = self.parent.clone();
+        request.signal = Some(self.abort.child_token());
+        Ok(Ok((request, charge)))
+    }
+
+    /// Checks that `size` bytes of a guest's request fit the output cap, and charges the plugin
+    /// for one more run of that size. A run held by the caller is the guest's data in host
+    /// memory until it is disposed: bounded in count and bytes, and a call past either fails
+    /// with the limit named (it traps the guest).
+    fn afford(
+        &self,
+        size: usize,
+    ) -> wasmtime::Result<Result<seam_core::budget::Charge, wit::SubagentError>> {
         if let Err(hit) = self.gate.check_size(size) {
             return Ok(Err(wit::SubagentError::InvalidRequest(hit.to_string())));
         }
-        // A run held by the caller is the guest's data in host memory until it is disposed:
-        // bounded in count and bytes.
         if self.runs().len() >= self.quota.max_runs_per_call {
             return Err(self
                 .quota
@@ -67,11 +82,19 @@ impl Caller {
                 })
                 .into());
         }
-        let charge = self.quota.charge(size + RUN_OVERHEAD)?;
-        // The host, not the guest, says who the caller is: a plugin cannot lie about its depth.
-        request.parent = self.parent.clone();
-        request.signal = Some(self.abort.child_token());
-        Ok(Ok((request, charge)))
+        Ok(Ok(self.quota.charge(size + RUN_OVERHEAD)?))
+    }
+
+    /// Keeps a started run as one of the caller's foreground runs, and hands the guest a handle.
+    fn keep(
+        &self,
+        table: &mut wasmtime::component::ResourceTable,
+        run: SubagentRun,
+        charge: seam_core::budget::Charge,
+    ) -> wasmtime::Result<Resource<SubagentRun>> {
+        self.runs()
+            .insert(run.id().to_string(), (run.clone(), charge));
+        Ok(table.push(run)?)
     }
 
     /// One of the caller's runs, foreground or background, by id.
@@ -153,14 +176,10 @@ impl wit_subagents::Host for StoreData {
             Ok(admitted) => admitted,
             Err(e) => return Ok(Err(e)),
         };
-        let run = match caller.subagents.start(&provider, request) {
-            Ok(run) => run,
-            Err(e) => return Ok(Err(e.into())),
-        };
-        caller
-            .runs()
-            .insert(run.id().to_string(), (run.clone(), charge));
-        Ok(Ok(self.table().push(run)?))
+        match caller.subagents.start(&provider, request) {
+            Ok(run) => Ok(Ok(caller.keep(self.table(), run, charge)?)),
+            Err(e) => Ok(Err(e.into())),
+        }
     }
 
     async fn provider(
@@ -195,27 +214,14 @@ impl wit_subagents::Host for StoreData {
             return Ok(Err(SubagentError::NoRun(run_id).into()));
         };
         let prompt: Vec<ContentBlock> = prompt.into_iter().map(Into::into).collect();
-        let size = blocks_size(&prompt);
-        if let Err(hit) = caller.gate.check_size(size) {
-            return Ok(Err(wit::SubagentError::InvalidRequest(hit.to_string())));
-        }
-        if caller.runs().len() >= caller.quota.max_runs_per_call {
-            return Err(caller
-                .quota
-                .hit(Limit::RunsPerCall {
-                    max: caller.quota.max_runs_per_call,
-                })
-                .into());
-        }
-        let charge = caller.quota.charge(size + RUN_OVERHEAD)?;
-        let run = match caller.subagents.resume(&old, prompt) {
-            Ok(run) => run,
-            Err(e) => return Ok(Err(e.into())),
+        let charge = match caller.afford(blocks_size(&prompt))? {
+            Ok(charge) => charge,
+            Err(e) => return Ok(Err(e)),
         };
-        caller
-            .runs()
-            .insert(run.id().to_string(), (run.clone(), charge));
-        Ok(Ok(self.table().push(run)?))
+        match caller.subagents.resume(&old, prompt) {
+            Ok(run) => Ok(Ok(caller.keep(self.table(), run, charge)?)),
+            Err(e) => Ok(Err(e.into())),
+        }
     }
 
     async fn start_background(
