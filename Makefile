@@ -2,7 +2,7 @@
 
 CARGO  ?= cargo
 # The guest components, by package: those the tests load (the list in tests/build.rs) and the
-# benchmarks' probe. guests/support is a library they build with, not a component.
+# benchmarks' probe. guests/sdk (seam-plugin) is a library they build with, not a component.
 GUESTS := -p mock-provider -p subagent-tool -p faulty-provider -p hostile-provider \
           -p hostile-tool -p spawn-provider -p fork-provider -p observer-probe -p fuzz-provider \
           -p legacy-provider -p legacy-tool -p subagent-control -p seam-probe
@@ -34,7 +34,7 @@ lint: setup
 	$(CARGO) fmt --all -- --check
 	python3 scripts/module-cycles.py
 	$(CARGO) clippy --all-targets -- -D warnings
-	$(CARGO) clippy --release --target wasm32-wasip2 --target-dir target/guests $(GUESTS) -p seam-guest-support -- -D warnings
+	$(CARGO) clippy --release --target wasm32-wasip2 --target-dir target/guests $(GUESTS) -p seam-plugin -- -D warnings
 
 # Runs each `cargo fuzz` target briefly from a fixed seed (needs `cargo install cargo-fuzz`; the
 # first build instruments wasmtime and takes long). CI runs the same bodies in `cargo test`.

@@ -18,7 +18,7 @@ use seam::plugin::types::{
     Capabilities, ContentBlock, ProviderDescriptor, RuntimeFeatures, StartRequest, StopReason,
     SubagentResult,
 };
-use seam_guest_support::config::{self, Section};
+use seam_plugin::config::{self, Section};
 
 /// Every key the config may contain.
 const KEYS: &[&str] = &["name", "mode", "reply", "capabilities"];

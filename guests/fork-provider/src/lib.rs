@@ -4,8 +4,8 @@
 //! Like `spawn`, it inherits the parent's working directory and model unless the request's agent options say
 //! otherwise, and declares all four start-time capabilities.
 
-use seam_guest_support::bindings::seam::plugin::agents::Seed;
-use seam_guest_support::inprocess;
+use seam_plugin::bindings::seam::plugin::agents::Seed;
+use seam_plugin::inprocess;
 
 const FORK: inprocess::Flavour = inprocess::Flavour {
     default_name: "fork",
@@ -13,4 +13,4 @@ const FORK: inprocess::Flavour = inprocess::Flavour {
     inherits_parent_context: true,
 };
 
-seam_guest_support::in_process_provider!(ForkProvider, FORK);
+seam_plugin::in_process_provider!(ForkProvider, FORK);

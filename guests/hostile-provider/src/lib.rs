@@ -42,7 +42,7 @@ use seam::plugin::types::{
     Capabilities, ContentBlock, ProviderDescriptor, RuntimeFeatures, StartRequest, StopReason,
     SubagentResult,
 };
-use seam_guest_support::config::{self, Section};
+use seam_plugin::config::{self, Section};
 
 const KEYS: &[&str] = &[
     "mode",

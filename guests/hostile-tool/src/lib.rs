@@ -21,7 +21,7 @@ wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin", generate_all }
 use exports::seam::plugin::tool::{Guest, ToolBinding, ToolDescriptor, ToolResult};
 use seam::plugin::subagents;
 use seam::plugin::types::{ContentBlock, ParentRef, ProviderDescriptor, StartRequest};
-use seam_guest_support::config::{self, Section};
+use seam_plugin::config::{self, Section};
 
 const KEYS: &[&str] = &["toolName", "provider", "follow", "mode", "count", "bytes"];
 

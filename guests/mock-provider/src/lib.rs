@@ -10,17 +10,14 @@
 //! `message-waiting` and `cancelled` pollables together; the reply is then `{messages}`), and
 //! `delegateTo` (a provider this run starts a run on; `{delegated}` is that run's output).
 
-wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin", generate_all });
-
-use exports::seam::plugin::provider::Guest;
-use seam::plugin::host::log;
-use seam::plugin::types::{
+use seam_plugin::config::{self, Section};
+use seam_plugin::host::log;
+use seam_plugin::types::{
     Capabilities, ContentBlock, LogLevel, ProviderDescriptor, RuntimeFeatures, StartRequest,
     StopReason, SubagentResult,
 };
-use seam::plugin::{run_context, subagents};
-use seam_guest_support::config::{self, Section};
-use serde_json::Value;
+use seam_plugin::{run_context, subagents, Provider, Run};
+use serde_json::{Map, Value};
 
 /// Every key the config may contain.
 const KEYS: &[&str] = &[
@@ -42,7 +39,7 @@ const KEYS: &[&str] = &[
 
 struct MockProvider;
 
-export!(MockProvider);
+seam_plugin::export_provider!(MockProvider);
 
 /// The validated plugin config.
 struct Settings {
@@ -62,9 +59,8 @@ struct Settings {
 }
 
 impl Settings {
-    fn parse(text: &str) -> Result<Self, String> {
-        let fields = config::parse(text)?;
-        let root = Section::root(&fields, KEYS)?;
+    fn parse(fields: &Map<String, Value>) -> Result<Self, String> {
+        let root = Section::root(fields, KEYS)?;
         Ok(Settings {
             name: root
                 .non_empty_string("name")?
@@ -183,7 +179,7 @@ fn await_messages(count: u64) -> Option<Vec<String>> {
         if run_context::is_cancelled() {
             return None;
         }
-        wasi::io::poll::poll(&[&arrived, &cancelled]);
+        seam_plugin::poll::poll(&[&arrived, &cancelled]);
     }
     Some(messages)
 }
@@ -224,9 +220,12 @@ fn render_reply(template: &str, request: &StartRequest) -> String {
     )
 }
 
-impl Guest for MockProvider {
-    fn describe(config: String) -> Result<ProviderDescriptor, String> {
-        let settings = Settings::parse(&config)?;
+impl Provider for MockProvider {
+    /// Read by hand with [`Section`], to check each key's type with its own message.
+    type Config = Map<String, Value>;
+
+    fn describe(config: &Map<String, Value>) -> Result<ProviderDescriptor, String> {
+        let settings = Settings::parse(config)?;
         Ok(ProviderDescriptor {
             name: settings.name,
             capabilities: settings.capabilities,
@@ -235,11 +234,11 @@ impl Guest for MockProvider {
         })
     }
 
-    fn run(
-        config: String,
-        run_id: String,
-        request: StartRequest,
-    ) -> Result<SubagentResult, String> {
+    fn run(config: Map<String, Value>, run: Run) -> Result<SubagentResult, String> {
+        let Run {
+            id: run_id,
+            request,
+        } = run;
         let settings = Settings::parse(&config)?;
         log(
             LogLevel::Debug,

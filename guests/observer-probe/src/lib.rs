@@ -14,18 +14,29 @@
 //! With key `on` (an event name), `sleep`, `spin` and `wait` hold up only that event and log the
 //! others like `log`.
 
-wit_bindgen::generate!({ path: "../../wit", world: "observer-plugin", generate_all });
-
 use std::time::Duration;
 
-use exports::seam::plugin::observer::Guest;
-use seam::plugin::host::log;
-use seam::plugin::types::LogLevel;
-use seam_guest_support::config::{self, Section};
+use seam_plugin::types::LogLevel;
+use seam_plugin::{log, Observer};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The probe's config; an unknown key fails every event.
+#[derive(Deserialize)]
+struct Config {
+    #[serde(default = "log_mode")]
+    mode: String,
+    on: Option<String>,
+    file: Option<String>,
+}
+
+fn log_mode() -> String {
+    "log".into()
+}
 
 struct ObserverProbe;
 
-export!(ObserverProbe);
+seam_plugin::export_observer!(ObserverProbe);
 
 /// Logs that `name` (with `id`, if any) was observed.
 fn observed(name: &str, id: Option<&str>, seq: Option<u64>) -> Result<(), String> {
@@ -36,7 +47,7 @@ fn observed(name: &str, id: Option<&str>, seq: Option<u64>) -> Result<(), String
     if let Some(seq) = seq {
         line.push_str(&format!(" seq={seq}"));
     }
-    log(LogLevel::Info, &line);
+    log(LogLevel::Info, line);
     Ok(())
 }
 
@@ -52,15 +63,11 @@ fn spin() -> ! {
     }
 }
 
-impl Guest for ObserverProbe {
-    fn on_event(config: String, event: String) -> Result<(), String> {
-        let fields = config::parse(&config)?;
-        let root = Section::root(&fields, &["mode", "on", "file"])?;
-        let mode = root.string("mode")?.unwrap_or_else(|| "log".to_string());
-        let on = root.string("on")?;
-        let file = root.string("file")?;
-        let value: serde_json::Value =
-            serde_json::from_str(&event).map_err(|e| format!("event is not JSON: {e}"))?;
+impl Observer for ObserverProbe {
+    type Config = Config;
+
+    fn on_event(config: Config, value: Value) -> Result<(), String> {
+        let Config { mode, on, file } = config;
         let name = value
             .get("event")
             .and_then(|n| n.as_str())

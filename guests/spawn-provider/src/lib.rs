@@ -2,8 +2,8 @@
 //! It inherits the parent's working directory and model unless the request's agent options say
 //! otherwise, and declares all four start-time capabilities.
 
-use seam_guest_support::bindings::seam::plugin::agents::Seed;
-use seam_guest_support::inprocess;
+use seam_plugin::bindings::seam::plugin::agents::Seed;
+use seam_plugin::inprocess;
 
 const SPAWN: inprocess::Flavour = inprocess::Flavour {
     default_name: "spawn",
@@ -11,4 +11,4 @@ const SPAWN: inprocess::Flavour = inprocess::Flavour {
     inherits_parent_context: false,
 };
 
-seam_guest_support::in_process_provider!(SpawnProvider, SPAWN);
+seam_plugin::in_process_provider!(SpawnProvider, SPAWN);

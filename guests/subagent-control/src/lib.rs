@@ -13,21 +13,21 @@
 //!
 //! Only the calling agent's own runs are reachable: the host answers `no-run` for any other id.
 
-wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin", generate_all });
-
-use exports::seam::plugin::tool::{Guest, ToolBinding, ToolDescriptor, ToolResult};
-use seam::plugin::subagents::{self, Run};
-use seam::plugin::types::{
+use seam_plugin::subagents::{self, Run};
+use seam_plugin::tool::{self, ToolBinding, ToolDescriptor, ToolResult};
+use seam_plugin::types::{
     ContentBlock, ParentRef, ProviderDescriptor, RunInfo, RunState, StopReason, SubagentError,
     SubagentResult,
 };
-use seam_guest_support::config::{self, Section};
+use seam_plugin::Tool;
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 /// Longest wait `subagent_output` accepts.
 const MAX_TIMEOUT_MS: u64 = 600_000;
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
 enum Action {
     List,
     Output,
@@ -36,32 +36,23 @@ enum Action {
     Resume,
 }
 
-struct Settings {
+/// The entry's config; an unknown key refuses the plugin.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Config {
     action: Action,
-    tool_name: String,
+    tool_name: Option<String>,
 }
 
-impl Settings {
-    fn parse(text: &str) -> Result<Self, String> {
-        let fields = config::parse(text)?;
-        let root = Section::root(&fields, &["action", "toolName"])?;
-        let action = match root.required_string("action")?.as_str() {
-            "list" => Action::List,
-            "output" => Action::Output,
-            "stop" => Action::Stop,
-            "send" => Action::Send,
-            "resume" => Action::Resume,
-            _ => {
-                return Err(root.invalid(
-                    "action",
-                    "one of `list`, `output`, `stop`, `send`, `resume`",
-                ))
+impl Config {
+    fn tool_name(&self) -> Result<String, String> {
+        match &self.tool_name {
+            Some(name) if name.is_empty() => {
+                Err("config key `toolName`: expected a non-empty string".into())
             }
-        };
-        let tool_name = root
-            .non_empty_string("toolName")?
-            .unwrap_or_else(|| format!("subagent_{}", action.name()));
-        Ok(Self { action, tool_name })
+            Some(name) => Ok(name.clone()),
+            None => Ok(format!("subagent_{}", self.action.name())),
+        }
     }
 }
 
@@ -174,14 +165,6 @@ fn outcome(id: &str, r: &SubagentResult) -> String {
 }
 
 /// The call's arguments, as an object.
-fn arguments(text: &str) -> Result<Map<String, Value>, String> {
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(fields)) => Ok(fields),
-        Ok(_) => Err("the arguments must be a JSON object".into()),
-        Err(e) => Err(format!("the arguments are not valid JSON: {e}")),
-    }
-}
-
 fn string_arg(args: &Map<String, Value>, key: &str) -> Result<String, String> {
     match args.get(key) {
         Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
@@ -256,42 +239,36 @@ fn act(action: Action, args: &Map<String, Value>) -> Result<String, String> {
 
 struct SubagentControl;
 
-impl Guest for SubagentControl {
-    fn bind(config: String) -> Result<ToolBinding, String> {
-        let settings = Settings::parse(&config)?;
+impl Tool for SubagentControl {
+    type Config = Config;
+    /// Read by hand, to answer each missing or mistyped argument with its own message.
+    type Args = Map<String, Value>;
+
+    fn bind(config: &Config) -> Result<ToolBinding, String> {
         Ok(ToolBinding {
-            tool_name: settings.tool_name,
+            tool_name: config.tool_name()?,
             provider: None,
         })
     }
 
     fn describe(
-        config: String,
+        config: &Config,
         _provider: Option<ProviderDescriptor>,
     ) -> Result<ToolDescriptor, String> {
-        let settings = Settings::parse(&config)?;
-        let (description, schema) = settings.action.describe();
+        let (description, schema) = config.action.describe();
         Ok(ToolDescriptor {
-            name: settings.tool_name,
+            name: config.tool_name()?,
             description: description.into(),
             parameters_schema: schema.to_string(),
         })
     }
 
-    fn execute(config: String, _caller: ParentRef, arguments_text: String) -> ToolResult {
-        let answer = Settings::parse(&config)
-            .and_then(|s| arguments(&arguments_text).and_then(|a| act(s.action, &a)));
-        match answer {
-            Ok(text) => ToolResult {
-                content: vec![ContentBlock::Text(text)],
-                is_error: false,
-            },
-            Err(message) => ToolResult {
-                content: vec![ContentBlock::Text(message)],
-                is_error: true,
-            },
+    fn execute(config: Config, _caller: ParentRef, args: Map<String, Value>) -> ToolResult {
+        match act(config.action, &args) {
+            Ok(text) => tool::ok(text),
+            Err(message) => tool::error(message),
         }
     }
 }
 
-export!(SubagentControl);
+seam_plugin::export_tool!(SubagentControl);

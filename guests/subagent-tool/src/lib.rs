@@ -18,7 +18,7 @@ use seam::plugin::types::{
     AgentOptions, ContentBlock, LogLevel, ParentRef, ProviderDescriptor, StartRequest, StopReason,
     SubagentError, SubagentResult, ToolFilter,
 };
-use seam_guest_support::config::{self, Section};
+use seam_plugin::config::{self, Section};
 use serde_json::{json, Value};
 
 /// Every key the config may contain.

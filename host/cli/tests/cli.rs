@@ -317,22 +317,6 @@ fn new_rust_projects_build_outside_the_repository_and_pass_seam_test() {
         );
         assert!(text(&out.stdout).contains("all checks passed"));
     }
-    // Languages not generated yet say so.
-    let out = seam(&[
-        "new",
-        "provider",
-        "py",
-        "--lang",
-        "python",
-        "--dir",
-        dir.path().join("py").to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("not generated yet"),
-        "{}",
-        text(&out.stderr)
-    );
 }
 
 #[test]

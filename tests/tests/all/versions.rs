@@ -124,9 +124,12 @@ fn relabelled(
     let mut replaced = 0;
     while i + from.len() <= out.len() {
         if &out[i..i + from.len()] == from {
-            // Only names in the seam:plugin package, not wasi's.
-            let start = i.saturating_sub(40);
-            if out[start..i].windows(12).any(|w| w == b"seam:plugin/") {
+            // Only names in the seam:plugin package (`seam:plugin/<interface>@`), not wasi's.
+            let mut start = i;
+            while start > 0 && (out[start - 1].is_ascii_lowercase() || out[start - 1] == b'-') {
+                start -= 1;
+            }
+            if out[..start].ends_with(b"seam:plugin/") {
                 out[i..i + from.len()].copy_from_slice(to.as_bytes());
                 replaced += 1;
             }

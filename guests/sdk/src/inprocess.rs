@@ -110,18 +110,18 @@ pub fn run(flavour: &Flavour, request: StartRequest) -> Result<SubagentResult, S
 
 /// Defines the unit struct `$ty` implementing the `provider` export with `$flavour` (an
 /// [`inprocess::Flavour`](crate::inprocess::Flavour) constant) and exports it: the one line a
-/// component needs. The component must not generate the `provider-plugin` bindings itself.
+/// component needs.
 ///
 /// ```ignore
 /// const SPAWN: inprocess::Flavour = inprocess::Flavour { /* ... */ };
-/// seam_guest_support::in_process_provider!(SpawnProvider, SPAWN);
+/// seam_plugin::in_process_provider!(SpawnProvider, SPAWN);
 /// ```
 #[macro_export]
 macro_rules! in_process_provider {
     ($ty:ident, $flavour:expr) => {
         struct $ty;
 
-        impl $crate::bindings::exports::seam::plugin::provider::Guest for $ty {
+        impl $crate::exports::provider::exports::seam::plugin::provider::Guest for $ty {
             fn describe(
                 config: ::std::string::String,
             ) -> ::std::result::Result<
@@ -143,6 +143,6 @@ macro_rules! in_process_provider {
             }
         }
 
-        $crate::bindings::export!($ty with_types_in $crate::bindings);
+        $crate::exports::provider::export_provider_world!($ty with_types_in $crate::exports::provider);
     };
 }

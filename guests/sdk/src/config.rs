@@ -1,10 +1,33 @@
-//! Strict reading of a plugin's JSON config object, shared by the guest crates.
+//! Strict reading of a plugin's JSON config object: [`typed`] into a serde type, or
+//! [`Section`] by hand.
 //!
 //! Every guest receives its config as a JSON object string. Mistakes in it should surface as
 //! load-time errors naming the offending key, never as silently ignored settings, so unknown keys
 //! and wrong types are both rejected.
 
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
+
+/// Parses the config text into `T`, refusing any key `T` does not read, at any depth, with a
+/// message naming it. An empty config (`""`, which the host sends when an entry has none)
+/// reads as `{}`.
+pub fn typed<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    let text = if text.trim().is_empty() { "{}" } else { text };
+    typed_json(text, "config")
+}
+
+/// Parses `text` into `T` like [`typed`]; `what` names it in errors (`config`, `arguments`).
+pub fn typed_json<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, String> {
+    let mut unknown = Vec::new();
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value: T = serde_ignored::deserialize(&mut de, |path| unknown.push(path.to_string()))
+        .map_err(|e| format!("{what}: {e}"))?;
+    de.end().map_err(|e| format!("{what}: {e}"))?;
+    match unknown.first() {
+        Some(key) => Err(format!("unknown {what} key `{key}`")),
+        None => Ok(value),
+    }
+}
 
 /// One JSON object of the config: the root, or a nested object under some key.
 pub struct Section<'a> {

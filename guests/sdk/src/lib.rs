@@ -1,0 +1,237 @@
+//! `seam-plugin`: the Seam guest SDK, for plugins written in Rust and built for `wasm32-wasip2`.
+//!
+//! A provider, tool or observer is one `impl` and one macro call:
+//!
+//! ```ignore
+//! use seam_plugin::{Provider, Run, types::*};
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Config { name: String }
+//!
+//! struct Hello;
+//! impl Provider for Hello {
+//!     type Config = Config;
+//!     fn describe(config: &Config) -> Result<ProviderDescriptor, String> {
+//!         Ok(seam_plugin::descriptor(&config.name))
+//!     }
+//!     fn run(_config: Config, run: Run) -> Result<SubagentResult, String> {
+//!         seam_plugin::ready();
+//!         Ok(seam_plugin::answer(format!("hello: {}", run.prompt_text())))
+//!     }
+//! }
+//! seam_plugin::export_provider!(Hello);
+//! ```
+//!
+//! What is here:
+//! - [`bindings`]: the latest contract's imports (`host`, `run-context`, `agents`, `subagents`,
+//!   `wasi:io/poll`) and its types, re-exported as [`types`], [`host`], [`run_context`],
+//!   [`agents`], [`subagents`] and [`poll`];
+//! - [`Provider`], [`Tool`] and [`Observer`], with [`export_provider!`], [`export_tool!`] and
+//!   [`export_observer!`];
+//! - [`config::typed`]: the plugin's JSON config into a serde type, unknown keys refused (and
+//!   [`config::Section`], the same strictness by hand);
+//! - shorthands: [`ready`], [`progress`], [`sleep`], [`is_cancelled`], [`log`], [`text`],
+//!   [`answer`], [`aborted`], [`failed`], [`descriptor`], [`request`];
+//! - [`inprocess`]: the body of the in-process providers (`spawn`, `fork`).
+//!
+//! A component uses either this crate's export macros or bindings it generates itself for the
+//! same world, never both.
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod inprocess;
+pub mod observer;
+pub mod provider;
+pub mod tool;
+
+pub use observer::Observer;
+pub use provider::{Provider, Run};
+pub use tool::Tool;
+
+/// The contract's imports, as one world that exports nothing.
+///
+/// Generating the imports apart from the three export worlds keeps one set of types for all of
+/// them, and means a component carries the description of only the world it exports (an
+/// import the component never calls is dropped when it is componentised).
+#[allow(missing_docs)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        inline: "
+            package seam:sdk;
+            world imports {
+                import seam:plugin/host@0.2.0;
+                import seam:plugin/run-context@0.2.0;
+                import seam:plugin/agents@0.2.0;
+                import seam:plugin/subagents@0.2.0;
+            }
+        ",
+        path: "../../wit",
+        world: "seam:sdk/imports",
+        generate_all,
+    });
+}
+
+pub use bindings::seam::plugin::{agents, host, run_context, subagents, types};
+pub use bindings::wasi::io::poll;
+
+use types::{Capabilities, ContentBlock, LogLevel, ParentRef, ProviderDescriptor, RuntimeFeatures};
+use types::{StartRequest, StopReason, SubagentResult};
+
+/// The bindings the export macros implement (one module per world, sharing [`bindings`]'
+/// types). Not for direct use.
+#[doc(hidden)]
+pub mod exports {
+    /// The `provider-plugin` world's export.
+    pub mod provider {
+        wit_bindgen::generate!({
+            path: "../../wit",
+            world: "seam:plugin/provider-plugin@0.2.0",
+            with: {
+                "seam:plugin/types@0.2.0": crate::bindings::seam::plugin::types,
+                "seam:plugin/host@0.2.0": crate::bindings::seam::plugin::host,
+                "seam:plugin/run-context@0.2.0": crate::bindings::seam::plugin::run_context,
+                "seam:plugin/agents@0.2.0": crate::bindings::seam::plugin::agents,
+                "seam:plugin/subagents@0.2.0": crate::bindings::seam::plugin::subagents,
+                "wasi:io/poll@0.2.0": crate::bindings::wasi::io::poll,
+            },
+            pub_export_macro: true,
+            export_macro_name: "export_provider_world",
+            default_bindings_module: "seam_plugin::exports::provider",
+        });
+    }
+
+    /// The `tool-plugin` world's export.
+    pub mod tool {
+        wit_bindgen::generate!({
+            path: "../../wit",
+            world: "seam:plugin/tool-plugin@0.2.0",
+            with: {
+                "seam:plugin/types@0.2.0": crate::bindings::seam::plugin::types,
+                "seam:plugin/host@0.2.0": crate::bindings::seam::plugin::host,
+                "seam:plugin/subagents@0.2.0": crate::bindings::seam::plugin::subagents,
+            },
+            pub_export_macro: true,
+            export_macro_name: "export_tool_world",
+            default_bindings_module: "seam_plugin::exports::tool",
+        });
+    }
+
+    /// The `observer-plugin` world's export.
+    pub mod observer {
+        wit_bindgen::generate!({
+            path: "../../wit",
+            world: "seam:plugin/observer-plugin@0.2.0",
+            with: {
+                "seam:plugin/types@0.2.0": crate::bindings::seam::plugin::types,
+                "seam:plugin/host@0.2.0": crate::bindings::seam::plugin::host,
+            },
+            pub_export_macro: true,
+            export_macro_name: "export_observer_world",
+            default_bindings_module: "seam_plugin::exports::observer",
+        });
+    }
+}
+
+/// Declares that the child exists (`run-context.ready`): the run's `started` resolves.
+pub fn ready() {
+    run_context::ready();
+}
+
+/// Reports progress as one text block (`run-context.progress`).
+pub fn progress(update: impl Into<String>) {
+    run_context::progress(&[ContentBlock::Text(update.into())]);
+}
+
+/// Waits `ms` milliseconds; false, early, if the run is cancelled meanwhile.
+pub fn sleep(ms: u64) -> bool {
+    run_context::sleep(ms)
+}
+
+/// Whether the run has been cancelled.
+pub fn is_cancelled() -> bool {
+    run_context::is_cancelled()
+}
+
+/// Writes a line to the host's log, tagged with the plugin id.
+pub fn log(level: LogLevel, message: impl AsRef<str>) {
+    host::log(level, message.as_ref());
+}
+
+/// The text of `blocks`: their text blocks joined with newlines (images and other blocks are
+/// left out).
+pub fn text(blocks: &[ContentBlock]) -> String {
+    let mut out = String::new();
+    for block in blocks {
+        if let ContentBlock::Text(t) = block {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(t);
+        }
+    }
+    out
+}
+
+/// A completed result answering `text`.
+pub fn answer(text: impl Into<String>) -> SubagentResult {
+    SubagentResult {
+        output: vec![ContentBlock::Text(text.into())],
+        structured: None,
+        stop_reason: StopReason::Completed,
+        diagnostic: None,
+    }
+}
+
+/// An aborted result (the run was cancelled), with the cancel reason as its diagnostic.
+pub fn aborted() -> SubagentResult {
+    SubagentResult {
+        output: Vec::new(),
+        structured: None,
+        stop_reason: StopReason::Aborted,
+        diagnostic: Some(run_context::cancel_reason().unwrap_or_else(|| "cancelled".into())),
+    }
+}
+
+/// A child-level failure: stop reason `error` with `why` as its diagnostic.
+pub fn failed(why: impl Into<String>) -> SubagentResult {
+    SubagentResult {
+        output: Vec::new(),
+        structured: None,
+        stop_reason: StopReason::Error,
+        diagnostic: Some(why.into()),
+    }
+}
+
+/// A descriptor named `name` that declares no capability, no runtime feature and no inherited
+/// context; set the fields it does support.
+pub fn descriptor(name: impl Into<String>) -> ProviderDescriptor {
+    ProviderDescriptor {
+        name: name.into(),
+        capabilities: Capabilities {
+            output_schema: false,
+            depth_limit: false,
+            tool_filter: false,
+            persona: false,
+        },
+        features: RuntimeFeatures {
+            steering: false,
+            resume: false,
+        },
+        inherits_parent_context: false,
+    }
+}
+
+/// A start request for `parent` with a one-text-block `prompt` and no options (set the fields
+/// you need).
+pub fn request(parent: ParentRef, prompt: impl Into<String>) -> StartRequest {
+    StartRequest {
+        prompt: vec![ContentBlock::Text(prompt.into())],
+        parent,
+        agent_options: None,
+        output_schema: None,
+        max_depth: None,
+        tool_filter: None,
+        persona: None,
+    }
+}
