@@ -7,7 +7,8 @@ use std::time::{Instant, SystemTime};
 use anyhow::{Context, Result};
 use seam_host::{cache_entries, clear_cache, prune_cache, CacheEntry, EngineOptions};
 
-use super::{read_config, with_host, EXIT_ERROR, EXIT_OK};
+use super::{interruptible, read_config, with_host, EXIT_ERROR, EXIT_OK};
+use tokio_util::sync::CancellationToken;
 
 /// Arguments of `seam cache`.
 #[derive(Debug, clap::Args)]
@@ -101,7 +102,7 @@ pub(crate) fn run_cache(args: CacheArgs) -> Result<u8> {
 
 /// Compiles every enabled entry's component into the cache, one at a time, saying which were
 /// already there and how long each took.
-pub(crate) async fn run_compile(args: CompileArgs) -> Result<u8> {
+pub(crate) async fn run_compile(args: CompileArgs, interrupt: &CancellationToken) -> Result<u8> {
     let config = read_config(&args.config)?;
     with_host(|host| async move {
         let mut failed = 0;
@@ -112,7 +113,7 @@ pub(crate) async fn run_compile(args: CompileArgs) -> Result<u8> {
                 continue;
             }
             let t = Instant::now();
-            match host.precompile(&entry.component).await {
+            match interruptible(host.precompile(&entry.component), interrupt).await? {
                 Ok(cached) => outln!(
                     "{}: {} in {} ms ({})",
                     entry.id,

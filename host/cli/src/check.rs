@@ -1,12 +1,13 @@
 //! `seam check CONFIG [--json]`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use seam_host::{Host, PluginInfo, PluginKind, PluginState};
 use serde_json::json;
 
-use super::{read_config, with_host, EXIT_ERROR, EXIT_OK};
+use super::{interruptible, read_config, with_host, EXIT_ERROR, EXIT_OK};
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -25,36 +26,14 @@ struct ToolLine {
     parameters: serde_json::Value,
 }
 
-pub(crate) async fn run(args: Args) -> Result<u8> {
+pub(crate) async fn run(args: Args, interrupt: &CancellationToken) -> Result<u8> {
     let config = read_config(&args.config)?;
-    let (plugins, tools, problems) = with_host(|host| async move {
-        host.load(&config).await;
-        let plugins = host.plugins().await;
-        let tools = mounted_tools(&host);
-        let problems = problems(&host, &plugins).await;
-        Ok((plugins, tools, problems))
+    let path = args.config.clone();
+    let problems = with_host(|host| async move {
+        interruptible(host.load(&config), interrupt).await?;
+        report(&host, &path, args.json).await
     })
     .await?;
-
-    if args.json {
-        let doc = json!({
-            "config": args.config,
-            "ok": problems.is_empty(),
-            "plugins": plugins.iter().map(plugin_json).collect::<Vec<_>>(),
-            "tools": tools.iter().map(|t| json!({
-                "name": t.name,
-                "plugin": t.plugin,
-                "description": t.description,
-                "parameters": t.parameters,
-            })).collect::<Vec<_>>(),
-            "errors": problems,
-        });
-        let text = serde_json::to_string_pretty(&doc).context("cannot serialise the report")?;
-        outln!("{text}");
-    } else {
-        print_human(&args.config, &plugins, &tools);
-    }
-
     if problems.is_empty() {
         return Ok(EXIT_OK);
     }
@@ -70,12 +49,42 @@ pub(crate) async fn run(args: Args) -> Result<u8> {
     Ok(EXIT_ERROR)
 }
 
+/// Prints the report of `host`, which has `config` loaded, and returns its problems.
+pub(crate) async fn report(host: &Host, config: &Path, json: bool) -> Result<Vec<String>> {
+    let plugins = host.plugins().await;
+    let tools = mounted_tools(host);
+    let problems = problems(host, &plugins).await;
+    if json {
+        let doc = json!({
+            "config": config,
+            "ok": problems.is_empty(),
+            "plugins": plugins.iter().map(plugin_json).collect::<Vec<_>>(),
+            "tools": tools.iter().map(|t| json!({
+                "name": t.name,
+                "plugin": t.plugin,
+                "description": t.description,
+                "parameters": t.parameters,
+            })).collect::<Vec<_>>(),
+            "errors": problems,
+        });
+        let text = serde_json::to_string_pretty(&doc).context("cannot serialise the report")?;
+        outln!("{text}");
+    } else {
+        print_human(config, &plugins, &tools);
+    }
+    Ok(problems)
+}
+
 /// Plugins that failed, then tools left waiting for a provider, in config order.
 async fn problems(host: &Host, plugins: &[PluginInfo]) -> Vec<String> {
     let mut problems: Vec<String> = plugins
         .iter()
-        .filter_map(|p| match &p.state {
-            PluginState::Failed(message) => Some(message.clone()),
+        .filter_map(|p| match (&p.state, &p.stale) {
+            (PluginState::Failed(message), _) => Some(message.clone()),
+            (_, Some(message)) => Some(format!(
+                "{message} (the last good version of `{}` keeps serving)",
+                p.id
+            )),
             _ => None,
         })
         .collect();
@@ -131,6 +140,7 @@ fn plugin_json(p: &PluginInfo) -> serde_json::Value {
         "error": error,
         "name": p.name,
         "follows": p.follows,
+        "stale": p.stale,
         "grants": p.grants,
         "limits": p.limits,
     })
@@ -148,15 +158,23 @@ fn what(p: &PluginInfo, tools: &[ToolLine]) -> String {
             " (not mounted)"
         }
     };
+    let stale = if p.stale.is_some() {
+        " (last good version; see the error below)"
+    } else {
+        ""
+    };
     match (&p.kind, &p.name, &p.follows) {
-        (Some(PluginKind::Provider), Some(name), _) => format!("provider `{name}`"),
+        (Some(PluginKind::Provider), Some(name), _) => format!("provider `{name}`{stale}"),
         (Some(PluginKind::Tool), Some(name), Some(follows)) => {
             format!(
-                "tool `{name}` follows provider `{follows}`{}",
+                "tool `{name}` follows provider `{follows}`{}{stale}",
                 mounted(name)
             )
         }
-        (Some(PluginKind::Tool), Some(name), None) => format!("tool `{name}`{}", mounted(name)),
+        (Some(PluginKind::Tool), Some(name), None) => {
+            format!("tool `{name}`{}{stale}", mounted(name))
+        }
+        (Some(PluginKind::Observer), _, _) => format!("observer{stale}"),
         _ => String::new(),
     }
 }

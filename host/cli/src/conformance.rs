@@ -18,7 +18,7 @@ use seam_host::{
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{with_host, working_directory, EXIT_ERROR, EXIT_OK};
+use super::{interruptible, with_host, working_directory, EXIT_ERROR, EXIT_OK};
 
 /// How long one run may take before the check calls it stuck.
 const RUN_WAIT: Duration = Duration::from_secs(60);
@@ -85,7 +85,7 @@ impl Checklist {
     }
 }
 
-pub(crate) async fn run(args: Args) -> Result<u8> {
+pub(crate) async fn run(args: Args, interrupt: &CancellationToken) -> Result<u8> {
     let config = match &args.config {
         None => json!({}),
         Some(text) => {
@@ -102,7 +102,7 @@ pub(crate) async fn run(args: Args) -> Result<u8> {
     let cwd = working_directory()?;
     let list = with_host(|host| async move {
         let mut list = Checklist::default();
-        check(&host, &component, config, &cwd, &mut list).await;
+        interruptible(check(&host, &component, config, &cwd, &mut list), interrupt).await?;
         Ok(list)
     })
     .await?;

@@ -38,6 +38,19 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
     let config = read_config(&args.config)?;
+    with_host(|host| async move {
+        load_for_use(&host, &config, &interrupt).await?;
+        run_on(&host, &args, interrupt).await
+    })
+    .await
+}
+
+/// The delegation itself, on a host that has the config loaded (`seam dev --then` uses it).
+pub(crate) async fn run_on(
+    host: &seam_host::Host,
+    args: &Args,
+    interrupt: CancellationToken,
+) -> Result<u8> {
     let output_schema = match &args.output_schema {
         None => None,
         Some(path) => {
@@ -55,16 +68,12 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
     request.max_depth = args.max_depth;
     request.persona = args.persona.clone();
 
-    with_host(|host| async move {
-        load_for_use(&host, &config).await;
-        let listener = args.events.then(|| print_events(&host));
-        let outcome = delegate(&host, &args.provider, request, interrupt).await;
-        if let Some(id) = listener {
-            host.events().unsubscribe(id);
-        }
-        outcome
-    })
-    .await
+    let listener = args.events.then(|| print_events(host));
+    let outcome = delegate(host, &args.provider, request, interrupt).await;
+    if let Some(id) = listener {
+        host.events().unsubscribe(id);
+    }
+    outcome
 }
 
 async fn delegate(

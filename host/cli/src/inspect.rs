@@ -6,7 +6,8 @@ use anyhow::{bail, Context, Result};
 use seam_host::sandbox::Granted;
 use seam_host::{ComponentInfo, Limits, PluginKind, ProviderDescriptor};
 
-use super::{with_host, EXIT_ERROR, EXIT_OK};
+use super::{interruptible, with_host, EXIT_ERROR, EXIT_OK};
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -21,7 +22,7 @@ pub(crate) struct Args {
     json: bool,
 }
 
-pub(crate) async fn run(args: Args) -> Result<u8> {
+pub(crate) async fn run(args: Args, interrupt: &CancellationToken) -> Result<u8> {
     let config = match &args.config {
         None => None,
         Some(text) => {
@@ -35,8 +36,8 @@ pub(crate) async fn run(args: Args) -> Result<u8> {
     };
     let given = config.is_some();
     let info = with_host(|host| async move {
-        host.inspect(&args.component, config)
-            .await
+        interruptible(host.inspect(&args.component, config), interrupt)
+            .await?
             .with_context(|| format!("cannot inspect `{}`", args.component.display()))
     })
     .await?;

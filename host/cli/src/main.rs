@@ -26,6 +26,7 @@ mod call;
 mod check;
 mod conformance;
 mod delegate;
+mod dev;
 mod inspect;
 mod new;
 mod run;
@@ -81,6 +82,9 @@ enum Command {
     Cache(cache::CacheArgs),
     /// Compile every component of a config into the cache ahead of time.
     Compile(cache::CompileArgs),
+    /// Keep a host up on a config, reloading what changes (the config, a rebuilt component)
+    /// and running a command after each reload.
+    Dev(dev::Args),
 }
 
 /// Parses the arguments, runs the command, and maps the outcome to an exit code.
@@ -107,16 +111,17 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async move {
         let interrupt = watch_ctrl_c();
         let outcome = match cli.command {
-            Command::Inspect(args) => inspect::run(args).await,
-            Command::Check(args) => check::run(args).await,
+            Command::Inspect(args) => inspect::run(args, &interrupt).await,
+            Command::Check(args) => check::run(args, &interrupt).await,
             Command::Delegate(args) => delegate::run(args, interrupt.clone()).await,
             Command::Call(args) => call::run(args, interrupt.clone()).await,
             Command::Run(args) => run::run(args, interrupt.clone()).await,
             Command::Wit(args) => wit::run(args),
             Command::Cache(args) => cache::run_cache(args),
-            Command::Test(args) => conformance::run(args).await,
+            Command::Test(args) => conformance::run(args, &interrupt).await,
             Command::New(args) => new::run(args),
-            Command::Compile(args) => cache::run_compile(args).await,
+            Command::Compile(args) => cache::run_compile(args, &interrupt).await,
+            Command::Dev(args) => dev::run(args, interrupt.clone()).await,
         };
         if interrupt.is_cancelled() {
             errln!("interrupted");
@@ -139,7 +144,7 @@ fn report_error(e: &anyhow::Error) -> ExitCode {
 
 /// The error and its causes on one line, `outer: inner: ...`. A cause whose text the message
 /// already contains is skipped: several library errors repeat their source in their own text.
-fn chain(e: &anyhow::Error) -> String {
+pub(crate) fn chain(e: &anyhow::Error) -> String {
     let mut message = String::new();
     for cause in e.chain() {
         let text = cause.to_string();
@@ -204,12 +209,29 @@ pub(crate) fn read_config(path: &Path) -> Result<Config> {
 }
 
 /// Loads `config` into `host`, printing each plugin that failed as a warning.
-pub(crate) async fn load_for_use(host: &Host, config: &Config) -> LoadReport {
-    let report = host.load(config).await;
+pub(crate) async fn load_for_use(
+    host: &Host,
+    config: &Config,
+    interrupt: &CancellationToken,
+) -> Result<LoadReport> {
+    let report = interruptible(host.load(config), interrupt).await?;
     for failure in &report.failed {
         errln!("warning: {failure}");
     }
-    report
+    Ok(report)
+}
+
+/// `work`, unless Ctrl-C comes first: then an error at once, even in the middle of a long
+/// compile. The process exits right after (a compile still going is dropped with it), so
+/// nothing half-loaded outlives the command.
+pub(crate) async fn interruptible<T>(
+    work: impl Future<Output = T>,
+    interrupt: &CancellationToken,
+) -> Result<T> {
+    tokio::select! {
+        out = work => Ok(out),
+        () = interrupt.cancelled() => anyhow::bail!("interrupted while loading the plugins"),
+    }
 }
 
 /// Prints every event as a JSON line on stderr until unsubscribed.

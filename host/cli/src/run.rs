@@ -41,7 +41,7 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         .context("no prompt: give one on the command line or set `prompt` under [agent]")?;
     let cwd = working_directory()?;
     with_host(|host| async move {
-        load_for_use(&host, &config).await;
+        load_for_use(&host, &config, &interrupt).await?;
         let listener = args.events.then(|| print_events(&host));
         let progress =
             (!args.events && std::io::stderr().is_terminal()).then(|| Progress::start(&host));

@@ -350,3 +350,122 @@ fn wit_writes_the_package_this_host_supports() {
         text(&o.stderr)
     );
 }
+
+/// Lines a child process prints, as they come.
+fn lines_of(stream: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stream)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for a line containing `needle`, returning the lines before it; fails, naming `what`
+/// and what was printed, if the process ends or says nothing of the kind for two minutes (a
+/// bound on a broken test, not a timing assumption).
+fn wait_line(rx: &std::sync::mpsc::Receiver<String>, needle: &str, what: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    loop {
+        match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+            Ok(line) if line.contains(needle) => return seen,
+            Ok(line) => seen.push(line),
+            Err(e) => panic!(
+                "{what}: no line with `{needle}` ({e}); saw:\n{}",
+                seen.join("\n")
+            ),
+        }
+    }
+}
+
+#[test]
+fn dev_picks_up_a_rebuilt_component_and_keeps_the_last_good_one_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("devhello");
+    let target = root().join("target").join("new-projects");
+    let out = seam(&[
+        "new",
+        "provider",
+        "devhello",
+        "--dir",
+        project.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let build = || {
+        let out = Command::new(env!("CARGO"))
+            .args(["build", "--release", "--target", "wasm32-wasip2"])
+            .current_dir(&project)
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .expect("cargo runs");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    };
+    build();
+    let wasm = target.join("wasm32-wasip2/release/devhello.wasm");
+    let config = dir.path().join("dev.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[plugin]]\nid = \"hello\"\ncomponent = \"{}\"\n",
+            wasm.display()
+        ),
+    )
+    .unwrap();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_seam"))
+        .args(["dev", config.to_str().unwrap(), "--then"])
+        .arg("delegate --provider devhello --prompt hi")
+        .env(
+            "SEAM_CACHE_DIR",
+            root().join("target").join("seam-test-cache"),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("seam dev starts");
+    let stdout = lines_of(child.stdout.take().unwrap());
+    let stderr = lines_of(child.stderr.take().unwrap());
+    wait_line(&stdout, "loaded hello: loaded", "the first load");
+    let before = wait_line(&stdout, "watching", "the first answer");
+    assert!(before.iter().any(|l| l == "hi"), "{before:?}");
+
+    // Edit and rebuild: the new version answers, with no restart.
+    let lib = project.join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    let edited = source.replace("\"{prompt}\".into()", "\"rebuilt: {prompt}\".into()");
+    assert_ne!(source, edited);
+    std::fs::write(&lib, edited).unwrap();
+    build();
+    wait_line(
+        &stdout,
+        "reloaded hello: reloaded",
+        "the reload after the rebuild",
+    );
+    let after = wait_line(&stdout, "watching", "the answer after the rebuild");
+    assert!(after.iter().any(|l| l == "rebuilt: hi"), "{after:?}");
+
+    // A broken build output: the last good version keeps answering, and the error is shown.
+    std::fs::write(&wasm, b"\0asm truncated").unwrap();
+    wait_line(
+        &stdout,
+        "the last good version serves",
+        "the broken rebuild",
+    );
+    let broken = wait_line(&stdout, "watching", "the answer after the broken rebuild");
+    assert!(broken.iter().any(|l| l == "rebuilt: hi"), "{broken:?}");
+    wait_line(&stderr, "not a valid WebAssembly component", "the error");
+
+    // Ctrl-C ends it, with every plugin unloaded.
+    let pid = child.id().to_string();
+    let kill = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    assert!(kill.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+}

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::{CacheStats, CompileCache};
 use crate::config::Config;
 use crate::engine::{EngineError, EngineOptions, SeamEngine};
-use crate::loader::{LoadReport, Loader, PluginInfo};
+use crate::loader::{LoadReport, Loader, PluginInfo, Reload};
 use crate::plugin::{link, Linked, Linkers, PluginError, Runtime};
 use crate::sandbox::{Granted, Limits, Sandbox};
 
@@ -152,9 +152,16 @@ impl Host {
 
     /// Moves the loaded plugins to `config`: entries that left are unloaded (in reverse load
     /// order), changed ones are reloaded, failed ones retried, new ones loaded; unchanged
-    /// active ones are not touched.
+    /// active ones are not touched. An entry counts as changed when its definition differs or
+    /// its component file was rewritten since it loaded. Changed entries [`Reload::Restart`].
     pub async fn reconfigure(&self, config: &Config) -> LoadReport {
-        self.inner.loader.reconfigure(config).await
+        self.inner.loader.reconfigure(config, Reload::Restart).await
+    }
+
+    /// [`Host::reconfigure`], with changed entries reloaded as `reload` says: `seam dev` swaps
+    /// them, so that a broken rebuild leaves the last good version serving.
+    pub async fn reconfigure_with(&self, config: &Config, reload: Reload) -> LoadReport {
+        self.inner.loader.reconfigure(config, reload).await
     }
 
     /// Unloads every plugin, last loaded first. The plugins stay listed, in state `disposed`,

@@ -27,7 +27,7 @@ pub use config::{Config, ConfigError, PluginEntry};
 pub use engine::{EngineError, EngineOptions};
 pub use events::{Event, EventBus, ListenerError, ListenerId};
 pub use host::{ComponentInfo, Host, HostOptions};
-pub use loader::{LoadError, LoadReport, PluginInfo, PluginState};
+pub use loader::{LoadError, LoadReport, PluginInfo, PluginState, Reload};
 pub use plugin::{GuestFault, PluginError};
 pub use sandbox::Limits;
 pub use subagent::{Provider, RunContext, RunFailure, SubagentError, SubagentRun, SubagentService};

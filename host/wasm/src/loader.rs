@@ -7,8 +7,9 @@
 //! the entry listed first wins a contested provider or tool name.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use seam_core::events::{Event, EventBus};
 use seam_core::model::ModelRegistry;
@@ -109,11 +110,55 @@ pub struct PluginInfo {
     pub grants: Option<Granted>,
     /// The limits in force for the plugin.
     pub limits: Option<Limits>,
+    /// Why the entry's newer definition failed to load, while this (last good) version keeps
+    /// serving ([`Reload::Swap`] only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale: Option<String>,
+}
+
+/// How a changed entry is reloaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reload {
+    /// Unload the old version (cancelling its runs), then load the new one; if the new one
+    /// fails, the entry is `failed`.
+    #[default]
+    Restart,
+    /// Prepare the new version while the old one serves, and swap only once it is ready: runs
+    /// already going on a provider that keeps its name finish on the old version, and a new
+    /// version that fails to load leaves the old one serving (listed in
+    /// [`LoadReport::kept_last_good`], its [`PluginInfo::stale`] saying why).
+    Swap,
+}
+
+/// What the loader remembers of a component file, to notice a rebuild.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Option<FileStamp> {
+        let meta = std::fs::metadata(path).ok()?;
+        Some(FileStamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        })
+    }
 }
 
 struct PluginSlot {
     entry: PluginEntry,
     info: PluginInfo,
+    /// The component file as it was when this version was prepared.
+    stamp: Option<FileStamp>,
+}
+
+impl PluginSlot {
+    /// Whether the component file was rewritten since this version was prepared.
+    fn rebuilt(&self) -> bool {
+        self.stamp.is_some() && FileStamp::of(&self.entry.component) != self.stamp
+    }
 }
 
 /// What a load or reconfigure did.
@@ -127,6 +172,9 @@ pub struct LoadReport {
     pub reloaded: Vec<String>,
     /// Entries that had failed and were tried again, unchanged.
     pub retried: Vec<String>,
+    /// Changed entries whose new version failed to load, so the last good version keeps
+    /// serving ([`Reload::Swap`] only; the failure is in `failed`).
+    pub kept_last_good: Vec<String>,
     /// Entries left as they were.
     pub kept: Vec<String>,
     /// Failures, by entry id.
@@ -195,9 +243,9 @@ impl Loader {
     }
 
     /// Moves the loaded plugins to `config`: entries that left are unloaded (in reverse load
-    /// order), changed ones are reloaded, failed ones retried, new ones loaded; unchanged
-    /// active ones are not touched.
-    pub(crate) async fn reconfigure(&self, config: &Config) -> LoadReport {
+    /// order), changed ones are reloaded as `reload` says, failed ones retried, new ones loaded;
+    /// unchanged active ones are not touched.
+    pub(crate) async fn reconfigure(&self, config: &Config, reload: Reload) -> LoadReport {
         let mut slots = self.slots.lock().await;
         let mut report = LoadReport::default();
         self.models.configure(config.models.clone());
@@ -206,8 +254,10 @@ impl Loader {
             .subagents
             .set_max_tree_depth(config.agent.max_depth);
 
-        // Unload what left or changed, last loaded first.
+        // Unload what left or changed, last loaded first. With `Swap`, a changed active entry
+        // goes on serving until its new version is ready.
         let mut keep: Vec<PluginSlot> = Vec::new();
+        let mut serving: Vec<PluginSlot> = Vec::new();
         let mut old: Vec<PluginSlot> = std::mem::take(&mut *slots);
         while let Some(slot) = old.pop() {
             if slot.info.state == PluginState::Disposed {
@@ -215,7 +265,7 @@ impl Loader {
                 continue;
             }
             match config.plugins.iter().find(|e| e.id == slot.entry.id) {
-                Some(new) if *new == slot.entry => {
+                Some(new) if *new == slot.entry && !slot.rebuilt() => {
                     if matches!(slot.info.state, PluginState::Failed(_)) {
                         // A failed entry holds nothing; its cause (a missing file, say) may be
                         // fixed by now.
@@ -225,8 +275,12 @@ impl Loader {
                     }
                 }
                 Some(_) => {
-                    self.unload_slot(&slot).await;
                     report.reloaded.push(slot.entry.id.clone());
+                    if reload == Reload::Swap && slot.info.state == PluginState::Active {
+                        serving.push(slot);
+                    } else {
+                        self.unload_slot(&slot).await;
+                    }
                 }
                 None => {
                     self.unload_slot(&slot).await;
@@ -242,19 +296,48 @@ impl Loader {
             .iter()
             .filter(|e| !keep.iter().any(|k| k.entry.id == e.id))
             .collect();
+        // Stamped before compiling, so that a rewrite during the compile shows next time.
+        let stamps: Vec<Option<FileStamp>> =
+            fresh.iter().map(|e| FileStamp::of(&e.component)).collect();
         let prepared = futures::future::join_all(fresh.iter().map(|e| self.prepare_entry(e))).await;
         let mut loaded: Vec<PluginSlot> = Vec::new();
-        for (entry, prepared) in fresh.into_iter().zip(prepared) {
+        for ((entry, stamp), prepared) in fresh.into_iter().zip(stamps).zip(prepared) {
+            let previous = serving
+                .iter()
+                .position(|s| s.entry.id == entry.id)
+                .map(|i| serving.swap_remove(i));
+            let (prepared, in_place) = match (previous, prepared) {
+                (Some(mut old), Some((_, Err(e)))) => {
+                    // The new version is broken: the last good one goes on serving.
+                    tracing::warn!(plugin = %entry.id, "{e}; the last good version keeps serving");
+                    old.info.stale = Some(e.to_string());
+                    report.reloaded.retain(|id| *id != entry.id);
+                    report.kept_last_good.push(entry.id.clone());
+                    report.failed.push(Arc::new(e));
+                    loaded.push(old);
+                    continue;
+                }
+                (Some(old), Some((info, Ok(new)))) => {
+                    let in_place = self.give_way(&old, &new.linked).await;
+                    (Some((info, Ok(new))), in_place)
+                }
+                (Some(old), None) => {
+                    self.unload_slot(&old).await;
+                    (None, false)
+                }
+                (None, prepared) => (prepared, false),
+            };
             if !report.reloaded.contains(&entry.id) && !report.retried.contains(&entry.id) {
                 report.loaded.push(entry.id.clone());
             }
-            let (info, error) = self.commit_entry(entry, prepared).await;
+            let (info, error) = self.commit_entry(entry, prepared, in_place).await;
             if let Some(e) = error {
                 report.failed.push(Arc::new(e));
             }
             loaded.push(PluginSlot {
                 entry: entry.clone(),
                 info,
+                stamp,
             });
         }
 
@@ -268,6 +351,27 @@ impl Loader {
             }
         }
         report
+    }
+
+    /// Makes way for the new version of a changed entry, which is ready: a provider that keeps
+    /// its name is replaced in place (returns true), anything else is unloaded first.
+    async fn give_way(&self, old: &PluginSlot, new: &Linked) -> bool {
+        let in_place = match new {
+            Linked::Provider(descriptor, _) => {
+                old.info.kind == Some(PluginKind::Provider)
+                    && old.info.name.as_deref() == Some(descriptor.name.as_str())
+            }
+            _ => false,
+        };
+        if in_place {
+            self.events.emit(&Event::PluginUnloaded {
+                id: old.entry.id.clone(),
+            });
+            tracing::info!(plugin = %old.entry.id, "replacing; runs going finish on the old version");
+        } else {
+            self.unload_slot(old).await;
+        }
+        in_place
     }
 
     /// Unloads every plugin, last loaded first. The plugins stay listed, in state `disposed`,
@@ -331,6 +435,7 @@ impl Loader {
             follows: None,
             grants: None,
             limits: None,
+            stale: None,
         }
     }
 
@@ -403,10 +508,13 @@ impl Loader {
     }
 
     /// Phase two: registers what was prepared, and records the outcome.
+    /// `in_place`: the entry's provider is still registered under the same name, and is to be
+    /// replaced rather than registered.
     async fn commit_entry(
         &self,
         entry: &PluginEntry,
         prepared: Option<(PluginInfo, Result<Prepared, LoadError>)>,
+        in_place: bool,
     ) -> (PluginInfo, Option<LoadError>) {
         let Some((mut info, prepared)) = prepared else {
             let mut info = Self::info_for(entry);
@@ -414,7 +522,7 @@ impl Loader {
             return (info, None);
         };
         let result = match prepared {
-            Ok(prepared) => self.commit(entry, prepared, &mut info).await,
+            Ok(prepared) => self.commit(entry, prepared, &mut info, in_place).await,
             Err(e) => Err(e),
         };
         match result {
@@ -447,6 +555,7 @@ impl Loader {
         entry: &PluginEntry,
         prepared: Prepared,
         info: &mut PluginInfo,
+        in_place: bool,
     ) -> Result<(), LoadError> {
         let id = entry.id.clone();
         match prepared.linked {
@@ -458,16 +567,29 @@ impl Loader {
                     gate,
                     Arc::downgrade(&self.runtime.agents),
                 );
-                let d = self
-                    .runtime
-                    .subagents
-                    .register(&entry.id, descriptor, Arc::new(provider))
-                    .map_err(|source| LoadError::Provider {
-                        id: id.clone(),
-                        source,
-                    })?;
-                info.name = Some(d.name.clone());
-                self.tools.provider_added(&d.name).await;
+                let err = |source| LoadError::Provider {
+                    id: id.clone(),
+                    source,
+                };
+                let subagents = &self.runtime.subagents;
+                if in_place {
+                    let before = subagents.descriptor(&descriptor.name);
+                    let d = subagents
+                        .replace(&entry.id, descriptor, Arc::new(provider))
+                        .map_err(err)?;
+                    info.name = Some(d.name.clone());
+                    if before.as_deref() != Some(&*d) {
+                        // The tools that follow it word themselves after its descriptor.
+                        self.tools.provider_removed(&d.name).await;
+                        self.tools.provider_added(&d.name).await;
+                    }
+                } else {
+                    let d = subagents
+                        .register(&entry.id, descriptor, Arc::new(provider))
+                        .map_err(err)?;
+                    info.name = Some(d.name.clone());
+                    self.tools.provider_added(&d.name).await;
+                }
             }
             Linked::Tool(binding, tool) => {
                 info.name = Some(binding.tool_name.clone());

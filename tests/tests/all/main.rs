@@ -18,6 +18,7 @@ mod observers;
 mod openai;
 mod progress;
 mod registry;
+mod reload;
 mod runs;
 mod steering;
 mod structured;

@@ -111,6 +111,28 @@ impl SubagentService {
         Ok(descriptor)
     }
 
+    /// Swaps the implementation behind the registered provider of `descriptor`'s name: runs
+    /// already going finish on the implementation they started with, and stay the registry's
+    /// to dispose; new runs start on `provider` and see `descriptor`. Nothing is emitted: the
+    /// provider never left the registry. Fails with `NO_PROVIDER` if the name is not registered.
+    pub fn replace(
+        &self,
+        plugin: &str,
+        descriptor: ProviderDescriptor,
+        provider: Arc<dyn Provider>,
+    ) -> Result<Arc<ProviderDescriptor>, SubagentError> {
+        validate::descriptor(plugin, &descriptor)?;
+        let descriptor = Arc::new(descriptor);
+        let mut providers = self.write();
+        let entry = providers
+            .iter_mut()
+            .find(|e| e.descriptor.name == descriptor.name)
+            .ok_or_else(|| SubagentError::NoProvider(descriptor.name.clone()))?;
+        entry.descriptor = descriptor.clone();
+        entry.provider = provider;
+        Ok(descriptor)
+    }
+
     /// Removes a provider: its live runs are cancelled and disposed first, then
     /// `subagent/provider-removed` is emitted. Returns whether it was registered.
     pub async fn unregister(&self, name: &str) -> bool {
