@@ -221,3 +221,35 @@ async fn unloading_a_stuck_observer_drops_its_instance() {
         "the stuck delivery's store went with its observer"
     );
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_observer_unloaded_right_after_a_run_still_gets_the_events_queued_for_it() {
+    let (log, _guard) = CapturedLog::start();
+    let gate = tempfile::tempdir().unwrap();
+    // `late` is still on the run's start (held until the gate opens) when the host unloads, as
+    // a slow observer is at the end of a short command: the run's end is still queued.
+    let toml = mock("m", "")
+        + &entry(
+            "late",
+            "observer_probe",
+            "mode = \"wait\", on = \"subagent/start\", file = \"/gate/open\"",
+        )
+        + &format!(
+            "[plugin.grants]\ndirs = [{{ host = '{}', guest = '/gate' }}]\n\n",
+            gate.path().display()
+        );
+    let host = host_with(&toml).await;
+    let (id, _) = complete(&host, "m").await;
+    std::fs::write(gate.path().join("open"), b"").unwrap();
+    host.unload_all().await;
+    for event in ["subagent/start", "subagent/end"] {
+        assert_eq!(
+            log.of_plugin("late", &format!("observed {event} id={id}"))
+                .len(),
+            1,
+            "{event}: {:#?}",
+            log.lines()
+        );
+    }
+    assert_eq!(host.live_instances(), 0);
+}

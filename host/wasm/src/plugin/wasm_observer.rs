@@ -37,6 +37,10 @@ pub(crate) const QUEUE_BYTES: usize = 8 * 1024 * 1024;
 /// a plugin whose `run_timeout_ms` is shorter gets that instead.
 pub(crate) const DELIVERY_LIMIT: Duration = Duration::from_secs(5);
 
+/// How long an unload waits for an observer to take the events already queued for it (the
+/// last events of a short command, say) before dropping them.
+pub(crate) const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
 struct ObserverParts {
     config: Arc<str>,
     pre: ObserverPre,
@@ -352,13 +356,30 @@ async fn deliver(inner: &ObserverParts, event: &str) -> Result<(), String> {
 }
 
 impl ObserverHandle {
-    /// Unsubscribes and stops delivering (events still queued are dropped).
-    /// Returns once the delivery task, and with it any instance it held, is gone, so that an
-    /// unloaded observer leaves nothing alive.
-    pub(crate) async fn detach(self, events: &EventBus) {
+    /// Unsubscribes, delivers what is already queued within [`DRAIN_LIMIT`], and stops: the
+    /// events still queued after that are dropped, and counted in a warning. Returns once the
+    /// delivery task, and with it any instance it held, is gone, so that an unloaded observer
+    /// leaves nothing alive.
+    pub(crate) async fn detach(mut self, events: &EventBus) {
+        // The listener held the queue's only sender: without it, the task ends once the queue
+        // is empty.
         events.unsubscribe(self.listener);
-        self.task.abort();
-        let _ = self.task.await;
+        if tokio::time::timeout(DRAIN_LIMIT, &mut self.task)
+            .await
+            .is_err()
+        {
+            self.task.abort();
+            let _ = (&mut self.task).await;
+            let left = self.queue.queued.load(Ordering::Relaxed);
+            if left > 0 {
+                tracing::warn!(
+                    plugin = %self.queue.plugin,
+                    "observer detached before it took every event: {left} bytes of queued \
+                     events were dropped after {} ms",
+                    DRAIN_LIMIT.as_millis()
+                );
+            }
+        }
         self.queue.end_burst("the observer is detached");
     }
 }
