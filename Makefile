@@ -7,13 +7,34 @@ GUESTS := -p mock-provider -p subagent-tool -p faulty-provider -p hostile-provid
           -p hostile-tool -p spawn-provider -p fork-provider -p observer-probe -p fuzz-provider \
           -p legacy-provider -p legacy-tool -p subagent-control -p seam-probe
 SEAM   := target/debug/seam
+# The pinned Python and JavaScript toolchains of the plugin kit (`seam new --lang python|js`),
+# under target/: the kit's tests build the projects it generates with them.
+TOOLCHAINS      := target/toolchains
+COMPONENTIZE_PY := 0.25.1
+PY_STAMP        := $(TOOLCHAINS)/python/.componentize-py-$(COMPONENTIZE_PY)
+JS_STAMP        := $(TOOLCHAINS)/js/.installed
 
 .DEFAULT_GOAL := build
 .PHONY: setup guests build demo test lint bench bench-setup
 
-# The guest components are built for WASI preview 2.
-setup:
+# The guest components are built for WASI preview 2; the plugin kit's Python and JavaScript
+# projects need componentize-py and componentize-js.
+setup: $(PY_STAMP) $(JS_STAMP)
 	rustup target add wasm32-wasip2
+
+# componentize-py, pinned, in a virtual environment of its own.
+$(PY_STAMP):
+	python3 -m venv $(TOOLCHAINS)/python
+	$(TOOLCHAINS)/python/bin/pip install --quiet --disable-pip-version-check componentize-py==$(COMPONENTIZE_PY)
+	touch $@
+
+# componentize-js as the JavaScript template pins it (its package.json, with the preview2-shim
+# override): installed once here, so npm's cache holds what each generated project installs.
+$(JS_STAMP): host/cli/templates/js/provider/package.json
+	mkdir -p $(TOOLCHAINS)/js
+	sed 's/{{NAME}}/seam-toolchain/' $< > $(TOOLCHAINS)/js/package.json
+	cd $(TOOLCHAINS)/js && npm install --no-audit --no-fund --loglevel=error
+	touch $@
 
 # The guest components, into target/guests/wasm32-wasip2/release/*.wasm.
 guests: setup

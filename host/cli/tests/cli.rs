@@ -319,6 +319,96 @@ fn new_rust_projects_build_outside_the_repository_and_pass_seam_test() {
     }
 }
 
+/// Generates a provider, a tool and an observer in `lang`, builds each with the command `seam
+/// new` prints, and checks each with `seam test`. The toolchains are the pinned ones `make
+/// setup` installs under target/toolchains; a missing one fails the test, saying so.
+fn generated_projects_build_and_pass_seam_test(lang: &str) {
+    let toolchains = root().join("target").join("toolchains");
+    let python = toolchains.join("python");
+    match lang {
+        "python" => assert!(
+            python.join("bin/componentize-py").is_file(),
+            "componentize-py is missing: `make setup` installs it (pinned) into {}",
+            python.display()
+        ),
+        _ => assert!(
+            Command::new("npm").arg("--version").output().is_ok()
+                && toolchains.join("js/.installed").is_file(),
+            "npm, or the pinned componentize-js, is missing: install Node.js 20+ with npm, then \
+             `make setup`"
+        ),
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (kind, config) in [
+        // A slow run, so that `seam test` has a run to cancel mid-way.
+        ("provider", r#"{"delayMs": 3000}"#),
+        ("tool", r#"{"toolName": "ask", "provider": "helper"}"#),
+        ("observer", "{}"),
+    ] {
+        let name = format!("{lang}-{kind}");
+        let project = dir.path().join(&name);
+        let out = seam(&[
+            "new",
+            kind,
+            &name,
+            "--lang",
+            lang,
+            "--dir",
+            project.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let printed = text(&out.stdout);
+        let build = printed
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("build it: cd ")?
+                    .split_once(" && ")
+                    .map(|(_, c)| c)
+            })
+            .unwrap_or_else(|| panic!("no build command in:\n{printed}"));
+        if lang == "python" {
+            // The project's README makes a venv of its own; the test shares the pinned one.
+            std::os::unix::fs::symlink(&python, project.join(".venv")).unwrap();
+        }
+        let built = Command::new("sh")
+            .args(["-c", build])
+            .current_dir(&project)
+            .output()
+            .expect("sh runs");
+        assert!(
+            built.status.success(),
+            "{name}: `{build}` failed:\n{}{}",
+            text(&built.stdout),
+            text(&built.stderr)
+        );
+        let wasm = project.join(format!("{name}.wasm"));
+        let out = seam(&["test", wasm.to_str().unwrap(), "--config", config]);
+        assert!(
+            out.status.success() && text(&out.stdout).contains("all checks passed"),
+            "{name}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        if kind == "provider" {
+            assert!(
+                text(&out.stdout).contains("aborted"),
+                "{name}: the cancel check ran: {}",
+                text(&out.stdout)
+            );
+        }
+    }
+}
+
+#[test]
+fn new_python_projects_build_and_pass_seam_test() {
+    generated_projects_build_and_pass_seam_test("python");
+}
+
+#[test]
+fn new_js_projects_build_and_pass_seam_test() {
+    generated_projects_build_and_pass_seam_test("js");
+}
+
 #[test]
 fn wit_writes_the_package_this_host_supports() {
     let dir = tempfile::tempdir().unwrap();

@@ -73,7 +73,7 @@ pub(crate) fn run(args: Args) -> Result<u8> {
     if dir.exists() {
         bail!("`{}` already exists; choose another --dir", dir.display());
     }
-    let project = templates::project(args.lang, args.kind, &args.name)?;
+    let project = templates::project(args.lang, args.kind, &args.name);
     for (path, text) in &project.files {
         let path = dir.join(path);
         if let Some(parent) = path.parent() {

@@ -9,13 +9,19 @@ pub(super) struct Project {
     /// A one-time setup command for the toolchain, if the language needs one.
     pub setup: Option<&'static str>,
     /// The build command, run in the project's directory.
-    pub build: &'static str,
+    pub build: String,
     /// Where the built component lands, relative to the project.
     pub wasm: String,
 }
 
 /// The wit-bindgen version the Rust projects pin: the one this host's own guests build with.
 const WIT_BINDGEN: &str = "0.63.0";
+
+/// The componentize-py the Python projects pin (the Makefile's setup installs the same).
+pub(crate) const COMPONENTIZE_PY: &str = "0.25.1";
+
+/// The Python toolchain, in a virtual environment of the project's own.
+const PYTHON_SETUP: &str = "python3 -m venv .venv && .venv/bin/pip install componentize-py==0.25.1";
 
 /// The guest SDK's sources, written beside a Rust project as `seam-plugin/src/`.
 const SDK_SOURCES: &[(&str, &str)] = &[
@@ -47,10 +53,81 @@ const SDK_WIT_IN_REPO: &str = "path: \"../../wit\"";
 const SDK_WIT_IN_PROJECT: &str = "path: \"../wit\"";
 
 /// The files of a `lang` project of `kind` named `name`.
-pub(super) fn project(lang: Lang, kind: Kind, name: &str) -> anyhow::Result<Project> {
+pub(super) fn project(lang: Lang, kind: Kind, name: &str) -> Project {
     match lang {
-        Lang::Rust => Ok(rust(kind, name)),
-        Lang::Python | Lang::Js => anyhow::bail!("only `--lang rust` is generated so far"),
+        Lang::Rust => rust(kind, name),
+        Lang::Python => python(kind, name),
+        Lang::Js => js(kind, name),
+    }
+}
+
+/// The world a plugin of `kind` targets.
+fn world(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Provider => "provider-plugin",
+        Kind::Tool => "tool-plugin",
+        Kind::Observer => "observer-plugin",
+    }
+}
+
+/// The files of a template directory, `{{NAME}}` filled in.
+fn files(template: &[(&str, &str)], name: &str, kind: Kind, wasm: &str) -> Vec<(String, String)> {
+    template
+        .iter()
+        .map(|(path, text)| (path.to_string(), fill(text, name, kind, wasm)))
+        .collect()
+}
+
+/// One template directory, embedded: `$dir` under `templates/`, with `$file`s to write as
+/// `$as`.
+macro_rules! template {
+    ($dir:literal: $($file:literal as $as:literal),+ $(,)?) => {
+        &[$(($as, include_str!(concat!("../../templates/", $dir, "/", $file)))),+]
+    };
+}
+
+fn python(kind: Kind, name: &str) -> Project {
+    let template: &[(&str, &str)] = match kind {
+        Kind::Provider => {
+            template!("python/provider": "app.py" as "app.py", "README.md" as "README.md", "seam.toml" as "seam.toml", "gitignore" as ".gitignore")
+        }
+        Kind::Tool => {
+            template!("python/tool": "app.py" as "app.py", "README.md" as "README.md", "seam.toml" as "seam.toml", "gitignore" as ".gitignore")
+        }
+        Kind::Observer => {
+            template!("python/observer": "app.py" as "app.py", "README.md" as "README.md", "seam.toml" as "seam.toml", "gitignore" as ".gitignore")
+        }
+    };
+    let wasm = format!("{name}.wasm");
+    Project {
+        files: files(template, name, kind, &wasm),
+        setup: Some(PYTHON_SETUP),
+        build: format!(
+            ".venv/bin/componentize-py -d wit -w {} componentize app -o {wasm}",
+            world(kind)
+        ),
+        wasm,
+    }
+}
+
+fn js(kind: Kind, name: &str) -> Project {
+    let template: &[(&str, &str)] = match kind {
+        Kind::Provider => {
+            template!("js/provider": "app.js" as "app.js", "package.json" as "package.json", "README.md" as "README.md", "seam.toml" as "seam.toml", "gitignore" as ".gitignore")
+        }
+        Kind::Tool => {
+            template!("js/tool": "app.js" as "app.js", "package.json" as "package.json", "README.md" as "README.md", "seam.toml" as "seam.toml", "gitignore" as ".gitignore")
+        }
+        Kind::Observer => {
+            template!("js/observer": "app.js" as "app.js", "package.json" as "package.json", "README.md" as "README.md", "seam.toml" as "seam.toml", "gitignore" as ".gitignore")
+        }
+    };
+    let wasm = format!("{name}.wasm");
+    Project {
+        files: files(template, name, kind, &wasm),
+        setup: None,
+        build: "npm install && npm run build".into(),
+        wasm,
     }
 }
 
@@ -109,7 +186,7 @@ fn rust(kind: Kind, name: &str) -> Project {
     Project {
         files,
         setup: Some("rustup target add wasm32-wasip2"),
-        build: "cargo build --release --target wasm32-wasip2",
+        build: "cargo build --release --target wasm32-wasip2".into(),
         wasm,
     }
 }
@@ -117,6 +194,34 @@ fn rust(kind: Kind, name: &str) -> Project {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_template_fills_its_placeholders() {
+        for lang in [Lang::Rust, Lang::Python, Lang::Js] {
+            for kind in [Kind::Provider, Kind::Tool, Kind::Observer] {
+                let project = project(lang, kind, "my-plugin");
+                assert!(project.files.iter().any(|(p, _)| p == "README.md"));
+                assert!(project.files.iter().any(|(p, _)| p == ".gitignore"));
+                for (path, text) in &project.files {
+                    assert!(
+                        !text.contains("{{"),
+                        "{lang:?} {kind:?} {path}: unfilled placeholder"
+                    );
+                }
+                let toml = &project
+                    .files
+                    .iter()
+                    .find(|(p, _)| p == "seam.toml")
+                    .unwrap()
+                    .1;
+                assert!(
+                    toml.contains(&format!("component = \"{}\"", project.wasm)),
+                    "{toml}"
+                );
+            }
+        }
+        assert!(PYTHON_SETUP.contains(COMPONENTIZE_PY));
+    }
 
     #[test]
     fn the_vendored_sdk_reads_the_projects_wit() {
