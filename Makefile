@@ -15,12 +15,15 @@ PY_STAMP        := $(TOOLCHAINS)/python/.componentize-py-$(COMPONENTIZE_PY)
 JS_STAMP        := $(TOOLCHAINS)/js/.installed
 
 .DEFAULT_GOAL := build
-.PHONY: setup guests build demo test lint bench bench-setup
+.PHONY: setup setup-kit guests build demo test lint bench bench-setup
 
-# The guest components are built for WASI preview 2; the plugin kit's Python and JavaScript
-# projects need componentize-py and componentize-js.
-setup: $(PY_STAMP) $(JS_STAMP)
+# The guest components are built for WASI preview 2.
+setup:
 	rustup target add wasm32-wasip2
+
+# The plugin kit's Python and JavaScript projects need componentize-py and componentize-js
+# (python3 with venv, and Node.js 20+ with npm). The tests build such projects; the demo does not.
+setup-kit: $(PY_STAMP) $(JS_STAMP)
 
 # componentize-py, pinned, in a virtual environment of its own.
 $(PY_STAMP):
@@ -48,7 +51,7 @@ demo: build
 	$(SEAM) check examples/demo.toml
 	$(SEAM) run examples/demo.toml --events
 
-test: setup guests
+test: setup setup-kit guests
 	$(CARGO) test
 
 lint: setup

@@ -4,6 +4,7 @@
 //! definition, a rebuilt file) are swapped in once they load, runs going on a replaced provider
 //! finish, and a broken rebuild leaves the last good version serving. After each (re)load it
 //! prints what changed and the `check` report, then runs the `--then` command on the same host.
+//! It compiles with Winch unless `$SEAM_COMPILER` says otherwise: every rebuild is a first load.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -11,11 +12,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use notify::{RecursiveMode, Watcher};
-use seam_host::{Config, Host, LoadReport, Reload};
+use seam_host::{Compiler, Config, Host, HostOptions, LoadReport, Reload};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{call, chain, check, delegate, interruptible, read_config, with_host, EXIT_OK};
+use super::{call, chain, check, delegate, interruptible, read_config, with_host_options, EXIT_OK};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -74,8 +75,21 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         .with_context(|| format!("cannot resolve `{}`", args.config.display()))?;
     let config = read_config(&config_path)?;
     let settle = Duration::from_millis(args.settle_ms);
+    let mut options = HostOptions::default();
+    if std::env::var_os("SEAM_COMPILER").is_none() {
+        // Each rebuild is compiled afresh: Winch compiles a Python or JavaScript guest about
+        // four times faster than Cranelift, which matters more here than how fast it runs.
+        options.engine.compiler = Compiler::Winch;
+    }
+    outln!(
+        "compiling with {} (SEAM_COMPILER)",
+        match options.engine.compiler {
+            Compiler::Cranelift => "cranelift",
+            Compiler::Winch => "winch",
+        }
+    );
 
-    with_host(|host| async move {
+    with_host_options(options, |host| async move {
         let (tx, mut changes) = mpsc::unbounded_channel();
         let mut watcher = notify::recommended_watcher(move |event| {
             // The receiver only goes when `dev` ends.

@@ -197,7 +197,16 @@ where
     F: FnOnce(Host) -> Fut,
     Fut: Future<Output = Result<T>>,
 {
-    let host = Host::new(HostOptions::default()).context("cannot create the host")?;
+    with_host_options(HostOptions::default(), body).await
+}
+
+/// [`with_host`], with `options`.
+pub(crate) async fn with_host_options<T, F, Fut>(options: HostOptions, body: F) -> Result<T>
+where
+    F: FnOnce(Host) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let host = Host::new(options).context("cannot create the host")?;
     let outcome = body(host.clone()).await;
     host.unload_all().await;
     outcome

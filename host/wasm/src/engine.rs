@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use seam_core::types::PluginKind;
 use thiserror::Error;
-use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Strategy,
+};
 
 /// How the engine is set up.
 #[derive(Debug, Clone)]
@@ -28,6 +30,37 @@ pub struct EngineOptions {
     pub pool_table_elements: usize,
     /// Interval of the epoch ticker: the granularity of yields and time budgets.
     pub epoch_tick: Duration,
+    /// The compiler that turns components into native code (`$SEAM_COMPILER`).
+    pub compiler: Compiler,
+}
+
+/// Which wasmtime compiler compiles components.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Compiler {
+    /// Cranelift, the optimising compiler: slower to compile, faster code. The default.
+    #[default]
+    Cranelift,
+    /// Winch, the baseline compiler: compiles large guests (Python, JavaScript) several times
+    /// faster, and the code runs slower. For development (`SEAM_COMPILER=winch`).
+    Winch,
+}
+
+impl Compiler {
+    /// `$SEAM_COMPILER` (`cranelift` or `winch`), else Cranelift; another value is ignored,
+    /// with a warning.
+    pub fn from_env() -> Compiler {
+        match std::env::var("SEAM_COMPILER").as_deref() {
+            Err(_) | Ok("") | Ok("cranelift") => Compiler::Cranelift,
+            Ok("winch") => Compiler::Winch,
+            Ok(other) => {
+                tracing::warn!(
+                    "SEAM_COMPILER=`{other}` is not `cranelift` or `winch`; using cranelift"
+                );
+                Compiler::Cranelift
+            }
+        }
+    }
 }
 
 impl Default for EngineOptions {
@@ -40,6 +73,7 @@ impl Default for EngineOptions {
             pool_memory_bytes: 256 << 20,
             pool_table_elements: 20_000,
             epoch_tick: Duration::from_millis(10),
+            compiler: Compiler::from_env(),
         }
     }
 }
@@ -151,6 +185,10 @@ const KEEP_RESIDENT_TABLE: usize = 64 << 10;
 /// its pool slot (needs PAGEMAP_SCAN, so `Engine::new` fails without it).
 fn engine_config(options: &EngineOptions, warm_slots: bool) -> Config {
     let mut config = Config::new();
+    config.strategy(match options.compiler {
+        Compiler::Cranelift => Strategy::Cranelift,
+        Compiler::Winch => Strategy::Winch,
+    });
     config.epoch_interruption(true);
     config.wasm_component_model(true);
     if options.pooling {

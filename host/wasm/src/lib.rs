@@ -24,7 +24,7 @@ pub use seam_core::{agent, events, live, model, session, subagent, tool, types};
 
 pub use cache::{cache_entries, clear_cache, prune_cache, CacheEntry, CacheStats};
 pub use config::{Config, ConfigError, PluginEntry};
-pub use engine::{EngineError, EngineOptions};
+pub use engine::{Compiler, EngineError, EngineOptions};
 pub use events::{Event, EventBus, ListenerError, ListenerId};
 pub use host::{ComponentInfo, Host, HostOptions};
 pub use loader::{LoadError, LoadReport, PluginInfo, PluginState, Reload};
