@@ -51,9 +51,16 @@ pub(crate) const EXIT_UNSUCCESSFUL: u8 = 2;
 /// Interrupted by Ctrl-C.
 pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
+/// What `seam --help` says about the environment.
+const ENVIRONMENT: &str = "Environment:
+  SEAM_CACHE_DIR     where compiled components are cached (default $XDG_CACHE_HOME/seam or ~/.cache/seam)
+  SEAM_CACHE_MAX_MB  most MiB the cache keeps, least recently used evicted first (default 1024)
+  SEAM_COMPILER      cranelift (default) or winch: winch compiles large guests faster, for development
+  RUST_LOG           log filter, to stderr (default warn; seam_host=debug shows what plugins log)";
+
 /// Seam: a host in which subagent providers and tools are WebAssembly components.
 #[derive(Debug, Parser)]
-#[command(name = "seam", version, about, long_about = None)]
+#[command(name = "seam", version, about, long_about = None, after_help = ENVIRONMENT)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -25,6 +25,9 @@ pub const LOG_BUDGET: usize = 256 * 1024;
 pub const STDERR_TAIL: usize = 1024;
 /// Lines of that tail a fault report shows at most.
 const TAIL_LINES: usize = 4;
+/// Bytes of the first line a store wrote to stderr kept for its fault reports: a runtime often
+/// prints the cause first and a long stack after it (a JavaScript guest does).
+const FIRST_LINE: usize = 256;
 /// How much a guest may write in one go; writes are accepted at once, so this only bounds the
 /// size of one host-side buffer.
 const WRITE_PERMIT: usize = 64 * 1024;
@@ -39,6 +42,9 @@ pub(crate) struct LogBudget {
     /// The last [`STDERR_TAIL`] bytes written to stderr, as written (not cut into lines, not
     /// charged to the budget), and whether they begin inside a line.
     stderr: Mutex<(VecDeque<u8>, bool)>,
+    /// The first non-blank line written to stderr (its first [`FIRST_LINE`] bytes), and whether
+    /// it has ended.
+    first: Mutex<(Vec<u8>, bool)>,
 }
 
 impl LogBudget {
@@ -48,11 +54,33 @@ impl LogBudget {
             remaining: AtomicUsize::new(LOG_BUDGET),
             exhausted: AtomicBool::new(false),
             stderr: Mutex::new((VecDeque::new(), false)),
+            first: Mutex::new((Vec::new(), false)),
         })
     }
 
-    /// Keeps the end of what the guest wrote to stderr.
+    /// Keeps the first non-blank line of stderr.
+    fn record_first(&self, bytes: &[u8]) {
+        let mut guard = self.first.lock().unwrap_or_else(|p| p.into_inner());
+        let (line, done) = &mut *guard;
+        for &b in bytes {
+            if *done {
+                return;
+            }
+            if b == b'\n' {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    line.clear();
+                } else {
+                    *done = true;
+                }
+            } else if line.len() < FIRST_LINE {
+                line.push(b);
+            }
+        }
+    }
+
+    /// Keeps the start and the end of what the guest wrote to stderr.
     fn record_stderr(&self, bytes: &[u8]) {
+        self.record_first(bytes);
         let mut guard = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
         let (tail, cut) = &mut *guard;
         let skip = bytes.len().saturating_sub(STDERR_TAIL);
@@ -78,7 +106,17 @@ impl LogBudget {
             let guard = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
             (guard.0.iter().copied().collect::<Vec<u8>>(), guard.1)
         };
-        render_tail(&bytes, cut)
+        let tail = render_tail(&bytes, cut);
+        let first = {
+            let guard = self.first.lock().unwrap_or_else(|p| p.into_inner());
+            render_tail(&guard.0, false)
+        };
+        match (first, tail) {
+            (Some(first), Some(tail)) if !tail.contains(&first) => {
+                Some(format!("{first} … {tail}"))
+            }
+            (first, tail) => tail.or(first),
+        }
     }
 
     /// Takes `n` bytes from the budget; false (and, the first time, a warning) when it is spent.
@@ -306,9 +344,15 @@ mod tests {
         let many: Vec<u8> = (0..10)
             .flat_map(|i| format!("line {i}\n").into_bytes())
             .collect();
+        // The first line, where a runtime often says what went wrong, comes first.
         assert_eq!(
             tail_of(&[&many]).as_deref(),
-            Some("line 6 line 7 line 8 line 9")
+            Some("line 0 … line 6 line 7 line 8 line 9")
+        );
+        let js = b"\nexpected a string, received [object]\nStack:\n  a@app.js:1\n  b@app.js:2\n  c@app.js:3\n  d@app.js:4\n";
+        assert_eq!(
+            tail_of(&[js]).as_deref(),
+            Some("expected a string, received [object] … a@app.js:1 b@app.js:2 c@app.js:3 d@app.js:4")
         );
     }
 
@@ -316,12 +360,15 @@ mod tests {
     fn the_tail_is_bounded_and_marks_a_line_it_cut() {
         let long = vec![b'x'; 3 * STDERR_TAIL];
         let tail = tail_of(&[b"first\n", &long, b"\nlast"]).unwrap();
-        assert_eq!(tail, format!("…{} last", "x".repeat(STDERR_TAIL - 5)));
+        assert_eq!(
+            tail,
+            format!("first … …{} last", "x".repeat(STDERR_TAIL - 5))
+        );
         // Dropped up to a newline: the first line kept is whole.
         let line = format!("{}\n", "y".repeat(STDERR_TAIL - 1));
         assert_eq!(
             tail_of(&[b"012345678\n", line.as_bytes()]),
-            Some("y".repeat(STDERR_TAIL - 1))
+            Some(format!("012345678 … {}", "y".repeat(STDERR_TAIL - 1)))
         );
         // The budget does not matter: the tail is kept after the log is full.
         let budget = LogBudget::new("p".into());
