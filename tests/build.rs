@@ -27,6 +27,7 @@ const GUESTS: &[&str] = &[
     "legacy-provider",
     "legacy-tool",
     "subagent-control",
+    "http-agent-provider",
 ];
 
 fn main() {

@@ -10,8 +10,10 @@ use seam_core::live::{InstanceGuard, LiveCounts};
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::context::{CallEnv, RunEnv};
+use super::http::HttpHooks;
 use crate::sandbox::output::{GuestOutput, LogBudget, Stdio};
 use crate::sandbox::{DiskQuota, Limit, LimitHit, PluginLimiter, Sandbox};
 
@@ -51,6 +53,8 @@ pub struct StoreData {
     /// The plugin's disk quota, shared by its stores (`filesystem` counts against it).
     pub(crate) disk: Arc<DiskQuota>,
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    http_hooks: HttpHooks,
     table: ResourceTable,
     limiter: PluginLimiter,
     /// Epoch ticks during which this store's guest code was running.
@@ -63,6 +67,16 @@ impl WasiView for StoreData {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for StoreData {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_hooks,
         }
     }
 }
@@ -151,6 +165,8 @@ pub(crate) fn new_store(
     let limits = sandbox.limits();
     let state = StoreData {
         limiter: PluginLimiter::new(plugin.clone(), limits),
+        http_hooks: HttpHooks::new(plugin.clone(), sandbox),
+        http: WasiHttpCtx::new(),
         plugin,
         serving,
         log_budget,

@@ -8,8 +8,8 @@ use std::path::Path;
 use toml::Value;
 
 use super::{
-    key, DirGrant, Grants, LimitOverrides, OnConcurrency, DIR_KEYS, GRANT_KEYS, LIMIT_KEYS,
-    MAX_MEMORY_MB,
+    key, DirGrant, Grants, HttpOrigin, LimitOverrides, OnConcurrency, DIR_KEYS, GRANT_KEYS,
+    LIMIT_KEYS, MAX_MEMORY_MB,
 };
 
 /// Longest time budget a config may give (`cpu_ms_per_call`, `run_timeout_ms`): a week.
@@ -110,6 +110,17 @@ pub fn parse_grants(value: &Value, base: &Path) -> Result<Grants, String> {
             }
         }
     }
+    if let Some(http) = t.get("http") {
+        for (i, origin) in array(http, "grants.http")?.iter().enumerate() {
+            let key = format!("grants.http[{i}]");
+            let origin: HttpOrigin = string(origin, &key)?
+                .parse()
+                .map_err(|e| format!("key `{key}`: {e}"))?;
+            if !grants.http.contains(&origin) {
+                grants.http.push(origin);
+            }
+        }
+    }
     if let Some(dns) = t.get("dns") {
         grants.dns = dns.as_bool().ok_or("key `grants.dns` must be a boolean")?;
     }
@@ -156,6 +167,8 @@ pub fn parse_limits(value: &Value) -> Result<LimitOverrides, String> {
         max_queued_messages: int(key::MAX_QUEUED_MESSAGES, 100_000)?,
         max_write_mb: int(key::MAX_WRITE_MB, MAX_WRITE_MB)?,
         max_files: int(key::MAX_FILES, 100_000_000)?,
+        http_timeout_ms: int(key::HTTP_TIMEOUT_MS, MAX_MS)?,
+        max_http_mb: int(key::MAX_HTTP_MB, 1 << 20)?,
     })
 }
 
@@ -373,6 +386,18 @@ mod tests {
             "a repeated address is kept once"
         );
         assert!(grants.dns);
+        let http = parse_grants(
+            &toml("http = [\"https://API.example.com/\", \"https://api.example.com:443\", \"http://127.0.0.1:8080\"]"),
+            base,
+        )
+        .unwrap()
+        .http;
+        let shown: Vec<String> = http.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            ["https://api.example.com", "http://127.0.0.1:8080"],
+            "one origin however it is written"
+        );
         assert_eq!(
             parse_grants(&toml(""), base).unwrap(),
             Grants::default(),
@@ -382,7 +407,7 @@ mod tests {
         for (text, message) in [
             (
                 "files = []",
-                "key `grants.files` is unknown (expected one of dirs, env, network, dns)",
+                "key `grants.files` is unknown (expected one of dirs, env, network, dns, http)",
             ),
             ("dirs = {}", "key `grants.dirs` must be an array"),
             ("dirs = [3]", "key `grants.dirs[0]` must be a table"),
@@ -437,6 +462,27 @@ mod tests {
                  `127.0.0.1:8080` or `[::1]:8080`",
             ),
             ("dns = \"yes\"", "key `grants.dns` must be a boolean"),
+            (
+                "http = [\"https://api.example.com/v1\"]",
+                "key `grants.http[0]`: `https://api.example.com/v1`: an origin has no path or \
+                 query; the grant covers every path",
+            ),
+            (
+                "http = [\"ftp://example.com\"]",
+                "key `grants.http[0]`: `ftp://example.com`: the scheme must be http or https, \
+                 not `ftp`",
+            ),
+            (
+                "http = [\"https://user:pw@example.com\"]",
+                "key `grants.http[0]`: `https://user:pw@example.com`: an origin has no user name \
+                 or password",
+            ),
+            (
+                "http = [\"example.com\"]",
+                "key `grants.http[0]`: `example.com` is not an origin: write the scheme, the \
+                 host and, if not the default, the port, such as `https://api.deepseek.com` or \
+                 `http://127.0.0.1:8080`",
+            ),
         ] {
             assert_eq!(
                 parse_grants(&toml(text), base).unwrap_err(),

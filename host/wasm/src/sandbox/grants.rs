@@ -1,6 +1,6 @@
 //! What a plugin is granted beyond Seam's own imports: preopened directories, environment
-//! variables, network addresses and name lookup. Everything is denied unless the plugin's config
-//! entry grants it.
+//! variables, network addresses, name lookup and HTTP origins. Everything is denied unless the
+//! plugin's config entry grants it.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -23,6 +23,87 @@ pub struct Grants {
     pub network: Vec<SocketAddr>,
     /// Whether the guest may resolve names (`dns`).
     pub dns: bool,
+    /// Origins the guest may send HTTP requests to through `wasi:http` (`http`).
+    pub http: Vec<HttpOrigin>,
+}
+
+/// An HTTP origin: scheme, host and port (`https://api.deepseek.com`, `http://127.0.0.1:8080`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HttpOrigin {
+    /// Whether the scheme is `https`.
+    pub https: bool,
+    /// The host, lowercase (a name, an IPv4 address, or an IPv6 address in brackets).
+    pub host: String,
+    /// The port: given, or 443 for `https` and 80 for `http`.
+    pub port: u16,
+}
+
+impl HttpOrigin {
+    /// The origin a request goes to, if its URI names a scheme and an authority.
+    pub fn of(uri: &http::Uri) -> Option<HttpOrigin> {
+        let https = match uri.scheme_str()? {
+            "https" => true,
+            "http" => false,
+            _ => return None,
+        };
+        let authority = uri.authority()?;
+        Some(HttpOrigin {
+            https,
+            host: authority.host().to_ascii_lowercase(),
+            port: authority.port_u16().unwrap_or(if https { 443 } else { 80 }),
+        })
+    }
+}
+
+impl std::str::FromStr for HttpOrigin {
+    type Err = String;
+
+    /// Reads `scheme://host[:port]`, with nothing after the host but an optional `/`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let shape = || {
+            format!(
+                "`{text}` is not an origin: write the scheme, the host and, if not the default, \
+                 the port, such as `https://api.deepseek.com` or `http://127.0.0.1:8080`"
+            )
+        };
+        let uri: http::Uri = text.parse().map_err(|_| shape())?;
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err(format!("`{text}`: an origin has no user name or password"));
+        }
+        if uri.query().is_some() || !matches!(uri.path(), "" | "/") {
+            return Err(format!(
+                "`{text}`: an origin has no path or query; the grant covers every path"
+            ));
+        }
+        match uri.scheme_str() {
+            Some("http" | "https") => {}
+            Some(other) => {
+                return Err(format!(
+                    "`{text}`: the scheme must be http or https, not `{other}`"
+                ))
+            }
+            None => return Err(shape()),
+        }
+        HttpOrigin::of(&uri).ok_or_else(shape)
+    }
+}
+
+impl std::fmt::Display for HttpOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.https { "https" } else { "http" };
+        let default = if self.https { 443 } else { 80 };
+        if self.port == default {
+            write!(f, "{scheme}://{}", self.host)
+        } else {
+            write!(f, "{scheme}://{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl Serialize for HttpOrigin {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// One preopened directory.
@@ -37,7 +118,7 @@ pub struct DirGrant {
 }
 
 /// The keys of `[plugin.grants]`.
-pub const GRANT_KEYS: &[&str] = &["dirs", "env", "network", "dns"];
+pub const GRANT_KEYS: &[&str] = &["dirs", "env", "network", "dns", "http"];
 /// The keys of one `dirs` entry.
 pub const DIR_KEYS: &[&str] = &["host", "guest", "write"];
 
@@ -64,6 +145,8 @@ pub struct Granted {
     pub network: Vec<SocketAddr>,
     /// Whether name lookup is allowed.
     pub dns: bool,
+    /// Origins the guest may send HTTP requests to.
+    pub http: Vec<HttpOrigin>,
     #[serde(skip)]
     env_values: Vec<(String, String)>,
 }
@@ -85,6 +168,7 @@ impl Grants {
         let mut granted = Granted {
             network: self.network.clone(),
             dns: self.dns,
+            http: self.http.clone(),
             ..Granted::default()
         };
         for (i, dir) in self.dirs.iter().enumerate() {
@@ -145,6 +229,7 @@ impl Granted {
             && self.env_unset.is_empty()
             && self.network.is_empty()
             && !self.dns
+            && self.http.is_empty()
     }
 
     /// Applies the grants to a WASI context builder.
@@ -247,6 +332,10 @@ impl Granted {
         }
         if self.dns {
             parts.push("name lookup".into());
+        }
+        if !self.http.is_empty() {
+            let origins: Vec<String> = self.http.iter().map(ToString::to_string).collect();
+            parts.push(format!("HTTP to {}", origins.join(", ")));
         }
         parts.join("; ")
     }

@@ -51,6 +51,12 @@ pub struct Limits {
     /// Files (and directories and links) the plugin may create through its writable `dirs`
     /// grants, over all its stores and for as long as its entry is loaded (`max_files`).
     pub max_files: u64,
+    /// Wall-clock time one outgoing HTTP request may take, from connecting to the last byte of
+    /// its response (`http_timeout_ms`); the run's own `run_timeout_ms` bounds it too.
+    pub http_timeout: Duration,
+    /// Bytes of request and response bodies one outgoing HTTP request may carry
+    /// (`max_http_mb`); past it, the body fails with the wasi:http size error.
+    pub max_http_bytes: u64,
 }
 
 /// Default of `max_write_mb`.
@@ -58,6 +64,10 @@ pub const DEFAULT_MAX_WRITE_MB: u64 = 64;
 
 /// Default of `max_files`.
 pub const DEFAULT_MAX_FILES: u64 = 1_000;
+/// Default of `http_timeout_ms`.
+pub const DEFAULT_HTTP_TIMEOUT_MS: u64 = 60_000;
+/// Default of `max_http_mb`.
+pub const DEFAULT_MAX_HTTP_MB: u64 = 16;
 
 /// Default of `host_memory_mb`: enough for a fan-out tool's requests and a child's queued
 /// prompts, small enough that the attacks of the hostile suite stay far below 100 MB.
@@ -80,6 +90,8 @@ impl Default for Limits {
             max_queued_messages: 64,
             max_write_bytes: DEFAULT_MAX_WRITE_MB << 20,
             max_files: DEFAULT_MAX_FILES,
+            http_timeout: Duration::from_millis(DEFAULT_HTTP_TIMEOUT_MS),
+            max_http_bytes: DEFAULT_MAX_HTTP_MB << 20,
         }
     }
 }
@@ -90,7 +102,8 @@ impl Limits {
         format!(
             "{} MiB memory, {} table elements, {} instances, {} ms CPU per call, {} ms CPU per \
              describe, {} ms per run, {} runs at once ({}), {} output bytes, {} MiB host memory, \
-             {} runs per call, {} queued messages, {} MiB written, {} files created",
+             {} runs per call, {} queued messages, {} MiB written, {} files created, {} ms per \
+             HTTP request, {} MiB per HTTP request",
             self.memory_bytes / MIB,
             self.table_elements,
             self.instances,
@@ -104,7 +117,9 @@ impl Limits {
             self.max_runs_per_call,
             self.max_queued_messages,
             self.max_write_bytes >> 20,
-            self.max_files
+            self.max_files,
+            millis(self.http_timeout),
+            self.max_http_bytes >> 20
         )
     }
 }
@@ -113,7 +128,7 @@ impl Limits {
 impl Serialize for Limits {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("Limits", 14)?;
+        let mut st = s.serialize_struct("Limits", 16)?;
         st.serialize_field(key::MEMORY_MB, &(self.memory_bytes / MIB))?;
         st.serialize_field(key::TABLE_ELEMENTS, &self.table_elements)?;
         st.serialize_field(key::INSTANCES, &self.instances)?;
@@ -128,6 +143,8 @@ impl Serialize for Limits {
         st.serialize_field(key::MAX_QUEUED_MESSAGES, &self.max_queued_messages)?;
         st.serialize_field(key::MAX_WRITE_MB, &(self.max_write_bytes >> 20))?;
         st.serialize_field(key::MAX_FILES, &self.max_files)?;
+        st.serialize_field(key::HTTP_TIMEOUT_MS, &millis(self.http_timeout))?;
+        st.serialize_field(key::MAX_HTTP_MB, &(self.max_http_bytes >> 20))?;
         st.end()
     }
 }
@@ -188,6 +205,10 @@ pub struct LimitOverrides {
     pub max_write_mb: Option<u64>,
     /// `max_files`.
     pub max_files: Option<u64>,
+    /// `http_timeout_ms`.
+    pub http_timeout_ms: Option<u64>,
+    /// `max_http_mb`.
+    pub max_http_mb: Option<u64>,
 }
 
 /// The keys of `[plugin.limits]`, the one place they are spelled.
@@ -220,6 +241,10 @@ pub mod key {
     pub const MAX_WRITE_MB: &str = "max_write_mb";
     /// `max_files`.
     pub const MAX_FILES: &str = "max_files";
+    /// `http_timeout_ms`.
+    pub const HTTP_TIMEOUT_MS: &str = "http_timeout_ms";
+    /// `max_http_mb`.
+    pub const MAX_HTTP_MB: &str = "max_http_mb";
 }
 
 /// The keys of `[plugin.limits]`.
@@ -238,6 +263,8 @@ pub const LIMIT_KEYS: &[&str] = &[
     key::MAX_QUEUED_MESSAGES,
     key::MAX_WRITE_MB,
     key::MAX_FILES,
+    key::HTTP_TIMEOUT_MS,
+    key::MAX_HTTP_MB,
 ];
 
 /// Largest `memory_mb` a config may ask for; the engine's pool slot may be smaller still.
@@ -292,6 +319,14 @@ impl LimitOverrides {
                 .map(|mb| mb.saturating_mul(1 << 20))
                 .unwrap_or(base.max_write_bytes),
             max_files: self.max_files.unwrap_or(base.max_files),
+            http_timeout: self
+                .http_timeout_ms
+                .map(Duration::from_millis)
+                .unwrap_or(base.http_timeout),
+            max_http_bytes: self
+                .max_http_mb
+                .map(|mb| mb.saturating_mul(1 << 20))
+                .unwrap_or(base.max_http_bytes),
         }
     }
 }

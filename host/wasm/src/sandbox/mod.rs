@@ -20,7 +20,7 @@ use std::time::Duration;
 use seam_core::budget::MemoryBudget;
 
 pub use entry::{parse_grants, parse_limits};
-pub use grants::{DirGrant, Granted, Grants, SandboxError, DIR_KEYS, GRANT_KEYS};
+pub use grants::{DirGrant, Granted, Grants, HttpOrigin, SandboxError, DIR_KEYS, GRANT_KEYS};
 pub(crate) use limits::PluginLimiter;
 pub use limits::{
     key, Limit, LimitHit, LimitOverrides, Limits, OnConcurrency, LIMIT_KEYS, MAX_MEMORY_MB,
@@ -59,6 +59,11 @@ impl Sandbox {
 
     /// What the plugin is granted.
     pub fn grants(&self) -> &Granted {
+        &self.grants
+    }
+
+    /// What the plugin is granted, shared (each store's `wasi:http` hooks hold it).
+    pub(crate) fn granted(&self) -> &Arc<Granted> {
         &self.grants
     }
 

@@ -1,0 +1,179 @@
+//! `wasi:http` for plugins: outgoing requests, only to the origins the entry grants (`http`
+//! under `[plugin.grants]`). A request elsewhere fails with the wasi:http `HTTP-request-denied`
+//! error and one `warn` line naming the plugin, the origin and the grant to add. A granted one
+//! goes through wasmtime-wasi-http's sender (TLS by rustls with bundled roots), within
+//! `http_timeout_ms` and with at most `max_http_mb` of request and response bodies.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+use crate::sandbox::{Granted, HttpOrigin, Sandbox};
+
+/// Most distinct denied origins one store warns about, so a guest probing hosts cannot flood
+/// the log.
+const DENIAL_WARNINGS: usize = 8;
+
+type Sent = Box<dyn Future<Output = Result<(), Error>> + Send>;
+type Response = Box<dyn Future<Output = Result<(http::Response<WasiBody>, Sent), Error>> + Send>;
+
+/// The `wasi:http` hooks of one store.
+pub(crate) struct HttpHooks {
+    plugin: Arc<str>,
+    grants: Arc<Granted>,
+    timeout: Duration,
+    max_bytes: u64,
+    warned: Vec<String>,
+}
+
+impl HttpHooks {
+    pub(crate) fn new(plugin: Arc<str>, sandbox: &Sandbox) -> Self {
+        Self {
+            plugin,
+            grants: sandbox.granted().clone(),
+            timeout: sandbox.limits().http_timeout,
+            max_bytes: sandbox.limits().max_http_bytes,
+            warned: Vec::new(),
+        }
+    }
+
+    fn warn_denied(&mut self, uri: &http::Uri, origin: Option<&HttpOrigin>) {
+        let shown = origin.map_or_else(|| uri.to_string(), ToString::to_string);
+        if self.warned.len() >= DENIAL_WARNINGS || self.warned.contains(&shown) {
+            return;
+        }
+        let plugin = &*self.plugin;
+        match origin {
+            Some(origin) => tracing::warn!(
+                plugin,
+                %origin,
+                "plugin `{plugin}` sent an HTTP request to {origin}, which its grants do not \
+                 allow; to allow it, add \"{origin}\" to `http` under [plugin.grants]"
+            ),
+            None => tracing::warn!(
+                plugin,
+                uri = %shown,
+                "plugin `{plugin}` sent an HTTP request to `{shown}`, which is not an http or \
+                 https origin; it was refused"
+            ),
+        }
+        self.warned.push(shown);
+    }
+}
+
+/// The guest's own timeout if it set a shorter one, else the plugin's.
+fn within(asked: Option<Duration>, limit: Duration) -> Option<Duration> {
+    Some(asked.map_or(limit, |d| d.min(limit)))
+}
+
+impl WasiHttpHooks for HttpHooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Sent,
+    ) -> Response {
+        let origin = HttpOrigin::of(request.uri());
+        if !origin
+            .as_ref()
+            .is_some_and(|o| self.grants.http.contains(o))
+        {
+            self.warn_denied(request.uri(), origin.as_ref());
+            return Box::new(async { Err(Error::HttpRequestDenied) });
+        }
+        let limit = self.timeout;
+        let asked = options.unwrap_or_default();
+        let options = RequestOptions {
+            connect_timeout: within(asked.connect_timeout, limit),
+            first_byte_timeout: within(asked.first_byte_timeout, limit),
+            between_bytes_timeout: within(asked.between_bytes_timeout, limit),
+        };
+        // Request and response bodies share one count.
+        let used = Arc::new(AtomicU64::new(0));
+        let max = self.max_bytes;
+        let deadline = Instant::now() + limit;
+        let request = request.map(|body| {
+            Capped {
+                inner: body,
+                used: used.clone(),
+                max,
+                too_big: Error::HttpRequestBodySize,
+                deadline,
+            }
+            .boxed_unsync()
+        });
+        Box::new(async move {
+            let sent = tokio::time::timeout(
+                limit,
+                wasmtime_wasi_http::default_send_request(request, Some(options)),
+            )
+            .await
+            .map_err(|_| Error::ConnectionReadTimeout)??;
+            let (response, io) = sent;
+            let response = response.map(|body| {
+                Capped {
+                    inner: body.boxed_unsync(),
+                    used,
+                    max,
+                    too_big: Error::HttpResponseBodySize,
+                    deadline,
+                }
+                .boxed_unsync()
+            });
+            Ok((response, Box::new(io) as Sent))
+        })
+    }
+}
+
+/// A body that fails once the bytes counted in `used` pass `max`, or once `deadline` passes.
+struct Capped {
+    inner: WasiBody,
+    used: Arc<AtomicU64>,
+    max: u64,
+    too_big: fn(Option<u64>) -> Error,
+    deadline: Instant,
+}
+
+impl Body for Capped {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        if Instant::now() >= self.deadline {
+            return Poll::Ready(Some(Err(Error::ConnectionReadTimeout)));
+        }
+        let frame = ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        if let Some(Ok(frame)) = &frame {
+            if let Some(data) = frame.data_ref() {
+                let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
+                let total = self
+                    .used
+                    .fetch_add(len, Ordering::Relaxed)
+                    .saturating_add(len);
+                if total > self.max {
+                    return Poll::Ready(Some(Err((self.too_big)(Some(self.max)))));
+                }
+            }
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
