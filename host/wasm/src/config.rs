@@ -185,6 +185,13 @@ impl Config {
             Some(v) => v.try_into().map_err(|e| section("models", e))?,
             None => ModelsConfig::default(),
         };
+        if models.openai.as_ref().is_some_and(|o| o.timeout_ms == 0) {
+            return Err(ConfigError::Parse {
+                path: name.to_path_buf(),
+                message: "[models.openai]: key `timeout_ms` must be at least 1 (milliseconds)"
+                    .into(),
+            });
+        }
         Ok(Self {
             source: Some(name.to_path_buf()),
             plugins,
@@ -331,6 +338,12 @@ mod tests {
         // A section's error says which section.
         let shown = parse("[agent]\nmodle = \"x\"\n").unwrap_err().to_string();
         assert!(shown.contains("[agent]"), "{shown}");
+        let zero = "[models.openai]\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\ntimeout_ms = 0\n";
+        let shown = parse(zero).unwrap_err().to_string();
+        assert!(
+            shown.contains("[models.openai]") && shown.contains("`timeout_ms` must be at least 1"),
+            "{shown}"
+        );
     }
 
     #[test]

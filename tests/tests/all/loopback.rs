@@ -37,6 +37,8 @@ pub enum Answer {
     Sse { pieces: Vec<String>, stall: bool },
     /// Never answers (not even headers).
     Stall,
+    /// `text/event-stream` with these pieces, then the connection is cut mid-body.
+    Cut { pieces: Vec<String> },
 }
 
 pub fn ok(body: Value) -> Answer {
@@ -88,7 +90,8 @@ impl Drop for Server {
     }
 }
 
-type Body = BoxBody<Bytes, Infallible>;
+/// A body error makes hyper drop the connection mid-answer (a cut stream).
+type Body = BoxBody<Bytes, std::io::Error>;
 
 impl Server {
     pub async fn start(answers: Vec<Answer>) -> Server {
@@ -195,7 +198,7 @@ async fn handle(
             // bytes of two chunks in one read, whatever TCP coalesced, so the adapter sees the
             // events split exactly as scripted; no pause between pieces is needed.
             let pieces = futures::stream::iter(pieces)
-                .map(|piece| Ok::<_, Infallible>(Frame::data(Bytes::from(piece))));
+                .map(|piece| Ok::<_, std::io::Error>(Frame::data(Bytes::from(piece))));
             let body = if stall {
                 BodyExt::boxed(StreamBody::new(pieces.chain(futures::stream::pending())))
             } else {
@@ -208,10 +211,26 @@ async fn handle(
                 .body(body)
         }
         Some(Answer::Stall) => std::future::pending().await,
+        Some(Answer::Cut { pieces }) => {
+            let pieces = futures::stream::iter(pieces)
+                .map(|piece| Ok::<_, std::io::Error>(Frame::data(Bytes::from(piece))))
+                .chain(futures::stream::once(async {
+                    // Cut only once the headers and the pieces are on the wire: the client has
+                    // begun reading the answer (a cut before the headers is "unreachable").
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    Err(std::io::Error::other("cut"))
+                }));
+            Response::builder()
+                .status(200)
+                .header("content-type", "text/event-stream")
+                .body(BodyExt::boxed(StreamBody::new(pieces)))
+        }
     };
     Ok(response.expect("valid response"))
 }
 
 fn full(text: &str) -> Body {
-    Full::new(Bytes::from(text.to_string())).boxed()
+    Full::new(Bytes::from(text.to_string()))
+        .map_err(|never| match never {})
+        .boxed()
 }

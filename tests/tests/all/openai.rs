@@ -537,9 +537,124 @@ async fn no_answer_in_time_is_a_timeout() {
     let server = Server::start(vec![Answer::Stall]).await;
     let mut config = config(&server, false);
     config.timeout_ms = 200;
+    config.max_retries = 0;
     let error = complete(&model(config), hello()).await.unwrap_err();
     assert_eq!(error, ModelError::Timeout(200));
     assert_eq!(server.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn a_timeout_is_retried_and_the_wait_is_logged() {
+    let (log, _guard) = seam_tests::CapturedLog::start();
+    let server = Server::start(vec![
+        Answer::Stall,
+        ok(message(json!({ "content": "second try" }), "stop")),
+    ])
+    .await;
+    let mut config = config(&server, false);
+    config.timeout_ms = 200;
+    let reply = complete(&model(config), hello()).await.unwrap();
+    assert_eq!(reply.text, "second try");
+    assert_eq!(server.seen().len(), 2);
+    let warned: Vec<String> = log
+        .lines()
+        .into_iter()
+        .filter(|l| l.contains("WARN") && l.contains("did not answer within 200 ms; retry 1 of 2"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{:#?}", log.lines());
+}
+
+#[tokio::test]
+async fn an_unreachable_endpoint_is_retried_then_reported() {
+    let (log, _guard) = seam_tests::CapturedLog::start();
+    // A port nobody listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut config = OpenAiConfig {
+        base_url: format!("http://127.0.0.1:{port}/v1"),
+        ..config(&Server::start(vec![]).await, false)
+    };
+    config.max_retries = 2;
+    let error = complete(&model(config), hello()).await.unwrap_err();
+    assert!(matches!(error, ModelError::Transport(_)), "{error:?}");
+    let retries = log
+        .lines()
+        .into_iter()
+        .filter(|l| l.contains("cannot reach the model endpoint") && l.contains("; retry "))
+        .count();
+    assert_eq!(retries, 2, "{:#?}", log.lines());
+}
+
+#[tokio::test]
+async fn retry_after_ms_and_an_http_date_are_honoured() {
+    for (name, value) in [
+        ("retry-after-ms", "0"),
+        ("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT"),
+    ] {
+        let server = Server::start(vec![
+            Answer::Json {
+                status: 429,
+                headers: vec![(name, value)],
+                body: "slow down".into(),
+            },
+            ok(message(json!({ "content": "back" }), "stop")),
+        ])
+        .await;
+        let mut config = config(&server, false);
+        // An hour of backoff: only the header's zero wait lets this finish.
+        config.backoff_ms = 3_600_000;
+        let reply =
+            tokio::time::timeout(Duration::from_secs(60), complete(&model(config), hello()))
+                .await
+                .unwrap_or_else(|_| panic!("{name}: {value} was not honoured"))
+                .unwrap();
+        assert_eq!(reply.text, "back");
+    }
+}
+
+#[tokio::test]
+async fn a_stream_cut_after_the_answer_began_says_so() {
+    let server = Server::start(vec![Answer::Cut {
+        pieces: vec![format!(
+            "data: {}\n\n",
+            delta(json!({ "content": "partial" }), None)
+        )],
+    }])
+    .await;
+    let error = complete(&model(config(&server, true)), hello())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ModelError::StreamBroke(_)), "{error:?}");
+    assert!(
+        error
+            .to_string()
+            .contains("stream broke after the answer began"),
+        "{error}"
+    );
+    // Not retried: part of the answer was already taken.
+    assert_eq!(server.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn the_client_says_who_it_is_and_a_zero_timeout_is_refused() {
+    let server = Server::start(vec![ok(message(json!({ "content": "hi" }), "stop"))]).await;
+    complete(&model(config(&server, false)), hello())
+        .await
+        .unwrap();
+    let agent = server.seen()[0].headers["user-agent"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(agent.starts_with("seam/"), "{agent}");
+    let mut zero = config(&server, false);
+    zero.timeout_ms = 0;
+    let Err(ModelError::Config { message, .. }) = OpenAiModel::new(zero) else {
+        panic!("a zero timeout is refused");
+    };
+    assert!(message.contains("timeout_ms"), "{message}");
 }
 
 #[tokio::test]
@@ -555,7 +670,10 @@ async fn a_stream_that_stalls_is_a_timeout() {
     let mut config = config(&server, true);
     config.timeout_ms = 200;
     let error = complete(&model(config), hello()).await.unwrap_err();
-    assert_eq!(error, ModelError::Timeout(200));
+    assert_eq!(
+        error,
+        ModelError::Protocol("the stream stopped: no next piece within 200 ms (timeout_ms)".into())
+    );
 }
 
 #[tokio::test]

@@ -139,6 +139,9 @@ pub enum ModelError {
     /// The connection failed.
     #[error("cannot reach the model endpoint: {0}")]
     Transport(String),
+    /// The connection failed after the answer began (a streamed reply cut off).
+    #[error("the model endpoint's stream broke after the answer began: {0}")]
+    StreamBroke(String),
     /// The answer could not be understood.
     #[error("unexpected answer from the model endpoint: {0}")]
     Protocol(String),

@@ -1,10 +1,14 @@
 //! OpenAI-compatible chat completions (`POST {base_url}/chat/completions`), as spoken by OpenAI,
 //! DeepSeek and local servers (llama.cpp, vLLM, Ollama, ...).
 //!
-//! One [`Model::complete`] call is one logical request: it is retried on 429 and 5xx with
-//! exponential backoff, each attempt is bounded by `timeout_ms`, and the whole call (including
-//! backoff sleeps) ends promptly with [`ModelError::Aborted`] when the abort token fires.
-//! Replies are read either as one JSON body or as a server-sent-event stream of deltas.
+//! One [`Model::complete`] call is one logical request. It is retried, with exponential backoff,
+//! on 429 and 5xx, and when the endpoint cannot be reached or does not answer in time; the
+//! server's `Retry-After` (seconds or an HTTP date) or `retry-after-ms` wins over the backoff,
+//! and each wait is logged at `warn` (on stderr in the CLI). Each attempt is bounded by
+//! `timeout_ms`, and the whole call (including backoff sleeps) ends promptly with
+//! [`ModelError::Aborted`] when the abort token fires. Replies are read either as one JSON body
+//! or as a server-sent-event stream of deltas; a stream that breaks after the answer began is
+//! reported as such, not retried (part of the answer was already taken).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -30,6 +34,8 @@ const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 /// Characters of an error body kept in [`ModelError::Http`].
 const ERROR_BODY_CHARS: usize = 300;
+/// What the adapter calls itself in `User-Agent`.
+const USER_AGENT: &str = concat!("seam/", env!("CARGO_PKG_VERSION"));
 
 /// An OpenAI-compatible endpoint.
 pub struct OpenAiModel {
@@ -63,6 +69,13 @@ impl OpenAiModel {
                 config.base_url
             ))
         })?;
+        if config.timeout_ms == 0 {
+            return Err(err(
+                "`timeout_ms` is 0: every attempt would time out at once (give milliseconds, \
+                 such as 60000)"
+                    .into(),
+            ));
+        }
         if config
             .api_key_env
             .as_deref()
@@ -73,6 +86,7 @@ impl OpenAiModel {
             ));
         }
         let client = reqwest::Client::builder()
+            .user_agent(USER_AGENT)
             .build()
             .map_err(|e| err(format!("cannot build the HTTP client: {}", error_chain(&e))))?;
         Ok(Self {
@@ -121,6 +135,9 @@ enum Failure {
         body: String,
         retry_after: Option<Duration>,
     },
+    /// No answer began: the endpoint could not be reached, or did not answer in time. Worth
+    /// retrying; reported as the error if the retries run out.
+    Unreached(ModelError),
     /// Anything else: reported as is.
     Fatal(ModelError),
 }
@@ -144,25 +161,40 @@ impl Call {
         let body = request_body(&self.config, &request);
         let mut retry = 0u32;
         loop {
-            match self.attempt(&body, auth.as_ref()).await {
+            let (error, why, retry_after) = match self.attempt(&body, auth.as_ref()).await {
                 Ok(reply) => return Ok(reply),
                 Err(Failure::Fatal(e)) => return Err(e),
                 Err(Failure::Retry {
                     status,
                     body,
                     retry_after,
-                }) => {
-                    if retry >= self.config.max_retries {
-                        return Err(ModelError::Http { status, body });
-                    }
-                    let delay = retry_after
-                        .unwrap_or_else(|| backoff(self.config.backoff_ms, retry))
-                        .min(MAX_RETRY_DELAY);
-                    tracing::debug!(status, retry, ?delay, "model endpoint busy; retrying");
-                    tokio::time::sleep(delay).await;
-                    retry += 1;
+                }) => (
+                    ModelError::Http { status, body },
+                    format!("the model endpoint answered HTTP {status}"),
+                    retry_after,
+                ),
+                Err(Failure::Unreached(e)) => {
+                    let why = e.to_string();
+                    (e, why, None)
                 }
+            };
+            if retry >= self.config.max_retries {
+                return Err(error);
             }
+            let delay = retry_after
+                .unwrap_or_else(|| backoff(self.config.backoff_ms, retry))
+                .min(MAX_RETRY_DELAY);
+            tracing::warn!(
+                model = %self.config.model,
+                retry = retry + 1,
+                of = self.config.max_retries,
+                "{why}; retry {} of {} in {} ms",
+                retry + 1,
+                self.config.max_retries,
+                delay.as_millis()
+            );
+            tokio::time::sleep(delay).await;
+            retry += 1;
         }
     }
 
@@ -227,8 +259,8 @@ impl Call {
         }
         let response = timeout_at(deadline, builder.send())
             .await
-            .map_err(|_| timed_out())?
-            .map_err(|e| transport(&e))?;
+            .map_err(|_| Failure::Unreached(timed_out()))?
+            .map_err(|e| Failure::Unreached(transport(&e)))?;
 
         let status = response.status();
         if !status.is_success() {
@@ -245,7 +277,9 @@ impl Call {
         if self.config.stream && !is_json {
             // With streaming, `timeout_ms` bounds the wait for each next piece rather than the
             // whole reply: a long answer that keeps arriving is not a hung endpoint.
-            Ok(read_stream(response, limit, self.config.timeout_ms).await?)
+            Ok(read_stream(response, limit, self.config.timeout_ms)
+                .await
+                .map_err(broke)?)
         } else {
             let bytes = timeout_at(deadline, read_body(response, MAX_BODY_BYTES))
                 .await
@@ -257,12 +291,7 @@ impl Call {
     /// Turns an error status into a retry or a final [`ModelError::Http`].
     async fn status_failure(&self, response: Response, deadline: Instant) -> Failure {
         let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+        let retry_after = retry_after(response.headers(), std::time::SystemTime::now());
         // The body is only decoration: a slow or broken one must not hide the status.
         let raw = match timeout_at(deadline, read_body(response, MAX_ERROR_BODY_BYTES)).await {
             Ok(Ok(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
@@ -309,6 +338,43 @@ impl Call {
                 .unwrap_or("empty error body")
                 .to_string(),
         }
+    }
+}
+
+/// How long the server asks to wait: `retry-after-ms` (milliseconds), else `Retry-After` in
+/// seconds or as an HTTP date (`now` turns a date into a wait).
+fn retry_after(
+    headers: &reqwest::header::HeaderMap,
+    now: std::time::SystemTime,
+) -> Option<Duration> {
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
+        if ms.is_finite() && ms >= 0.0 {
+            return Some(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    let value = text(RETRY_AFTER.as_str())?;
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// A stream that failed after the 200: said as such, so a reader does not look for a network
+/// problem before the answer began.
+fn broke(e: ModelError) -> ModelError {
+    match e {
+        ModelError::Transport(why) => ModelError::StreamBroke(why),
+        ModelError::Timeout(ms) => ModelError::Protocol(format!(
+            "the stream stopped: no next piece within {ms} ms (timeout_ms)"
+        )),
+        other => other,
     }
 }
 
