@@ -27,7 +27,11 @@ fn text(bytes: &[u8]) -> String {
 
 #[test]
 fn check_reports_every_plugin_of_the_examples() {
-    for config in ["examples/seam.toml", "examples/demo.toml"] {
+    for config in [
+        "examples/seam.toml",
+        "examples/demo.toml",
+        "examples/remote.toml",
+    ] {
         let out = seam(&["check", config]);
         assert!(out.status.success(), "{config}: {}", text(&out.stderr));
         assert!(
