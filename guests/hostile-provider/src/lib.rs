@@ -28,6 +28,8 @@
 //!
 //! - `send-flood`, `steer-flood`: creates a child and queues `count` messages of `bytes` bytes
 //!   to it (`send` or `steer`) without ever letting it run; answers `queued N`.
+//! - `fields-flood`: builds `count` sets of `wasi:http` header fields of `bytes` bytes each and
+//!   holds them all (host memory the guest makes the host keep); answers `held N; ...`.
 //!
 //! `name` is the provider name (not checked, so the host's checks can be tested), or
 //! `nameBytes` makes it that many `x`s.
@@ -239,6 +241,21 @@ fn attack(settings: &Settings, request: &StartRequest) -> Result<SubagentResult,
     run_context::ready();
     Ok(match mode {
         "ok" => text(settings.reply.clone()),
+        "fields-flood" => {
+            let count = settings.number("count", 100_000)?;
+            let value = vec![b'x'; settings.number("bytes", 15 << 10)? as usize];
+            let mut held = Vec::new();
+            let mut outcome = "ok".to_string();
+            for _ in 0..count {
+                let fields = ::wasi::http::types::Fields::new();
+                if let Err(e) = fields.append("x-flood", &value) {
+                    outcome = format!("error {e:?}");
+                    break;
+                }
+                held.push(fields);
+            }
+            text(format!("held {}; {outcome}", held.len()))
+        }
         "send-flood" | "steer-flood" => {
             let child = seam::plugin::agents::create_child(&seam::plugin::agents::ChildOptions {
                 agent_options: None,

@@ -184,6 +184,21 @@ async fn a_memory_bomb_hits_the_memory_limit() {
 }
 
 #[tokio::test]
+async fn flooding_the_host_with_http_header_fields_stops_at_the_resource_cap() {
+    // 100,000 sets of 15 KiB would be 1.5 GB of host memory; a store holds at most 4096
+    // resources, so the guest's own memory runs out or the import fails well before.
+    let toml = hostile("fields", "mode = \"fields-flood\"", "") + &good();
+    let host = host_with(&toml).await;
+    let (result, _) = while_serving(&host, run_once(&host, "fields", request("x"))).await;
+    assert_eq!(result.stop_reason, StopReason::Error, "{result:?}");
+    assert!(
+        result.answer_text().contains("resource"),
+        "the cause is named: {result:?}"
+    );
+    assert_eq!(host.live_instances(), 0);
+}
+
+#[tokio::test]
 async fn allocating_a_huge_output_string_hits_the_memory_limit() {
     let toml = hostile(
         "alloc",

@@ -17,6 +17,14 @@ use super::http::HttpHooks;
 use crate::sandbox::output::{GuestOutput, LogBudget, Stdio};
 use crate::sandbox::{DiskQuota, Limit, LimitHit, PluginLimiter, Sandbox};
 
+/// Most resources (streams, pollables, HTTP fields and requests, ...) one store may hold at
+/// once: each is host memory the guest makes the host keep. A guest past it gets an error from
+/// the import that would have made one more.
+pub(crate) const MAX_RESOURCES: usize = 4096;
+/// Most bytes of one set of HTTP header fields a guest may build (wasmtime-wasi-http's default
+/// is 128 KiB); with [`MAX_RESOURCES`], what a store's headers can hold is bounded at 64 MiB.
+pub(crate) const HTTP_FIELD_BYTES: usize = 16 << 10;
+
 /// What a store serves, beyond describing or observing.
 #[derive(Default)]
 pub(crate) struct Serving {
@@ -166,13 +174,21 @@ pub(crate) fn new_store(
     let state = StoreData {
         limiter: PluginLimiter::new(plugin.clone(), limits),
         http_hooks: HttpHooks::new(plugin.clone(), sandbox),
-        http: WasiHttpCtx::new(),
+        http: {
+            let mut http = WasiHttpCtx::new();
+            http.set_field_size_limit(HTTP_FIELD_BYTES);
+            http
+        },
         plugin,
         serving,
         log_budget,
         disk: sandbox.disk().clone(),
         wasi: builder.build(),
-        table: ResourceTable::new(),
+        table: {
+            let mut table = ResourceTable::new();
+            table.set_max_capacity(MAX_RESOURCES);
+            table
+        },
         ticks: 0,
         _live: live.instance_guard(),
     };
