@@ -6,10 +6,7 @@ use anyhow::{bail, Context, Result};
 use seam_host::ParentRef;
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    load_for_use, print_events, read_config, with_host, working_directory, EXIT_OK,
-    EXIT_UNSUCCESSFUL,
-};
+use super::{print_events, with_loaded, working_directory, EXIT_OK, EXIT_UNSUCCESSFUL};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -27,9 +24,8 @@ pub(crate) struct Args {
 }
 
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
-    let config = read_config(&args.config)?;
-    with_host(|host| async move {
-        load_for_use(&host, &config, &interrupt).await?;
+    let path = args.config.clone();
+    with_loaded(&path, &interrupt.clone(), |host| async move {
         run_on(&host, &args, interrupt).await
     })
     .await

@@ -219,6 +219,25 @@ where
     outcome
 }
 
+/// Reads the config at `path`, loads it into a fresh host (warning about each plugin that
+/// failed), runs `body` on the host, and unloads every plugin whatever `body` returned.
+pub(crate) async fn with_loaded<T, F, Fut>(
+    path: &Path,
+    interrupt: &CancellationToken,
+    body: F,
+) -> Result<T>
+where
+    F: FnOnce(Host) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let config = read_config(path)?;
+    with_host(|host| async move {
+        load_for_use(&host, &config, interrupt).await?;
+        body(host).await
+    })
+    .await
+}
+
 /// Reads and validates a config file.
 pub(crate) fn read_config(path: &Path) -> Result<Config> {
     Ok(Config::from_file(path)?)
