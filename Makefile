@@ -12,6 +12,9 @@ SEAM   := target/debug/seam
 TOOLCHAINS      := target/toolchains
 COMPONENTIZE_PY := 0.25.1
 PY_STAMP        := $(TOOLCHAINS)/python/.componentize-py-$(COMPONENTIZE_PY)
+# The official ACP Python SDK, for the ACP fixture agent and client the tests run.
+ACP_PY          := 0.12.1
+ACP_STAMP       := $(TOOLCHAINS)/python/.agent-client-protocol-$(ACP_PY)
 JS_STAMP        := $(TOOLCHAINS)/js/.installed
 
 .DEFAULT_GOAL := build
@@ -23,12 +26,16 @@ setup:
 
 # The plugin kit's Python and JavaScript projects need componentize-py and componentize-js
 # (python3 with venv, and Node.js 20+ with npm). The tests build such projects; the demo does not.
-setup-kit: $(PY_STAMP) $(JS_STAMP)
+setup-kit: $(PY_STAMP) $(JS_STAMP) $(ACP_STAMP)
 
 # componentize-py, pinned, in a virtual environment of its own.
 $(PY_STAMP):
 	python3 -m venv $(TOOLCHAINS)/python
 	$(TOOLCHAINS)/python/bin/pip install --quiet --disable-pip-version-check componentize-py==$(COMPONENTIZE_PY)
+	touch $@
+
+$(ACP_STAMP): $(PY_STAMP)
+	$(TOOLCHAINS)/python/bin/pip install --quiet --disable-pip-version-check agent-client-protocol==$(ACP_PY)
 	touch $@
 
 # componentize-js as the JavaScript template pins it (its package.json, with the preview2-shim

@@ -108,6 +108,10 @@ pub(crate) async fn run_compile(args: CompileArgs, interrupt: &CancellationToken
         let mut failed = 0;
         let mut seen = std::collections::HashSet::new();
         for entry in config.plugins.iter().filter(|e| !e.disabled) {
+            if entry.is_acp() {
+                outln!("{}: an ACP agent program, nothing to compile", entry.id);
+                continue;
+            }
             // Several entries may share one component: compile it once.
             if !seen.insert(entry.component.clone()) {
                 continue;

@@ -141,6 +141,7 @@ fn plugin_json(p: &PluginInfo) -> serde_json::Value {
         "name": p.name,
         "follows": p.follows,
         "stale": p.stale,
+        "command": p.command,
         "grants": p.grants,
         "limits": p.limits,
     })
@@ -164,7 +165,10 @@ fn what(p: &PluginInfo, tools: &[ToolLine]) -> String {
         ""
     };
     match (&p.kind, &p.name, &p.follows) {
-        (Some(PluginKind::Provider), Some(name), _) => format!("provider `{name}`{stale}"),
+        (Some(PluginKind::Provider), Some(name), _) => match &p.command {
+            Some(argv) => format!("provider `{name}`, ACP agent `{}`{stale}", argv.join(" ")),
+            None => format!("provider `{name}`{stale}"),
+        },
         (Some(PluginKind::Tool), Some(name), Some(follows)) => {
             format!(
                 "tool `{name}` follows provider `{follows}`{}{stale}",

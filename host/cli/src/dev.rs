@@ -191,6 +191,10 @@ impl Watched {
     fn follow(&mut self, watcher: &mut impl Watcher, config_path: &Path, config: &Config) {
         let mut files = HashSet::from([config_path.to_path_buf()]);
         for entry in config.plugins.iter().filter(|e| !e.disabled) {
+            // An ACP program named bare lives somewhere on PATH: there is no file to watch.
+            if entry.is_acp() && !entry.component.is_absolute() {
+                continue;
+            }
             if let Ok(path) = std::path::absolute(&entry.component) {
                 files.insert(path);
             }

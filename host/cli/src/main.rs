@@ -21,6 +21,7 @@ macro_rules! errln {
     }};
 }
 
+mod acp;
 mod cache;
 mod call;
 mod check;
@@ -89,6 +90,9 @@ enum Command {
     Cache(cache::CacheArgs),
     /// Compile every component of a config into the cache ahead of time.
     Compile(cache::CompileArgs),
+    /// Serve the config's top-level agent over the Agent Client Protocol on stdio (for an editor
+    /// that speaks ACP).
+    Acp(acp::Args),
     /// Keep a host up on a config, reloading what changes (the config, a rebuilt component)
     /// and running a command after each reload.
     Dev(dev::Args),
@@ -129,6 +133,7 @@ fn main() -> ExitCode {
             Command::New(args) => new::run(args),
             Command::Compile(args) => cache::run_compile(args, &interrupt).await,
             Command::Dev(args) => dev::run(args, interrupt.clone()).await,
+            Command::Acp(args) => acp::run(args, interrupt.clone()).await,
         };
         if interrupt.is_cancelled() {
             errln!("interrupted");

@@ -573,3 +573,99 @@ fn dev_picks_up_a_rebuilt_component_and_keeps_the_last_good_one_serving() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
 }
+
+/// The Python of the plugin kit's toolchain, with the ACP SDK (`make setup-kit`).
+fn acp_python() -> PathBuf {
+    let python = root().join("target/toolchains/python/bin/python");
+    let ok = Command::new(&python)
+        .args(["-c", "import acp"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "{} cannot import the ACP Python SDK: run `make setup-kit` (agent-client-protocol==0.12.1)",
+        python.display()
+    );
+    python
+}
+
+/// Drives `seam acp CONFIG` with the official Python SDK's client; returns what it printed.
+fn acp_client(config: &Path, mode: &str, prompt: &str) -> serde_json::Value {
+    let out = Command::new(acp_python())
+        .arg(root().join("tests/fixtures/acp_client.py"))
+        .args([
+            env!("CARGO_BIN_EXE_seam"),
+            config.to_str().unwrap(),
+            mode,
+            prompt,
+        ])
+        .current_dir(root())
+        .env(
+            "SEAM_CACHE_DIR",
+            root().join("target").join("seam-test-cache"),
+        )
+        .output()
+        .expect("the ACP client runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", text(&out.stdout), text(&out.stderr)))
+}
+
+#[test]
+fn seam_serves_its_agent_over_acp() {
+    let out = acp_client(&root().join("examples/demo.toml"), "prompt", "Ship it?");
+    assert_eq!(out["protocolVersion"], 1);
+    assert_eq!(out["stopReason"], "end_turn", "{out}");
+    let updates = out["updates"].as_array().unwrap();
+    let kinds: Vec<&str> = updates
+        .iter()
+        .map(|u| u["sessionUpdate"].as_str().unwrap())
+        .collect();
+    // The tree's tool calls and delegations stream, and the answer comes last.
+    assert!(
+        updates.iter().any(|u| u["sessionUpdate"] == "tool_call"
+            && u["title"].as_str().unwrap().contains("tool `research`")),
+        "{out}"
+    );
+    assert!(
+        updates.iter().any(|u| u["sessionUpdate"] == "tool_call"
+            && u["title"]
+                .as_str()
+                .unwrap()
+                .starts_with("delegate to `fork`")),
+        "{out}"
+    );
+    assert!(kinds.contains(&"tool_call_update"), "{kinds:?}");
+    let last = updates.last().unwrap();
+    assert_eq!(last["sessionUpdate"], "agent_message_chunk");
+    assert!(
+        last["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Verdict"),
+        "{last}"
+    );
+}
+
+#[test]
+fn session_cancel_aborts_the_served_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("slow.toml");
+    let spawn = seam_tests::guest("spawn_provider");
+    let tool = seam_tests::guest("subagent_tool");
+    std::fs::write(
+        &config,
+        format!(
+            "[agent]\nmodel = \"scripted:lead\"\n\n\
+             [models.scripts.lead]\nsteps = [ {{ text = \"asking\", tool_calls = [ {{ name = \"ask\", arguments = {{ description = \"d\", prompt = \"p\" }} }} ] }}, {{ text = \"done\" }} ]\n\n\
+             [models.scripts.slow]\nsteps = [ {{ text = \"late\", delay_ms = 600000 }} ]\n\n\
+             [[plugin]]\nid = \"spawn\"\ncomponent = \"{}\"\n\n\
+             [[plugin]]\nid = \"ask\"\ncomponent = \"{}\"\nconfig = {{ provider = \"spawn\", toolName = \"ask\", agentOptions = {{ model = \"scripted:slow\" }} }}\n",
+            spawn.display(),
+            tool.display()
+        ),
+    )
+    .unwrap();
+    let out = acp_client(&config, "cancel", "go");
+    assert_eq!(out["stopReason"], "cancelled", "{out}");
+}

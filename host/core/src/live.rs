@@ -8,6 +8,7 @@ use std::sync::Arc;
 pub struct LiveCounts {
     runs: AtomicUsize,
     instances: AtomicUsize,
+    processes: AtomicUsize,
 }
 
 impl LiveCounts {
@@ -19,6 +20,11 @@ impl LiveCounts {
     /// Component instances (stores) alive, across all plugins.
     pub fn instances(&self) -> usize {
         self.instances.load(Ordering::SeqCst)
+    }
+
+    /// Agent processes (ACP providers) spawned and not yet reaped.
+    pub fn processes(&self) -> usize {
+        self.processes.load(Ordering::SeqCst)
     }
 
     /// Counts a run as started (the subagent service calls this).
@@ -36,6 +42,23 @@ impl LiveCounts {
     pub fn instance_guard(self: &Arc<Self>) -> InstanceGuard {
         self.instances.fetch_add(1, Ordering::SeqCst);
         InstanceGuard(self.clone())
+    }
+
+    /// Counts a child process for as long as the returned guard lives; its owner drops it only
+    /// once the process has been reaped.
+    pub fn process_guard(self: &Arc<Self>) -> ProcessGuard {
+        self.processes.fetch_add(1, Ordering::SeqCst);
+        ProcessGuard(self.clone())
+    }
+}
+
+/// Decrements the live-process count when dropped.
+#[derive(Debug)]
+pub struct ProcessGuard(Arc<LiveCounts>);
+
+impl Drop for ProcessGuard {
+    fn drop(&mut self) {
+        self.0.processes.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

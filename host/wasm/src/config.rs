@@ -11,6 +11,14 @@
 //! dirs = [{ host = "data", guest = "/data" }]
 //! [plugin.limits]                     # optional; overrides the host's default limits
 //! memory_mb = 32
+//!
+//! [[plugin]]                          # an agent program spoken to over ACP (no component)
+//! id = "claude"
+//! kind = "acp"
+//! command = ["claude-code-acp"]       # argv; a bare name is looked up on PATH
+//! config = { name = "claude", permissions = "reject" }
+//! [plugin.grants]
+//! env = ["ANTHROPIC_API_KEY"]         # the only variables the process sees
 //! ```
 //!
 //! `[plugin.grants]` and `[plugin.limits]` are read by [`crate::sandbox::parse_grants`] and
@@ -81,6 +89,17 @@ pub struct PluginEntry {
     /// `[plugin.limits]`: overrides of the host-wide resource limits.
     #[serde(skip)]
     pub limits: crate::sandbox::LimitOverrides,
+    /// For `kind = "acp"`: the agent program's argv. Such an entry has no component; its
+    /// `component` is the program as written, for display.
+    #[serde(skip)]
+    pub command: Option<Vec<String>>,
+}
+
+impl PluginEntry {
+    /// Whether the entry is an ACP agent program rather than a component.
+    pub fn is_acp(&self) -> bool {
+        self.command.is_some()
+    }
 }
 
 fn empty_object() -> serde_json::Value {
@@ -146,9 +165,24 @@ impl Config {
             let sandbox = value
                 .as_table_mut()
                 .map(|t| (t.remove("grants"), t.remove("limits")));
+            let command = match value.as_table_mut() {
+                Some(table) => acp_command(table).map_err(entry_err)?,
+                None => None,
+            };
             let mut entry: PluginEntry = value
                 .try_into()
                 .map_err(|e: toml::de::Error| entry_err(e.message().to_string()))?;
+            if let Some(command) = command {
+                entry.kind = Some(seam_core::types::PluginKind::Provider);
+                // A program named with a path is found from the config's folder, as components
+                // are; a bare name is looked up on PATH when a run starts.
+                let mut command = command;
+                if command[0].contains('/') && Path::new(&command[0]).is_relative() {
+                    command[0] = base.join(&command[0]).to_string_lossy().into_owned();
+                }
+                entry.component = PathBuf::from(&command[0]);
+                entry.command = Some(command);
+            }
             if let Some((grants, limits)) = sandbox {
                 if let Some(grants) = grants {
                     entry.grants =
@@ -168,7 +202,7 @@ impl Config {
             if entry.component.as_os_str().is_empty() {
                 return Err(entry_err("key `component` is empty".into()));
             }
-            if entry.component.is_relative() {
+            if entry.component.is_relative() && !entry.is_acp() {
                 entry.component = base.join(&entry.component);
             }
             plugins.push(entry);
@@ -198,6 +232,45 @@ impl Config {
             agent,
             models,
         })
+    }
+}
+
+/// Takes `kind = "acp"` and `command` out of an entry's table: the argv for an ACP entry, `None`
+/// for a component. An ACP entry gets a `component` placeholder so the common fields parse.
+fn acp_command(table: &mut toml::Table) -> Result<Option<Vec<String>>, String> {
+    let acp = table.get("kind").and_then(|k| k.as_str()) == Some("acp");
+    let command = table.remove("command");
+    if !acp {
+        return match command {
+            Some(_) => Err("key `command` is only for `kind = \"acp\"` entries".into()),
+            None => Ok(None),
+        };
+    }
+    table.remove("kind");
+    if table.contains_key("component") {
+        return Err(
+            "key `component` does not apply to `kind = \"acp\"`: the agent is the program in `command`"
+                .into(),
+        );
+    }
+    let Some(command) = command else {
+        return Err("key `command` is missing: an ACP entry names its agent program, as `command = [\"program\", \"arg\"]`".into());
+    };
+    let argv: Option<Vec<String>> = command
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or(None);
+    match argv {
+        Some(argv) if argv.first().is_some_and(|p| !p.is_empty()) => {
+            table.insert("component".into(), toml::Value::String(argv[0].clone()));
+            Ok(Some(argv))
+        }
+        _ => Err("key `command` must be a non-empty list of strings, the program first".into()),
     }
 }
 
@@ -401,6 +474,56 @@ mod tests {
         assert_eq!(message, "key `component` is empty");
         let (_, _, message) = entry_error("[[plugin]]\nid = \"a\"\n");
         assert!(message.contains("missing field `component`"), "{message}");
+    }
+
+    #[test]
+    fn acp_entries_name_a_program_instead_of_a_component() {
+        let config = parse(
+            "[[plugin]]\nid = \"claude\"\nkind = \"acp\"\ncommand = [\"claude-code-acp\", \"--x\"]\n\
+             config = { permissions = \"allow\" }\n\n\
+             [[plugin]]\nid = \"local\"\nkind = \"acp\"\ncommand = [\"bin/agent\"]\n",
+        )
+        .unwrap();
+        let [claude, local] = &config.plugins[..] else {
+            panic!("{:?}", config.plugins)
+        };
+        assert!(claude.is_acp());
+        assert_eq!(claude.kind, Some(seam_core::types::PluginKind::Provider));
+        // A bare name stays bare (PATH is searched at run time); a path is the config's.
+        assert_eq!(
+            claude.command.as_deref(),
+            Some(&["claude-code-acp".to_string(), "--x".to_string()][..])
+        );
+        assert_eq!(claude.component, Path::new("claude-code-acp"));
+        assert_eq!(local.command.as_ref().unwrap()[0], "/base/bin/agent");
+        assert_eq!(local.component, Path::new("/base/bin/agent"));
+
+        for (text, wanted) in [
+            (
+                "[[plugin]]\nid = \"a\"\nkind = \"acp\"\n",
+                "key `command` is missing",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\nkind = \"acp\"\ncommand = []\n",
+                "key `command` must be a non-empty list of strings",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\nkind = \"acp\"\ncommand = [\"x\", 3]\n",
+                "key `command` must be a non-empty list of strings",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\nkind = \"acp\"\ncommand = [\"x\"]\ncomponent = \"a.wasm\"\n",
+                "key `component` does not apply to `kind = \"acp\"`",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\ncomponent = \"a.wasm\"\ncommand = [\"x\"]\n",
+                "key `command` is only for `kind = \"acp\"` entries",
+            ),
+        ] {
+            let (index, id, message) = entry_error(text);
+            assert_eq!((index, id.as_str()), (1, "a"), "{text}");
+            assert!(message.starts_with(wanted), "{text}: {message}");
+        }
     }
 
     #[test]

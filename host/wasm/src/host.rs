@@ -258,6 +258,11 @@ impl Host {
         self.inner.runtime.live.instances()
     }
 
+    /// Agent processes of ACP providers not yet reaped.
+    pub fn live_processes(&self) -> usize {
+        self.inner.runtime.live.processes()
+    }
+
     /// Registers a provider implemented in Rust (no component). The tools that follow it mount.
     pub async fn register_provider(
         &self,

@@ -10,6 +10,7 @@
 
 #![warn(missing_docs)]
 
+pub mod acp;
 mod cache;
 pub mod config;
 pub mod engine;

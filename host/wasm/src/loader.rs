@@ -81,6 +81,14 @@ pub enum LoadError {
         /// The key and the problem.
         source: SandboxError,
     },
+    /// An ACP entry's settings are wrong.
+    #[error("plugin `{id}`: {message}")]
+    Acp {
+        /// The plugin id.
+        id: String,
+        /// What is wrong, naming the key.
+        message: String,
+    },
     /// The tool could not be added.
     #[error("plugin `{id}`: {source}")]
     Tool {
@@ -110,6 +118,9 @@ pub struct PluginInfo {
     pub grants: Option<Granted>,
     /// The limits in force for the plugin.
     pub limits: Option<Limits>,
+    /// For an ACP entry: the agent program and its arguments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
     /// Why the entry's newer definition failed to load, while this (last good) version keeps
     /// serving ([`Reload::Swap`] only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -435,6 +446,7 @@ impl Loader {
             follows: None,
             grants: None,
             limits: None,
+            command: entry.command.clone(),
             stale: None,
         }
     }
@@ -457,6 +469,9 @@ impl Loader {
         entry: &PluginEntry,
         info: &mut PluginInfo,
     ) -> Result<Prepared, LoadError> {
+        if let Some(argv) = &entry.command {
+            return self.prepare_acp(entry, argv, info);
+        }
         let id = entry.id.clone();
         let engine_err = |source| LoadError::Engine {
             id: id.clone(),
@@ -504,6 +519,55 @@ impl Loader {
         Ok(Prepared {
             linked,
             sandbox_limits,
+        })
+    }
+
+    /// An ACP entry: no component, a process per run. Of the grants only `env` means anything
+    /// to a process Seam does not sandbox, so the others are refused rather than ignored.
+    fn prepare_acp(
+        &self,
+        entry: &PluginEntry,
+        argv: &[String],
+        info: &mut PluginInfo,
+    ) -> Result<Prepared, LoadError> {
+        info.kind = Some(PluginKind::Provider);
+        let grants = &entry.grants;
+        let outside = [
+            ("grants.dirs", !grants.dirs.is_empty()),
+            ("grants.network", !grants.network.is_empty()),
+            ("grants.dns", grants.dns),
+            ("grants.http", !grants.http.is_empty()),
+        ];
+        if let Some((key, _)) = outside.iter().find(|(_, set)| *set) {
+            return Err(LoadError::Sandbox {
+                id: entry.id.clone(),
+                source: SandboxError {
+                    key: (*key).to_string(),
+                    message: "an ACP agent is a process outside the sandbox: only `env` grants \
+                              apply to it (it reaches what the host's user can)"
+                        .into(),
+                },
+            });
+        }
+        let sandbox = self.sandbox_for(entry)?;
+        info.grants = Some(sandbox.grants().clone());
+        info.limits = Some(sandbox.limits().clone());
+        let spec = crate::acp::AcpSpec {
+            plugin: entry.id.as_str().into(),
+            argv: argv.to_vec(),
+            config: entry.config.clone(),
+            env: sandbox.grants().env_values().to_vec(),
+            grace: self.runtime.cancel_grace,
+            max_output_bytes: sandbox.limits().max_output_bytes,
+        };
+        let (descriptor, provider) = crate::acp::AcpProvider::new(spec, self.runtime.live.clone())
+            .map_err(|message| LoadError::Acp {
+                id: entry.id.clone(),
+                message,
+            })?;
+        Ok(Prepared {
+            linked: Linked::Provider(descriptor, Arc::new(provider)),
+            sandbox_limits: sandbox.limits().clone(),
         })
     }
 
@@ -562,11 +626,8 @@ impl Loader {
             Linked::Provider(descriptor, provider) => {
                 // Each run of the plugin passes its concurrency, time and output limits.
                 let gate = RunGate::new(entry.id.as_str().into(), &prepared.sandbox_limits);
-                let provider = LimitedProvider::new(
-                    Arc::new(*provider),
-                    gate,
-                    Arc::downgrade(&self.runtime.agents),
-                );
+                let provider =
+                    LimitedProvider::new(provider, gate, Arc::downgrade(&self.runtime.agents));
                 let err = |source| LoadError::Provider {
                     id: id.clone(),
                     source,

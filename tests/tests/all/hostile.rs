@@ -1034,3 +1034,39 @@ async fn a_tool_with_an_enormous_name_or_description_is_not_mounted() {
         .is_success());
     assert_quiescent(&host);
 }
+
+/// An ACP agent that floods its answer is stopped at `max_output_bytes` and reaped, while a
+/// component provider in the same host keeps serving.
+#[tokio::test]
+async fn an_acp_agent_flooding_output_is_stopped_at_the_output_limit() {
+    use super::acp::{acp_entry, assert_no_agent_left};
+    let tag = "acp-flood";
+    let host = host_with(
+        &(acp_entry(
+            "flood",
+            tag,
+            "",
+            "[plugin.limits]\nmax_output_bytes = 1000000",
+        ) + &mock("calm", "")),
+    )
+    .await;
+    let run = host.subagents().start("flood", request("flood")).unwrap();
+    let result = run.result().await.unwrap();
+    run.dispose().await;
+    assert_eq!(result.stop_reason, StopReason::Error, "{result:?}");
+    let diagnostic = result.diagnostic.unwrap_or_default();
+    assert!(
+        diagnostic.contains("ACP agent `flood`") && diagnostic.contains("max_output_bytes"),
+        "{diagnostic}"
+    );
+    assert_no_agent_left(&host, tag).await;
+    let calm = host
+        .subagents()
+        .start("calm", request("still here"))
+        .unwrap();
+    assert_eq!(
+        calm.result().await.unwrap().stop_reason,
+        StopReason::Completed
+    );
+    calm.dispose().await;
+}

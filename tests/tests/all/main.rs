@@ -1,6 +1,7 @@
 //! Integration tests: every test loads real built components through the host's public API.
 //! One binary, one module per area (the wasmtime `tests/all` shape).
 
+mod acp;
 mod agent;
 mod budget;
 mod cache_size;

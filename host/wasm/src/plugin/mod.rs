@@ -409,8 +409,8 @@ pub(crate) struct Runtime {
 
 /// A linked plugin, with what it declared.
 pub(crate) enum Linked {
-    /// A provider and its frozen descriptor.
-    Provider(ProviderDescriptor, Box<wasm_provider::WasmProvider>),
+    /// A provider (a component's, or an ACP agent's) and its frozen descriptor.
+    Provider(ProviderDescriptor, Arc<dyn seam_core::subagent::Provider>),
     /// A tool and its binding.
     Tool(ToolBinding, wasm_tool::WasmTool),
     /// An observer (it declares nothing).
@@ -445,7 +445,7 @@ pub(crate) async fn link(
                 wasm_provider::WasmProvider::new(runtime, plugin, version, pre, config, sandbox)
                     .map_err(link_err)?;
             let descriptor = provider.describe().await?;
-            Linked::Provider(descriptor, Box::new(provider))
+            Linked::Provider(descriptor, Arc::new(provider))
         }
         PluginKind::Tool => {
             let tool = wasm_tool::WasmTool::new(runtime, plugin, version, pre, config, sandbox)

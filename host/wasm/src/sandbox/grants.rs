@@ -232,6 +232,12 @@ impl Granted {
             && self.http.is_empty()
     }
 
+    /// The granted environment variables that are set, with their values (for a process that
+    /// is not a component: an ACP agent).
+    pub(crate) fn env_values(&self) -> &[(String, String)] {
+        &self.env_values
+    }
+
     /// Applies the grants to a WASI context builder.
     pub(crate) fn apply(&self, plugin: &str, builder: &mut WasiCtxBuilder) {
         for (name, value) in &self.env_values {

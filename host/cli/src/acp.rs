@@ -1,0 +1,327 @@
+//! `seam acp CONFIG`: serves the config's top-level agent over the Agent Client Protocol on
+//! stdio, so that an editor speaking ACP can drive a Seam agent tree.
+//!
+//! Each `session/new` creates a top-level agent (`[agent]` of the config) in the session's
+//! working directory; `session/prompt` runs one turn of it. The tree's tool calls and
+//! delegations stream as `tool_call` / `tool_call_update`s, the answer as an
+//! `agent_message_chunk`; `session/cancel` aborts the whole tree. Stdout carries only the
+//! protocol: everything else Seam says goes to stderr.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Result;
+use seam_host::acp::rpc::{self, Incoming, LineReader};
+use seam_host::agent::Agent;
+use seam_host::{ContentBlock, Event, Host, StopReason};
+use serde_json::{json, Value};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{load_for_use, read_config, with_host, EXIT_OK};
+
+/// The longest line accepted from the client.
+const MAX_LINE: usize = 8 << 20;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The config file (TOML): its plugins, `[agent]` and `[models]`.
+    config: PathBuf,
+}
+
+pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
+    let config = read_config(&args.config)?;
+    with_host(|host| async move {
+        load_for_use(&host, &config, &interrupt).await?;
+        serve(&host, interrupt).await;
+        Ok(EXIT_OK)
+    })
+    .await
+}
+
+/// One ACP session: a top-level agent, and whether a prompt is running on it.
+struct Session {
+    agent: Arc<Agent>,
+    busy: bool,
+}
+
+type Sessions = Arc<Mutex<HashMap<String, Session>>>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Answers requests until stdin closes or the user interrupts; then every session's tree is
+/// aborted and disposed.
+async fn serve(host: &Host, interrupt: CancellationToken) {
+    let (out, mut queue) = mpsc::unbounded_channel::<String>();
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(line) = queue.recv().await {
+            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let sessions: Sessions = Arc::default();
+    let listener = stream_updates(host, sessions.clone(), out.clone());
+    let mut lines = LineReader::new(BufReader::new(tokio::io::stdin()), MAX_LINE);
+    loop {
+        let line = tokio::select! {
+            line = lines.next() => line,
+            () = interrupt.cancelled() => break,
+        };
+        let line = match line {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(e) => {
+                errln!("seam acp: stdin: {e}");
+                break;
+            }
+        };
+        match rpc::parse(&line) {
+            Ok(Incoming::Request { id, method, params }) => {
+                handle(host, &sessions, &out, id, &method, params);
+            }
+            Ok(Incoming::Notification { method, params }) if method == "session/cancel" => {
+                let session = params.get("sessionId").and_then(Value::as_str);
+                if let Some(s) =
+                    session.and_then(|s| lock(&sessions).get(s).map(|s| s.agent.clone()))
+                {
+                    s.abort();
+                }
+            }
+            Ok(_) => {}
+            Err(e) => errln!("seam acp: ignoring a line that is not JSON-RPC: {e}"),
+        }
+    }
+    host.events().unsubscribe(listener);
+    let agents: Vec<Arc<Agent>> = lock(&sessions).drain().map(|(_, s)| s.agent).collect();
+    for agent in agents {
+        agent.abort();
+        host.agents().dispose(agent.id()).await;
+    }
+    drop(out);
+    let _ = writer.await;
+}
+
+fn handle(
+    host: &Host,
+    sessions: &Sessions,
+    out: &mpsc::UnboundedSender<String>,
+    id: Value,
+    method: &str,
+    params: Value,
+) {
+    let reply = |line: String| {
+        let _ = out.send(line);
+    };
+    match method {
+        "initialize" => reply(rpc::response(
+            &id,
+            json!({
+                "protocolVersion": seam_host::acp::PROTOCOL_VERSION,
+                "agentCapabilities": {
+                    "loadSession": false,
+                    "promptCapabilities": {"image": false, "audio": false, "embeddedContext": false}
+                },
+                "authMethods": [],
+                "agentInfo": {"name": "seam", "version": env!("CARGO_PKG_VERSION")}
+            }),
+        )),
+        "session/new" => {
+            let cwd = params.get("cwd").and_then(Value::as_str).unwrap_or("/");
+            match host.create_agent(None, cwd) {
+                Ok(agent) => {
+                    let session = agent.id().to_string();
+                    lock(sessions).insert(session.clone(), Session { agent, busy: false });
+                    reply(rpc::response(&id, json!({"sessionId": session})));
+                }
+                Err(e) => reply(rpc::error_response(
+                    &id,
+                    rpc::INTERNAL_ERROR,
+                    &format!("cannot create the agent: {e}"),
+                )),
+            }
+        }
+        "session/prompt" => {
+            let session = params
+                .get("sessionId")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let agent = {
+                let mut all = lock(sessions);
+                match all.get_mut(&session) {
+                    Some(s) if !s.busy => {
+                        s.busy = true;
+                        Ok(s.agent.clone())
+                    }
+                    Some(_) => Err("a prompt is already running in this session"),
+                    None => Err("no such session"),
+                }
+            };
+            let agent = match agent {
+                Ok(agent) => agent,
+                Err(why) => {
+                    return reply(rpc::error_response(&id, rpc::INVALID_PARAMS, why));
+                }
+            };
+            let prompt: Vec<ContentBlock> = params
+                .get("prompt")
+                .and_then(Value::as_array)
+                .map(|blocks| {
+                    blocks
+                        .iter()
+                        .filter_map(|b| b.get("text").and_then(Value::as_str))
+                        .map(ContentBlock::text)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let (out, sessions) = (out.clone(), sessions.clone());
+            tokio::spawn(async move {
+                let outcome = agent.run_turn(prompt).await;
+                let text = seam_host::blocks_text(&outcome.output);
+                if !text.is_empty() {
+                    let _ = out.send(update(
+                        &session,
+                        json!({"sessionUpdate": "agent_message_chunk",
+                               "content": {"type": "text", "text": text}}),
+                    ));
+                }
+                let stop = match &outcome.stop_reason {
+                    StopReason::Completed => Some("end_turn"),
+                    StopReason::Aborted => Some("cancelled"),
+                    StopReason::MaxTokens => Some("max_tokens"),
+                    StopReason::Refusal => Some("refusal"),
+                    StopReason::Error | StopReason::Other(_) => None,
+                };
+                let line = match stop {
+                    Some(stop) => rpc::response(&id, json!({"stopReason": stop})),
+                    None => rpc::error_response(
+                        &id,
+                        rpc::INTERNAL_ERROR,
+                        &format!(
+                            "the agent ended with stop reason `{}`{}",
+                            outcome.stop_reason,
+                            outcome
+                                .diagnostic
+                                .map(|d| format!(": {d}"))
+                                .unwrap_or_default()
+                        ),
+                    ),
+                };
+                let _ = out.send(line);
+                if let Some(s) = lock(&sessions).get_mut(&session) {
+                    s.busy = false;
+                }
+            });
+        }
+        other => reply(rpc::error_response(
+            &id,
+            rpc::METHOD_NOT_FOUND,
+            &format!("`{other}` is not offered by seam acp"),
+        )),
+    }
+}
+
+/// A `session/update` notification line.
+fn update(session: &str, update: Value) -> String {
+    rpc::notification(
+        "session/update",
+        json!({"sessionId": session, "update": update}),
+    )
+}
+
+/// Streams each session tree's tool calls and delegations as `session/update`s. An event
+/// belongs to the session whose agent is the root of its agent's lineage.
+fn stream_updates(
+    host: &Host,
+    sessions: Sessions,
+    out: mpsc::UnboundedSender<String>,
+) -> seam_host::ListenerId {
+    let agents = host.agents().clone();
+    host.events().subscribe(move |event| {
+        let session_of = |agent: &str| {
+            let lineage = agents.lineage(agent);
+            let root = lineage.last()?;
+            lock(&sessions).contains_key(root).then(|| root.clone())
+        };
+        let (session, body) = match &event {
+            Event::AgentToolCall { id, call, tool } => {
+                let Some(session) = session_of(id) else {
+                    return Ok(());
+                };
+                let title = if *id == session {
+                    format!("tool `{tool}`")
+                } else {
+                    format!("{id}: tool `{tool}`")
+                };
+                let body = json!({"sessionUpdate": "tool_call", "toolCallId": format!("{id}/{call}"),
+                                  "title": title, "kind": "other", "status": "in_progress"});
+                (session, body)
+            }
+            Event::AgentToolResult {
+                id, call, is_error, ..
+            } => {
+                let Some(session) = session_of(id) else {
+                    return Ok(());
+                };
+                let status = if *is_error { "failed" } else { "completed" };
+                let body = json!({"sessionUpdate": "tool_call_update",
+                                  "toolCallId": format!("{id}/{call}"), "status": status});
+                (session, body)
+            }
+            Event::SubagentStart {
+                provider,
+                id,
+                parent,
+            } => {
+                let Some(session) = session_of(&parent.id) else {
+                    return Ok(());
+                };
+                let body = json!({"sessionUpdate": "tool_call", "toolCallId": id,
+                                  "title": format!("delegate to `{provider}` ({id})"),
+                                  "kind": "other", "status": "in_progress"});
+                (session, body)
+            }
+            Event::SubagentProgress {
+                id,
+                parent,
+                content,
+                ..
+            } => {
+                let Some(session) = session_of(&parent.id) else {
+                    return Ok(());
+                };
+                let text = seam_host::blocks_text(content);
+                let body = json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
+                                  "content": [{"type": "content", "content": {"type": "text", "text": text}}]});
+                (session, body)
+            }
+            Event::SubagentEnd {
+                id,
+                parent,
+                stop_reason,
+                ..
+            } => {
+                let Some(session) = session_of(&parent.id) else {
+                    return Ok(());
+                };
+                let status = if stop_reason.is_success() {
+                    "completed"
+                } else {
+                    "failed"
+                };
+                let body = json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
+                                  "status": status});
+                (session, body)
+            }
+            _ => return Ok(()),
+        };
+        let _ = out.send(update(&session, body));
+        Ok(())
+    })
+}

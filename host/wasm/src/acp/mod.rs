@@ -1,0 +1,507 @@
+//! ACP providers: a child agent that is another program, spoken to over the Agent Client
+//! Protocol on its stdio (`kind = "acp"` entries).
+//!
+//! One process per run. A session per run in one shared process would save the agent's start-up
+//! (tens of milliseconds for a Python agent), but a run's cancel, its limits and its dispose
+//! would then reach only as far as the agent chooses to honour them; a process of its own can
+//! always be stopped, and one faulty run cannot take its siblings down.
+//!
+//! A run: spawn with exactly the granted environment in the parent's working directory,
+//! `initialize`, `session/new`, then `session/prompt`. `session/update` message chunks become
+//! the answer and progress; the stop reason maps onto Seam's; a cancel sends `session/cancel`.
+//! Permission requests are answered by the entry's policy; the agent is offered no file system
+//! and no terminal, and such requests are refused.
+
+pub mod rpc;
+
+mod process;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use seam_core::live::LiveCounts;
+use seam_core::subagent::{Provider, RunContext, RunFailure};
+use seam_core::types::{
+    Capabilities, ContentBlock, ProviderDescriptor, RuntimeFeatures, StartRequest, StopReason,
+    SubagentResult,
+};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use process::AgentProcess;
+use rpc::Incoming;
+
+/// The ACP protocol version Seam speaks.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// How an entry answers the agent's permission requests (`config.permissions`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Permissions {
+    /// Refuse every request (the default).
+    #[default]
+    Reject,
+    /// Allow tool calls that only read (`read`, `search`, `think`); refuse the rest.
+    AllowRead,
+    /// Allow every request.
+    Allow,
+}
+
+/// An ACP entry's `config` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Settings {
+    /// The provider's registry name (default: the entry id).
+    name: Option<String>,
+    #[serde(default)]
+    permissions: Permissions,
+}
+
+/// What an ACP provider is made of, from its config entry.
+pub(crate) struct AcpSpec {
+    /// The entry id.
+    pub plugin: Arc<str>,
+    /// The agent program and its arguments.
+    pub argv: Vec<String>,
+    /// The entry's `config`.
+    pub config: Value,
+    /// The granted environment, values read at load.
+    pub env: Vec<(String, String)>,
+    /// How long the agent gets to stop on each step of the escalation.
+    pub grace: Duration,
+    /// The entry's `max_output_bytes`: the answer, and the progress, may not exceed it.
+    pub max_output_bytes: usize,
+}
+
+/// A provider that runs an agent program per run.
+pub(crate) struct AcpProvider {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    plugin: Arc<str>,
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    permissions: Permissions,
+    grace: Duration,
+    max_output_bytes: usize,
+    live: Arc<LiveCounts>,
+}
+
+impl AcpProvider {
+    /// Reads the entry's settings; the error names the config key.
+    pub(crate) fn new(
+        spec: AcpSpec,
+        live: Arc<LiveCounts>,
+    ) -> Result<(ProviderDescriptor, Self), String> {
+        let settings: Settings = serde_json::from_value(spec.config).map_err(|e| {
+            format!("key `config`: {e} (an ACP entry takes `name` and `permissions`)")
+        })?;
+        let descriptor = ProviderDescriptor {
+            name: settings.name.unwrap_or_else(|| spec.plugin.to_string()),
+            // A persona reaches the agent as the prompt's first block; nothing else of a
+            // start request can be enforced on a program Seam does not run the model of.
+            capabilities: Capabilities {
+                output_schema: false,
+                depth_limit: false,
+                tool_filter: false,
+                persona: true,
+            },
+            features: RuntimeFeatures::default(),
+            inherits_parent_context: false,
+        };
+        let inner = Inner {
+            plugin: spec.plugin,
+            argv: spec.argv,
+            env: spec.env,
+            permissions: settings.permissions,
+            grace: spec.grace,
+            max_output_bytes: spec.max_output_bytes,
+            live,
+        };
+        Ok((
+            descriptor,
+            Self {
+                inner: Arc::new(inner),
+            },
+        ))
+    }
+}
+
+impl Provider for AcpProvider {
+    fn run(
+        &self,
+        ctx: RunContext,
+        request: StartRequest,
+    ) -> BoxFuture<'static, Result<SubagentResult, RunFailure>> {
+        let inner = self.inner.clone();
+        Box::pin(async move { inner.run(ctx, request).await })
+    }
+}
+
+impl Inner {
+    async fn run(
+        &self,
+        ctx: RunContext,
+        request: StartRequest,
+    ) -> Result<SubagentResult, RunFailure> {
+        let cwd = working_dir(&request.parent.working_directory);
+        // A JSON-escaped chunk can be several times its text; past this a line is a flood.
+        let max_line = self.max_output_bytes.saturating_mul(6).max(1 << 20);
+        let mut agent = AgentProcess::spawn(
+            &self.argv, &self.env, &cwd, max_line, self.grace, &self.live,
+        )
+        .map_err(|e| RunFailure(format!("ACP agent `{}`: {e}", self.plugin)))?;
+        let mut session = Session {
+            inner: self,
+            ctx: &ctx,
+            agent: &mut agent,
+            next_id: 0,
+            answer: String::new(),
+            reported: 0,
+            cancel_sent: false,
+            session_id: None,
+        };
+        let outcome = session.drive(&request, &cwd).await;
+        let outcome = match outcome {
+            Ok(result) => Ok(result),
+            Err(Stop::Failed(message)) => {
+                let stderr = agent
+                    .stderr_tail()
+                    .map(|t| format!("; its stderr ended with: {t}"))
+                    .unwrap_or_default();
+                Err(RunFailure(format!(
+                    "ACP agent `{}`: {message}{stderr}",
+                    self.plugin
+                )))
+            }
+        };
+        agent.finish().await;
+        outcome
+    }
+}
+
+/// The parent's working directory when it is one, else the host's.
+fn working_dir(parent: &str) -> PathBuf {
+    let path = PathBuf::from(parent);
+    if path.is_absolute() && path.is_dir() {
+        return path;
+    }
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
+}
+
+/// Why a run stopped without a result of the agent's.
+enum Stop {
+    /// The diagnostic.
+    Failed(String),
+}
+
+struct Session<'a> {
+    inner: &'a Inner,
+    ctx: &'a RunContext,
+    agent: &'a mut AgentProcess,
+    next_id: u64,
+    /// The agent's message chunks so far.
+    answer: String,
+    /// Bytes of progress reported (tool-call lines; the answer's own chunks count in `answer`).
+    reported: usize,
+    cancel_sent: bool,
+    session_id: Option<String>,
+}
+
+impl Session<'_> {
+    async fn drive(
+        &mut self,
+        request: &StartRequest,
+        cwd: &std::path::Path,
+    ) -> Result<SubagentResult, Stop> {
+        let init = self
+            .call(
+                "initialize",
+                json!({
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "clientCapabilities": {
+                        "fs": {"readTextFile": false, "writeTextFile": false},
+                        "terminal": false
+                    },
+                    "clientInfo": {"name": "seam", "version": env!("CARGO_PKG_VERSION")}
+                }),
+            )
+            .await?;
+        let Some(init) = init else {
+            return Ok(aborted(String::new()));
+        };
+        let version = init.get("protocolVersion").and_then(Value::as_u64);
+        if version != Some(PROTOCOL_VERSION) {
+            return Err(Stop::Failed(format!(
+                "it speaks ACP protocol version {}, Seam speaks {PROTOCOL_VERSION}",
+                version.map_or_else(|| "(none given)".to_string(), |v| v.to_string())
+            )));
+        }
+        let created = self
+            .call(
+                "session/new",
+                json!({"cwd": cwd.to_string_lossy(), "mcpServers": []}),
+            )
+            .await?;
+        let Some(created) = created else {
+            return Ok(aborted(String::new()));
+        };
+        let Some(session_id) = created.get("sessionId").and_then(Value::as_str) else {
+            return Err(Stop::Failed(
+                "its `session/new` answer has no `sessionId`".into(),
+            ));
+        };
+        self.session_id = Some(session_id.to_string());
+        self.ctx.ready();
+        let answer = self
+            .call(
+                "session/prompt",
+                json!({"sessionId": session_id, "prompt": prompt_blocks(request)}),
+            )
+            .await?;
+        let answer_text = std::mem::take(&mut self.answer);
+        let Some(answer) = answer else {
+            return Ok(aborted(answer_text));
+        };
+        let stop_reason = match answer.get("stopReason").and_then(Value::as_str) {
+            Some("end_turn") => StopReason::Completed,
+            Some("max_tokens") => StopReason::MaxTokens,
+            Some("refusal") => StopReason::Refusal,
+            Some("cancelled") => StopReason::Aborted,
+            Some(other) => StopReason::Other(other.replace('_', "-")),
+            None => {
+                return Err(Stop::Failed(
+                    "its `session/prompt` answer has no `stopReason`".into(),
+                ))
+            }
+        };
+        let output = if answer_text.is_empty() {
+            Vec::new()
+        } else {
+            vec![ContentBlock::text(answer_text)]
+        };
+        Ok(SubagentResult {
+            output,
+            structured: None,
+            stop_reason,
+            diagnostic: None,
+        })
+    }
+
+    /// Sends a request and serves the agent until its answer comes. `None`: the run was
+    /// cancelled before a session existed to cancel (nothing to wait for).
+    async fn call(&mut self, method: &str, params: Value) -> Result<Option<Value>, Stop> {
+        self.next_id += 1;
+        let id = self.next_id;
+        if !self.agent.send(rpc::request(id, method, params)).await {
+            return Err(self.gone(method).await);
+        }
+        loop {
+            let line = tokio::select! {
+                line = self.agent.lines.next() => line,
+                () = self.ctx.cancelled(), if !self.cancel_sent => {
+                    self.cancel_sent = true;
+                    match &self.session_id {
+                        Some(session) => {
+                            let note = rpc::notification("session/cancel", json!({"sessionId": session}));
+                            let _ = self.agent.send(note).await;
+                            continue;
+                        }
+                        None => return Ok(None),
+                    }
+                }
+            };
+            let line = match line {
+                Ok(Some(line)) => line,
+                Ok(None) => return Err(self.gone(method).await),
+                Err(e) => {
+                    return Err(Stop::Failed(format!(
+                        "it wrote {e} to stdout while Seam waited for `{method}`"
+                    )))
+                }
+            };
+            match rpc::parse(&line) {
+                Ok(Incoming::Response { id: got, result }) if got == json!(id) => {
+                    return match result {
+                        Ok(value) => Ok(Some(value)),
+                        Err(e) => Err(Stop::Failed(format!(
+                            "it answered `{method}` with an error: {e}"
+                        ))),
+                    };
+                }
+                // An answer to nothing we asked: ignored, as JSON-RPC peers do.
+                Ok(Incoming::Response { .. }) => {}
+                Ok(Incoming::Notification {
+                    method: note,
+                    params,
+                }) => {
+                    if note == "session/update" {
+                        self.update(&params)?;
+                    }
+                }
+                Ok(Incoming::Request {
+                    id,
+                    method: asked,
+                    params,
+                }) => {
+                    let reply = self.answer_request(&id, &asked, &params);
+                    if !self.agent.send(reply).await {
+                        return Err(self.gone(method).await);
+                    }
+                }
+                Err(e) => {
+                    return Err(Stop::Failed(format!(
+                        "it wrote something that is not ACP on stdout: {e}"
+                    )))
+                }
+            }
+        }
+    }
+
+    /// The diagnostic for an agent whose stdout closed while `method` was pending.
+    async fn gone(&mut self, method: &str) -> Stop {
+        let status = match self.agent.exit_status().await {
+            Some(status) => format!("exited ({status})"),
+            None => "closed its stdout".to_string(),
+        };
+        Stop::Failed(format!(
+            "the process {status} before it answered `{method}`"
+        ))
+    }
+
+    /// One `session/update`: message chunks make the answer and progress; tool calls are
+    /// reported as progress.
+    fn update(&mut self, params: &Value) -> Result<(), Stop> {
+        let Some(update) = params.get("update") else {
+            return Ok(());
+        };
+        let limit = self.inner.max_output_bytes;
+        match update.get("sessionUpdate").and_then(Value::as_str) {
+            Some("agent_message_chunk") => {
+                let content = update.get("content");
+                let Some(text) = content
+                    .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
+                    .and_then(|c| c.get("text"))
+                    .and_then(Value::as_str)
+                else {
+                    return Ok(());
+                };
+                if self.answer.len() + text.len() > limit {
+                    return Err(Stop::Failed(format!(
+                        "its answer exceeds max_output_bytes ({limit} bytes); the process was stopped"
+                    )));
+                }
+                self.answer.push_str(text);
+                if !text.is_empty() {
+                    self.ctx.progress(vec![ContentBlock::text(text)]);
+                }
+            }
+            Some("tool_call") => {
+                let title = update
+                    .get("title")
+                    .and_then(Value::as_str)
+                    .unwrap_or("(untitled)");
+                let line = format!("tool call: {title}");
+                // Progress past the limit is dropped, not kept: the answer is what matters.
+                if self.reported + line.len() <= limit {
+                    self.reported += line.len();
+                    self.ctx.progress(vec![ContentBlock::text(line)]);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The answer to a request from the agent.
+    fn answer_request(&self, id: &Value, method: &str, params: &Value) -> String {
+        match method {
+            "session/request_permission" => {
+                let outcome = self.permission(params);
+                rpc::response(id, json!({"outcome": outcome}))
+            }
+            m if m.starts_with("fs/") || m.starts_with("terminal/") => rpc::error_response(
+                id,
+                rpc::METHOD_NOT_FOUND,
+                &format!("`{m}`: Seam offers this agent no file system and no terminal"),
+            ),
+            m => rpc::error_response(id, rpc::METHOD_NOT_FOUND, &format!("`{m}` is not offered")),
+        }
+    }
+
+    /// Picks an option by the entry's policy: an `allow_*` option when the policy allows the
+    /// tool call's kind, else a `reject_*` one; `cancelled` once the run is cancelled or when
+    /// no option fits.
+    fn permission(&self, params: &Value) -> Value {
+        let cancelled = json!({"outcome": "cancelled"});
+        if self.cancel_sent || self.ctx.is_cancelled() {
+            return cancelled;
+        }
+        let kind = params
+            .get("toolCall")
+            .and_then(|t| t.get("kind"))
+            .and_then(Value::as_str)
+            .unwrap_or("other");
+        let allow = match self.inner.permissions {
+            Permissions::Allow => true,
+            Permissions::AllowRead => matches!(kind, "read" | "search" | "think"),
+            Permissions::Reject => false,
+        };
+        let wanted: &[&str] = if allow {
+            &["allow_once", "allow_always"]
+        } else {
+            &["reject_once", "reject_always"]
+        };
+        let options = params.get("options").and_then(Value::as_array);
+        let chosen = wanted.iter().find_map(|want| {
+            options?.iter().find_map(|o| {
+                (o.get("kind").and_then(Value::as_str) == Some(want))
+                    .then(|| o.get("optionId").cloned())
+                    .flatten()
+            })
+        });
+        tracing::info!(
+            plugin = %self.inner.plugin,
+            kind,
+            allowed = allow,
+            "answered the agent's permission request"
+        );
+        match chosen {
+            Some(option) => json!({"outcome": "selected", "optionId": option}),
+            None => cancelled,
+        }
+    }
+}
+
+/// The request's prompt as ACP content blocks, the persona and system prompt first.
+fn prompt_blocks(request: &StartRequest) -> Vec<Value> {
+    let mut blocks = Vec::new();
+    let system = request
+        .agent_options
+        .as_ref()
+        .and_then(|o| o.system_prompt.as_deref());
+    for preamble in [system, request.persona.as_deref()].into_iter().flatten() {
+        blocks.push(json!({"type": "text", "text": preamble}));
+    }
+    for block in &request.prompt {
+        blocks.push(json!({"type": "text", "text": block.as_text()}));
+    }
+    blocks
+}
+
+fn aborted(answer: String) -> SubagentResult {
+    let output = if answer.is_empty() {
+        Vec::new()
+    } else {
+        vec![ContentBlock::text(answer)]
+    };
+    SubagentResult {
+        output,
+        structured: None,
+        stop_reason: StopReason::Aborted,
+        diagnostic: None,
+    }
+}

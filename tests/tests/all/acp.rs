@@ -1,0 +1,382 @@
+//! CONTRACT section 10, over ACP: a `kind = "acp"` entry runs an agent program per run and
+//! speaks the Agent Client Protocol to it. The agent here is written with the official Python
+//! SDK (`tests/fixtures/acp_agent.py`), so the wire is the SDK's, not ours.
+
+use std::path::PathBuf;
+
+use seam_host::{Event, Host, StopReason, SubagentResult};
+use seam_tests::*;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+/// The Python of the plugin kit's toolchain, with the ACP SDK installed by `make setup-kit`.
+pub fn python() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let python = root.join("target/toolchains/python/bin/python");
+    let has_sdk = std::process::Command::new(&python)
+        .args(["-c", "import acp"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        has_sdk,
+        "{} cannot import the ACP Python SDK: run `make setup-kit`, which installs \
+         agent-client-protocol==0.12.1 there",
+        python.display()
+    );
+    python
+}
+
+/// The fixture agent's script.
+pub fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/acp_agent.py")
+}
+
+/// An ACP entry running the fixture; `tag` is an extra argument the fixture ignores, which
+/// marks this test's processes in /proc.
+pub fn acp_entry(id: &str, tag: &str, config: &str, grants: &str) -> String {
+    format!(
+        "[[plugin]]\nid = \"{id}\"\nkind = \"acp\"\ncommand = [\"{}\", \"{}\", \"{tag}\"]\n\
+         config = {{ {config} }}\n{grants}\n",
+        python().display(),
+        fixture().display()
+    )
+}
+
+/// Processes whose command line holds `tag`.
+pub fn processes_tagged(tag: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == tag.as_bytes()))
+        })
+        .collect()
+}
+
+/// No process of `tag` is left and the host counts none.
+pub async fn assert_no_agent_left(host: &Host, tag: &str) {
+    assert_eq!(
+        host.live_processes(),
+        0,
+        "the host still counts agent processes"
+    );
+    assert!(
+        eventually(|| processes_tagged(tag).is_empty()).await,
+        "agent processes left: {:?}",
+        processes_tagged(tag)
+    );
+}
+
+async fn run(host: &Host, provider: &str, prompt: &str) -> SubagentResult {
+    let run = host.subagents().start(provider, request(prompt)).unwrap();
+    let result = run.result().await.unwrap();
+    run.dispose().await;
+    result
+}
+
+#[tokio::test]
+async fn an_acp_agent_answers_and_its_process_is_reaped() {
+    let tag = "acp-echo";
+    let host = host_with(&acp_entry("agent", tag, "name = \"helper\"", "")).await;
+    let d = host
+        .subagents()
+        .descriptor("helper")
+        .expect("registered by its config name");
+    assert!(!d.inherits_parent_context);
+    assert!(d.capabilities.persona);
+    assert!(!d.capabilities.output_schema);
+    let result = run(&host, "helper", "echo hello from python").await;
+    assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");
+    assert_eq!(result.answer_text(), "hello from python");
+    assert_no_agent_left(&host, tag).await;
+}
+
+#[tokio::test]
+async fn chunks_stream_as_progress_and_join_into_the_answer() {
+    let host = host_with(&acp_entry("agent", "acp-stream", "", "")).await;
+    let seen = record(&host);
+    let result = run(&host, "agent", "stream 4").await;
+    assert_eq!(result.answer_text(), "part0 part1 part2 part3 ");
+    let progress: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentProgress { content, .. } => Some(seam_host::blocks_text(content)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(progress, ["part0 ", "part1 ", "part2 ", "part3 "]);
+    // Every update falls between start and end.
+    let names = names(&seen);
+    let start = names.iter().position(|n| *n == "subagent/start").unwrap();
+    let end = names.iter().position(|n| *n == "subagent/end").unwrap();
+    assert!(names
+        .iter()
+        .enumerate()
+        .all(|(i, n)| *n != "subagent/progress" || (start < i && i < end)));
+}
+
+#[tokio::test]
+async fn stop_reasons_map_onto_seams() {
+    let host = host_with(&acp_entry("agent", "acp-stops", "", "")).await;
+    for (wire, expected) in [
+        ("end_turn", StopReason::Completed),
+        ("max_tokens", StopReason::MaxTokens),
+        ("refusal", StopReason::Refusal),
+        ("cancelled", StopReason::Aborted),
+        (
+            "max_turn_requests",
+            StopReason::Other("max-turn-requests".into()),
+        ),
+    ] {
+        let result = run(&host, "agent", &format!("stop {wire}")).await;
+        assert_eq!(result.stop_reason, expected, "{wire}: {result:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_persona_and_system_prompt_come_first() {
+    let host = host_with(&acp_entry("agent", "acp-persona", "", "")).await;
+    let mut r = request("blocks");
+    r.persona = Some("You are terse.".into());
+    r.agent_options = Some(seam_host::AgentOptions {
+        model: None,
+        system_prompt: Some("System.".into()),
+    });
+    let run = host.subagents().start("agent", r).unwrap();
+    let result = run.result().await.unwrap();
+    run.dispose().await;
+    assert_eq!(result.answer_text(), "System. | You are terse. | blocks");
+}
+
+#[tokio::test]
+async fn permission_requests_follow_the_entry_policy() {
+    let cases = [
+        ("reject", "read", "no"),
+        ("reject", "edit", "no"),
+        ("allow-read", "read", "yes"),
+        ("allow-read", "search", "yes"),
+        ("allow-read", "execute", "no"),
+        ("allow", "execute", "yes"),
+    ];
+    for (policy, kind, expected) in cases {
+        let host = host_with(&acp_entry(
+            "agent",
+            "acp-permission",
+            &format!("permissions = \"{policy}\""),
+            "",
+        ))
+        .await;
+        let seen = record(&host);
+        let result = run(&host, "agent", &format!("permission {kind}")).await;
+        assert_eq!(result.answer_text(), expected, "{policy} / {kind}");
+        // The tool call the agent announced is reported as progress.
+        let progress = seen.lock().unwrap().iter().any(|e| {
+            matches!(e, Event::SubagentProgress { content, .. }
+                if seam_host::blocks_text(content) == "tool call: touch a file")
+        });
+        assert!(progress, "{policy} / {kind}");
+    }
+    // The default is to reject.
+    let host = host_with(&acp_entry("agent", "acp-permission", "", "")).await;
+    assert_eq!(
+        run(&host, "agent", "permission read").await.answer_text(),
+        "no"
+    );
+}
+
+#[tokio::test]
+async fn the_agent_sees_only_granted_variables_and_the_parents_directory() {
+    let tag = "acp-env";
+    let dir = tempfile::tempdir().unwrap();
+    let host = host_with(&acp_entry(
+        "agent",
+        tag,
+        "",
+        "[plugin.grants]\nenv = [\"HOME\"]",
+    ))
+    .await;
+    let parent = seam_host::ParentRef::top_level("p", dir.path().to_string_lossy());
+    let run = host
+        .subagents()
+        .start("agent", seam_host::StartRequest::new("env", parent))
+        .unwrap();
+    let result = run.result().await.unwrap();
+    run.dispose().await;
+    let answer = result.answer_text();
+    let (names, cwd) = answer.split_once(';').unwrap();
+    let names: Vec<&str> = names.split(',').collect();
+    assert!(names.contains(&"HOME"), "{answer}");
+    // Python may set LC_CTYPE itself (locale coercion); nothing else of the host's comes in.
+    assert!(
+        names.iter().all(|n| ["HOME", "LC_CTYPE"].contains(n)),
+        "{answer}"
+    );
+    assert_eq!(
+        std::fs::canonicalize(cwd).unwrap(),
+        std::fs::canonicalize(dir.path()).unwrap()
+    );
+    assert_no_agent_left(&host, tag).await;
+}
+
+#[tokio::test]
+async fn a_cancel_reaches_the_agent_as_session_cancel() {
+    let tag = "acp-cancel";
+    let host = host_with(&acp_entry("agent", tag, "", "")).await;
+    let mut events = watch_events(&host);
+    let run = host.subagents().start("agent", request("wait")).unwrap();
+    wait_for(&mut events, "the agent's first chunk", |seen| {
+        seen.iter()
+            .any(|e| matches!(e, Event::SubagentProgress { .. }))
+    })
+    .await;
+    run.cancel(Some("enough".into()));
+    let result = run.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Aborted, "{result:?}");
+    run.dispose().await;
+    assert_no_agent_left(&host, tag).await;
+}
+
+#[tokio::test]
+async fn an_agent_that_ignores_cancel_and_sigterm_is_killed_and_reaped() {
+    let tag = "acp-stubborn";
+    let host = host_with(&acp_entry("agent", tag, "", "")).await;
+    let mut events = watch_events(&host);
+    let run = host
+        .subagents()
+        .start("agent", request("ignore-cancel"))
+        .unwrap();
+    wait_for(&mut events, "the agent's first chunk", |seen| {
+        seen.iter()
+            .any(|e| matches!(e, Event::SubagentProgress { .. }))
+    })
+    .await;
+    assert_eq!(processes_tagged(tag).len(), 1);
+    assert_eq!(host.live_processes(), 1, "a live agent counts");
+    run.cancel(None);
+    let result = run.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Aborted, "{result:?}");
+    run.dispose().await;
+    // Closing stdin and SIGTERM are ignored; SIGKILL is not.
+    assert!(
+        eventually(|| host.live_processes() == 0).await,
+        "the process was never reaped"
+    );
+    assert_no_agent_left(&host, tag).await;
+}
+
+#[tokio::test]
+async fn broken_agents_end_the_run_with_a_diagnostic() {
+    let host = host_with(
+        &(acp_entry("agent", "acp-broken", "", "")
+            + "[[plugin]]\nid = \"missing\"\nkind = \"acp\"\n\
+               command = [\"seam-no-such-acp-agent\"]\n"),
+    )
+    .await;
+    let cases = [
+        (
+            "agent",
+            "exit",
+            vec!["exited", "exit status: 3", "fixture: exiting in the middle"],
+        ),
+        ("agent", "garbage", vec!["not ACP", "this is not json-rpc"]),
+        (
+            "missing",
+            "hello",
+            vec!["`seam-no-such-acp-agent` is not on PATH"],
+        ),
+    ];
+    for (provider, prompt, needles) in cases {
+        let result = run(&host, provider, prompt).await;
+        assert_eq!(
+            result.stop_reason,
+            StopReason::Error,
+            "{prompt}: {result:?}"
+        );
+        let diagnostic = result.diagnostic.clone().unwrap_or_default();
+        assert!(
+            diagnostic.contains(&format!("ACP agent `{provider}`")),
+            "{diagnostic}"
+        );
+        for needle in needles {
+            assert!(diagnostic.contains(needle), "{prompt}: {diagnostic}");
+        }
+    }
+    assert_no_agent_left(&host, "acp-broken").await;
+}
+
+#[tokio::test]
+async fn concurrent_runs_each_get_a_process() {
+    let tag = "acp-concurrent";
+    let host = host_with(&acp_entry("agent", tag, "", "")).await;
+    let runs: Vec<_> = (0..4)
+        .map(|i| {
+            host.subagents()
+                .start("agent", request(&format!("echo run {i}")))
+                .unwrap()
+        })
+        .collect();
+    for (i, run) in runs.iter().enumerate() {
+        let result = run.result().await.unwrap();
+        assert_eq!(result.answer_text(), format!("run {i}"));
+    }
+    for run in runs {
+        run.dispose().await;
+    }
+    assert_no_agent_left(&host, tag).await;
+}
+
+#[tokio::test]
+async fn the_subagent_tool_binds_to_an_acp_provider() {
+    let host = host_with(
+        &(acp_entry("agent", "acp-tool", "", "")
+            + &entry(
+                "ask",
+                "subagent_tool",
+                "provider = \"agent\", toolName = \"ask_agent\"",
+            )),
+    )
+    .await;
+    let r = host
+        .call_tool(
+            "ask_agent",
+            seam_host::ParentRef::top_level("p", "/w"),
+            &json!({"description": "d", "prompt": "echo through the tool"}).to_string(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{}", r.text());
+    assert_eq!(r.text(), "through the tool");
+}
+
+#[tokio::test]
+async fn acp_entries_are_checked_at_load() {
+    let host = test_host();
+    let cases = [
+        (
+            "[[plugin]]\nid = \"a\"\nkind = \"acp\"\ncommand = [\"x\"]\nconfig = { colour = \"red\" }\n",
+            "unknown field `colour`",
+        ),
+        (
+            "[[plugin]]\nid = \"a\"\nkind = \"acp\"\ncommand = [\"x\"]\nconfig = { permissions = \"sometimes\" }\n",
+            "unknown variant `sometimes`",
+        ),
+        (
+            "[[plugin]]\nid = \"a\"\nkind = \"acp\"\ncommand = [\"x\"]\n[plugin.grants]\nnetwork = [\"127.0.0.1:80\"]\n",
+            "grants.network",
+        ),
+    ];
+    for (toml, needle) in cases {
+        let report = host.load(&config(toml)).await;
+        assert!(!report.is_ok(), "{toml}");
+        let failures = report.failures();
+        assert!(failures.contains("plugin `a`"), "{failures}");
+        assert!(failures.contains(needle), "{failures}");
+        assert!(host.subagents().descriptor("a").is_none());
+    }
+}
