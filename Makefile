@@ -18,7 +18,7 @@ ACP_STAMP       := $(TOOLCHAINS)/python/.agent-client-protocol-$(ACP_PY)
 JS_STAMP        := $(TOOLCHAINS)/js/.installed
 
 .DEFAULT_GOAL := build
-.PHONY: setup setup-kit guests build demo test lint bench bench-setup
+.PHONY: setup setup-kit guests fixtures build demo test lint bench bench-setup
 
 # The guest components are built for WASI preview 2.
 setup:
@@ -50,6 +50,11 @@ $(JS_STAMP): host/cli/templates/js/provider/package.json
 guests: setup
 	$(CARGO) build --release --target wasm32-wasip2 --target-dir target/guests $(GUESTS)
 
+# The ACP agent the tests run that is written with the official Rust crate: a workspace of its
+# own, so its dependencies (serde_json's preserve_order among them) never reach Seam's build.
+fixtures:
+	$(CARGO) build --manifest-path tests/fixtures/rust-acp-agent/Cargo.toml --target-dir target/rust-acp-agent
+
 # The guests and the `seam` CLI (target/debug/seam).
 build: guests
 	$(CARGO) build -p seam-cli
@@ -58,7 +63,7 @@ demo: build
 	$(SEAM) check examples/demo.toml
 	$(SEAM) run examples/demo.toml --events
 
-test: setup setup-kit guests
+test: setup setup-kit guests fixtures
 	$(CARGO) test
 
 lint: setup

@@ -522,8 +522,9 @@ impl Loader {
         })
     }
 
-    /// An ACP entry: no component, a process per run. Of the grants only `env` means anything
-    /// to a process Seam does not sandbox, so the others are refused rather than ignored.
+    /// An ACP entry: no component, a process per run. Of the grants only `env` (its whole
+    /// environment) and `dirs` (where its `fs/*` requests may reach) mean anything to a process
+    /// Seam does not sandbox, so the others are refused rather than ignored.
     fn prepare_acp(
         &self,
         entry: &PluginEntry,
@@ -533,7 +534,6 @@ impl Loader {
         info.kind = Some(PluginKind::Provider);
         let grants = &entry.grants;
         let outside = [
-            ("grants.dirs", !grants.dirs.is_empty()),
             ("grants.network", !grants.network.is_empty()),
             ("grants.dns", grants.dns),
             ("grants.http", !grants.http.is_empty()),
@@ -543,8 +543,8 @@ impl Loader {
                 id: entry.id.clone(),
                 source: SandboxError {
                     key: (*key).to_string(),
-                    message: "an ACP agent is a process outside the sandbox: only `env` grants \
-                              apply to it (it reaches what the host's user can)"
+                    message: "an ACP agent is a process outside the sandbox: only `env` and \
+                              `dirs` grants apply to it (it reaches what the host's user can)"
                         .into(),
                 },
             });
@@ -559,6 +559,8 @@ impl Loader {
             env: sandbox.grants().env_values().to_vec(),
             grace: self.runtime.cancel_grace,
             max_output_bytes: sandbox.limits().max_output_bytes,
+            dirs: sandbox.grants().dirs.clone(),
+            max_file_bytes: sandbox.limits().max_write_bytes,
         };
         let (descriptor, provider) = crate::acp::AcpProvider::new(spec, self.runtime.live.clone())
             .map_err(|message| LoadError::Acp {

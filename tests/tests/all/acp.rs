@@ -380,3 +380,132 @@ async fn acp_entries_are_checked_at_load() {
         assert!(host.subagents().descriptor("a").is_none());
     }
 }
+
+#[tokio::test]
+async fn file_requests_reach_only_granted_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let (open, shut) = (dir.path().join("open"), dir.path().join("shut"));
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::create_dir_all(&shut).unwrap();
+    std::fs::write(open.join("notes.txt"), "one\ntwo\n").unwrap();
+    std::fs::write(shut.join("secret.txt"), "hidden").unwrap();
+    std::fs::write(dir.path().join("outside.txt"), "outside").unwrap();
+    // A link inside the granted directory that points out of it.
+    std::os::unix::fs::symlink(dir.path().join("outside.txt"), open.join("link.txt")).unwrap();
+    let grants = format!(
+        "[plugin.grants]\ndirs = [{{ host = \"{}\", guest = \"/open\", write = true }}, \
+         {{ host = \"{}\", guest = \"/shut\" }}]",
+        open.display(),
+        shut.display()
+    );
+    let host = host_with(
+        &(acp_entry("files", "acp-files", "", &grants) + &acp_entry("bare", "acp-files", "", "")),
+    )
+    .await;
+    let ask = |provider: &'static str, prompt: String| {
+        let host = host.clone();
+        async move { run(&host, provider, &prompt).await.answer_text() }
+    };
+    let p = |path: &std::path::Path| path.display().to_string();
+    assert_eq!(ask("files", "caps".into()).await, "read=True write=True");
+    assert_eq!(
+        ask("files", format!("read {}", p(&open.join("notes.txt")))).await,
+        "read: one\ntwo\n"
+    );
+    assert_eq!(
+        ask("files", format!("read {}", p(&shut.join("secret.txt")))).await,
+        "read: hidden"
+    );
+    assert_eq!(
+        ask("files", format!("write {} hello", p(&open.join("new.txt")))).await,
+        "written"
+    );
+    assert_eq!(
+        std::fs::read_to_string(open.join("new.txt")).unwrap(),
+        "hello"
+    );
+    let refused = [
+        (
+            format!("read {}", p(&dir.path().join("outside.txt"))),
+            "outside the directories granted",
+        ),
+        (
+            format!("read {}", p(&open.join("link.txt"))),
+            "outside the directories granted",
+        ),
+        (
+            format!("write {} x", p(&shut.join("secret.txt"))),
+            "granted read-only",
+        ),
+        ("read relative.txt".to_string(), "not an absolute path"),
+        ("terminal".to_string(), "no terminal"),
+    ];
+    for (prompt, needle) in refused {
+        let answer = ask("files", prompt.clone()).await;
+        assert!(
+            answer.starts_with("error: ") && answer.contains(needle),
+            "{prompt}: {answer}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(shut.join("secret.txt")).unwrap(),
+        "hidden"
+    );
+    // Without a `dirs` grant the agent is told it has no file system, and asking fails.
+    assert_eq!(ask("bare", "caps".into()).await, "read=False write=False");
+    let answer = ask("bare", format!("read {}", p(&open.join("notes.txt")))).await;
+    assert!(answer.contains("granted no directory"), "{answer}");
+}
+
+/// The agent written with the official Rust crate's agent side (`make fixtures` builds it).
+fn rust_agent() -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/rust-acp-agent/debug/rust-acp-agent");
+    assert!(
+        path.is_file(),
+        "{} is missing: run `make fixtures` (it builds tests/fixtures/rust-acp-agent)",
+        path.display()
+    );
+    path
+}
+
+#[tokio::test]
+async fn an_agent_built_on_the_rust_crate_answers_streams_stops_and_cancels() {
+    let host = host_with(&format!(
+        "[[plugin]]\nid = \"rusty\"\nkind = \"acp\"\ncommand = [\"{}\"]\n",
+        rust_agent().display()
+    ))
+    .await;
+    let result = run(&host, "rusty", "echo from rust").await;
+    assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");
+    assert_eq!(result.answer_text(), "from rust");
+    assert_eq!(
+        run(&host, "rusty", "stream 3").await.answer_text(),
+        "part0 part1 part2 "
+    );
+    for (wire, expected) in [
+        ("max_tokens", StopReason::MaxTokens),
+        ("refusal", StopReason::Refusal),
+    ] {
+        assert_eq!(
+            run(&host, "rusty", &format!("stop {wire}"))
+                .await
+                .stop_reason,
+            expected
+        );
+    }
+    let mut events = watch_events(&host);
+    let waiting = host.subagents().start("rusty", request("wait")).unwrap();
+    wait_for(&mut events, "the agent's first chunk", |seen| {
+        seen.iter()
+            .any(|e| matches!(e, Event::SubagentProgress { .. }))
+    })
+    .await;
+    waiting.cancel(None);
+    assert_eq!(
+        waiting.result().await.unwrap().stop_reason,
+        StopReason::Aborted
+    );
+    waiting.dispose().await;
+    assert_eq!(host.live_processes(), 0);
+}

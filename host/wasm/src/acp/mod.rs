@@ -9,11 +9,12 @@
 //! A run: spawn with exactly the granted environment in the parent's working directory,
 //! `initialize`, `session/new`, then `session/prompt`. `session/update` message chunks become
 //! the answer and progress; the stop reason maps onto Seam's; a cancel sends `session/cancel`.
-//! Permission requests are answered by the entry's policy; the agent is offered no file system
-//! and no terminal, and such requests are refused.
+//! Permission requests are answered by the entry's policy. The agent is offered the file system
+//! only inside the entry's `dirs` grants, and never a terminal; other requests are refused.
 
 pub mod rpc;
 
+mod files;
 mod process;
 
 use std::path::PathBuf;
@@ -73,6 +74,10 @@ pub(crate) struct AcpSpec {
     pub grace: Duration,
     /// The entry's `max_output_bytes`: the answer, and the progress, may not exceed it.
     pub max_output_bytes: usize,
+    /// The entry's `dirs` grants (canonical host paths): where `fs/*` requests may reach.
+    pub dirs: Vec<crate::sandbox::DirGrant>,
+    /// The entry's `max_write_bytes`: the largest file the agent may read or write through Seam.
+    pub max_file_bytes: u64,
 }
 
 /// A provider that runs an agent program per run.
@@ -87,6 +92,7 @@ struct Inner {
     permissions: Permissions,
     grace: Duration,
     max_output_bytes: usize,
+    files: files::Files,
     live: Arc<LiveCounts>,
 }
 
@@ -119,6 +125,7 @@ impl AcpProvider {
             permissions: settings.permissions,
             grace: spec.grace,
             max_output_bytes: spec.max_output_bytes,
+            files: files::Files::new(spec.dirs, spec.max_file_bytes),
             live,
         };
         Ok((
@@ -223,7 +230,10 @@ impl Session<'_> {
                 json!({
                     "protocolVersion": PROTOCOL_VERSION,
                     "clientCapabilities": {
-                        "fs": {"readTextFile": false, "writeTextFile": false},
+                        "fs": {
+                            "readTextFile": self.inner.files.can_read(),
+                            "writeTextFile": self.inner.files.can_write()
+                        },
                         "terminal": false
                     },
                     "clientInfo": {"name": "seam", "version": env!("CARGO_PKG_VERSION")}
@@ -347,7 +357,7 @@ impl Session<'_> {
                     method: asked,
                     params,
                 }) => {
-                    let reply = self.answer_request(&id, &asked, &params);
+                    let reply = self.answer_request(&id, &asked, &params).await;
                     if !self.agent.send(reply).await {
                         return Err(self.gone(method).await);
                     }
@@ -417,16 +427,34 @@ impl Session<'_> {
     }
 
     /// The answer to a request from the agent.
-    fn answer_request(&self, id: &Value, method: &str, params: &Value) -> String {
+    async fn answer_request(&self, id: &Value, method: &str, params: &Value) -> String {
         match method {
             "session/request_permission" => {
                 let outcome = self.permission(params);
                 rpc::response(id, json!({"outcome": outcome}))
             }
-            m if m.starts_with("fs/") || m.starts_with("terminal/") => rpc::error_response(
+            "fs/read_text_file" | "fs/write_text_file" if self.inner.files.can_read() => {
+                let (files, method_owned, params_owned) =
+                    (self.inner.files.clone(), method.to_string(), params.clone());
+                let served =
+                    tokio::task::spawn_blocking(move || files.serve(&method_owned, &params_owned))
+                        .await
+                        .unwrap_or_else(|e| Err(format!("the file task failed: {e}")));
+                tracing::info!(plugin = %self.inner.plugin, method, ok = served.is_ok(), "served the agent's file request");
+                match served {
+                    Ok(result) => rpc::response(id, result),
+                    Err(message) => rpc::error_response(id, rpc::INVALID_PARAMS, &message),
+                }
+            }
+            m if m.starts_with("fs/") => rpc::error_response(
                 id,
                 rpc::METHOD_NOT_FOUND,
-                &format!("`{m}`: Seam offers this agent no file system and no terminal"),
+                &format!("`{m}`: this agent is granted no directory (`grants.dirs`)"),
+            ),
+            m if m.starts_with("terminal/") => rpc::error_response(
+                id,
+                rpc::METHOD_NOT_FOUND,
+                &format!("`{m}`: Seam offers an ACP agent no terminal"),
             ),
             m => rpc::error_response(id, rpc::METHOD_NOT_FOUND, &format!("`{m}` is not offered")),
         }
