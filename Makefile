@@ -18,7 +18,7 @@ ACP_STAMP       := $(TOOLCHAINS)/python/.agent-client-protocol-$(ACP_PY)
 JS_STAMP        := $(TOOLCHAINS)/js/.installed
 
 .DEFAULT_GOAL := build
-.PHONY: setup setup-kit guests fixtures build demo test lint bench bench-setup
+.PHONY: setup setup-kit guests fixtures build demo test lint bench bench-setup profile
 
 # The guest components are built for WASI preview 2.
 setup:
@@ -80,6 +80,12 @@ fuzz-run:
 	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run request_validation corpus/request_validation seeds/request_validation -- -seed=1 -runs=200000
 	mkdir -p fuzz/corpus/component_load
 	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run component_load corpus/component_load ../target/guests/wasm32-wasip2/release -- -seed=1 -runs=2000
+
+# Where a full run's instructions go, by part, under callgrind (needs valgrind): instruction
+# counts do not depend on the machine's load. Prints a table for BENCHMARKS.md.
+profile: guests
+	$(CARGO) bench -p seam-bench --bench latency --no-run
+	python3 scripts/profile-run.py $$(ls -t target/release/deps/latency-* | grep -v '\.d$$' | head -1) target/profile
 
 # The Extism peer lives in a workspace of its own (a second wasmtime) with its own target dir,
 # so that `make test` never compiles it; its plugin is a core module for wasm32-unknown-unknown.

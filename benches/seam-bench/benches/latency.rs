@@ -13,7 +13,12 @@ fn main() {
     let rt = runtime();
     let host = rt.block_on(host(options(1000), "", 1000));
     let mut results = serde_json::Map::new();
+    // `SEAM_BENCH_ONLY=seam` skips the native runs (for a profile of the component's alone).
+    let only = std::env::var("SEAM_BENCH_ONLY").ok();
     for (label, provider) in [("seam", MOCK), ("native", NATIVE)] {
+        if only.as_deref().is_some_and(|o| o != label) {
+            continue;
+        }
         let host = host.clone();
         let stats = on_worker(&rt, async move {
             let req = request();

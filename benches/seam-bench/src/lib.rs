@@ -5,6 +5,10 @@
 //! as JSON into `target/seam-bench/`; `seam-bench-report` turns those and criterion's
 //! `estimates.json` files into the Markdown table of `BENCHMARKS.md`.
 
+/// The allocator the `seam` binary uses, so that the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,6 +68,11 @@ pub const REPLY: &str = "Notes on {prompt} for {parent} at depth {depth}";
 /// Host options for benchmarks: a compile cache under `target/`, room for `instances` live
 /// instances in the pool.
 pub fn options(instances: u32) -> HostOptions {
+    // For profiling under valgrind, which cannot reserve the address space of a full pool.
+    let instances = std::env::var("SEAM_BENCH_POOL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(instances);
     HostOptions {
         engine: EngineOptions {
             cache_dir: Some(repo().join("target/seam-bench-cache")),

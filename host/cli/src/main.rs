@@ -43,6 +43,11 @@ use clap::{Parser, Subcommand};
 use seam_host::{Config, Host, HostOptions, ListenerId, LoadReport};
 use tokio_util::sync::CancellationToken;
 
+/// A run makes about a hundred small allocations, many freed on another thread than the one
+/// that made them; mimalloc serves them in about a third of glibc's instructions (BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Everything went as asked.
 pub(crate) const EXIT_OK: u8 = 0;
 /// Something could not be done.

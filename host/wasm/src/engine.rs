@@ -221,6 +221,24 @@ fn engine_config(options: &EngineOptions, warm_slots: bool) -> Config {
     config
 }
 
+/// The engine's error, with what to change when the pool did not fit the OS's limits: each
+/// pooled instance needs a few memory mappings (its stack's guard page, its memories and tables
+/// once in use), and Linux allows 65,530 per process unless `vm.max_map_count` is raised.
+fn explain_pool_error(e: &wasmtime::Error, options: &EngineOptions) -> String {
+    let message = format!("{e:#}");
+    if !message.contains("Cannot allocate memory") {
+        return message;
+    }
+    let instances = u64::from(options.pool_instances);
+    format!(
+        "{message}: a pool of {instances} instances needs about {} memory mappings (4 per \
+         instance, when all are live); raise the OS's limit (`sysctl -w vm.max_map_count={}`) \
+         or make the pool smaller",
+        instances * 4,
+        (instances * 4 + 65_530).next_power_of_two()
+    )
+}
+
 /// Stops the ticker thread when the engine goes away.
 struct EpochTicker(Arc<AtomicBool>);
 
@@ -243,7 +261,7 @@ impl SeamEngine {
         let engine = match Engine::new(&engine_config(options, true)) {
             Ok(engine) => engine,
             Err(_) if options.pooling => Engine::new(&engine_config(options, false))
-                .map_err(|e| EngineError::Config(format!("{e:#}")))?,
+                .map_err(|e| EngineError::Config(explain_pool_error(&e, options)))?,
             Err(e) => return Err(EngineError::Config(format!("{e:#}"))),
         };
 
