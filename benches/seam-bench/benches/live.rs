@@ -7,7 +7,9 @@
 use std::time::Instant;
 
 use seam_bench::MOCK;
-use seam_bench::{host, on_worker, options, proc_status_kib, request, runtime, write_result};
+use seam_bench::{
+    host, on_worker, options, proc_status_kib, request, runtime, smaps_rollup_kib, write_result,
+};
 
 /// Live runs by default; `SEAM_BENCH_LIVE` sets another count (the pool is sized for it).
 const LIVE_DEFAULT: usize = 10_000;
@@ -30,6 +32,7 @@ fn main() {
         warm.started().await.expect("ready");
         warm.dispose().await;
         let base_rss = proc_status_kib("VmRSS").unwrap_or(0);
+        let base_pss = smaps_rollup_kib("Pss").unwrap_or(0);
 
         let t = Instant::now();
         let req = request();
@@ -43,6 +46,9 @@ fn main() {
         let live_runs = host.live_runs();
         let live_instances = host.live_instances();
         let live_rss = proc_status_kib("VmRSS").unwrap_or(0);
+        // RSS counts the memory image's clean pages once per instance mapping them; PSS
+        // divides them among the instances, so it is what a live run really costs.
+        let live_pss = smaps_rollup_kib("Pss").unwrap_or(0);
         if let Some(path) = std::env::var_os("SEAM_BENCH_SMAPS") {
             // Where the memory of the live runs is, mapping by mapping, for profiling.
             let smaps = std::fs::read("/proc/self/smaps").unwrap_or_default();
@@ -65,6 +71,9 @@ fn main() {
             "after_dispose_rss_kib": after_rss,
             "peak_rss_kib": hwm,
             "per_run_kib": (live_rss.saturating_sub(base_rss)) as f64 / live as f64,
+            "base_pss_kib": base_pss,
+            "live_pss_kib": live_pss,
+            "per_run_pss_kib": (live_pss.saturating_sub(base_pss)) as f64 / live as f64,
             "start_all_secs": start_secs,
             "dispose_all_secs": dispose_secs,
         })

@@ -246,6 +246,16 @@ pub async fn timed<F: std::future::Future>(f: F) -> (Duration, F::Output) {
 }
 
 /// A field of `/proc/self/status` in KiB (`VmRSS`, `VmHWM`), where there is one.
+/// A field of `/proc/self/smaps_rollup` in KiB (`Pss`: resident memory with each shared page
+/// divided among the mappings that share it).
+pub fn smaps_rollup_kib(field: &str) -> Option<u64> {
+    let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
+    rollup.lines().find_map(|line| {
+        let rest = line.strip_prefix(field)?.strip_prefix(':')?;
+        rest.trim().strip_suffix("kB")?.trim().parse().ok()
+    })
+}
+
 pub fn proc_status_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status.lines().find_map(|line| {

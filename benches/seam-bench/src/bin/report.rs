@@ -217,15 +217,16 @@ fn tables() -> String {
         w,
         "\n**10,000 live runs** (each blocked in `run-context.sleep`)\n"
     );
-    let _ = writeln!(w, "| peak RSS (VmHWM) | RSS before | RSS with all live | per live run | start all | dispose all |");
-    let _ = writeln!(w, "|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(w, "| peak RSS (VmHWM) | RSS before | RSS with all live | per live run (RSS) | per live run (PSS) | start all | dispose all |");
+    let _ = writeln!(w, "|---:|---:|---:|---:|---:|---:|---:|");
     let _ = writeln!(
         w,
-        "| {} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} |",
         mib("peak_rss_kib"),
         mib("base_rss_kib"),
         mib("live_rss_kib"),
         num(&live, &["per_run_kib"]).map_or("n/a".into(), |v| format!("{v:.1} KiB")),
+        num(&live, &["per_run_pss_kib"]).map_or("n/a".into(), |v| format!("{v:.1} KiB")),
         num(&live, &["start_all_secs"]).map_or("n/a".into(), |v| format!("{:.0} ms", v * 1e3)),
         num(&live, &["dispose_all_secs"]).map_or("n/a".into(), |v| format!("{:.0} ms", v * 1e3)),
     );
