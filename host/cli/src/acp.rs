@@ -244,84 +244,53 @@ fn stream_updates(
 ) -> seam_host::ListenerId {
     let agents = host.agents().clone();
     host.events().subscribe(move |event| {
-        let session_of = |agent: &str| {
-            let lineage = agents.lineage(agent);
-            let root = lineage.last()?;
-            lock(&sessions).contains_key(root).then(|| root.clone())
+        // The agent the event is about: the caller, for a delegation.
+        let owner = match &event {
+            Event::AgentToolCall { id, .. } | Event::AgentToolResult { id, .. } => id,
+            Event::SubagentStart { parent, .. }
+            | Event::SubagentProgress { parent, .. }
+            | Event::SubagentEnd { parent, .. } => &parent.id,
+            _ => return Ok(()),
         };
-        let (session, body) = match &event {
+        let lineage = agents.lineage(owner);
+        let Some(session) = lineage
+            .last()
+            .filter(|root| lock(&sessions).contains_key(*root))
+        else {
+            return Ok(());
+        };
+        let status = |ok: bool| if ok { "completed" } else { "failed" };
+        let body = match &event {
             Event::AgentToolCall { id, call, tool } => {
-                let Some(session) = session_of(id) else {
-                    return Ok(());
-                };
-                let title = if *id == session {
+                let title = if id == session {
                     format!("tool `{tool}`")
                 } else {
                     format!("{id}: tool `{tool}`")
                 };
-                let body = json!({"sessionUpdate": "tool_call", "toolCallId": format!("{id}/{call}"),
-                                  "title": title, "kind": "other", "status": "in_progress"});
-                (session, body)
+                json!({"sessionUpdate": "tool_call", "toolCallId": format!("{id}/{call}"),
+                       "title": title, "kind": "other", "status": "in_progress"})
             }
             Event::AgentToolResult {
                 id, call, is_error, ..
-            } => {
-                let Some(session) = session_of(id) else {
-                    return Ok(());
-                };
-                let status = if *is_error { "failed" } else { "completed" };
-                let body = json!({"sessionUpdate": "tool_call_update",
-                                  "toolCallId": format!("{id}/{call}"), "status": status});
-                (session, body)
+            } => json!({"sessionUpdate": "tool_call_update",
+                        "toolCallId": format!("{id}/{call}"), "status": status(!is_error)}),
+            Event::SubagentStart { provider, id, .. } => {
+                json!({"sessionUpdate": "tool_call", "toolCallId": id,
+                       "title": format!("delegate to `{provider}` ({id})"),
+                       "kind": "other", "status": "in_progress"})
             }
-            Event::SubagentStart {
-                provider,
-                id,
-                parent,
-            } => {
-                let Some(session) = session_of(&parent.id) else {
-                    return Ok(());
-                };
-                let body = json!({"sessionUpdate": "tool_call", "toolCallId": id,
-                                  "title": format!("delegate to `{provider}` ({id})"),
-                                  "kind": "other", "status": "in_progress"});
-                (session, body)
-            }
-            Event::SubagentProgress {
-                id,
-                parent,
-                content,
-                ..
-            } => {
-                let Some(session) = session_of(&parent.id) else {
-                    return Ok(());
-                };
+            Event::SubagentProgress { id, content, .. } => {
                 let text = seam_host::blocks_text(content);
-                let body = json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
-                                  "content": [{"type": "content", "content": {"type": "text", "text": text}}]});
-                (session, body)
+                json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
+                       "content": [{"type": "content", "content": {"type": "text", "text": text}}]})
             }
             Event::SubagentEnd {
-                id,
-                parent,
-                stop_reason,
-                ..
-            } => {
-                let Some(session) = session_of(&parent.id) else {
-                    return Ok(());
-                };
-                let status = if stop_reason.is_success() {
-                    "completed"
-                } else {
-                    "failed"
-                };
-                let body = json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
-                                  "status": status});
-                (session, body)
-            }
+                id, stop_reason, ..
+            } => json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
+                        "status": status(stop_reason.is_success())}),
             _ => return Ok(()),
         };
-        let _ = out.send(update(&session, body));
+        let _ = out.send(update(session, body));
         Ok(())
     })
 }

@@ -70,6 +70,15 @@ pub async fn assert_no_agent_left(host: &Host, tag: &str) {
     );
 }
 
+/// A barrier: the agent has sent its first chunk (a run's first progress event).
+async fn first_chunk(events: &mut tokio::sync::watch::Receiver<Vec<Event>>) {
+    wait_for(events, "the agent's first chunk", |seen| {
+        seen.iter()
+            .any(|e| matches!(e, Event::SubagentProgress { .. }))
+    })
+    .await;
+}
+
 async fn run(host: &Host, provider: &str, prompt: &str) -> SubagentResult {
     let run = host.subagents().start(provider, request(prompt)).unwrap();
     let result = run.result().await.unwrap();
@@ -229,11 +238,7 @@ async fn a_cancel_reaches_the_agent_as_session_cancel() {
     let host = host_with(&acp_entry("agent", tag, "", "")).await;
     let mut events = watch_events(&host);
     let run = host.subagents().start("agent", request("wait")).unwrap();
-    wait_for(&mut events, "the agent's first chunk", |seen| {
-        seen.iter()
-            .any(|e| matches!(e, Event::SubagentProgress { .. }))
-    })
-    .await;
+    first_chunk(&mut events).await;
     run.cancel(Some("enough".into()));
     let result = run.result().await.unwrap();
     assert_eq!(result.stop_reason, StopReason::Aborted, "{result:?}");
@@ -250,11 +255,7 @@ async fn an_agent_that_ignores_cancel_and_sigterm_is_killed_and_reaped() {
         .subagents()
         .start("agent", request("ignore-cancel"))
         .unwrap();
-    wait_for(&mut events, "the agent's first chunk", |seen| {
-        seen.iter()
-            .any(|e| matches!(e, Event::SubagentProgress { .. }))
-    })
-    .await;
+    first_chunk(&mut events).await;
     assert_eq!(processes_tagged(tag).len(), 1);
     assert_eq!(host.live_processes(), 1, "a live agent counts");
     run.cancel(None);
@@ -496,11 +497,7 @@ async fn an_agent_built_on_the_rust_crate_answers_streams_stops_and_cancels() {
     }
     let mut events = watch_events(&host);
     let waiting = host.subagents().start("rusty", request("wait")).unwrap();
-    wait_for(&mut events, "the agent's first chunk", |seen| {
-        seen.iter()
-            .any(|e| matches!(e, Event::SubagentProgress { .. }))
-    })
-    .await;
+    first_chunk(&mut events).await;
     waiting.cancel(None);
     assert_eq!(
         waiting.result().await.unwrap().stop_reason,
