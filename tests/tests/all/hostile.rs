@@ -417,6 +417,24 @@ async fn sockets_and_name_lookup_need_a_grant() {
     // A denied address outside a plugin's grant is named, with the grant to add.
     let warned = log.of_plugin("elsewhere", &format!("add \"{other_addr}\" to `network`"));
     assert_eq!(warned.len(), 1, "{:#?}", log.lines());
+    // A socket without a `network` grant, and a name lookup without `dns`, are named too.
+    let warned = log.of_plugin("connect", "opened a TCP socket");
+    assert_eq!(warned.len(), 1, "{:#?}", log.lines());
+    assert!(
+        warned[0].contains("to `network` under [plugin.grants]"),
+        "{warned:?}"
+    );
+    for id in ["resolve", "lookup-with-socket-grant"] {
+        let warned = log.of_plugin(id, "looked up the name `localhost`");
+        assert_eq!(warned.len(), 1, "{id}: {:#?}", log.lines());
+        assert!(warned[0].contains("set `dns = true`"), "{warned:?}");
+    }
+    // A granted socket is not warned about.
+    assert!(
+        log.of_plugin("granted", "opened a").is_empty(),
+        "{:#?}",
+        log.lines()
+    );
 }
 
 #[tokio::test]

@@ -22,6 +22,7 @@ pub(crate) mod guest;
 pub(crate) mod http;
 pub(crate) mod log;
 pub(crate) mod run_context;
+pub(crate) mod sockets;
 pub(crate) mod state;
 pub(crate) mod subagents;
 pub(crate) mod v0_1_0;
@@ -352,6 +353,7 @@ impl Linkers {
             // Linked for every plugin: without an `http` grant, every request is denied.
             wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
             filesystem::add_to_linker(&mut linker)?;
+            sockets::add_to_linker(&mut linker)?;
             Ok(linker)
         };
         let latest = |kind: PluginKind| -> wasmtime::Result<Linker<StoreData>> {

@@ -14,6 +14,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::context::{CallEnv, RunEnv};
 use super::http::HttpHooks;
+use super::sockets::SocketWatch;
 use crate::sandbox::output::{GuestOutput, LogBudget, Stdio};
 use crate::sandbox::{DiskQuota, Limit, LimitHit, PluginLimiter, Sandbox};
 
@@ -63,6 +64,8 @@ pub struct StoreData {
     wasi: WasiCtx,
     http: WasiHttpCtx,
     http_hooks: HttpHooks,
+    /// What the store may do with sockets, for the denial warnings of `sockets`.
+    pub(crate) socket_watch: SocketWatch,
     table: ResourceTable,
     limiter: PluginLimiter,
     /// Epoch ticks during which this store's guest code was running.
@@ -174,6 +177,7 @@ pub(crate) fn new_store(
     let state = StoreData {
         limiter: PluginLimiter::new(plugin.clone(), limits),
         http_hooks: HttpHooks::new(plugin.clone(), sandbox),
+        socket_watch: SocketWatch::new(sandbox.grants()),
         http: {
             let mut http = WasiHttpCtx::new();
             http.set_field_size_limit(HTTP_FIELD_BYTES);

@@ -1,0 +1,144 @@
+//! Denied socket use a developer can see: `wasi:sockets` calls that a grant would allow are
+//! logged at `warn`, naming the plugin, what it attempted and the grant key to add.
+//!
+//! wasmtime-wasi refuses a name lookup without `dns = true`, and a socket without a `network`
+//! grant, silently. [`add_to_linker`] shadows the three functions where that happens
+//! (`resolve-addresses`, `create-tcp-socket`, `create-udp-socket`), warns when the store's grants
+//! refuse the call, and delegates to wasmtime-wasi, which refuses it as before. A connection to
+//! an address outside a `network` grant is warned about by the grant's address check
+//! (`sandbox::grants`), which knows the address; socket creation does not.
+
+use wasmtime::component::{Linker, Resource};
+use wasmtime::StoreContextMut;
+use wasmtime_wasi::p2::bindings::sockets::ip_name_lookup::{self, ResolveAddressStream};
+use wasmtime_wasi::p2::bindings::sockets::network::{ErrorCode, IpAddressFamily};
+use wasmtime_wasi::p2::bindings::sockets::tcp_create_socket::Host as _;
+use wasmtime_wasi::p2::bindings::sockets::udp_create_socket::Host as _;
+use wasmtime_wasi::p2::{Network, SocketError, TcpSocket, UdpSocket};
+use wasmtime_wasi::sockets::WasiSocketsView;
+
+use super::state::StoreData;
+use crate::sandbox::Granted;
+
+/// The version wasmtime-wasi defines; components importing an older 0.2 link to it too.
+const VERSION: &str = "0.2.12";
+
+/// Most denials one store warns about, so a guest looking up names in a loop cannot flood the
+/// log.
+const DENIAL_WARNINGS: usize = 8;
+
+type Store<'a> = StoreContextMut<'a, StoreData>;
+type Answer<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
+
+/// What one store may do with sockets, and the denials it already warned about.
+#[derive(Default)]
+pub(crate) struct SocketWatch {
+    dns: bool,
+    network: bool,
+    warned: Vec<Denial>,
+}
+
+/// One denied attempt, as warned about.
+#[derive(PartialEq)]
+enum Denial {
+    Lookup(String),
+    Socket(&'static str),
+}
+
+impl SocketWatch {
+    /// The watch of a store with `grants`.
+    pub(crate) fn new(grants: &Granted) -> Self {
+        Self {
+            dns: grants.dns,
+            network: !grants.network.is_empty(),
+            warned: Vec::new(),
+        }
+    }
+
+    /// Logs `denial` once per store, up to [`DENIAL_WARNINGS`].
+    fn warn(&mut self, plugin: &str, denial: Denial) {
+        if self.warned.len() >= DENIAL_WARNINGS || self.warned.contains(&denial) {
+            return;
+        }
+        match &denial {
+            Denial::Lookup(name) => tracing::warn!(
+                plugin,
+                name = %name,
+                "plugin `{plugin}` looked up the name `{name}`, which its grants do not allow; to \
+                 allow name lookups, set `dns = true` under [plugin.grants]"
+            ),
+            Denial::Socket(protocol) => tracing::warn!(
+                plugin,
+                protocol,
+                "plugin `{plugin}` opened a {protocol} socket, which its grants do not allow; to \
+                 allow it to reach an address, add \"IP:port\" to `network` under \
+                 [plugin.grants]"
+            ),
+        }
+        self.warned.push(denial);
+    }
+}
+
+/// Shadows wasmtime-wasi's socket functions that refuse without a grant; call it after
+/// `wasmtime_wasi::p2::add_to_linker_async`.
+pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    linker
+        .instance(&format!("wasi:sockets/ip-name-lookup@{VERSION}"))?
+        .func_wrap(
+            "resolve-addresses",
+            |mut store: Store<'_>, (network, name): (Resource<Network>, String)| {
+                let data = store.data_mut();
+                if !data.socket_watch.dns {
+                    let plugin = data.plugin.clone();
+                    data.socket_watch
+                        .warn(&plugin, Denial::Lookup(name.clone()));
+                }
+                answer::<Resource<ResolveAddressStream>>(ip_name_lookup::Host::resolve_addresses(
+                    &mut data.sockets(),
+                    network,
+                    name,
+                ))
+            },
+        )?;
+    linker
+        .instance(&format!("wasi:sockets/tcp-create-socket@{VERSION}"))?
+        .func_wrap(
+            "create-tcp-socket",
+            |mut store: Store<'_>, (family,): (IpAddressFamily,)| {
+                let data = store.data_mut();
+                denied_socket(data, "TCP");
+                answer::<Resource<TcpSocket>>(data.sockets().create_tcp_socket(family))
+            },
+        )?;
+    linker
+        .instance(&format!("wasi:sockets/udp-create-socket@{VERSION}"))?
+        .func_wrap_async(
+            "create-udp-socket",
+            |mut store: Store<'_>, (family,): (IpAddressFamily,)| {
+                Box::new(async move {
+                    let data = store.data_mut();
+                    denied_socket(data, "UDP");
+                    answer::<Resource<UdpSocket>>(data.sockets().create_udp_socket(family).await)
+                })
+            },
+        )?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// Warns when a store without a `network` grant opens a socket.
+fn denied_socket(data: &mut StoreData, protocol: &'static str) {
+    if !data.socket_watch.network {
+        let plugin = data.plugin.clone();
+        data.socket_watch.warn(&plugin, Denial::Socket(protocol));
+    }
+}
+
+/// wasmtime-wasi's answer as the guest sees it: an error code, or a trap.
+fn answer<T>(done: Result<T, SocketError>) -> Answer<T> {
+    match done {
+        Ok(value) => Ok((Ok(value),)),
+        Err(e) => Ok((Err(e.downcast()?),)),
+    }
+}
