@@ -6,7 +6,8 @@
 //! (`resolve-addresses`, `create-tcp-socket`, `create-udp-socket`), warns when the store's grants
 //! refuse the call, and delegates to wasmtime-wasi, which refuses it as before. A connection to
 //! an address outside a `network` grant is warned about by the grant's address check
-//! (`sandbox::grants`), which knows the address; socket creation does not.
+//! (`sandbox::grants`, which also keeps each store's `SocketWatch`), which knows the address;
+//! socket creation does not.
 
 use wasmtime::component::{Linker, Resource};
 use wasmtime::StoreContextMut;
@@ -18,66 +19,13 @@ use wasmtime_wasi::p2::{Network, SocketError, TcpSocket, UdpSocket};
 use wasmtime_wasi::sockets::WasiSocketsView;
 
 use super::state::StoreData;
-use crate::sandbox::Granted;
+use crate::sandbox::Denial;
 
 /// The version wasmtime-wasi defines; components importing an older 0.2 link to it too.
 const VERSION: &str = "0.2.12";
 
-/// Most denials one store warns about, so a guest looking up names in a loop cannot flood the
-/// log.
-const DENIAL_WARNINGS: usize = 8;
-
 type Store<'a> = StoreContextMut<'a, StoreData>;
 type Answer<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
-
-/// What one store may do with sockets, and the denials it already warned about.
-#[derive(Default)]
-pub(crate) struct SocketWatch {
-    dns: bool,
-    network: bool,
-    warned: Vec<Denial>,
-}
-
-/// One denied attempt, as warned about.
-#[derive(PartialEq)]
-enum Denial {
-    Lookup(String),
-    Socket(&'static str),
-}
-
-impl SocketWatch {
-    /// The watch of a store with `grants`.
-    pub(crate) fn new(grants: &Granted) -> Self {
-        Self {
-            dns: grants.dns,
-            network: !grants.network.is_empty(),
-            warned: Vec::new(),
-        }
-    }
-
-    /// Logs `denial` once per store, up to [`DENIAL_WARNINGS`].
-    fn warn(&mut self, plugin: &str, denial: Denial) {
-        if self.warned.len() >= DENIAL_WARNINGS || self.warned.contains(&denial) {
-            return;
-        }
-        match &denial {
-            Denial::Lookup(name) => tracing::warn!(
-                plugin,
-                name = %name,
-                "plugin `{plugin}` looked up the name `{name}`, which its grants do not allow; to \
-                 allow name lookups, set `dns = true` under [plugin.grants]"
-            ),
-            Denial::Socket(protocol) => tracing::warn!(
-                plugin,
-                protocol,
-                "plugin `{plugin}` opened a {protocol} socket, which its grants do not allow; to \
-                 allow it to reach an address, add \"IP:port\" to `network` under \
-                 [plugin.grants]"
-            ),
-        }
-        self.warned.push(denial);
-    }
-}
 
 /// Shadows wasmtime-wasi's socket functions that refuse without a grant; call it after
 /// `wasmtime_wasi::p2::add_to_linker_async`.
@@ -89,7 +37,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<
             "resolve-addresses",
             |mut store: Store<'_>, (network, name): (Resource<Network>, String)| {
                 let data = store.data_mut();
-                if !data.socket_watch.dns {
+                if !data.socket_watch.dns() {
                     let plugin = data.plugin.clone();
                     data.socket_watch
                         .warn(&plugin, Denial::Lookup(name.clone()));
@@ -129,7 +77,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<
 
 /// Warns when a store without a `network` grant opens a socket.
 fn denied_socket(data: &mut StoreData, protocol: &'static str) {
-    if !data.socket_watch.network {
+    if !data.socket_watch.network() {
         let plugin = data.plugin.clone();
         data.socket_watch.warn(&plugin, Denial::Socket(protocol));
     }

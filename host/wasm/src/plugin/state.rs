@@ -14,9 +14,9 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::context::{CallEnv, RunEnv};
 use super::http::HttpHooks;
-use super::sockets::SocketWatch;
+
 use crate::sandbox::output::{GuestOutput, LogBudget, Stdio};
-use crate::sandbox::{DiskQuota, Limit, LimitHit, PluginLimiter, Sandbox};
+use crate::sandbox::{DiskQuota, Limit, LimitHit, PluginLimiter, Sandbox, SocketWatch};
 
 /// Most resources (streams, pollables, HTTP fields and requests, ...) one store may hold at
 /// once: each is host memory the guest makes the host keep. A guest past it gets an error from

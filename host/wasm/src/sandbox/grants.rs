@@ -312,6 +312,71 @@ fn warn_denied(plugin: &str, warned: &std::sync::Mutex<Vec<SocketAddr>>, addr: S
     );
 }
 
+/// Most denials one store warns about, so a guest looking up names in a loop cannot flood the
+/// log.
+const SOCKET_WARNINGS: usize = 8;
+
+/// What one store may do with sockets, and the denials it already warned about.
+#[derive(Default)]
+pub(crate) struct SocketWatch {
+    dns: bool,
+    network: bool,
+    warned: Vec<Denial>,
+}
+
+/// One denied attempt, as warned about.
+#[derive(PartialEq)]
+pub(crate) enum Denial {
+    /// A name lookup without `dns = true`.
+    Lookup(String),
+    /// A socket (`TCP` or `UDP`) opened without a `network` grant.
+    Socket(&'static str),
+}
+
+impl SocketWatch {
+    /// The watch of a store with `grants`.
+    pub(crate) fn new(grants: &Granted) -> Self {
+        Self {
+            dns: grants.dns,
+            network: !grants.network.is_empty(),
+            warned: Vec::new(),
+        }
+    }
+
+    /// Whether name lookups are granted.
+    pub(crate) fn dns(&self) -> bool {
+        self.dns
+    }
+
+    /// Whether any address is granted, so that a socket may be opened.
+    pub(crate) fn network(&self) -> bool {
+        self.network
+    }
+
+    /// Logs `denial` once per store, up to [`SOCKET_WARNINGS`].
+    pub(crate) fn warn(&mut self, plugin: &str, denial: Denial) {
+        if self.warned.len() >= SOCKET_WARNINGS || self.warned.contains(&denial) {
+            return;
+        }
+        match &denial {
+            Denial::Lookup(name) => tracing::warn!(
+                plugin,
+                name = %name,
+                "plugin `{plugin}` looked up the name `{name}`, which its grants do not allow; to \
+                 allow name lookups, set `dns = true` under [plugin.grants]"
+            ),
+            Denial::Socket(protocol) => tracing::warn!(
+                plugin,
+                protocol,
+                "plugin `{plugin}` opened a {protocol} socket, which its grants do not allow; to \
+                 allow it to reach an address, add \"IP:port\" to `network` under \
+                 [plugin.grants]"
+            ),
+        }
+        self.warned.push(denial);
+    }
+}
+
 impl Granted {
     /// One line for people: `nothing granted`, or each grant in turn.
     pub fn summary(&self) -> String {

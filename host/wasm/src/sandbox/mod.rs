@@ -20,6 +20,7 @@ use std::time::Duration;
 use seam_core::budget::MemoryBudget;
 
 pub use entry::{parse_grants, parse_limits};
+pub(crate) use grants::{Denial, SocketWatch};
 pub use grants::{DirGrant, Granted, Grants, HttpOrigin, SandboxError, DIR_KEYS, GRANT_KEYS};
 pub(crate) use limits::PluginLimiter;
 pub use limits::{
