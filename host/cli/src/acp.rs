@@ -86,15 +86,24 @@ async fn serve(host: &Host, interrupt: CancellationToken) {
                 handle(host, &sessions, &out, id, &method, params);
             }
             Ok(Incoming::Notification { method, params }) if method == "session/cancel" => {
+                // Only the prompt in flight: the session takes the next one. An idle session
+                // has nothing to cancel (and must not have its next turn cancelled).
                 let session = params.get("sessionId").and_then(Value::as_str);
-                if let Some(s) =
-                    session.and_then(|s| lock(&sessions).get(s).map(|s| s.agent.clone()))
-                {
-                    s.abort();
+                if let Some(s) = session.and_then(|s| {
+                    lock(&sessions)
+                        .get(s)
+                        .filter(|s| s.busy)
+                        .map(|s| s.agent.clone())
+                }) {
+                    s.cancel_turn();
                 }
             }
             Ok(_) => {}
-            Err(e) => errln!("seam acp: ignoring a line that is not JSON-RPC: {e}"),
+            // JSON-RPC answers a line it cannot read, so that a client waiting on it hears why.
+            Err(e) => {
+                errln!("seam acp: a line that is not JSON-RPC: {e}");
+                let _ = out.send(rpc::error_response(&e.id, e.code, &e.message));
+            }
         }
     }
     host.events().unsubscribe(listener);

@@ -669,3 +669,127 @@ fn session_cancel_aborts_the_served_tree() {
     let out = acp_client(&config, "cancel", "go");
     assert_eq!(out["stopReason"], "cancelled", "{out}");
 }
+
+/// The response to request `id` among `seam acp`'s output lines (notifications are skipped).
+fn acp_answer(rx: &std::sync::mpsc::Receiver<String>, id: u64) -> serde_json::Value {
+    let mut seen = Vec::new();
+    loop {
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("no answer to request {id} ({e}); saw:\n{seen:#?}"));
+        let message: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("seam acp wrote a line that is not JSON ({e}): {line}"));
+        if message["id"] == id {
+            return message;
+        }
+        seen.push(line);
+    }
+}
+
+/// What a raw JSON-RPC client gets for what `seam acp` cannot serve: a line that is not JSON,
+/// JSON that is not JSON-RPC, a method it does not offer, a session it does not have, a second
+/// prompt on a busy session, and a turn that ends in an error. Each is an error response with
+/// JSON-RPC's code, and the session still serves after it.
+#[test]
+fn acp_answers_what_it_cannot_serve_with_json_rpc_errors() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("acp.toml");
+    // One step, which waits until cancelled: the next turn finds the script exhausted, which
+    // ends that turn with an error.
+    std::fs::write(
+        &config,
+        "[agent]\nmodel = \"scripted:lead\"\n\n\
+         [models.scripts.lead]\nsteps = [ { text = \"late\", delay_ms = 600000 } ]\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_seam"))
+        .args(["acp", config.to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let out = lines_of(child.stdout.take().unwrap());
+    let err = lines_of(child.stderr.take().unwrap());
+    let mut send = |line: &str| {
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    let code = |answer: &serde_json::Value| answer["error"]["code"].as_i64();
+    let message = |answer: &serde_json::Value| {
+        answer["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+
+    send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#);
+    assert_eq!(acp_answer(&out, 1)["result"]["protocolVersion"], 1);
+
+    // Not JSON: answered with id null, and the line is named on stderr.
+    send("this is not json");
+    let line = out
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .unwrap();
+    let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        (code(&answer), &answer["id"]),
+        (Some(-32700), &serde_json::Value::Null)
+    );
+    wait_line(&err, "this is not json", "the malformed line on stderr");
+    // JSON, but not JSON-RPC 2.0: the id it carried is echoed.
+    send(r#"{"jsonrpc":"1.0","id":2,"method":"initialize"}"#);
+    assert_eq!(code(&acp_answer(&out, 2)), Some(-32600));
+
+    send(r#"{"jsonrpc":"2.0","id":3,"method":"session/load","params":{}}"#);
+    let answer = acp_answer(&out, 3);
+    assert_eq!(code(&answer), Some(-32601));
+    assert!(message(&answer).contains("session/load"), "{answer}");
+
+    send(
+        r#"{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"nope","prompt":[]}}"#,
+    );
+    let answer = acp_answer(&out, 4);
+    assert_eq!(code(&answer), Some(-32602));
+    assert!(message(&answer).contains("no such session"), "{answer}");
+
+    send(r#"{"jsonrpc":"2.0","id":5,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}"#);
+    let session = acp_answer(&out, 5)["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let prompt = |id: u64| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"session/prompt","params":{{"sessionId":"{session}","prompt":[{{"type":"text","text":"go"}}]}}}}"#
+        )
+    };
+    send(&prompt(6));
+    // The turn is running (the model waits): a second prompt is refused, not queued.
+    send(&prompt(7));
+    let answer = acp_answer(&out, 7);
+    assert_eq!(code(&answer), Some(-32602));
+    assert!(message(&answer).contains("already running"), "{answer}");
+    send(&format!(
+        r#"{{"jsonrpc":"2.0","method":"session/cancel","params":{{"sessionId":"{session}"}}}}"#
+    ));
+    assert_eq!(acp_answer(&out, 6)["result"]["stopReason"], "cancelled");
+
+    // The session serves again; this turn's model call fails, and the answer says how.
+    send(&prompt(8));
+    let answer = acp_answer(&out, 8);
+    assert_eq!(code(&answer), Some(-32603), "{answer}");
+    assert!(
+        message(&answer).contains("stop reason `error`") && message(&answer).contains("no step 2"),
+        "{answer}"
+    );
+
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "seam acp ends when stdin closes: {status}"
+    );
+}

@@ -426,6 +426,58 @@ async fn parent_teardown_disposes_the_whole_tree() {
     assert_quiescent(&host);
 }
 
+/// `cancel_turn` ends the turn in progress and the runs it started, but not the agent: its next
+/// turn runs as usual (what an ACP `session/cancel` needs), where `abort` ends every turn.
+#[tokio::test]
+async fn a_cancelled_turn_ends_its_runs_and_the_agent_takes_the_next_turn() {
+    let toml = format!(
+        "[agent]\nmodel = \"scripted:parent\"\n\n[models.scripts.parent]\nsteps = [ {{ tool_calls = [{}] }}, {{ text = \"next turn\" }} ]\n\n[models.scripts.leaf]\nsteps = [ {{ text = \"never\", delay_ms = 600000 }} ]\n\n",
+        call("leaf", "c"),
+    ) + &entry("spawn", "spawn_provider", "")
+        + &entry(
+            "leaf",
+            "subagent_tool",
+            "provider = \"spawn\", toolName = \"leaf\", agentOptions = { model = \"scripted:leaf\" }",
+        );
+    let host = host_with(&toml).await;
+    let mut events = watch_events(&host);
+    let agent = host.create_agent(None, "/w").unwrap();
+    let turn = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.run_turn(vec![ContentBlock::text("go")]).await })
+    };
+    wait_for(&mut events, "the child's subagent/start", |seen| {
+        seen.iter()
+            .any(|e| matches!(e, Event::SubagentStart { .. }))
+    })
+    .await;
+    agent.cancel_turn();
+    let outcome = turn.await.unwrap();
+    assert_eq!(outcome.stop_reason, StopReason::Aborted);
+    assert_eq!(
+        outcome.diagnostic.as_deref(),
+        Some("the turn was cancelled")
+    );
+    assert!(!agent.is_aborted());
+    assert_eq!(host.live_runs(), 0, "the turn's delegation ended with it");
+
+    let next = agent.run_turn(vec![ContentBlock::text("again")]).await;
+    assert_eq!(
+        next.stop_reason,
+        StopReason::Completed,
+        "{:?}",
+        next.diagnostic
+    );
+    assert_eq!(seam_host::blocks_text(&next.output), "next turn");
+
+    agent.abort();
+    let after = agent.run_turn(vec![ContentBlock::text("more")]).await;
+    assert_eq!(after.stop_reason, StopReason::Aborted);
+    assert_eq!(after.diagnostic.as_deref(), Some("the agent was aborted"));
+    host.agents().dispose(agent.id()).await;
+    assert_quiescent(&host);
+}
+
 #[tokio::test]
 async fn spawn_and_fork_coexist_on_one_parent() {
     let toml = format!(

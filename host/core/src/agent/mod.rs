@@ -131,6 +131,9 @@ pub struct Agent {
     session: Mutex<Session>,
     tools: ToolLayer,
     abort: CancellationToken,
+    /// The token of the turn in progress, or of the next one: a child of `abort`, replaced when
+    /// a turn ends, so that cancelling a turn leaves the agent able to take the next.
+    turn_abort: Mutex<CancellationToken>,
     steering: Mutex<Vec<Vec<ContentBlock>>>,
     /// Held for the duration of a turn: one turn at a time, and disposal waits for it.
     turn: tokio::sync::Mutex<()>,
@@ -187,9 +190,16 @@ impl Agent {
         self.abort.is_cancelled()
     }
 
-    /// Aborts the turn in progress (and everything it started).
+    /// Aborts the agent for good: the turn in progress (and everything it started) ends, and so
+    /// does every later one.
     pub fn abort(&self) {
         self.abort.cancel();
+    }
+
+    /// Cancels the turn in progress (and everything it started), or, when called between a
+    /// turn's request and its start, that turn; the agent takes the turn after it as usual.
+    pub fn cancel_turn(&self) {
+        lock(&self.turn_abort).cancel();
     }
 
     fn messages(&self) -> Vec<ChatMessage> {
@@ -249,6 +259,7 @@ impl Agent {
     /// its last turn are announced first, each once.
     pub async fn run_turn(&self, prompt: Vec<ContentBlock>) -> TurnOutcome {
         let _turn = self.turn.lock().await;
+        let abort = lock(&self.turn_abort).clone();
         let turn = lock(&self.session).turns() + 1;
         self.push(SessionEvent::TurnStart { turn });
         if let Some(subagents) = self.subagents.upgrade() {
@@ -270,7 +281,9 @@ impl Agent {
             id: self.id.clone(),
             turn,
         });
-        let (stop_reason, diagnostic) = self.turn_loop().await;
+        let (stop_reason, diagnostic) = self.turn_loop(&abort).await;
+        // A cancel from now on is for the next turn.
+        *lock(&self.turn_abort) = self.abort.child_token();
         self.push(SessionEvent::TurnEnd {
             turn,
             reason: stop_reason.clone(),
@@ -312,12 +325,21 @@ impl Agent {
         })
     }
 
+    /// Why a turn was aborted: the agent, or only its turn.
+    fn aborted(&self) -> String {
+        if self.abort.is_cancelled() {
+            "the agent was aborted".into()
+        } else {
+            "the turn was cancelled".into()
+        }
+    }
+
     /// Returns the stop reason and, for failures, why in words.
-    async fn turn_loop(&self) -> (StopReason, Option<String>) {
+    async fn turn_loop(&self, abort: &CancellationToken) -> (StopReason, Option<String>) {
         let mut calls = 0;
         loop {
-            if self.abort.is_cancelled() {
-                return (StopReason::Aborted, Some("the agent was aborted".into()));
+            if abort.is_cancelled() {
+                return (StopReason::Aborted, Some(self.aborted()));
             }
             for message in std::mem::take(&mut *lock(&self.steering)) {
                 self.push(SessionEvent::UserMessage { content: message });
@@ -336,15 +358,13 @@ impl Agent {
                 messages: self.messages(),
                 tools: self.tools.specs(),
             };
-            let reply = match self.model.complete(request, self.abort.child_token()).await {
+            let reply = match self.model.complete(request, abort.child_token()).await {
                 Ok(r) => r,
-                Err(ModelError::Aborted) => {
-                    return (StopReason::Aborted, Some("the agent was aborted".into()))
-                }
+                Err(ModelError::Aborted) => return (StopReason::Aborted, Some(self.aborted())),
                 Err(e) => return (StopReason::Error, Some(format!("model error: {e}"))),
             };
-            if self.abort.is_cancelled() {
-                return (StopReason::Aborted, Some("the agent was aborted".into()));
+            if abort.is_cancelled() {
+                return (StopReason::Aborted, Some(self.aborted()));
             }
             self.push(SessionEvent::AssistantMessage {
                 text: reply.text.clone(),
@@ -367,7 +387,7 @@ impl Agent {
                 }
                 return (StopReason::Completed, None);
             }
-            if self.run_tool_calls(&reply.tool_calls).await {
+            if self.run_tool_calls(&reply.tool_calls, abort).await {
                 // A valid capture ends the turn.
                 return (StopReason::Completed, None);
             }
@@ -376,7 +396,11 @@ impl Agent {
 
     /// Runs the calls of one reply; returns whether a structured answer was captured. Calls after
     /// a successful capture are refused; the rest run concurrently.
-    async fn run_tool_calls(&self, calls: &[crate::model::ToolCall]) -> bool {
+    async fn run_tool_calls(
+        &self,
+        calls: &[crate::model::ToolCall],
+        abort: &CancellationToken,
+    ) -> bool {
         let mut results: Vec<Option<crate::types::ToolResult>> = vec![None; calls.len()];
         let mut captured = false;
         for (i, call) in calls.iter().enumerate() {
@@ -411,7 +435,7 @@ impl Agent {
                 &call.name,
                 caller.clone(),
                 call.arguments.clone(),
-                self.abort.child_token(),
+                abort.child_token(),
             )
         }))
         .await;
@@ -550,13 +574,15 @@ impl AgentRegistry {
             working_directory: spec.working_directory.clone(),
             parent_session: spec.parent_session.clone(),
         };
+        let abort: CancellationToken = abort.map(|a| a.child_token()).unwrap_or_default();
         let agent = Arc::new(Agent {
             id: id.clone(),
             session: Mutex::new(Session::new(header, spec.seed.clone())),
             spec,
             model,
             tools,
-            abort: abort.map(|a| a.child_token()).unwrap_or_default(),
+            turn_abort: Mutex::new(abort.child_token()),
+            abort,
             steering: Mutex::new(Vec::new()),
             turn: tokio::sync::Mutex::new(()),
             events: self.events.clone(),

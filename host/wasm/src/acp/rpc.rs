@@ -6,6 +6,10 @@
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
+/// JSON-RPC's code for a line that is not JSON.
+pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC's code for JSON that is not a JSON-RPC 2.0 message.
+pub const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC's code for a method the receiver does not offer.
 pub const METHOD_NOT_FOUND: i64 = -32601;
 /// JSON-RPC's code for parameters the receiver cannot use.
@@ -25,6 +29,23 @@ pub struct RpcError {
 impl std::fmt::Display for RpcError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} (code {})", self.message, self.code)
+    }
+}
+
+/// A line that is not a JSON-RPC message: what a receiver answers with, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Malformed {
+    /// [`PARSE_ERROR`] or [`INVALID_REQUEST`].
+    pub code: i64,
+    /// The message's id when one could be read, else `null` (as JSON-RPC asks).
+    pub id: Value,
+    /// What is wrong, with the start of the line.
+    pub message: String,
+}
+
+impl std::fmt::Display for Malformed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
     }
 }
 
@@ -57,17 +78,26 @@ pub enum Incoming {
 }
 
 /// Reads one line as a JSON-RPC message; the error says what is wrong with it.
-pub fn parse(line: &[u8]) -> Result<Incoming, String> {
-    let value: Value =
-        serde_json::from_slice(line).map_err(|e| format!("not JSON ({e}): {}", excerpt(line)))?;
-    let Value::Object(mut object) = value else {
-        return Err(format!("not a JSON-RPC object: {}", excerpt(line)));
+pub fn parse(line: &[u8]) -> Result<Incoming, Malformed> {
+    let invalid = |id: Value, what: &str| Malformed {
+        code: INVALID_REQUEST,
+        id,
+        message: format!("{what}: {}", excerpt(line)),
     };
+    let value: Value = serde_json::from_slice(line).map_err(|e| Malformed {
+        code: PARSE_ERROR,
+        id: Value::Null,
+        message: format!("not JSON ({e}): {}", excerpt(line)),
+    })?;
+    let Value::Object(mut object) = value else {
+        return Err(invalid(Value::Null, "not a JSON-RPC object"));
+    };
+    let id = object.remove("id");
     if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(format!("not JSON-RPC 2.0: {}", excerpt(line)));
+        return Err(invalid(id.unwrap_or(Value::Null), "not JSON-RPC 2.0"));
     }
     let params = object.remove("params").unwrap_or(Value::Null);
-    match (object.remove("id"), object.remove("method")) {
+    match (id, object.remove("method")) {
         (Some(id), Some(Value::String(method))) => Ok(Incoming::Request { id, method, params }),
         (None, Some(Value::String(method))) => Ok(Incoming::Notification { method, params }),
         (Some(id), None) => {
@@ -88,9 +118,9 @@ pub fn parse(line: &[u8]) -> Result<Incoming, String> {
             };
             Ok(Incoming::Response { id, result })
         }
-        _ => Err(format!(
-            "neither a request, a notification nor a response: {}",
-            excerpt(line)
+        (id, _) => Err(invalid(
+            id.unwrap_or(Value::Null),
+            "neither a request, a notification nor a response",
         )),
     }
 }
@@ -241,6 +271,12 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }
+        // What a receiver answers with: the code, and the id when there was one.
+        assert_eq!(parse(b"hello").unwrap_err().code, PARSE_ERROR);
+        let e = parse(br#"{"jsonrpc":"1.0","id":7,"method":"x"}"#).unwrap_err();
+        assert_eq!((e.code, e.id), (INVALID_REQUEST, json!(7)));
+        let e = parse(br#"{"jsonrpc":"2.0","id":8,"method":3}"#).unwrap_err();
+        assert_eq!((e.code, e.id), (INVALID_REQUEST, json!(8)));
     }
 
     #[tokio::test]
