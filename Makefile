@@ -18,7 +18,7 @@ ACP_STAMP       := $(TOOLCHAINS)/python/.agent-client-protocol-$(ACP_PY)
 JS_STAMP        := $(TOOLCHAINS)/js/.installed
 
 .DEFAULT_GOAL := build
-.PHONY: setup setup-kit guests fixtures build demo test lint bench bench-setup profile
+.PHONY: setup setup-kit guests fixtures build demo test lint bench bench-setup bench-guests profile
 
 # The guest components are built for WASI preview 2.
 setup:
@@ -97,8 +97,19 @@ bench: export CRITERION_HOME := $(CURDIR)/target/criterion
 bench-setup: setup
 	rustup target add wasm32-unknown-unknown
 
+# Providers as third parties write them, for the `guests` benchmark: the plugin kit's Python and
+# JavaScript provider templates (the mock's shape: a reply template, a cancellable delay), made
+# with `seam new` and built with the pinned toolchains, as the printed build commands do.
+BENCH_GUESTS := target/bench-guests
+bench-guests: setup-kit build
+	rm -rf $(BENCH_GUESTS)/py-bench $(BENCH_GUESTS)/js-bench
+	$(SEAM) new provider py-bench --lang python --dir $(BENCH_GUESTS)/py-bench
+	cd $(BENCH_GUESTS)/py-bench && $(CURDIR)/$(TOOLCHAINS)/python/bin/componentize-py -d wit -w provider-plugin componentize app -o py-bench.wasm
+	$(SEAM) new provider js-bench --lang js --dir $(BENCH_GUESTS)/js-bench
+	cd $(BENCH_GUESTS)/js-bench && npm install --no-audit --no-fund --loglevel=error && npm run build
+
 # Runs every benchmark (Seam's, then the Extism peer's) and writes the tables into BENCHMARKS.md.
-bench: bench-setup guests
+bench: bench-setup guests bench-guests
 	cd $(EXTISM) && $(CARGO) build --release --target wasm32-unknown-unknown --target-dir $(EXTISM_T) -p extism-bench-plugin
 	$(CARGO) bench -p seam-bench
 	cd $(EXTISM) && $(CARGO) bench --target-dir $(EXTISM_T) -p extism-peer

@@ -23,10 +23,12 @@
 //! (`$SEAM_CACHE_MAX_MB`, 1 GiB by default). [`cache_entries`], [`prune_cache`] and
 //! [`clear_cache`] are what `seam cache` runs.
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use seam_core::types::PluginKind;
@@ -45,6 +47,9 @@ pub struct CacheStats {
     pub hits: AtomicU64,
     /// Cached artifacts that could not be used and were rewritten.
     pub rewritten: AtomicU64,
+    /// Loads that took the component another load of the same bytes was compiling or reading
+    /// at the same time (several entries of one component, loaded concurrently).
+    pub shared: AtomicU64,
 }
 
 /// The first bytes of every artifact file; the version is the header format's.
@@ -66,6 +71,16 @@ pub(crate) struct CompileCache {
     /// Most bytes of artifacts to keep.
     max_bytes: u64,
     stats: CacheStats,
+    /// The compiles in progress, by source digest: a second load of the same bytes waits for
+    /// the first and takes its component. An entry lives only while someone holds it.
+    flights: Mutex<HashMap<[u8; 32], Flight>>,
+}
+
+/// One compile in progress: its component once it succeeded.
+type Flight = Arc<Mutex<Option<Component>>>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl CompileCache {
@@ -98,6 +113,7 @@ impl CompileCache {
             engine_digest,
             max_bytes,
             stats: CacheStats::default(),
+            flights: Mutex::default(),
         }
     }
 
@@ -112,29 +128,64 @@ impl CompileCache {
         self.guarded.as_deref()
     }
 
-    /// Reads and compiles a component, through the artifact cache when one is in use.
+    /// Reads and compiles a component, through the artifact cache when one is in use. Loads of
+    /// the same bytes at the same time compile once: several entries of one component, which
+    /// the loader loads concurrently, would otherwise each compile it (seconds for a Python or
+    /// JavaScript guest) or each read its artifact.
     pub(crate) fn compile(&self, path: &Path) -> Result<Component, EngineError> {
         let bytes = std::fs::read(path).map_err(|source| EngineError::Read {
             path: path.to_path_buf(),
             source,
         })?;
+        let source: [u8; 32] = Sha256::digest(&bytes).into();
+        let flight = lock(&self.flights).entry(source).or_default().clone();
+        let result = {
+            let mut done = lock(&flight);
+            match done.as_ref() {
+                Some(component) => {
+                    self.stats.shared.fetch_add(1, Ordering::Relaxed);
+                    Ok(component.clone())
+                }
+                None => {
+                    let result = self.compile_bytes(path, &bytes, &source);
+                    if let Ok(component) = &result {
+                        *done = Some(component.clone());
+                    }
+                    result
+                }
+            }
+        };
+        // The last holder (besides the map) ends the flight; a load that comes later reads the
+        // artifact as usual.
+        let mut flights = lock(&self.flights);
+        if Arc::strong_count(&flight) == 2 {
+            flights.remove(&source);
+        }
+        result
+    }
+
+    fn compile_bytes(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        source: &[u8; 32],
+    ) -> Result<Component, EngineError> {
         let invalid = |e: wasmtime::Error| EngineError::Invalid {
             path: path.to_path_buf(),
             reason: crate::engine::one_line(&format!("{e:#}")),
         };
         let Some(dir) = &self.dir else {
             self.stats.compiled.fetch_add(1, Ordering::Relaxed);
-            return Component::new(&self.engine, &bytes).map_err(invalid);
+            return Component::new(&self.engine, bytes).map_err(invalid);
         };
-        let source: [u8; 32] = Sha256::digest(&bytes).into();
         let cached = dir.join(format!(
             "{}-{}.cwasm",
-            hex(&source),
+            hex(source),
             hex(&self.engine_digest[..8])
         ));
         let mut stale = false;
         match std::fs::read(&cached) {
-            Ok(file) => match self.verify(&file, &source) {
+            Ok(file) => match self.verify(&file, source) {
                 Ok(body) => {
                     // SAFETY: `deserialize` maps `body` as native code for this engine, so it
                     // must be an artifact this engine wrote for this component. The trust model:
@@ -178,8 +229,8 @@ impl CompileCache {
             }
         }
         self.stats.compiled.fetch_add(1, Ordering::Relaxed);
-        let component = Component::new(&self.engine, &bytes).map_err(invalid)?;
-        match self.store_artifact(&component, &source, &cached) {
+        let component = Component::new(&self.engine, bytes).map_err(invalid)?;
+        match self.store_artifact(&component, source, &cached) {
             Ok(()) => {
                 if stale {
                     self.stats.rewritten.fetch_add(1, Ordering::Relaxed);

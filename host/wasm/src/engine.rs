@@ -180,6 +180,8 @@ pub enum EngineError {
 const KEEP_RESIDENT_MEMORY: usize = 256 << 10;
 /// The same for a table slot.
 const KEEP_RESIDENT_TABLE: usize = 64 << 10;
+/// Core instances the pool allows per component instance slot (a count, not a reservation).
+const CORE_INSTANCES_PER_COMPONENT: u32 = 32;
 
 /// The wasmtime configuration for `options`; `warm_slots` keeps what a run dirtied resident in
 /// its pool slot (needs PAGEMAP_SCAN, so `Engine::new` fails without it).
@@ -195,8 +197,13 @@ fn engine_config(options: &EngineOptions, warm_slots: bool) -> Config {
         let mut pool = PoolingAllocationConfig::default();
         let instances = options.pool_instances.max(1);
         pool.total_component_instances(instances);
-        // A wasip2 Rust component has a few core instances, memories and tables.
-        pool.total_core_instances(instances.saturating_mul(4));
+        // A wasip2 Rust component has 3 core instances, a componentize-js one 4 and a
+        // componentize-py one 14 (libc, libpython, their shims). The pool only counts core
+        // instances (their state is allocated per instance), so a generous multiple costs
+        // nothing, where 4 per slot capped live Python runs at under a third of the pool.
+        pool.total_core_instances(instances.saturating_mul(CORE_INSTANCES_PER_COMPONENT));
+        // Each component has one or two memories and a few tables; these slots do reserve
+        // address space and metadata, so they stay tight.
         pool.total_memories(instances.saturating_mul(2));
         pool.total_tables(instances.saturating_mul(4));
         pool.total_stacks(instances);
@@ -292,4 +299,53 @@ impl SeamEngine {
 /// multi-line byte dump, say).
 pub(crate) fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::component::{Component, Linker};
+    use wasmtime::Store;
+
+    /// A component of `n` empty core modules, each instantiated once (a componentize-py guest
+    /// has 14 core instances).
+    fn component_of_core_instances(n: u8) -> Vec<u8> {
+        let mut bytes = b"\0asm\x0d\0\x01\0".to_vec();
+        for _ in 0..n {
+            // Core module section: an empty module.
+            bytes.extend([1, 8]);
+            bytes.extend(b"\0asm\x01\0\0\0");
+        }
+        // Core instance section: instantiate module i with no arguments, for each i.
+        let mut section = vec![n];
+        for i in 0..n {
+            section.extend([0, i, 0]);
+        }
+        bytes.extend([2, section.len() as u8]);
+        bytes.extend(section);
+        bytes
+    }
+
+    #[tokio::test]
+    async fn every_pool_slot_holds_a_component_of_many_core_instances() {
+        let options = EngineOptions {
+            cache_dir: None,
+            pool_instances: 2,
+            ..EngineOptions::default()
+        };
+        let seam = SeamEngine::new(&options).unwrap();
+        let component = Component::new(&seam.engine, component_of_core_instances(20)).unwrap();
+        let pre = Linker::<()>::new(&seam.engine)
+            .instantiate_pre(&component)
+            .unwrap();
+        // Both slots at once, 40 core instances live.
+        let mut stores = [(), ()].map(|()| Store::new(&seam.engine, ()));
+        let [a, b] = &mut stores;
+        let (first, second) = tokio::join!(
+            pre.instantiate_async(&mut *a),
+            pre.instantiate_async(&mut *b)
+        );
+        first.unwrap();
+        second.unwrap();
+    }
 }

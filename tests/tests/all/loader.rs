@@ -248,6 +248,39 @@ async fn a_warm_cache_skips_compilation() {
     serves(warm_again).await;
 }
 
+/// Several entries of one component load concurrently and compile it once: the others take
+/// the component being compiled (or, had the compile ended first, its artifact). Each instance
+/// still serves on its own.
+#[tokio::test]
+async fn entries_of_one_component_compile_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = test_options();
+    options.engine.cache_dir = Some(dir.path().to_path_buf());
+    let toml = mock("a", "reply = \"from a\"")
+        + &mock("b", "reply = \"from b\"")
+        + &mock("c", "reply = \"from c\"");
+    let host = Host::new(options).unwrap();
+    loaded(host.load(&config(&toml)).await);
+    let stats = host.cache_stats();
+    let (compiled, hits, rewritten) = cache_counts(&host);
+    let shared = stats.shared.load(Ordering::Relaxed);
+    assert_eq!(
+        (compiled, rewritten),
+        (1, 0),
+        "hits {hits}, shared {shared}"
+    );
+    assert_eq!(hits + shared, 2);
+    for id in ["a", "b", "c"] {
+        let run = host.subagents().start(id, request("x")).unwrap();
+        assert_eq!(
+            run.result().await.unwrap().answer_text(),
+            format!("from {id}")
+        );
+        run.dispose().await;
+    }
+    host.unload_all().await;
+}
+
 #[tokio::test]
 async fn inspect_tells_the_world_and_the_declaration() {
     let host = test_host();
