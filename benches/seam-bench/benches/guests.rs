@@ -271,6 +271,23 @@ async fn floor(path: &Path, n: usize) -> serde_json::Value {
             std::hint::black_box(result);
         };
         out[name] = sample(n, once).await;
+        // Without the call: how much of the above is instantiation, and how much the guest's
+        // first call (for an interpreter, its start-up in the fresh instance).
+        let bare = || async {
+            let mut store = Store::new(
+                &engine,
+                Floor {
+                    ctx: WasiCtx::builder().build(),
+                    table: ResourceTable::new(),
+                },
+            );
+            let instance = pre
+                .instantiate_async(&mut store)
+                .await
+                .expect("the guest instantiates");
+            std::hint::black_box(instance);
+        };
+        out[format!("{name}_instantiate_only")] = sample(n, bare).await;
     }
     out
 }
@@ -281,18 +298,17 @@ async fn measure(g: &Guest) -> serde_json::Value {
         "{} is missing: `make bench-guests` builds it",
         g.path.display()
     );
-    let cache = tempfile::tempdir().expect("a temp dir");
     let mut cold = Vec::new();
+    let mut cache = None;
     for _ in 0..g.cold_loads {
         let empty = tempfile::tempdir().expect("a temp dir");
         let host = Host::new(options(empty.path(), 16)).expect("the host starts");
         cold.push(load(&host, &g.path).await);
         host.unload_all().await;
+        // The last one's cache is what the rest of the measurements load from.
+        cache = Some(empty);
     }
-    // Fills the cache the rest of the measurements load from.
-    let host = Host::new(options(cache.path(), 16)).expect("the host starts");
-    load(&host, &g.path).await;
-    host.unload_all().await;
+    let cache = cache.expect("at least one first load");
     let mut warm = Vec::new();
     for _ in 0..5 {
         let host = Host::new(options(cache.path(), 16)).expect("the host starts");

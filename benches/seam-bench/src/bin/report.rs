@@ -374,7 +374,7 @@ fn guest_table(w: &mut String) {
         })
     };
     type Cell = fn(&Value) -> Option<f64>;
-    let rows: [(&str, Cell, Unit); 12] = [
+    let rows: [(&str, Cell, Unit); 13] = [
         ("component size", |g| num(g, &["wasm_bytes"]), Unit::Bytes),
         (
             "first load (compile, Cranelift)",
@@ -400,6 +400,11 @@ fn guest_table(w: &mut String) {
         (
             "wasmtime alone, default pooling allocator: the same (p50)",
             |g| num(g, &["floor", "pooling", "p50_ns"]),
+            Unit::Nanos,
+        ),
+        (
+            "wasmtime alone, pooling: instantiate + drop, no call (p50)",
+            |g| num(g, &["floor", "pooling_instantiate_only", "p50_ns"]),
             Unit::Nanos,
         ),
         (
