@@ -22,7 +22,8 @@ pub struct EngineOptions {
     pub cache_max_bytes: u64,
     /// Use the pooling instance allocator (fast instantiation, reserved address space).
     pub pooling: bool,
-    /// Component instances the pool can hold at once.
+    /// Component instances the pool can hold at once, for all plugins together: each live run,
+    /// tool call or observer delivery holds one (`$SEAM_POOL_INSTANCES`, 1,000 by default).
     pub pool_instances: u32,
     /// Largest linear memory a pool slot holds, in bytes; no plugin's `memory_mb` may exceed it.
     pub pool_memory_bytes: usize,
@@ -69,7 +70,7 @@ impl Default for EngineOptions {
             cache_dir: default_cache_dir(),
             cache_max_bytes: default_cache_max_bytes(),
             pooling: true,
-            pool_instances: 1000,
+            pool_instances: default_pool_instances(),
             pool_memory_bytes: 256 << 20,
             pool_table_elements: 20_000,
             epoch_tick: Duration::from_millis(10),
@@ -95,6 +96,31 @@ pub fn default_cache_max_bytes() -> u64 {
         Err(_) => DEFAULT_CACHE_MAX_MB,
     };
     mb.saturating_mul(1 << 20)
+}
+
+/// Default of [`EngineOptions::pool_instances`].
+pub const DEFAULT_POOL_INSTANCES: u32 = 1000;
+
+/// `$SEAM_POOL_INSTANCES`, else 1,000. A value that is not a whole number above 0 is ignored,
+/// with a warning.
+pub fn default_pool_instances() -> u32 {
+    pool_instances_from(std::env::var("SEAM_POOL_INSTANCES").ok().as_deref())
+}
+
+fn pool_instances_from(value: Option<&str>) -> u32 {
+    let Some(text) = value else {
+        return DEFAULT_POOL_INSTANCES;
+    };
+    match text.trim().parse::<u32>() {
+        Ok(n) if n > 0 => n,
+        _ => {
+            tracing::warn!(
+                value = %text,
+                "SEAM_POOL_INSTANCES is not a whole number above 0; using {DEFAULT_POOL_INSTANCES}"
+            );
+            DEFAULT_POOL_INSTANCES
+        }
+    }
 }
 
 /// `$SEAM_CACHE_DIR`, else `$XDG_CACHE_HOME/seam`, else `~/.cache/seam`.
@@ -240,7 +266,7 @@ fn explain_pool_error(e: &wasmtime::Error, options: &EngineOptions) -> String {
     format!(
         "{message}: a pool of {instances} instances needs about {} memory mappings (4 per \
          instance, when all are live); raise the OS's limit (`sysctl -w vm.max_map_count={}`) \
-         or make the pool smaller",
+         or make the pool smaller (`SEAM_POOL_INSTANCES`)",
         instances * 4,
         (instances * 4 + 65_530).next_power_of_two()
     )
@@ -324,6 +350,35 @@ mod tests {
         bytes.extend([2, section.len() as u8]);
         bytes.extend(section);
         bytes
+    }
+
+    #[test]
+    fn the_pool_size_comes_from_the_environment_when_it_is_a_count() {
+        assert_eq!(pool_instances_from(None), DEFAULT_POOL_INSTANCES);
+        assert_eq!(pool_instances_from(Some(" 20000 ")), 20_000);
+        for bad in ["", "0", "-3", "many", "1e5", "99999999999"] {
+            assert_eq!(
+                pool_instances_from(Some(bad)),
+                DEFAULT_POOL_INSTANCES,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pool_the_os_cannot_map_names_the_limits_to_raise() {
+        let options = EngineOptions {
+            pool_instances: 100_000,
+            ..EngineOptions::default()
+        };
+        let e = wasmtime::Error::msg("failed to protect stack guard page: Cannot allocate memory");
+        let text = explain_pool_error(&e, &options);
+        assert!(text.contains("400000 memory mappings"), "{text}");
+        assert!(text.contains("sysctl -w vm.max_map_count=524288"), "{text}");
+        assert!(text.contains("SEAM_POOL_INSTANCES"), "{text}");
+        // Another failure is passed on as it is.
+        let other = wasmtime::Error::msg("unsupported setting");
+        assert_eq!(explain_pool_error(&other, &options), "unsupported setting");
     }
 
     #[tokio::test]

@@ -413,3 +413,36 @@ async fn a_dispose_dropped_midway_does_not_wedge_the_run() {
     assert_eq!(host.live_runs(), 0);
     assert_eq!(host.live_instances(), 0);
 }
+
+/// A run started while the host's instance pool is full fails to start, saying that the pool is
+/// full and what to raise; the live runs go on, and a run started once one is gone starts.
+#[tokio::test]
+async fn a_full_instance_pool_refuses_the_next_run_and_names_what_to_raise() {
+    let mut options = test_options();
+    options.engine.pool_instances = 2;
+    let host = seam_host::Host::new(options).unwrap();
+    loaded(host.load(&config(&mock("m", "delayMs = 600000"))).await);
+    let live: Vec<SubagentRun> = (0..2)
+        .map(|_| host.subagents().start("m", request("x")).unwrap())
+        .collect();
+    for run in &live {
+        run.started().await.unwrap();
+    }
+    let refused = host.subagents().start("m", request("x")).unwrap();
+    let err = refused.started().await.unwrap_err().to_string();
+    assert!(
+        err.contains("instance pool is full") && err.contains("SEAM_POOL_INSTANCES"),
+        "{err}"
+    );
+    refused.dispose().await;
+    assert_eq!(host.live_instances(), 2, "the live runs go on");
+
+    let [first, second] = <[SubagentRun; 2]>::try_from(live).ok().unwrap();
+    first.dispose().await;
+    let next = host.subagents().start("m", request("x")).unwrap();
+    next.started().await.unwrap();
+    for run in [second, next] {
+        run.dispose().await;
+    }
+    assert_eq!(host.live_instances(), 0);
+}

@@ -88,6 +88,15 @@ impl GuestFault {
         let trap = e.downcast_ref::<wasmtime::Trap>();
         // A trap's own text begins `wasm trap: `; context the host added comes before it.
         let mut text = fault_message(e, backtrace);
+        if e.chain()
+            .any(|cause| cause.is::<wasmtime::PoolConcurrencyLimitError>())
+        {
+            // Not the guest's doing: every plugin's live instances share the host's pool.
+            text.push_str(
+                " (the host's instance pool is full: the live runs, tool calls and deliveries \
+                 of all plugins share it; start fewer at once or raise SEAM_POOL_INSTANCES)",
+            );
+        }
         if trap == Some(&wasmtime::Trap::StackOverflow) {
             text.push_str(" (the guest exceeded the wasm stack limit)");
         }
