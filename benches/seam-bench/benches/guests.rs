@@ -24,7 +24,9 @@ use seam_bench::{
 use seam_host::probe::Template;
 use seam_host::{Config, EngineOptions, Host, HostOptions};
 use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{Component, Linker, ResourceTable, ResourceType, Val};
+use wasmtime::component::{
+    Component, Instance, InstancePre, Linker, ResourceTable, ResourceType, Val,
+};
 use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -220,6 +222,22 @@ fn floor_engine(pooling: bool) -> Engine {
     Engine::new(&config).expect("the floor engine starts")
 }
 
+/// A fresh store with an empty WASI context, and an instance of the guest in it.
+async fn floor_instance(engine: &Engine, pre: &InstancePre<Floor>) -> (Store<Floor>, Instance) {
+    let mut store = Store::new(
+        engine,
+        Floor {
+            ctx: WasiCtx::builder().build(),
+            table: ResourceTable::new(),
+        },
+    );
+    let instance = pre
+        .instantiate_async(&mut store)
+        .await
+        .expect("the guest instantiates");
+    (store, instance)
+}
+
 /// wasmtime's compile time for the component, and instantiate + `describe` + drop on the
 /// default engine and on the default pooling allocator.
 async fn floor(path: &Path, n: usize) -> serde_json::Value {
@@ -245,17 +263,7 @@ async fn floor(path: &Path, n: usize) -> serde_json::Value {
         stub_seam_imports(&mut linker, &engine, &component);
         let pre = linker.instantiate_pre(&component).expect("the guest links");
         let once = || async {
-            let mut store = Store::new(
-                &engine,
-                Floor {
-                    ctx: WasiCtx::builder().build(),
-                    table: ResourceTable::new(),
-                },
-            );
-            let instance = pre
-                .instantiate_async(&mut store)
-                .await
-                .expect("the guest instantiates");
+            let (mut store, instance) = floor_instance(&engine, &pre).await;
             let interface = instance
                 .get_export_index(&mut store, None, &export)
                 .expect("the provider interface");
@@ -274,17 +282,7 @@ async fn floor(path: &Path, n: usize) -> serde_json::Value {
         // Without the call: how much of the above is instantiation, and how much the guest's
         // first call (for an interpreter, its start-up in the fresh instance).
         let bare = || async {
-            let mut store = Store::new(
-                &engine,
-                Floor {
-                    ctx: WasiCtx::builder().build(),
-                    table: ResourceTable::new(),
-                },
-            );
-            let instance = pre
-                .instantiate_async(&mut store)
-                .await
-                .expect("the guest instantiates");
+            let (_store, instance) = floor_instance(&engine, &pre).await;
             std::hint::black_box(instance);
         };
         out[format!("{name}_instantiate_only")] = sample(n, bare).await;

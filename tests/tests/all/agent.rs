@@ -46,6 +46,23 @@ async fn ask(host: &Host, prompt: &str) -> (String, StopReason) {
     (seam_host::blocks_text(&outcome.output), outcome.stop_reason)
 }
 
+/// A new top-level agent, and its first turn on `prompt` running in a task of its own.
+fn start_turn(
+    host: &Host,
+    prompt: &str,
+) -> (
+    Arc<seam_host::agent::Agent>,
+    tokio::task::JoinHandle<seam_host::agent::TurnOutcome>,
+) {
+    let agent = host.create_agent(None, "/w").unwrap();
+    let turn = {
+        let agent = agent.clone();
+        let prompt = vec![ContentBlock::text(prompt)];
+        tokio::spawn(async move { agent.run_turn(prompt).await })
+    };
+    (agent, turn)
+}
+
 /// Snapshots of each child's session taken when its run announced `subagent/start`.
 fn child_sessions(host: &Host) -> Arc<Mutex<Vec<(String, u32, Session)>>> {
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -404,11 +421,7 @@ async fn parent_teardown_disposes_the_whole_tree() {
         );
     let host = host_with(&toml).await;
     let mut events = watch_events(&host);
-    let agent = host.create_agent(None, "/w").unwrap();
-    let turn = {
-        let agent = agent.clone();
-        tokio::spawn(async move { agent.run_turn(vec![ContentBlock::text("go")]).await })
-    };
+    let (agent, turn) = start_turn(&host, "go");
     // Parent, two children, two grandchildren: four runs announced their start, and a spawn
     // or fork run announces it only once its child agent is live.
     wait_for(&mut events, "four subagent/start", |seen| {
@@ -441,11 +454,7 @@ async fn a_cancelled_turn_ends_its_runs_and_the_agent_takes_the_next_turn() {
         );
     let host = host_with(&toml).await;
     let mut events = watch_events(&host);
-    let agent = host.create_agent(None, "/w").unwrap();
-    let turn = {
-        let agent = agent.clone();
-        tokio::spawn(async move { agent.run_turn(vec![ContentBlock::text("go")]).await })
-    };
+    let (agent, turn) = start_turn(&host, "go");
     wait_for(&mut events, "the child's subagent/start", |seen| {
         seen.iter()
             .any(|e| matches!(e, Event::SubagentStart { .. }))
