@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use seam_host::sandbox::Granted;
-use seam_host::{ComponentInfo, Limits, PluginKind, ProviderDescriptor};
+use seam_host::{ComponentInfo, Limits, ProviderDescriptor};
 
 use super::{interruptible, with_host, EXIT_ERROR, EXIT_OK};
 use tokio_util::sync::CancellationToken;
@@ -45,7 +45,10 @@ pub(crate) async fn run(args: Args, interrupt: &CancellationToken) -> Result<u8>
     if args.json {
         let mut value = serde_json::to_value(&info).context("cannot serialise the report")?;
         if let Some(fields) = value.as_object_mut() {
-            fields.insert("world".into(), world(info.kind).into());
+            fields.insert(
+                "world".into(),
+                seam_host::versions::world_name(info.kind).into(),
+            );
             fields.insert("grants".into(), serde_json::to_value(Granted::default())?);
             fields.insert("limits".into(), serde_json::to_value(Limits::default())?);
         }
@@ -63,14 +66,6 @@ pub(crate) async fn run(args: Args, interrupt: &CancellationToken) -> Result<u8>
     )
 }
 
-fn world(kind: PluginKind) -> &'static str {
-    match kind {
-        PluginKind::Provider => "provider-plugin",
-        PluginKind::Tool => "tool-plugin",
-        PluginKind::Observer => "observer-plugin",
-    }
-}
-
 fn print_human(info: &ComponentInfo, config_given: bool) {
     if let Some(error) = &info.link_error {
         outln!("this host cannot run it: {error}");
@@ -79,7 +74,7 @@ fn print_human(info: &ComponentInfo, config_given: bool) {
     outln!(
         "kind:      {} (world {}, seam:plugin@{})",
         info.kind,
-        world(info.kind),
+        seam_host::versions::world_name(info.kind),
         info.version
     );
     // `inspect` reads the component with no config entry, so with nothing granted.

@@ -16,7 +16,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: Args) -> Result<u8> {
-    let written = seam_host::wit::write_package(&args.out, args.version.as_deref())
+    let written = seam_host::versions::write_package(&args.out, args.version.as_deref())
         .with_context(|| format!("cannot write the WIT into `{}`", args.out.display()))?;
     for path in written {
         outln!("{}", path.display());

@@ -32,6 +32,8 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use seam_core::types::PluginKind;
+
+use crate::versions::{Recognised, WitVersion};
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::Engine;
@@ -332,21 +334,19 @@ impl CompileCache {
         &self,
         path: &Path,
         component: &Component,
-    ) -> Result<(PluginKind, &'static str), EngineError> {
+    ) -> Result<(PluginKind, WitVersion), EngineError> {
         let ty = component.component_type();
         let exports: Vec<String> = ty
             .exports(&self.engine)
             .map(|(n, _)| n.to_string())
             .collect();
-        if let Some(recognised) = crate::wit::recognise(exports.iter().map(String::as_str)) {
-            return Ok(recognised);
-        }
-        match crate::wit::exported_version(exports.iter().map(String::as_str)) {
-            Some(found) => Err(EngineError::UnsupportedVersion {
+        match crate::versions::recognise(exports.iter().map(String::as_str)) {
+            Recognised::Plugin(kind, version) => Ok((kind, version)),
+            Recognised::Unsupported(found) => Err(EngineError::UnsupportedVersion {
                 path: path.to_path_buf(),
                 found,
             }),
-            None => Err(EngineError::WrongWorld {
+            Recognised::Foreign => Err(EngineError::WrongWorld {
                 path: path.to_path_buf(),
                 exports: exports.join(", "),
             }),

@@ -159,7 +159,7 @@ pub enum EngineError {
     /// The component is a component, but not of a Seam world.
     #[error(
         "`{path}` is not a Seam plugin: it exports [{exports}], expected one of {}",
-        crate::wit::expected_exports()
+        crate::versions::expected_exports()
     )]
     WrongWorld {
         /// The file.
@@ -170,8 +170,8 @@ pub enum EngineError {
     /// The component exports a Seam world of a version this host does not link.
     #[error(
         "`{path}` is built for {}@{found}; this host supports {}",
-        crate::wit::PACKAGE,
-        crate::wit::supported_versions()
+        crate::versions::PACKAGE,
+        crate::versions::supported_versions()
     )]
     UnsupportedVersion {
         /// The file.

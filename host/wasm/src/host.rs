@@ -17,9 +17,10 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::{CacheStats, CompileCache};
 use crate::config::Config;
 use crate::engine::{EngineError, EngineOptions, SeamEngine};
+use crate::kinds::{link, Linked, PluginError, Runtime};
 use crate::loader::{LoadReport, Loader, PluginInfo, Reload};
-use crate::plugin::{link, Linked, Linkers, PluginError, Runtime};
 use crate::sandbox::{Granted, Limits, Sandbox};
+use crate::versions::linkers::Linkers;
 
 /// How a host is set up.
 #[derive(Debug, Clone)]
@@ -69,7 +70,7 @@ pub struct ComponentInfo {
     /// Provider, tool or observer.
     pub kind: PluginKind,
     /// The version of the `seam:plugin` package it was built against.
-    pub version: String,
+    pub version: crate::versions::WitVersion,
     /// Interfaces it imports.
     pub imports: Vec<String>,
     /// Interfaces it exports.
@@ -338,7 +339,7 @@ impl Host {
         let mut info = ComponentInfo {
             path: path.to_path_buf(),
             kind,
-            version: version.to_string(),
+            version,
             imports,
             exports,
             provider: None,

@@ -14,12 +14,16 @@ pub mod acp;
 mod cache;
 pub mod config;
 pub mod engine;
+mod fault;
 mod host;
+mod interfaces;
+mod kinds;
 pub mod loader;
-mod plugin;
 pub mod probe;
 pub mod sandbox;
-pub mod wit;
+mod store;
+pub mod versions;
+mod wasi;
 
 pub use seam_core::{agent, events, live, model, session, subagent, tool, types};
 
@@ -27,10 +31,12 @@ pub use cache::{cache_entries, clear_cache, prune_cache, CacheEntry, CacheStats}
 pub use config::{Config, ConfigError, PluginEntry};
 pub use engine::{Compiler, EngineError, EngineOptions};
 pub use events::{Event, EventBus, ListenerError, ListenerId};
+pub use fault::GuestFault;
 pub use host::{ComponentInfo, Host, HostOptions};
+pub use kinds::PluginError;
 pub use loader::{LoadError, LoadReport, PluginInfo, PluginState, Reload};
-pub use plugin::{GuestFault, PluginError};
 pub use sandbox::Limits;
 pub use subagent::{Provider, RunContext, RunFailure, SubagentError, SubagentRun, SubagentService};
 pub use tool::{Tool, ToolError, ToolRegistry};
 pub use types::*;
+pub use versions::WitVersion;

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use wasmtime::component::{InstancePre, TypedFunc};
 use wasmtime::Store;
 
+use crate::fault::GuestFault;
 use crate::host::Host;
-use crate::plugin::state::{new_store, CpuBudget, Serving, StoreData};
-use crate::plugin::GuestFault;
 use crate::sandbox::{Granted, Sandbox};
-use crate::wit::latest::provider_world::{ProviderPlugin, ProviderPluginPre};
+use crate::store::{new_store, CpuBudget, Serving, StoreData};
+use crate::versions::latest::provider_world::{ProviderPlugin, ProviderPluginPre};
 use seam_core::types::PluginKind;
 
 fn guest_fault(e: &wasmtime::Error) -> String {
@@ -37,7 +37,7 @@ impl Template {
             .inner
             .runtime
             .linkers
-            .of(PluginKind::Provider, crate::wit::latest::VERSION)
+            .of(PluginKind::Provider, crate::versions::WitVersion::LATEST)
             .instantiate_pre(&component)
             .map_err(|e| format!("cannot link: {e:#}"))?;
         let options = &host.inner.options;

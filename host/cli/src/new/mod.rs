@@ -24,10 +24,16 @@ pub(crate) enum Kind {
 
 impl Kind {
     fn name(self) -> &'static str {
-        match self {
-            Kind::Provider => "provider",
-            Kind::Tool => "tool",
-            Kind::Observer => "observer",
+        seam_host::PluginKind::from(self).as_str()
+    }
+}
+
+impl From<Kind> for seam_host::PluginKind {
+    fn from(kind: Kind) -> Self {
+        match kind {
+            Kind::Provider => Self::Provider,
+            Kind::Tool => Self::Tool,
+            Kind::Observer => Self::Observer,
         }
     }
 }
@@ -83,7 +89,7 @@ pub(crate) fn run(args: Args) -> Result<u8> {
         std::fs::write(&path, text)
             .with_context(|| format!("cannot write `{}`", path.display()))?;
     }
-    let wit = seam_host::wit::write_package(&dir.join("wit"), None)
+    let wit = seam_host::versions::write_package(&dir.join("wit"), None)
         .with_context(|| format!("cannot write the WIT into `{}`", dir.display()))?;
     for (path, _) in &project.files {
         outln!("{}", dir.join(path).display());

@@ -60,11 +60,7 @@ pub(super) fn project(lang: Lang, kind: Kind, name: &str) -> Project {
 
 /// The world a plugin of `kind` targets.
 fn world(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Provider => "provider-plugin",
-        Kind::Tool => "tool-plugin",
-        Kind::Observer => "observer-plugin",
-    }
+    seam_host::versions::world_name(kind.into())
 }
 
 /// The files of a template directory, `{{NAME}}` filled in.

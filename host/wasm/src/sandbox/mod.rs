@@ -2,16 +2,15 @@
 //!
 //! A plugin gets no preopened directories, no environment, no arguments, no network and no name
 //! lookup unless its config entry grants them ([`Grants`]); stdin is empty, and stdout and
-//! stderr are captured into `tracing` with the plugin id ([`output`]). Every store has a memory,
+//! stderr are captured into `tracing` with the plugin id (within [`LOG_BUDGET`]). Every store has a memory,
 //! table and instance cap and a CPU budget per call, and every run a concurrency slot, a wall
-//! clock and an output cap ([`Limits`], [`gate`]). This module decides; `plugin::state` builds
+//! clock and an output cap ([`Limits`], [`gate`]). This module decides; `crate::store` builds
 //! the stores that enforce it.
 
 mod entry;
 pub(crate) mod gate;
 mod grants;
 mod limits;
-pub(crate) mod output;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,11 +21,10 @@ use seam_core::budget::MemoryBudget;
 pub use entry::{parse_grants, parse_limits};
 pub(crate) use grants::{Denial, SocketWatch};
 pub use grants::{DirGrant, Granted, Grants, HttpOrigin, SandboxError, DIR_KEYS, GRANT_KEYS};
-pub(crate) use limits::PluginLimiter;
 pub use limits::{
-    key, Limit, LimitHit, LimitOverrides, Limits, OnConcurrency, LIMIT_KEYS, MAX_MEMORY_MB,
+    key, Limit, LimitHit, LimitOverrides, Limits, OnConcurrency, LIMIT_KEYS, LOG_BUDGET, MAX_LINE,
+    MAX_MEMORY_MB,
 };
-pub use output::{LOG_BUDGET, MAX_LINE};
 
 /// Everything a plugin's stores are made with: its limits and its grants.
 #[derive(Debug, Clone)]

@@ -4,6 +4,11 @@
 //! limiter, its log budget, and the context of the one host interface call it serves: a run (for
 //! `run-context` and `agents`) or a tool call (for `subagents`), whose types live in `context`.
 
+pub(crate) mod context;
+pub(crate) mod http;
+pub(crate) mod limiter;
+pub(crate) mod output;
+
 use std::sync::Arc;
 
 use seam_core::live::{InstanceGuard, LiveCounts};
@@ -12,11 +17,11 @@ use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::context::{CallEnv, RunEnv};
-use super::http::HttpHooks;
-
-use crate::sandbox::output::{GuestOutput, LogBudget, Stdio};
-use crate::sandbox::{DiskQuota, Limit, LimitHit, PluginLimiter, Sandbox, SocketWatch};
+use crate::sandbox::{DiskQuota, Limit, LimitHit, Sandbox, SocketWatch};
+use context::{CallEnv, RunEnv};
+use http::HttpHooks;
+use limiter::PluginLimiter;
+use output::{GuestOutput, LogBudget, Stdio};
 
 /// Most resources (streams, pollables, HTTP fields and requests, ...) one store may hold at
 /// once: each is host memory the guest makes the host keep. A guest past it gets an error from
@@ -109,12 +114,17 @@ pub(crate) struct Stores {
 }
 
 impl Stores {
-    pub(crate) fn new(runtime: &super::Runtime, plugin: Arc<str>, sandbox: Sandbox) -> Self {
+    pub(crate) fn new(
+        engine: &Engine,
+        live: &Arc<LiveCounts>,
+        plugin: Arc<str>,
+        sandbox: Sandbox,
+    ) -> Self {
         Self {
             plugin,
             sandbox,
-            engine: runtime.engine.clone(),
-            live: runtime.live.clone(),
+            engine: engine.clone(),
+            live: live.clone(),
         }
     }
 

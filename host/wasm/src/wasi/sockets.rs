@@ -18,8 +18,8 @@ use wasmtime_wasi::p2::bindings::sockets::udp_create_socket::Host as _;
 use wasmtime_wasi::p2::{Network, SocketError, TcpSocket, UdpSocket};
 use wasmtime_wasi::sockets::WasiSocketsView;
 
-use super::state::StoreData;
 use crate::sandbox::Denial;
+use crate::store::StoreData;
 
 /// The version wasmtime-wasi defines; components importing an older 0.2 link to it too.
 const VERSION: &str = "0.2.12";

@@ -2,9 +2,9 @@
 
 use wasmtime::component::{HasSelf, Linker};
 
-use super::state::StoreData;
-use crate::wit::latest::provider_world::seam::plugin::host::{self as wit_host, LogLevel};
-use crate::wit::latest::provider_world::seam::plugin::types as wit_types;
+use crate::store::StoreData;
+use crate::versions::latest::provider_world::seam::plugin::host::{self as wit_host, LogLevel};
+use crate::versions::latest::provider_world::seam::plugin::types as wit_types;
 
 /// Longest log line a plugin may send; the rest is cut so a guest cannot flood the log.
 const MAX_LOG_LINE: usize = 4096;

@@ -1,7 +1,7 @@
 //! The host imports of `seam:plugin@0.1.0`: each converts its 0.1.0 arguments and delegates to
-//! the latest implementation (the other modules of `plugin`), so that one implementation
+//! the latest implementation (`crate::interfaces`), so that one implementation
 //! serves every supported version. The bindings and type conversions are in
-//! [`crate::wit::v0_1_0`].
+//! the parent module.
 
 use wasmtime::component::{HasSelf, Linker, Resource};
 
@@ -9,12 +9,12 @@ use seam_core::agent::RunChild;
 use seam_core::types::{ContentBlock, ProviderDescriptor, StopReason};
 use seam_core::SubagentRun;
 
-use super::state::StoreData;
-use crate::wit::latest::provider_world::seam::plugin as new;
-use crate::wit::v0_1_0::provider_world::seam::plugin::types as wit;
-use crate::wit::v0_1_0::provider_world::seam::plugin::{agents, host, run_context};
-use crate::wit::v0_1_0::tool_world::seam::plugin::subagents;
-use crate::wit::v0_1_0::{folded, request_from_wit};
+use crate::store::StoreData;
+use crate::versions::latest::provider_world::seam::plugin as new;
+use crate::versions::v0_1_0::provider_world::seam::plugin::types as wit;
+use crate::versions::v0_1_0::provider_world::seam::plugin::{agents, host, run_context};
+use crate::versions::v0_1_0::tool_world::seam::plugin::subagents;
+use crate::versions::v0_1_0::{folded, request_from_wit};
 
 /// Adds the 0.1.0 interfaces `kind`'s world imports to a linker (WASI is added by the caller).
 pub(crate) fn add_to_linker(
@@ -68,7 +68,7 @@ fn error(e: new::types::SubagentError) -> wit::SubagentError {
 }
 
 fn result(r: new::types::SubagentResult) -> wit::SubagentResult {
-    crate::wit::latest::result_from_wit(r).into()
+    crate::versions::latest::result_from_wit(r).into()
 }
 
 impl wit::Host for StoreData {}
@@ -198,7 +198,7 @@ impl subagents::Host for StoreData {
         request: wit::StartRequest,
     ) -> wasmtime::Result<Result<Resource<SubagentRun>, wit::SubagentError>> {
         let request = match request_from_wit(request) {
-            Ok(r) => crate::wit::latest::request_to_wit(&r),
+            Ok(r) => crate::versions::latest::request_to_wit(&r),
             Err(e) => return Ok(Err(e.into())),
         };
         Ok(new::subagents::Host::start(self, provider, request)

@@ -6,8 +6,8 @@ use seam_core::types::{ParentRef, ProviderDescriptor, StartRequest, SubagentResu
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::Store;
 
-use super::state::StoreData;
-use crate::wit::{v0_1_0 as v1, v0_2_0 as v2};
+use super::{v0_1_0 as v1, v0_2_0 as v2, WitVersion};
+use crate::store::StoreData;
 
 /// A tool's description as the guest gave it, before the host checks its size and parses its
 /// schema.
@@ -28,7 +28,7 @@ macro_rules! mismatched {
      $($name:literal : ($($param:ty),*) -> $result:ty),* $(,)?) => {{
         let store: &mut Store<StoreData> = $store;
         let instance: &Instance = $instance;
-        let export = crate::wit::export_name($export.0, $export.1);
+        let export = super::export_name($export.0, $export.1);
         let iface = instance.get_export_index(&mut *store, None, &export);
         let mut found = None;
         if let Some(iface) = iface {
@@ -91,13 +91,12 @@ macro_rules! versioned {
         impl $pre {
             /// Wraps `pre`, linked by the linker of `version`.
             pub(crate) fn new(
-                version: &str,
+                version: WitVersion,
                 pre: InstancePre<StoreData>,
             ) -> wasmtime::Result<Self> {
-                Ok(if version == v1::VERSION {
-                    Self::V0_1(<$v1pre>::new(pre)?)
-                } else {
-                    Self::V0_2(<$v2pre>::new(pre)?)
+                Ok(match version {
+                    WitVersion::V0_1_0 => Self::V0_1(<$v1pre>::new(pre)?),
+                    WitVersion::V0_2_0 => Self::V0_2(<$v2pre>::new(pre)?),
                 })
             }
 
@@ -170,13 +169,13 @@ macro_rules! per_version {
             Self::V0_1($i) => {
                 // A body that needs no version-specific item leaves it unused.
                 #[allow(unused_imports)]
-                use crate::wit::v0_1_0 as $v;
+                use super::v0_1_0 as $v;
                 $body
             }
             Self::V0_2($i) => {
                 // A body that needs no version-specific item leaves it unused.
                 #[allow(unused_imports)]
-                use crate::wit::v0_2_0 as $v;
+                use super::v0_2_0 as $v;
                 $body
             }
         }
@@ -189,7 +188,7 @@ impl ProviderPre {
         per_version!(self, pre, v => {
             use v::provider_world::seam::plugin::types as t;
             let i = raw_instance(pre.instance_pre(), store).await?;
-            mismatched!(store, &i, (Provider, v::VERSION), "provider",
+            mismatched!(store, &i, (Provider, v::WIT_VERSION), "provider",
                 "describe": (&str) -> Result<t::ProviderDescriptor, String>,
                 "run": (&str, &str, &t::StartRequest) -> Result<t::SubagentResult, String>,
             )
@@ -204,7 +203,7 @@ impl ToolPre {
             use v::provider_world::seam::plugin::types as t;
             use v::tool_world::exports::seam::plugin::tool as x;
             let i = raw_instance(pre.instance_pre(), store).await?;
-            mismatched!(store, &i, (Tool, v::VERSION), "tool",
+            mismatched!(store, &i, (Tool, v::WIT_VERSION), "tool",
                 "bind": (&str) -> Result<x::ToolBinding, String>,
                 "describe": (&str, Option<&t::ProviderDescriptor>) -> Result<x::ToolDescriptor, String>,
                 "execute": (&str, &t::ParentRef, &str) -> x::ToolResult,
@@ -218,7 +217,7 @@ impl ObserverPre {
         use seam_core::PluginKind::Observer;
         per_version!(self, pre, v => {
             let i = raw_instance(pre.instance_pre(), store).await?;
-            mismatched!(store, &i, (Observer, v::VERSION), "observer",
+            mismatched!(store, &i, (Observer, v::WIT_VERSION), "observer",
                 "on-event": (&str, &str) -> Result<(), String>,
             )
         })

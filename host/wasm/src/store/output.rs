@@ -15,12 +15,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+
+pub use crate::sandbox::{LOG_BUDGET, MAX_LINE};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
-/// Longest line of guest output logged; the rest of the line is cut.
-pub const MAX_LINE: usize = 4096;
-/// Bytes of output (stdout, stderr and `host.log` together) one store may log.
-pub const LOG_BUDGET: usize = 256 * 1024;
 /// Bytes of a store's latest stderr kept for its fault reports ([`LogBudget::stderr_tail`]).
 pub const STDERR_TAIL: usize = 1024;
 /// Lines of that tail a fault report shows at most.

@@ -35,8 +35,8 @@ use wasmtime_wasi::p2::{
     DynOutputStream, FsError, OutputStream, Pollable, StreamError, StreamResult,
 };
 
-use super::state::StoreData;
 use crate::sandbox::{DiskQuota, Limit, LimitHit};
+use crate::store::StoreData;
 
 /// The instance wasmtime-wasi defines (`wasmtime_wasi::p2::add_to_linker_async`); components
 /// importing an older 0.2 version are linked to it too.

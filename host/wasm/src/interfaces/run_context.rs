@@ -7,11 +7,11 @@ use seam_core::types::ContentBlock;
 use wasmtime::component::{HasSelf, Linker, Resource};
 use wasmtime_wasi::p2::{subscribe, DynPollable, Pollable};
 
-use super::state::StoreData;
 use crate::sandbox::gate::blocks_size;
 use crate::sandbox::Limit;
-use crate::wit::latest::provider_world::seam::plugin::run_context as wit;
-use crate::wit::latest::provider_world::seam::plugin::types as wit_types;
+use crate::store::StoreData;
+use crate::versions::latest::provider_world::seam::plugin::run_context as wit;
+use crate::versions::latest::provider_world::seam::plugin::types as wit_types;
 
 /// Host bytes one pollable costs the plugin while it lives (its table entries and waker).
 const POLLABLE_BYTES: usize = 256;

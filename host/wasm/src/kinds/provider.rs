@@ -8,12 +8,13 @@ use seam_core::subagent::{Provider, RunContext, RunFailure, SubagentService};
 use seam_core::types::{ProviderDescriptor, StartRequest, SubagentResult};
 use wasmtime::component::InstancePre;
 
-use super::context::{Quota, RunEnv};
-use super::guest::ProviderPre;
-use super::state::{Serving, StoreData, Stores};
-use super::{GuestFault, PluginError, Runtime};
+use super::{PluginError, Runtime};
+use crate::fault::GuestFault;
 use crate::sandbox::gate::RunGate;
 use crate::sandbox::Sandbox;
+use crate::store::context::{Quota, RunEnv};
+use crate::store::{Serving, StoreData, Stores};
+use crate::versions::exports::ProviderPre;
 
 /// A provider backed by a component.
 pub(crate) struct WasmProvider {
@@ -34,7 +35,7 @@ impl WasmProvider {
     pub(crate) fn new(
         runtime: &Runtime,
         plugin: Arc<str>,
-        version: &str,
+        version: crate::versions::WitVersion,
         pre: InstancePre<StoreData>,
         config: Arc<str>,
         sandbox: Sandbox,
@@ -43,7 +44,7 @@ impl WasmProvider {
             config,
             pre: ProviderPre::new(version, pre)?,
             gate: RunGate::new(plugin.clone(), sandbox.limits()),
-            stores: Stores::new(runtime, plugin, sandbox),
+            stores: Stores::new(&runtime.engine, &runtime.live, plugin, sandbox),
             agents: Arc::downgrade(&runtime.agents),
             subagents: Arc::downgrade(&runtime.subagents),
         })

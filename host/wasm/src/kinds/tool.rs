@@ -11,12 +11,13 @@ use seam_core::types::{ParentRef, ProviderDescriptor, ToolDescriptor, ToolResult
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::InstancePre;
 
-use super::context::{CallEnv, CallRuns, Quota};
-use super::guest::{ToolInstance, ToolPre};
-use super::state::{Serving, StoreData, Stores};
-use super::{GuestFault, PluginError, Runtime};
+use super::{PluginError, Runtime};
+use crate::fault::GuestFault;
 use crate::sandbox::gate::{blocks_size, Denied, RunGate};
 use crate::sandbox::Sandbox;
+use crate::store::context::{CallEnv, CallRuns, Quota};
+use crate::store::{Serving, StoreData, Stores};
+use crate::versions::exports::{ToolInstance, ToolPre};
 
 /// Most bytes a tool's binding (its tool name and provider name) may take.
 const MAX_BINDING_BYTES: usize = 256;
@@ -42,7 +43,7 @@ impl WasmTool {
     pub(crate) fn new(
         runtime: &Runtime,
         plugin: Arc<str>,
-        version: &str,
+        version: crate::versions::WitVersion,
         pre: InstancePre<StoreData>,
         config: Arc<str>,
         sandbox: Sandbox,
@@ -51,7 +52,7 @@ impl WasmTool {
             gate: RunGate::new(plugin.clone(), sandbox.limits()),
             config,
             pre: ToolPre::new(version, pre)?,
-            stores: Stores::new(runtime, plugin, sandbox),
+            stores: Stores::new(&runtime.engine, &runtime.live, plugin, sandbox),
             subagents: runtime.subagents.clone(),
             agents: Arc::downgrade(&runtime.agents),
             cancel_grace: runtime.cancel_grace,

@@ -22,10 +22,11 @@ use tokio::sync::mpsc;
 use seam_core::events::{Event, EventBus, ListenerId};
 use wasmtime::component::InstancePre;
 
-use super::guest::ObserverPre;
-use super::state::{Serving, StoreData, Stores};
-use super::{GuestFault, Runtime};
+use super::Runtime;
+use crate::fault::GuestFault;
 use crate::sandbox::Sandbox;
+use crate::store::{Serving, StoreData, Stores};
+use crate::versions::exports::ObserverPre;
 
 /// Bytes of event JSON one observer may have waiting for delivery. An event is charged from
 /// when it is queued until the observer's task takes it to deliver; one that does not fit is
@@ -247,7 +248,7 @@ impl WasmObserver {
     pub(crate) fn new(
         runtime: &Runtime,
         plugin: Arc<str>,
-        version: &str,
+        version: crate::versions::WitVersion,
         pre: InstancePre<StoreData>,
         config: Arc<str>,
         sandbox: Sandbox,
@@ -255,7 +256,7 @@ impl WasmObserver {
         Ok(Self(Arc::new(ObserverParts {
             config,
             pre: ObserverPre::new(version, pre)?,
-            stores: Stores::new(runtime, plugin, sandbox),
+            stores: Stores::new(&runtime.engine, &runtime.live, plugin, sandbox),
         })))
     }
 

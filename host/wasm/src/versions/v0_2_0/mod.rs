@@ -1,46 +1,44 @@
-//! Bindings for `seam:plugin@0.1.0`, frozen (`wit/v0.1.0`), conversions between its types and
-//! `seam-core`'s, and its host imports, which delegate to the latest implementation.
+//! Bindings for `seam:plugin@0.2.0`, the latest version, and conversions between its types and
+//! `seam-core`'s.
 //!
 //! The provider world owns the shared `types` and `host` interfaces; the tool and observer
 //! worlds reuse them through `with`, so one Rust type stands for each WIT type. WIT resources map
 //! onto types owned by `seam-core`, never onto the modules that use these bindings.
-//!
-//! What 0.1.0 cannot carry is folded into what it can: a result's `diagnostic` becomes its
-//! output when the child said nothing (as 0.1.0 hosts reported failures), and the error cases
-//! 0.2.0 added become `internal` with their text.
 
 #![allow(missing_docs)]
 
 pub(crate) mod provider_world {
     wasmtime::component::bindgen!({
-        path: "../../wit/v0.1.0",
+        path: "../../wit",
         world: "provider-plugin",
         // Resource handles are looked up in a table, which can fail: imports may trap.
         imports: { default: async | trappable },
         exports: { default: async },
         with: {
             "seam:plugin/agents.child": seam_core::agent::RunChild,
+            "seam:plugin/subagents.run": seam_core::SubagentRun,
+            "wasi:io/poll": wasmtime_wasi::p2::bindings::io::poll,
         },
     });
 }
 
 pub(crate) mod tool_world {
     wasmtime::component::bindgen!({
-        path: "../../wit/v0.1.0",
+        path: "../../wit",
         world: "tool-plugin",
         imports: { default: async | trappable },
         exports: { default: async },
         with: {
             "seam:plugin/types": super::provider_world::seam::plugin::types,
             "seam:plugin/host": super::provider_world::seam::plugin::host,
-            "seam:plugin/subagents.run": seam_core::SubagentRun,
+            "seam:plugin/subagents": super::provider_world::seam::plugin::subagents,
         },
     });
 }
 
 pub(crate) mod observer_world {
     wasmtime::component::bindgen!({
-        path: "../../wit/v0.1.0",
+        path: "../../wit",
         world: "observer-plugin",
         imports: { default: async | trappable },
         exports: { default: async },
@@ -55,12 +53,14 @@ use provider_world::seam::plugin::types as wit;
 
 use seam_core::subagent::SubagentError;
 use seam_core::types::{
-    AgentOptions, Capabilities, ContentBlock, ParentRef, ProviderDescriptor, RuntimeFeatures,
-    StartRequest, StopReason, SubagentResult, ToolFilter,
+    AgentOptions, Capabilities, ContentBlock, ParentRef, ProviderDescriptor, RunInfo, RunState,
+    RuntimeFeatures, StartRequest, StopReason, SubagentResult, ToolFilter,
 };
 
 /// The package version these bindings were generated from (the `wit/` folder's).
-pub(crate) const VERSION: &str = "0.1.0";
+pub(crate) const VERSION: &str = "0.2.0";
+/// The same, as the host names it.
+pub(crate) const WIT_VERSION: super::WitVersion = super::WitVersion::V0_2_0;
 
 impl From<wit::ContentBlock> for ContentBlock {
     fn from(b: wit::ContentBlock) -> Self {
@@ -174,22 +174,11 @@ impl From<ParentRef> for wit::ParentRef {
 impl From<SubagentResult> for wit::SubagentResult {
     fn from(r: SubagentResult) -> Self {
         Self {
-            output: folded(r.output, r.diagnostic),
+            output: r.output.into_iter().map(Into::into).collect(),
             structured: r.structured.map(|v| v.to_string()),
             stop_reason: r.stop_reason.into(),
+            diagnostic: r.diagnostic,
         }
-    }
-}
-
-/// The child's words, or the diagnostic when it said nothing: 0.1.0 has one place for both.
-pub(crate) fn folded(
-    output: Vec<ContentBlock>,
-    diagnostic: Option<String>,
-) -> Vec<wit::ContentBlock> {
-    let silent = output.iter().all(|b| b.as_text().trim().is_empty());
-    match diagnostic {
-        Some(d) if silent => vec![wit::ContentBlock::Text(d)],
-        _ => output.into_iter().map(Into::into).collect(),
     }
 }
 
@@ -210,7 +199,7 @@ pub(crate) fn result_from_wit(r: wit::SubagentResult) -> SubagentResult {
             output,
             structured: structured.and_then(Result::ok),
             stop_reason: r.stop_reason.into(),
-            diagnostic: None,
+            diagnostic: r.diagnostic,
         },
     }
 }
@@ -276,11 +265,28 @@ impl From<SubagentError> for wit::SubagentError {
             SubagentError::Aborted(r) => Self::Aborted(r),
             SubagentError::StartFailed(m) => Self::StartFailed(m),
             SubagentError::Disposed => Self::Disposed,
-            e @ (SubagentError::InvalidDescriptor { .. }
-            | SubagentError::Internal(_)
-            | SubagentError::UnsupportedFeature { .. }
-            | SubagentError::InvalidState(_)
-            | SubagentError::NoRun(_)) => Self::Internal(e.to_string()),
+            SubagentError::UnsupportedFeature { feature, .. } => Self::UnsupportedFeature(feature),
+            SubagentError::InvalidState(m) => Self::InvalidState(m),
+            SubagentError::NoRun(id) => Self::NoRun(id),
+            e @ (SubagentError::InvalidDescriptor { .. } | SubagentError::Internal(_)) => {
+                Self::Internal(e.to_string())
+            }
+        }
+    }
+}
+
+impl From<RunInfo> for wit::RunInfo {
+    fn from(i: RunInfo) -> Self {
+        Self {
+            id: i.id,
+            provider: i.provider,
+            label: i.label,
+            state: match i.state {
+                RunState::Running => wit::RunState::Running,
+                RunState::Settled => wit::RunState::Settled,
+            },
+            started_at_ms: i.started_at_ms,
+            stop_reason: i.stop_reason.map(Into::into),
         }
     }
 }

@@ -7,14 +7,14 @@ use seam_core::agent::{Agent, AgentError, AgentSpec, RunChild, TurnOutcome};
 use seam_core::types::{ContentBlock, ToolFilter};
 use wasmtime::component::{HasSelf, Linker, Resource};
 
-use super::context::{RunEnv, MESSAGE_OVERHEAD};
-use super::state::StoreData;
 use crate::sandbox::gate::blocks_size;
 use crate::sandbox::Limit;
-use crate::wit::latest::provider_world::seam::plugin::agents::{
+use crate::store::context::{RunEnv, MESSAGE_OVERHEAD};
+use crate::store::StoreData;
+use crate::versions::latest::provider_world::seam::plugin::agents::{
     self as wit_agents, AgentError as WitAgentError, ChildOptions, ChildOutcome, Seed,
 };
-use crate::wit::latest::provider_world::seam::plugin::types as wit;
+use crate::versions::latest::provider_world::seam::plugin::types as wit;
 
 /// Adds `agents` to a linker.
 pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {

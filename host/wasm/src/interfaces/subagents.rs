@@ -11,13 +11,13 @@ use seam_core::types::{ContentBlock, ParentRef, StartRequest};
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::{HasSelf, Linker, Resource};
 
-use super::context::{CallRuns, Quota, RUN_OVERHEAD};
-use super::state::StoreData;
 use crate::sandbox::gate::{blocks_size, request_size, RunGate};
 use crate::sandbox::Limit;
-use crate::wit::latest::provider_world::seam::plugin::subagents as wit_subagents;
-use crate::wit::latest::provider_world::seam::plugin::types as wit;
-use crate::wit::latest::request_from_wit;
+use crate::store::context::{CallRuns, Quota, RUN_OVERHEAD};
+use crate::store::StoreData;
+use crate::versions::latest::provider_world::seam::plugin::subagents as wit_subagents;
+use crate::versions::latest::provider_world::seam::plugin::types as wit;
+use crate::versions::latest::request_from_wit;
 
 /// Adds `subagents` to a linker.
 pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {

@@ -1,0 +1,31 @@
+//! The Seam interfaces the host implements, one module per WIT interface of the latest version,
+//! each with its own `add_to_linker`: [`log`] (`host` and the shared `types`), [`run_context`],
+//! [`agents`], [`subagents`]. Older versions' imports convert and call these.
+
+pub(crate) mod agents;
+pub(crate) mod log;
+pub(crate) mod run_context;
+pub(crate) mod subagents;
+
+use seam_core::PluginKind;
+use wasmtime::component::Linker;
+
+use crate::store::StoreData;
+
+/// Adds the interfaces `kind`'s world imports in the latest version (WASI is added by the
+/// caller).
+pub(crate) fn add_to_linker(
+    linker: &mut Linker<StoreData>,
+    kind: PluginKind,
+) -> wasmtime::Result<()> {
+    log::add_to_linker(linker)?;
+    match kind {
+        PluginKind::Provider => {
+            run_context::add_to_linker(linker)?;
+            agents::add_to_linker(linker)?;
+            subagents::add_to_linker(linker)
+        }
+        PluginKind::Tool => subagents::add_to_linker(linker),
+        PluginKind::Observer => Ok(()),
+    }
+}

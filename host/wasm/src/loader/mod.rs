@@ -1,0 +1,407 @@
+//! The plugin loader, after cordis: config entries become plugin instances with states; siblings
+//! load concurrently; unload runs in reverse order; a new config is diffed against the old.
+//!
+//! Loading has two phases. Every new entry is prepared concurrently (compiled, checked, linked,
+//! asked what it declares); then the prepared plugins are committed one by one in config order
+//! (providers registered, tools added, observers attached). So whichever entry compiles first,
+//! the entry listed first wins a contested provider or tool name.
+//!
+//! - [`plan`]: the pure diff of the loaded plugins against a new config;
+//! - [`prepare`]: compile, recognise, sandbox, link (phase one, touching no registry);
+//! - [`commit`]: register what was prepared, and unload (phase two), by kind.
+
+mod commit;
+mod plan;
+mod prepare;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use seam_core::events::EventBus;
+use seam_core::model::ModelRegistry;
+use seam_core::subagent::SubagentError;
+use seam_core::tool::{ToolError, ToolRegistry};
+use seam_core::types::PluginKind;
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::cache::CompileCache;
+use crate::config::{Config, PluginEntry};
+use crate::engine::{EngineError, EngineOptions};
+use crate::kinds::observer::ObserverHandle;
+use crate::kinds::{Linked, PluginError, Runtime};
+use crate::sandbox::{Granted, Limits, SandboxError};
+
+/// Where a plugin is in its life.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "state", content = "error")]
+pub enum PluginState {
+    /// Loading.
+    Pending,
+    /// Loaded and registered.
+    Active,
+    /// Loading failed; the message names the cause.
+    Failed(String),
+    /// Listed in the config with `disabled = true`.
+    Disabled,
+    /// Unloaded.
+    Disposed,
+}
+
+/// Why a plugin failed to load.
+#[derive(Debug, Error)]
+pub enum LoadError {
+    /// The component could not be read, compiled or recognised.
+    #[error("plugin `{id}`: {source}")]
+    Engine {
+        /// The plugin id.
+        id: String,
+        /// The engine's error.
+        source: EngineError,
+    },
+    /// The component could not be linked, refused its config, trapped, or declared something
+    /// malformed.
+    #[error("plugin `{id}` ({}): {source}", component.display())]
+    Guest {
+        /// The plugin id.
+        id: String,
+        /// The component file.
+        component: PathBuf,
+        /// What went wrong.
+        source: PluginError,
+    },
+    /// The provider could not be registered.
+    #[error("plugin `{id}`: {source}")]
+    Provider {
+        /// The plugin id.
+        id: String,
+        /// The registry's error.
+        source: SubagentError,
+    },
+    /// A grant or limit of the entry cannot be honoured on this host.
+    #[error("plugin `{id}`: {source}")]
+    Sandbox {
+        /// The plugin id.
+        id: String,
+        /// The key and the problem.
+        source: SandboxError,
+    },
+    /// An ACP entry's settings are wrong.
+    #[error("plugin `{id}`: {message}")]
+    Acp {
+        /// The plugin id.
+        id: String,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// The tool could not be added.
+    #[error("plugin `{id}`: {source}")]
+    Tool {
+        /// The plugin id.
+        id: String,
+        /// The registry's error.
+        source: ToolError,
+    },
+}
+
+/// A plugin as the loader sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginInfo {
+    /// The entry's id.
+    pub id: String,
+    /// The component file.
+    pub component: PathBuf,
+    /// Provider, tool or observer, once known.
+    pub kind: Option<PluginKind>,
+    /// Its state.
+    pub state: PluginState,
+    /// The provider name it registered, or the tool name it mounts under.
+    pub name: Option<String>,
+    /// For a tool: the provider it follows.
+    pub follows: Option<String>,
+    /// What the plugin is granted, once checked against the host.
+    pub grants: Option<Granted>,
+    /// The limits in force for the plugin.
+    pub limits: Option<Limits>,
+    /// For an ACP entry: the agent program and its arguments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Why the entry's newer definition failed to load, while this (last good) version keeps
+    /// serving ([`Reload::Swap`] only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale: Option<String>,
+}
+
+/// How a changed entry is reloaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reload {
+    /// Unload the old version (cancelling its runs), then load the new one; if the new one
+    /// fails, the entry is `failed`.
+    #[default]
+    Restart,
+    /// Prepare the new version while the old one serves, and swap only once it is ready: runs
+    /// already going on a provider that keeps its name finish on the old version, and a new
+    /// version that fails to load leaves the old one serving (listed in
+    /// [`LoadReport::kept_last_good`], its [`PluginInfo::stale`] saying why).
+    Swap,
+}
+
+/// What the loader remembers of a component file, to notice a rebuild.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Option<FileStamp> {
+        let meta = std::fs::metadata(path).ok()?;
+        Some(FileStamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        })
+    }
+}
+
+struct PluginSlot {
+    entry: PluginEntry,
+    info: PluginInfo,
+    /// The component file as it was when this version was prepared.
+    stamp: Option<FileStamp>,
+}
+
+impl PluginSlot {
+    /// Whether the component file was rewritten since this version was prepared.
+    fn rebuilt(&self) -> bool {
+        self.stamp.is_some() && FileStamp::of(&self.entry.component) != self.stamp
+    }
+}
+
+/// What a load or reconfigure did.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct LoadReport {
+    /// Entries loaded for the first time.
+    pub loaded: Vec<String>,
+    /// Entries unloaded because they left the config.
+    pub unloaded: Vec<String>,
+    /// Entries whose definition changed, unloaded and loaded again.
+    pub reloaded: Vec<String>,
+    /// Entries that had failed and were tried again, unchanged.
+    pub retried: Vec<String>,
+    /// Changed entries whose new version failed to load, so the last good version keeps
+    /// serving ([`Reload::Swap`] only; the failure is in `failed`).
+    pub kept_last_good: Vec<String>,
+    /// Entries left as they were.
+    pub kept: Vec<String>,
+    /// Failures, by entry id.
+    #[serde(skip)]
+    pub failed: Vec<Arc<LoadError>>,
+}
+
+impl LoadReport {
+    /// Whether every entry loaded.
+    pub fn is_ok(&self) -> bool {
+        self.failed.is_empty()
+    }
+
+    /// One line per failure, for messages.
+    pub fn failures(&self) -> String {
+        self.failed
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// A prepared entry, waiting to be committed.
+struct Prepared {
+    linked: Linked,
+    sandbox_limits: Limits,
+}
+
+/// Owns the plugins of the current config: their slots, the compile cache, and the observers
+/// listening on the bus.
+pub(crate) struct Loader {
+    runtime: Arc<Runtime>,
+    cache: Arc<CompileCache>,
+    tools: Arc<ToolRegistry>,
+    events: Arc<EventBus>,
+    models: Arc<ModelRegistry>,
+    slots: tokio::sync::Mutex<Vec<PluginSlot>>,
+    /// Listening observer plugins, by plugin id.
+    observers: Mutex<HashMap<String, ObserverHandle>>,
+    defaults: Limits,
+    engine_options: EngineOptions,
+}
+
+impl Loader {
+    pub(crate) fn new(
+        runtime: Arc<Runtime>,
+        cache: Arc<CompileCache>,
+        tools: Arc<ToolRegistry>,
+        events: Arc<EventBus>,
+        models: Arc<ModelRegistry>,
+        defaults: Limits,
+        engine_options: EngineOptions,
+    ) -> Self {
+        Self {
+            runtime,
+            cache,
+            tools,
+            events,
+            models,
+            slots: tokio::sync::Mutex::new(Vec::new()),
+            observers: Mutex::new(HashMap::new()),
+            defaults,
+            engine_options,
+        }
+    }
+
+    /// Moves the loaded plugins to `config`: entries that left are unloaded (in reverse load
+    /// order), changed ones are reloaded as `reload` says, failed ones retried, new ones loaded;
+    /// unchanged active ones are not touched. What happens to each is decided by
+    /// [`plan::Plan`]; this carries it out.
+    pub(crate) async fn reconfigure(&self, config: &Config, reload: Reload) -> LoadReport {
+        let mut slots = self.slots.lock().await;
+        let mut report = LoadReport::default();
+        self.models.configure(config.models.clone());
+        self.runtime.agents.configure(config.agent.clone());
+        self.runtime
+            .subagents
+            .set_max_tree_depth(config.agent.max_depth);
+
+        let old: Vec<PluginSlot> = std::mem::take(&mut *slots);
+        let views: Vec<plan::Loaded<'_>> = old
+            .iter()
+            .map(|s| plan::Loaded {
+                entry: &s.entry,
+                state: &s.info.state,
+                rebuilt: s.rebuilt(),
+            })
+            .collect();
+        let plan = plan::Plan::new(&views, &config.plugins, reload);
+        drop(views);
+        for &i in &plan.unload {
+            self.unload_slot(&old[i]).await;
+        }
+        report.unloaded = plan
+            .removed
+            .iter()
+            .map(|&i| old[i].entry.id.clone())
+            .collect();
+        for &(at, why) in &plan.prepare {
+            let id = config.plugins[at].id.clone();
+            match why {
+                plan::Why::Load => report.loaded.push(id),
+                plan::Why::Reload => report.reloaded.push(id),
+                plan::Why::Retry => report.retried.push(id),
+            }
+        }
+        let mut old: Vec<Option<PluginSlot>> = old.into_iter().map(Some).collect();
+        let mut keep: Vec<(usize, PluginSlot)> = plan
+            .keep
+            .iter()
+            .filter_map(|&(i, at)| Some((at, old[i].take()?)))
+            .collect();
+        let mut serving: Vec<PluginSlot> =
+            plan.serving.iter().filter_map(|&i| old[i].take()).collect();
+
+        // Prepare concurrently; siblings do not wait for each other. Then commit in config
+        // order, so the first entry wins a contested name whatever compiled first.
+        let fresh: Vec<&PluginEntry> = plan
+            .prepare
+            .iter()
+            .map(|&(at, _)| &config.plugins[at])
+            .collect();
+        // Stamped before compiling, so that a rewrite during the compile shows next time.
+        let stamps: Vec<Option<FileStamp>> =
+            fresh.iter().map(|e| FileStamp::of(&e.component)).collect();
+        let prepared = futures::future::join_all(fresh.iter().map(|e| self.prepare_entry(e))).await;
+        let mut loaded: Vec<PluginSlot> = Vec::new();
+        for ((entry, stamp), prepared) in fresh.into_iter().zip(stamps).zip(prepared) {
+            let previous = serving
+                .iter()
+                .position(|s| s.entry.id == entry.id)
+                .map(|i| serving.swap_remove(i));
+            let (prepared, in_place) = match (previous, prepared) {
+                (Some(mut old), Some((_, Err(e)))) => {
+                    // The new version is broken: the last good one goes on serving.
+                    tracing::warn!(plugin = %entry.id, "{e}; the last good version keeps serving");
+                    old.info.stale = Some(e.to_string());
+                    report.reloaded.retain(|id| *id != entry.id);
+                    report.kept_last_good.push(entry.id.clone());
+                    report.failed.push(Arc::new(e));
+                    loaded.push(old);
+                    continue;
+                }
+                (Some(old), Some((info, Ok(new)))) => {
+                    let in_place = self.give_way(&old, &new.linked).await;
+                    (Some((info, Ok(new))), in_place)
+                }
+                (Some(old), None) => {
+                    self.unload_slot(&old).await;
+                    (None, false)
+                }
+                (None, prepared) => (prepared, false),
+            };
+            let (info, error) = self.commit_entry(entry, prepared, in_place).await;
+            if let Some(e) = error {
+                report.failed.push(Arc::new(e));
+            }
+            loaded.push(PluginSlot {
+                entry: entry.clone(),
+                info,
+                stamp,
+            });
+        }
+
+        // The table follows the new config's order, which is also the unload order reversed.
+        for (at, entry) in config.plugins.iter().enumerate() {
+            if let Some(i) = keep.iter().position(|(k, _)| *k == at) {
+                report.kept.push(entry.id.clone());
+                slots.push(keep.swap_remove(i).1);
+            } else if let Some(i) = loaded.iter().position(|l| l.entry.id == entry.id) {
+                slots.push(loaded.swap_remove(i));
+            }
+        }
+        report
+    }
+
+    /// Unloads every plugin, last loaded first. The plugins stay listed, in state `disposed`,
+    /// until the next load or reconfigure.
+    pub(crate) async fn unload_all(&self) {
+        let mut slots = self.slots.lock().await;
+        for slot in slots.iter_mut().rev() {
+            self.unload_slot(slot).await;
+            slot.info.state = PluginState::Disposed;
+        }
+    }
+
+    /// The plugins of the current config, in config order.
+    pub(crate) async fn plugins(&self) -> Vec<PluginInfo> {
+        self.slots
+            .lock()
+            .await
+            .iter()
+            .map(|s| s.info.clone())
+            .collect()
+    }
+
+    fn info_for(entry: &PluginEntry) -> PluginInfo {
+        PluginInfo {
+            id: entry.id.clone(),
+            component: entry.component.clone(),
+            kind: None,
+            state: PluginState::Pending,
+            name: None,
+            follows: None,
+            grants: None,
+            limits: None,
+            command: entry.command.clone(),
+            stale: None,
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Phase one of a load: compile, recognise, sandbox, link and ask the plugin what it declares.
+//! Nothing here touches a registry, so entries are prepared concurrently.
+
+use std::sync::Arc;
+
+use seam_core::types::PluginKind;
+
+use super::{LoadError, Loader, PluginInfo, Prepared};
+use crate::config::PluginEntry;
+use crate::engine::EngineError;
+use crate::kinds::{link, Linked};
+use crate::sandbox::{Sandbox, SandboxError};
+
+impl Loader {
+    /// Phase one: compile, recognise, sandbox, link and describe. Touches no registry.
+    pub(super) async fn prepare_entry(
+        &self,
+        entry: &PluginEntry,
+    ) -> Option<(PluginInfo, Result<Prepared, LoadError>)> {
+        if entry.disabled {
+            return None;
+        }
+        let mut info = Self::info_for(entry);
+        let result = self.prepare(entry, &mut info).await;
+        Some((info, result))
+    }
+
+    async fn prepare(
+        &self,
+        entry: &PluginEntry,
+        info: &mut PluginInfo,
+    ) -> Result<Prepared, LoadError> {
+        if let Some(argv) = &entry.command {
+            return self.prepare_acp(entry, argv, info);
+        }
+        let id = entry.id.clone();
+        let engine_err = |source| LoadError::Engine {
+            id: id.clone(),
+            source,
+        };
+        // Compilation is CPU-bound: keep it off the async workers.
+        let component = {
+            let path = entry.component.clone();
+            let cache = self.cache.clone();
+            tokio::task::spawn_blocking(move || cache.compile(&path))
+                .await
+                .map_err(|e| engine_err(EngineError::Config(format!("compile task: {e}"))))?
+                .map_err(engine_err)?
+        };
+        let (kind, version) = self
+            .cache
+            .kind_of(&entry.component, &component)
+            .map_err(engine_err)?;
+        info.kind = Some(kind);
+        if let Some(expected) = entry.kind.filter(|k| *k != kind) {
+            return Err(engine_err(EngineError::KindMismatch {
+                path: entry.component.clone(),
+                expected,
+                found: kind,
+            }));
+        }
+        let sandbox = self.sandbox_for(entry)?;
+        info.grants = Some(sandbox.grants().clone());
+        info.limits = Some(sandbox.limits().clone());
+        let sandbox_limits = sandbox.limits().clone();
+        let linked = link(
+            &self.runtime,
+            entry.id.as_str().into(),
+            (kind, version),
+            &component,
+            entry.config.to_string().into(),
+            sandbox,
+        )
+        .await
+        .map_err(|source| LoadError::Guest {
+            id: id.clone(),
+            component: entry.component.clone(),
+            source,
+        })?;
+        Ok(Prepared {
+            linked,
+            sandbox_limits,
+        })
+    }
+
+    /// An ACP entry: no component, a process per run. Of the grants only `env` (its whole
+    /// environment) and `dirs` (where its `fs/*` requests may reach) mean anything to a process
+    /// Seam does not sandbox, so the others are refused rather than ignored.
+    fn prepare_acp(
+        &self,
+        entry: &PluginEntry,
+        argv: &[String],
+        info: &mut PluginInfo,
+    ) -> Result<Prepared, LoadError> {
+        info.kind = Some(PluginKind::Provider);
+        let grants = &entry.grants;
+        let outside = [
+            ("grants.network", !grants.network.is_empty()),
+            ("grants.dns", grants.dns),
+            ("grants.http", !grants.http.is_empty()),
+        ];
+        if let Some((key, _)) = outside.iter().find(|(_, set)| *set) {
+            return Err(LoadError::Sandbox {
+                id: entry.id.clone(),
+                source: SandboxError {
+                    key: (*key).to_string(),
+                    message: "an ACP agent is a process outside the sandbox: only `env` and \
+                              `dirs` grants apply to it (it reaches what the host's user can)"
+                        .into(),
+                },
+            });
+        }
+        let sandbox = self.sandbox_for(entry)?;
+        info.grants = Some(sandbox.grants().clone());
+        info.limits = Some(sandbox.limits().clone());
+        let spec = crate::acp::AcpSpec {
+            plugin: entry.id.as_str().into(),
+            argv: argv.to_vec(),
+            config: entry.config.clone(),
+            env: sandbox.grants().env_values().to_vec(),
+            grace: self.runtime.cancel_grace,
+            max_output_bytes: sandbox.limits().max_output_bytes,
+            dirs: sandbox.grants().dirs.clone(),
+            max_file_bytes: sandbox.limits().max_write_bytes,
+        };
+        let (descriptor, provider) = crate::acp::AcpProvider::new(spec, self.runtime.live.clone())
+            .map_err(|message| LoadError::Acp {
+                id: entry.id.clone(),
+                message,
+            })?;
+        Ok(Prepared {
+            linked: Linked::Provider(descriptor, Arc::new(provider)),
+            sandbox_limits: sandbox.limits().clone(),
+        })
+    }
+
+    /// The entry's sandbox: its limits over the host's defaults, its grants checked against the
+    /// host (directories exist and open, environment values read now).
+    fn sandbox_for(&self, entry: &PluginEntry) -> Result<Sandbox, LoadError> {
+        let err = |key: &str, message: String| LoadError::Sandbox {
+            id: entry.id.clone(),
+            source: SandboxError {
+                key: key.to_string(),
+                message,
+            },
+        };
+        let limits = entry.limits.apply(&self.defaults);
+        let engine = &self.engine_options;
+        if engine.pooling && limits.memory_bytes > engine.pool_memory_bytes {
+            return Err(err(
+                "limits.memory_mb",
+                format!(
+                    "{} MiB is more than the engine's memory slot of {} MiB",
+                    limits.memory_bytes >> 20,
+                    engine.pool_memory_bytes >> 20
+                ),
+            ));
+        }
+        if engine.pooling && limits.table_elements > engine.pool_table_elements {
+            return Err(err(
+                "limits.table_elements",
+                format!(
+                    "{} is more than the engine's table slot of {} elements",
+                    limits.table_elements, engine.pool_table_elements
+                ),
+            ));
+        }
+        // No grant may reach the compile cache: its artifacts are native code the host runs.
+        let grants = entry
+            .grants
+            .resolve_avoiding(self.cache.guarded_dir())
+            .map_err(|source| LoadError::Sandbox {
+                id: entry.id.clone(),
+                source,
+            })?;
+        Ok(Sandbox::new(limits, grants, engine.epoch_tick))
+    }
+}

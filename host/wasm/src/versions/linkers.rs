@@ -1,0 +1,84 @@
+//! One linker per world of every supported version, assembled once per engine from the WASI
+//! shadows (`crate::wasi`) and the version's host imports: the latest's in `crate::interfaces`,
+//! an older version's in its own folder's `imports`.
+
+use seam_core::PluginKind;
+use wasmtime::component::Linker;
+use wasmtime::Engine;
+
+use super::WitVersion;
+use crate::store::StoreData;
+
+/// The linkers, by version and kind.
+pub(crate) struct Linkers {
+    /// Indexed by [`WitVersion::index`], then [`kind_index`].
+    worlds: Vec<[Linker<StoreData>; PluginKind::ALL.len()]>,
+}
+
+/// A kind's place in [`PluginKind::ALL`].
+fn kind_index(kind: PluginKind) -> usize {
+    match kind {
+        PluginKind::Provider => 0,
+        PluginKind::Tool => 1,
+        PluginKind::Observer => 2,
+    }
+}
+
+/// What every world links: WASI (with the host's shadows of what it must count or log) and
+/// `wasi:http`, which refuses every origin the entry does not grant.
+fn base(engine: &Engine) -> wasmtime::Result<Linker<StoreData>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    crate::wasi::add_to_linker(&mut linker)?;
+    Ok(linker)
+}
+
+/// The linker of `kind`'s world in `version`.
+fn world(
+    engine: &Engine,
+    version: WitVersion,
+    kind: PluginKind,
+) -> wasmtime::Result<Linker<StoreData>> {
+    let mut linker = base(engine)?;
+    match version {
+        WitVersion::V0_1_0 => super::v0_1_0::imports::add_to_linker(&mut linker, kind)?,
+        WitVersion::V0_2_0 => crate::interfaces::add_to_linker(&mut linker, kind)?,
+    }
+    Ok(linker)
+}
+
+impl Linkers {
+    /// The linkers of every world of every supported version, on `engine`.
+    pub(crate) fn new(engine: &Engine) -> wasmtime::Result<Self> {
+        let worlds = WitVersion::ALL
+            .into_iter()
+            .map(|version| {
+                let [p, t, o] = PluginKind::ALL;
+                Ok([
+                    world(engine, version, p)?,
+                    world(engine, version, t)?,
+                    world(engine, version, o)?,
+                ])
+            })
+            .collect::<wasmtime::Result<_>>()?;
+        Ok(Self { worlds })
+    }
+
+    /// The linker of `kind`'s world in `version`.
+    pub(crate) fn of(&self, kind: PluginKind, version: WitVersion) -> &Linker<StoreData> {
+        &self.worlds[version.index()][kind_index(kind)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_its_place() {
+        for (i, kind) in PluginKind::ALL.into_iter().enumerate() {
+            assert_eq!(kind_index(kind), i);
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! The versions of the `seam:plugin` WIT package this host links, one folder each.
+//!
+//! [`WitVersion`] names every supported version; everything that differs between versions is an
+//! exhaustive `match` on it, so a new version is a new variant and a new folder, and the compiler
+//! lists what else to fill in. Each version folder owns its bindings and conversions
+//! (`mod.rs`); an older one also owns its host imports (`imports.rs`), which convert and delegate
+//! to the one implementation in `crate::interfaces` (as Zed's extension host does). [`linkers`]
+//! assembles each version's worlds, and [`exports`] calls a component's exports whatever its
+//! version, in `seam-core`'s types.
+//!
+//! `with:` cannot share an unchanged interface between two versions: the package version is part
+//! of every interface's name (`seam:plugin/host@0.1.0`), and the generated `add_to_linker`
+//! registers the name it was generated from. So an older version keeps its own bindings and
+//! converts.
+//!
+//! Export names are derived here, from [`PACKAGE`] and each version's `VERSION`, and nowhere
+//! else.
+
+pub(crate) mod exports;
+pub(crate) mod linkers;
+pub(crate) mod v0_1_0;
+pub(crate) mod v0_2_0;
+
+pub(crate) use v0_2_0 as latest;
+
+use std::path::{Path, PathBuf};
+
+use seam_core::PluginKind;
+use serde::Serialize;
+
+/// The WIT package every version belongs to.
+pub const PACKAGE: &str = "seam:plugin";
+
+/// A version of the `seam:plugin` package this host links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WitVersion {
+    /// `seam:plugin@0.1.0`, frozen in `wit/v0.1.0`.
+    V0_1_0,
+    /// `seam:plugin@0.2.0`, the latest, in `wit/`.
+    V0_2_0,
+}
+
+impl WitVersion {
+    /// Every supported version, oldest first.
+    pub const ALL: [WitVersion; 2] = [Self::V0_1_0, Self::V0_2_0];
+    /// The version new components are built against.
+    pub const LATEST: WitVersion = Self::V0_2_0;
+
+    /// The version as the package spells it (`0.2.0`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::V0_1_0 => v0_1_0::VERSION,
+            Self::V0_2_0 => v0_2_0::VERSION,
+        }
+    }
+
+    /// Its place in [`WitVersion::ALL`].
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Self::V0_1_0 => 0,
+            Self::V0_2_0 => 1,
+        }
+    }
+
+    /// The package's WIT files as this host was built with them.
+    pub fn package(self) -> WitPackage {
+        let files: &'static [(&'static str, &'static str)] = match self {
+            Self::V0_1_0 => &[("seam.wit", include_str!("../../../../wit/v0.1.0/seam.wit"))],
+            Self::V0_2_0 => &[
+                ("seam.wit", include_str!("../../../../wit/seam.wit")),
+                (
+                    "deps/io/poll.wit",
+                    include_str!("../../../../wit/deps/io/poll.wit"),
+                ),
+            ],
+        };
+        WitPackage {
+            version: self,
+            files,
+        }
+    }
+}
+
+impl std::fmt::Display for WitVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for WitVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// A version of the package this host does not link.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "this host does not support `{PACKAGE}@{version}`; it supports {}",
+    supported_versions()
+)]
+pub struct UnsupportedVersion {
+    /// The version asked for or found.
+    pub version: String,
+}
+
+impl std::str::FromStr for WitVersion {
+    type Err = UnsupportedVersion;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|v| v.as_str() == text)
+            .ok_or_else(|| UnsupportedVersion {
+                version: text.to_string(),
+            })
+    }
+}
+
+/// The supported versions in words: `0.1.0 and 0.2.0`.
+pub fn supported_versions() -> String {
+    let names: Vec<&str> = WitVersion::ALL.iter().map(|v| v.as_str()).collect();
+    match names.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// The interface a component of `kind` exports.
+fn exported_interface(kind: PluginKind) -> &'static str {
+    match kind {
+        PluginKind::Provider => "provider",
+        PluginKind::Tool => "tool",
+        PluginKind::Observer => "observer",
+    }
+}
+
+/// The WIT world a component of `kind` targets (`provider-plugin`), in every version.
+pub fn world_name(kind: PluginKind) -> &'static str {
+    match kind {
+        PluginKind::Provider => "provider-plugin",
+        PluginKind::Tool => "tool-plugin",
+        PluginKind::Observer => "observer-plugin",
+    }
+}
+
+/// The fully qualified export name (`seam:plugin/provider@0.1.0`) of `kind` in `version`.
+pub fn export_name(kind: PluginKind, version: WitVersion) -> String {
+    format!("{PACKAGE}/{}@{version}", exported_interface(kind))
+}
+
+/// What a component's exports say it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recognised {
+    /// A plugin of this kind, built against this supported version.
+    Plugin(PluginKind, WitVersion),
+    /// A Seam world of a version this host does not link (`0.3.0`).
+    Unsupported(String),
+    /// No Seam world at all.
+    Foreign,
+}
+
+/// Recognises a component by its export names: the newest supported version wins when a
+/// component exports several.
+pub fn recognise<'a>(exports: impl IntoIterator<Item = &'a str>) -> Recognised {
+    let prefix = format!("{PACKAGE}/");
+    let mut best: Option<(PluginKind, WitVersion)> = None;
+    let mut unsupported = None;
+    for export in exports {
+        let Some((interface, version)) = export
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.split_once('@'))
+        else {
+            continue;
+        };
+        let Some(kind) = PluginKind::ALL
+            .into_iter()
+            .find(|k| exported_interface(*k) == interface)
+        else {
+            continue;
+        };
+        match version.parse::<WitVersion>() {
+            Ok(v) if best.is_none_or(|(_, b)| v > b) => best = Some((kind, v)),
+            Ok(_) => {}
+            Err(e) => unsupported = unsupported.or(Some(e.version)),
+        }
+    }
+    match (best, unsupported) {
+        (Some((kind, version)), _) => Recognised::Plugin(kind, version),
+        (None, Some(version)) => Recognised::Unsupported(version),
+        (None, None) => Recognised::Foreign,
+    }
+}
+
+/// The export names this host recognises, for error messages.
+pub fn expected_exports() -> String {
+    let mut names = Vec::new();
+    for version in WitVersion::ALL {
+        for kind in PluginKind::ALL {
+            names.push(format!("`{}` ({kind})", export_name(kind, version)));
+        }
+    }
+    names.join(", ")
+}
+
+/// One supported version of the WIT package, as this host was built with it.
+#[derive(Debug, Clone, Copy)]
+pub struct WitPackage {
+    /// The package version.
+    pub version: WitVersion,
+    /// Its files, by file name, and their text.
+    pub files: &'static [(&'static str, &'static str)],
+}
+
+/// Why the WIT could not be written out.
+#[derive(Debug, thiserror::Error)]
+pub enum WitError {
+    /// The version asked for is not one this host links.
+    #[error(transparent)]
+    Unsupported(#[from] UnsupportedVersion),
+    /// A file could not be written.
+    #[error("cannot write `{}`: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Writes the WIT package `version` (the latest if `None`) into `out`, in the layout
+/// wit-bindgen, componentize-py and componentize-js read as it is: the package's files directly
+/// in `out` (a guest's `wit/` folder), and any package it depends on under `out/deps/`. Returns
+/// the files written.
+pub fn write_package(out: &Path, version: Option<&str>) -> Result<Vec<PathBuf>, WitError> {
+    let version = match version {
+        None => WitVersion::LATEST,
+        Some(v) => v.parse::<WitVersion>()?,
+    };
+    let package = version.package();
+    let write = |path: PathBuf, text: &str| -> Result<PathBuf, WitError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| WitError::Write {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        std::fs::write(&path, text).map_err(|source| WitError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(path)
+    };
+    package
+        .files
+        .iter()
+        .map(|(name, text)| write(out.join(name), text))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn export_names_come_from_the_package_and_version() {
+        assert_eq!(
+            export_name(PluginKind::Tool, WitVersion::V0_1_0),
+            "seam:plugin/tool@0.1.0"
+        );
+        let exports = ["wasi:cli/run@0.2.0", "seam:plugin/observer@0.1.0"];
+        assert_eq!(
+            recognise(exports),
+            Recognised::Plugin(PluginKind::Observer, WitVersion::V0_1_0)
+        );
+        assert_eq!(
+            recognise(["seam:plugin/provider@9.9.9"]),
+            Recognised::Unsupported("9.9.9".into())
+        );
+        assert_eq!(recognise(["seam:plugin/types@0.3.0"]), Recognised::Foreign);
+        // The newest supported version wins, whatever the order of the exports.
+        assert_eq!(
+            recognise(["seam:plugin/tool@0.2.0", "seam:plugin/tool@0.1.0"]),
+            Recognised::Plugin(PluginKind::Tool, WitVersion::V0_2_0)
+        );
+        assert_eq!(supported_versions(), "0.1.0 and 0.2.0");
+    }
+
+    #[test]
+    fn every_version_is_listed_once_in_order() {
+        for (i, version) in WitVersion::ALL.iter().enumerate() {
+            assert_eq!(version.index(), i);
+            assert_eq!(version.as_str().parse::<WitVersion>(), Ok(*version));
+            assert_eq!(version.package().version, *version);
+        }
+        assert_eq!(WitVersion::ALL.last(), Some(&WitVersion::LATEST));
+        assert_eq!(
+            "0.3.0".parse::<WitVersion>(),
+            Err(UnsupportedVersion {
+                version: "0.3.0".into()
+            })
+        );
+    }
+}
