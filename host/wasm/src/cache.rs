@@ -35,6 +35,7 @@ use seam_core::types::PluginKind;
 
 use crate::versions::{Recognised, WitVersion};
 use sha2::{Digest, Sha256};
+use thiserror::Error;
 use wasmtime::component::Component;
 use wasmtime::Engine;
 
@@ -251,12 +252,9 @@ impl CompileCache {
 
     /// Checks an artifact file's header against the component's digest and this engine, and
     /// its body against the header; returns the body.
-    fn verify<'a>(&self, file: &'a [u8], source: &[u8; 32]) -> Result<&'a [u8], String> {
+    fn verify<'a>(&self, file: &'a [u8], source: &[u8; 32]) -> Result<&'a [u8], StaleArtifact> {
         if file.len() < HEADER_LEN || !file.starts_with(MAGIC) {
-            return Err(format!(
-                "it has no Seam artifact header ({} bytes)",
-                file.len()
-            ));
+            return Err(StaleArtifact::NoHeader { len: file.len() });
         }
         let (header, body) = file.split_at(HEADER_LEN);
         let (_, rest) = header.split_at(MAGIC.len());
@@ -264,24 +262,23 @@ impl CompileCache {
         let (engine_digest, rest) = rest.split_at(32);
         let (body_len, body_digest) = rest.split_at(8);
         if source_digest != source.as_slice() {
-            return Err(format!(
-                "it was compiled from another component (source digest {}, expected {})",
-                hex(source_digest),
-                hex(source)
-            ));
+            return Err(StaleArtifact::OtherSource {
+                found: hex(source_digest),
+                expected: hex(source),
+            });
         }
         if engine_digest != self.engine_digest.as_slice() {
-            return Err("it was compiled by another engine or engine configuration".into());
+            return Err(StaleArtifact::OtherEngine);
         }
         let body_len = u64::from_le_bytes(body_len.try_into().expect("8 bytes"));
         if body_len != body.len() as u64 {
-            return Err(format!(
-                "its body is {} bytes, the header says {body_len}",
-                body.len()
-            ));
+            return Err(StaleArtifact::Length {
+                len: body.len(),
+                header: body_len,
+            });
         }
         if Sha256::digest(body).as_slice() != body_digest {
-            return Err("its body does not match the digest in its header".into());
+            return Err(StaleArtifact::Digest);
         }
         Ok(body)
     }
@@ -326,6 +323,27 @@ impl CompileCache {
             let _ = std::fs::remove_file(&tmp);
         }
         written
+    }
+
+    /// [`CompileCache::compile`] on a blocking thread (compiling is CPU-bound), then what the
+    /// component is: the one path from a file to a recognised component, for loading,
+    /// inspecting and `seam compile`.
+    pub(crate) async fn compile_and_recognise(
+        self: &Arc<Self>,
+        path: &Path,
+    ) -> Result<(Component, PluginKind, WitVersion), EngineError> {
+        let component = {
+            let path = path.to_path_buf();
+            let cache = self.clone();
+            tokio::task::spawn_blocking(move || cache.compile(&path))
+                .await
+                .map_err(|source| EngineError::Task {
+                    what: "compile",
+                    source,
+                })??
+        };
+        let (kind, version) = self.kind_of(path, &component)?;
+        Ok((component, kind, version))
     }
 
     /// The kind of plugin `component` is, by its exports, and the package version it was built
@@ -494,7 +512,7 @@ fn canonical_lenient(path: &Path) -> PathBuf {
 /// Makes sure `dir` is a cache directory the host can trust, creating it `0700` if it is
 /// missing; returns its canonical path, or why it cannot be used.
 #[cfg(unix)]
-fn prepare_dir(dir: &Path) -> Result<PathBuf, String> {
+fn prepare_dir(dir: &Path) -> Result<PathBuf, UntrustedDir> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 
     if std::fs::symlink_metadata(dir).is_err() {
@@ -502,22 +520,22 @@ fn prepare_dir(dir: &Path) -> Result<PathBuf, String> {
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .map_err(|e| format!("cannot create it: {e}"))?;
+            .map_err(UntrustedDir::Create)?;
         // The mode above is masked by the umask; the directory the host creates is 0700
         // whatever the umask says.
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("cannot make it private (0700): {e}"))?;
+            .map_err(UntrustedDir::MakePrivate)?;
     }
-    let meta = std::fs::metadata(dir).map_err(|e| format!("cannot read it: {e}"))?;
+    let meta = std::fs::metadata(dir).map_err(UntrustedDir::Read)?;
     if !meta.is_dir() {
-        return Err("it is not a directory".into());
+        return Err(UntrustedDir::NotADirectory);
     }
-    let uid = current_uid().map_err(|e| format!("cannot tell which user this is: {e}"))?;
+    let uid = current_uid().map_err(UntrustedDir::WhoAmI)?;
     if meta.uid() != uid {
-        return Err(format!(
-            "it is owned by uid {}, not by this user (uid {uid}); another user could plant native code in it",
-            meta.uid()
-        ));
+        return Err(UntrustedDir::Owner {
+            owner: meta.uid(),
+            uid,
+        });
     }
     let mode = meta.mode() & 0o7777;
     if mode & 0o022 != 0 {
@@ -526,17 +544,57 @@ fn prepare_dir(dir: &Path) -> Result<PathBuf, String> {
             (true, false) => "its group",
             _ => "others",
         };
-        return Err(format!(
-            "it is writable by {who} (mode {mode:o}), who could plant native code in it; `chmod 700` it to use it"
-        ));
+        return Err(UntrustedDir::Writable { who, mode });
     }
-    std::fs::canonicalize(dir).map_err(|e| format!("cannot resolve it: {e}"))
+    std::fs::canonicalize(dir).map_err(UntrustedDir::Resolve)
 }
 
 #[cfg(not(unix))]
-fn prepare_dir(dir: &Path) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create it: {e}"))?;
-    std::fs::canonicalize(dir).map_err(|e| format!("cannot resolve it: {e}"))
+fn prepare_dir(dir: &Path) -> Result<PathBuf, UntrustedDir> {
+    std::fs::create_dir_all(dir).map_err(UntrustedDir::Create)?;
+    std::fs::canonicalize(dir).map_err(UntrustedDir::Resolve)
+}
+
+/// Why a cache directory cannot be trusted with native code.
+#[derive(Debug, Error)]
+enum UntrustedDir {
+    #[error("cannot create it: {0}")]
+    Create(std::io::Error),
+    #[error("cannot make it private (0700): {0}")]
+    MakePrivate(std::io::Error),
+    #[error("cannot read it: {0}")]
+    Read(std::io::Error),
+    #[error("it is not a directory")]
+    NotADirectory,
+    #[error("cannot tell which user this is: {0}")]
+    WhoAmI(std::io::Error),
+    #[error(
+        "it is owned by uid {owner}, not by this user (uid {uid}); another user could plant \
+         native code in it"
+    )]
+    Owner { owner: u32, uid: u32 },
+    #[error(
+        "it is writable by {who} (mode {mode:o}), who could plant native code in it; `chmod 700` \
+         it to use it"
+    )]
+    Writable { who: &'static str, mode: u32 },
+    #[error("cannot resolve it: {0}")]
+    Resolve(std::io::Error),
+}
+
+/// Why a cached artifact is not used (it is recompiled and rewritten).
+#[derive(Debug, Error)]
+enum StaleArtifact {
+    #[error("it has no Seam artifact header ({len} bytes)")]
+    NoHeader { len: usize },
+    #[error("it was compiled from another component (source digest {found}, expected {expected})")]
+    OtherSource { found: String, expected: String },
+    #[error("it was compiled by another engine or engine configuration")]
+    OtherEngine,
+    #[error("its body is {len} bytes, the header says {header}")]
+    Length { len: usize, header: u64 },
+    #[error("its body does not match the digest in its header")]
+    Digest,
 }
 
 /// The effective user id of this process: from `/proc/self/status`, else the owner of a file

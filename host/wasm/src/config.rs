@@ -28,6 +28,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::sandbox::EntryError;
+
 use seam_core::agent::AgentConfig;
 use seam_core::model::ModelsConfig;
 use thiserror::Error;
@@ -166,7 +168,7 @@ impl Config {
                 .as_table_mut()
                 .map(|t| (t.remove("grants"), t.remove("limits")));
             let command = match value.as_table_mut() {
-                Some(table) => acp_command(table).map_err(entry_err)?,
+                Some(table) => acp_command(table).map_err(|e| entry_err(e.to_string()))?,
                 None => None,
             };
             let mut entry: PluginEntry = value
@@ -185,14 +187,15 @@ impl Config {
             }
             if let Some((grants, limits)) = sandbox {
                 if let Some(grants) = grants {
-                    entry.grants =
-                        crate::sandbox::parse_grants(&grants, base).map_err(entry_err)?;
+                    entry.grants = crate::sandbox::parse_grants(&grants, base)
+                        .map_err(|e| entry_err(e.to_string()))?;
                 }
                 if let Some(limits) = limits {
-                    entry.limits = crate::sandbox::parse_limits(&limits).map_err(entry_err)?;
+                    entry.limits = crate::sandbox::parse_limits(&limits)
+                        .map_err(|e| entry_err(e.to_string()))?;
                 }
             }
-            validate_id(&entry.id).map_err(entry_err)?;
+            validate_id(&entry.id).map_err(|e| entry_err(e.to_string()))?;
             if plugins.iter().any(|p| p.id == entry.id) {
                 return Err(entry_err(format!("key `id`: `{}` is used twice", entry.id)));
             }
@@ -237,24 +240,34 @@ impl Config {
 
 /// Takes `kind = "acp"` and `command` out of an entry's table: the argv for an ACP entry, `None`
 /// for a component. An ACP entry gets a `component` placeholder so the common fields parse.
-fn acp_command(table: &mut toml::Table) -> Result<Option<Vec<String>>, String> {
+fn acp_command(table: &mut toml::Table) -> Result<Option<Vec<String>>, EntryError> {
     let acp = table.get("kind").and_then(|k| k.as_str()) == Some("acp");
     let command = table.remove("command");
     if !acp {
         return match command {
-            Some(_) => Err("key `command` is only for `kind = \"acp\"` entries".into()),
+            Some(_) => Err(EntryError::new(
+                "command",
+                "key `command` is only for `kind = \"acp\"` entries".into(),
+            )),
             None => Ok(None),
         };
     }
     table.remove("kind");
     if table.contains_key("component") {
-        return Err(
-            "key `component` does not apply to `kind = \"acp\"`: the agent is the program in `command`"
+        return Err(EntryError::new(
+            "component",
+            "key `component` does not apply to `kind = \"acp\"`: the agent is the program in \
+             `command`"
                 .into(),
-        );
+        ));
     }
     let Some(command) = command else {
-        return Err("key `command` is missing: an ACP entry names its agent program, as `command = [\"program\", \"arg\"]`".into());
+        return Err(EntryError::new(
+            "command",
+            "key `command` is missing: an ACP entry names its agent program, as \
+             `command = [\"program\", \"arg\"]`"
+                .into(),
+        ));
     };
     let argv: Option<Vec<String>> = command
         .as_array()
@@ -270,20 +283,27 @@ fn acp_command(table: &mut toml::Table) -> Result<Option<Vec<String>>, String> {
             table.insert("component".into(), toml::Value::String(argv[0].clone()));
             Ok(Some(argv))
         }
-        _ => Err("key `command` must be a non-empty list of strings, the program first".into()),
+        _ => Err(EntryError::new(
+            "command",
+            "key `command` must be a non-empty list of strings, the program first".into(),
+        )),
     }
 }
 
-fn validate_id(id: &str) -> Result<(), String> {
+fn validate_id(id: &str) -> Result<(), EntryError> {
     if id.is_empty() || id.len() > 64 {
-        return Err("key `id` must be 1 to 64 characters".into());
+        return Err(EntryError::new(
+            "id",
+            "key `id` must be 1 to 64 characters".into(),
+        ));
     }
     if !id
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
     {
-        return Err(format!(
-            "key `id`: `{id}` may only contain ASCII letters, digits, `-`, `_` and `.`"
+        return Err(EntryError::new(
+            "id",
+            format!("key `id`: `{id}` may only contain ASCII letters, digits, `-`, `_` and `.`"),
         ));
     }
     Ok(())

@@ -140,6 +140,14 @@ pub enum EngineError {
     /// The engine could not be configured.
     #[error("cannot configure the wasm engine: {0}")]
     Config(String),
+    /// A task the host ran off the async workers (a compile) panicked or was cancelled.
+    #[error("the {what} task failed: {source}")]
+    Task {
+        /// What it was doing.
+        what: &'static str,
+        /// The runtime's error.
+        source: tokio::task::JoinError,
+    },
     /// A component file could not be read.
     #[error("cannot read component `{path}`: {source}")]
     Read {
@@ -188,14 +196,6 @@ pub enum EngineError {
         expected: PluginKind,
         /// What the component exports.
         found: PluginKind,
-    },
-    /// The component imports something the host does not provide.
-    #[error("`{path}` cannot be linked: {reason}")]
-    Link {
-        /// The file.
-        path: PathBuf,
-        /// The linker's explanation.
-        reason: String,
     },
 }
 

@@ -189,12 +189,8 @@ impl Host {
             .stats()
             .hits
             .load(std::sync::atomic::Ordering::Relaxed);
-        let path = path.to_path_buf();
-        let stats = cache.clone();
-        tokio::task::spawn_blocking(move || cache.compile(&path).map(drop))
-            .await
-            .map_err(|e| EngineError::Config(format!("compile task failed: {e}")))??;
-        Ok(stats
+        cache.compile_and_recognise(path).await?;
+        Ok(cache
             .stats()
             .hits
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -314,15 +310,7 @@ impl Host {
         path: &Path,
         config: Option<serde_json::Value>,
     ) -> Result<ComponentInfo, EngineError> {
-        let cache = &self.inner.cache;
-        let component = {
-            let path = path.to_path_buf();
-            let cache = cache.clone();
-            tokio::task::spawn_blocking(move || cache.compile(&path))
-                .await
-                .map_err(|e| EngineError::Config(format!("compile task failed: {e}")))??
-        };
-        let (kind, version) = cache.kind_of(path, &component)?;
+        let (component, kind, version) = self.inner.cache.compile_and_recognise(path).await?;
         let engine = &self.inner.runtime.engine;
         let ty = component.component_type();
         let imports = ty.imports(engine).map(|(n, _)| n.to_string()).collect();

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use wasmtime::component::{InstancePre, TypedFunc};
 use wasmtime::Store;
 
+use crate::engine::EngineError;
 use crate::fault::GuestFault;
 use crate::host::Host;
 use crate::sandbox::{Granted, Sandbox};
@@ -16,8 +17,28 @@ use crate::store::{new_store, CpuBudget, Serving, StoreData};
 use crate::versions::latest::provider_world::{ProviderPlugin, ProviderPluginPre};
 use seam_core::types::PluginKind;
 
-fn guest_fault(e: &wasmtime::Error) -> String {
-    GuestFault::from_error(e).to_string()
+/// Why a probe could not be made or called.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The component could not be read or compiled.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The provider linker cannot link it.
+    #[error("cannot link: {0}")]
+    Link(String),
+    /// It does not export what the probe calls.
+    #[error("no `{0}` export")]
+    NoExport(&'static str),
+    /// The guest faulted.
+    #[error(transparent)]
+    Fault(#[from] GuestFault),
+    /// The guest answered with an error of its own.
+    #[error("the guest refused: {0}")]
+    Refused(String),
+}
+
+fn guest_fault(e: &wasmtime::Error) -> ProbeError {
+    ProbeError::Fault(GuestFault::from_error(e))
 }
 
 /// A compiled and linked component, ready to instantiate in stores made like a run's.
@@ -31,15 +52,15 @@ pub struct Template {
 impl Template {
     /// Compiles (through the host's cache) and links the component at `path` with the
     /// provider linker.
-    pub fn new(host: &Host, path: &Path) -> Result<Self, String> {
-        let component = host.inner.cache.compile(path).map_err(|e| e.to_string())?;
+    pub fn new(host: &Host, path: &Path) -> Result<Self, ProbeError> {
+        let component = host.inner.cache.compile(path)?;
         let pre = host
             .inner
             .runtime
             .linkers
             .of(PluginKind::Provider, crate::versions::WitVersion::LATEST)
             .instantiate_pre(&component)
-            .map_err(|e| format!("cannot link: {e:#}"))?;
+            .map_err(|e| ProbeError::Link(format!("{e:#}")))?;
         let options = &host.inner.options;
         Ok(Self {
             host: host.clone(),
@@ -66,8 +87,9 @@ impl Template {
     }
 
     /// A fresh store and instance of a provider component.
-    pub async fn provider(&self) -> Result<ProviderInstance, String> {
-        let pre = ProviderPluginPre::new(self.pre.clone()).map_err(|e| format!("{e:#}"))?;
+    pub async fn provider(&self) -> Result<ProviderInstance, ProbeError> {
+        let pre = ProviderPluginPre::new(self.pre.clone())
+            .map_err(|e| ProbeError::Link(format!("{e:#}")))?;
         let mut store = self.store();
         let plugin = pre
             .instantiate_async(&mut store)
@@ -77,7 +99,7 @@ impl Template {
     }
 
     /// A fresh store and instance of a component exporting `noop: func()`.
-    pub async fn noop(&self) -> Result<NoopInstance, String> {
+    pub async fn noop(&self) -> Result<NoopInstance, ProbeError> {
         let mut store = self.store();
         let instance = self
             .pre
@@ -86,7 +108,7 @@ impl Template {
             .map_err(|e| guest_fault(&e))?;
         let noop = instance
             .get_typed_func::<(), ()>(&mut store, "noop")
-            .map_err(|e| format!("no `noop` export: {e:#}"))?;
+            .map_err(|_| ProbeError::NoExport("noop"))?;
         Ok(NoopInstance { store, noop })
     }
 }
@@ -99,7 +121,7 @@ pub struct ProviderInstance {
 
 impl ProviderInstance {
     /// Calls `describe(config)` and returns the descriptor's name.
-    pub async fn describe(&mut self, config: &str) -> Result<String, String> {
+    pub async fn describe(&mut self, config: &str) -> Result<String, ProbeError> {
         match self
             .plugin
             .seam_plugin_provider()
@@ -107,7 +129,7 @@ impl ProviderInstance {
             .await
         {
             Ok(Ok(d)) => Ok(d.name),
-            Ok(Err(message)) => Err(message),
+            Ok(Err(message)) => Err(ProbeError::Refused(message)),
             Err(e) => Err(guest_fault(&e)),
         }
     }
@@ -121,7 +143,7 @@ pub struct NoopInstance {
 
 impl NoopInstance {
     /// Calls `noop()`.
-    pub async fn call(&mut self) -> Result<(), String> {
+    pub async fn call(&mut self) -> Result<(), ProbeError> {
         self.noop
             .call_async(&mut self.store, ())
             .await

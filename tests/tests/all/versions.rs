@@ -34,7 +34,7 @@ async fn a_0_1_0_provider_loads_serves_and_cancels() {
         )
         .await
         .unwrap();
-    assert_eq!(info.version, "0.1.0");
+    assert_eq!(info.version, seam_host::WitVersion::V0_1_0);
     assert!(
         info.exports
             .iter()

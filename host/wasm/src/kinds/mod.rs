@@ -52,6 +52,14 @@ pub enum PluginError {
         /// The guest's message.
         message: String,
     },
+    /// The guest answered a call (an observer's `on-event`) with an error of its own.
+    #[error("{call} returned an error: {message}")]
+    Answered {
+        /// The export called.
+        call: &'static str,
+        /// The guest's message.
+        message: String,
+    },
     /// The guest faulted during a call.
     #[error("{call} failed: {fault}")]
     Fault {

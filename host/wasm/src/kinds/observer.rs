@@ -22,11 +22,11 @@ use tokio::sync::mpsc;
 use seam_core::events::{Event, EventBus, ListenerId};
 use wasmtime::component::InstancePre;
 
-use super::Runtime;
+use super::{PluginError, Runtime};
 use crate::fault::GuestFault;
 use crate::sandbox::Sandbox;
 use crate::store::{Serving, StoreData, Stores};
-use crate::versions::exports::ObserverPre;
+use crate::versions::exports::{GuestError, ObserverPre};
 
 /// Bytes of event JSON one observer may have waiting for delivery. An event is charged from
 /// when it is queued until the observer's task takes it to deliver; one that does not fit is
@@ -343,16 +343,22 @@ impl WasmObserver {
     }
 }
 
-async fn deliver(inner: &ObserverParts, event: &str) -> Result<(), String> {
+async fn deliver(inner: &ObserverParts, event: &str) -> Result<(), PluginError> {
     let mut store = inner.stores.make(Serving::default());
-    let instance = inner.pre.instantiate(&mut store).await.map_err(|e| {
-        let fault = GuestFault::from_store_error(&e, store.data());
-        format!("cannot instantiate: {fault}")
-    })?;
+    let instance =
+        inner.pre.instantiate(&mut store).await.map_err(|e| {
+            PluginError::Instantiate(GuestFault::from_store_error(&e, store.data()))
+        })?;
     match instance.on_event(&mut store, &inner.config, event).await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(message)) => Err(message),
-        Err(e) => Err(GuestFault::from_store_error(&e, store.data()).to_string()),
+        Ok(Err(GuestError(message))) => Err(PluginError::Answered {
+            call: "on-event",
+            message,
+        }),
+        Err(e) => Err(PluginError::Fault {
+            call: "on-event",
+            fault: GuestFault::from_store_error(&e, store.data()),
+        }),
     }
 }
 

@@ -14,7 +14,7 @@ use crate::sandbox::gate::RunGate;
 use crate::sandbox::Sandbox;
 use crate::store::context::{Quota, RunEnv};
 use crate::store::{Serving, StoreData, Stores};
-use crate::versions::exports::ProviderPre;
+use crate::versions::exports::{GuestError, ProviderPre};
 
 /// A provider backed by a component.
 pub(crate) struct WasmProvider {
@@ -58,7 +58,7 @@ impl WasmProvider {
         })?;
         match instance.describe(&mut store, &self.config).await {
             Ok(Ok(d)) => Ok(d),
-            Ok(Err(message)) => Err(PluginError::Refused {
+            Ok(Err(GuestError(message))) => Err(PluginError::Refused {
                 call: "describe",
                 message,
             }),
@@ -110,7 +110,7 @@ impl Provider for WasmProvider {
             })?;
             match instance.run(&mut store, &config, &run_id, &request).await {
                 Ok(Ok(result)) => Ok(result),
-                Ok(Err(message)) => Err(RunFailure(message)),
+                Ok(Err(GuestError(message))) => Err(RunFailure(message)),
                 Err(e) => Err(RunFailure(format!(
                     "guest fault: {}",
                     GuestFault::from_store_error(&e, store.data())

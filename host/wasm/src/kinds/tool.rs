@@ -17,7 +17,7 @@ use crate::sandbox::gate::{blocks_size, Denied, RunGate};
 use crate::sandbox::Sandbox;
 use crate::store::context::{CallEnv, CallRuns, Quota};
 use crate::store::{Serving, StoreData, Stores};
-use crate::versions::exports::{ToolInstance, ToolPre};
+use crate::versions::exports::{GuestError, ToolInstance, ToolPre};
 
 /// Most bytes a tool's binding (its tool name and provider name) may take.
 const MAX_BINDING_BYTES: usize = 256;
@@ -94,7 +94,7 @@ impl WasmTool {
                 }
                 Ok(b)
             }
-            Ok(Err(message)) => Err(PluginError::Refused {
+            Ok(Err(GuestError(message))) => Err(PluginError::Refused {
                 call: "bind",
                 message,
             }),
@@ -116,7 +116,7 @@ impl WasmTool {
             .await
         {
             Ok(Ok(d)) => d,
-            Ok(Err(message)) => {
+            Ok(Err(GuestError(message))) => {
                 return Err(PluginError::Refused {
                     call: "describe",
                     message,

@@ -38,18 +38,10 @@ impl Loader {
             id: id.clone(),
             source,
         };
-        // Compilation is CPU-bound: keep it off the async workers.
-        let component = {
-            let path = entry.component.clone();
-            let cache = self.cache.clone();
-            tokio::task::spawn_blocking(move || cache.compile(&path))
-                .await
-                .map_err(|e| engine_err(EngineError::Config(format!("compile task: {e}"))))?
-                .map_err(engine_err)?
-        };
-        let (kind, version) = self
+        let (component, kind, version) = self
             .cache
-            .kind_of(&entry.component, &component)
+            .compile_and_recognise(&entry.component)
+            .await
             .map_err(engine_err)?;
         info.kind = Some(kind);
         if let Some(expected) = entry.kind.filter(|k| *k != kind) {

@@ -18,37 +18,65 @@ const MAX_MS: u64 = 7 * 24 * 3600 * 1000;
 /// Largest `max_write_mb` a config may give: 1 TiB.
 const MAX_WRITE_MB: u64 = 1 << 20;
 
-fn table<'a>(value: &'a Value, key: &str, allowed: &[&str]) -> Result<&'a toml::Table, String> {
+/// A `[plugin.grants]` or `[plugin.limits]` value that is wrong, naming its key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct EntryError {
+    /// The key, for example `grants.dirs[1].guest` or `limits.memory_mb`.
+    pub key: String,
+    /// What is wrong, in words that name the key.
+    message: String,
+}
+
+impl EntryError {
+    pub(crate) fn new(key: impl Into<String>, message: String) -> Self {
+        Self {
+            key: key.into(),
+            message,
+        }
+    }
+}
+
+fn table<'a>(value: &'a Value, key: &str, allowed: &[&str]) -> Result<&'a toml::Table, EntryError> {
     let table = value
         .as_table()
-        .ok_or_else(|| format!("key `{key}` must be a table"))?;
+        .ok_or_else(|| EntryError::new(key, format!("key `{key}` must be a table")))?;
     if let Some(unknown) = table.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(format!(
-            "key `{key}.{unknown}` is unknown (expected one of {})",
-            allowed.join(", ")
+        return Err(EntryError::new(
+            format!("{key}.{unknown}"),
+            format!(
+                "key `{key}.{unknown}` is unknown (expected one of {})",
+                allowed.join(", ")
+            ),
         ));
     }
     Ok(table)
 }
 
-fn string<'a>(value: &'a Value, key: &str) -> Result<&'a str, String> {
+fn string<'a>(value: &'a Value, key: &str) -> Result<&'a str, EntryError> {
     match value.as_str() {
         Some(s) if !s.is_empty() && !s.contains('\0') => Ok(s),
-        Some(_) => Err(format!("key `{key}` must be a non-empty string")),
-        None => Err(format!("key `{key}` must be a string")),
+        Some(_) => Err(EntryError::new(
+            key,
+            format!("key `{key}` must be a non-empty string"),
+        )),
+        None => Err(EntryError::new(
+            key,
+            format!("key `{key}` must be a string"),
+        )),
     }
 }
 
-fn array<'a>(value: &'a Value, key: &str) -> Result<&'a [Value], String> {
+fn array<'a>(value: &'a Value, key: &str) -> Result<&'a [Value], EntryError> {
     value
         .as_array()
         .map(Vec::as_slice)
-        .ok_or_else(|| format!("key `{key}` must be an array"))
+        .ok_or_else(|| EntryError::new(key, format!("key `{key}` must be an array")))
 }
 
 /// Reads `[plugin.grants]`. Relative `host` paths resolve against `base`, the config's folder;
 /// whether they exist is checked when the plugin loads.
-pub fn parse_grants(value: &Value, base: &Path) -> Result<Grants, String> {
+pub fn parse_grants(value: &Value, base: &Path) -> Result<Grants, EntryError> {
     let t = table(value, "grants", GRANT_KEYS)?;
     let mut grants = Grants::default();
     if let Some(dirs) = t.get("dirs") {
@@ -57,19 +85,29 @@ pub fn parse_grants(value: &Value, base: &Path) -> Result<Grants, String> {
             let key = format!("grants.dirs[{i}]");
             let d = table(dir, &key, DIR_KEYS)?;
             let field = |name: &str| {
-                d.get(name)
-                    .ok_or_else(|| format!("key `{key}.{name}` is required"))
+                d.get(name).ok_or_else(|| {
+                    EntryError::new(
+                        format!("{key}.{name}"),
+                        format!("key `{key}.{name}` is required"),
+                    )
+                })
             };
             let host = Path::new(string(field("host")?, &format!("{key}.host"))?);
             let guest = string(field("guest")?, &format!("{key}.guest"))?;
             let write = match d.get("write") {
                 None => false,
-                Some(v) => v
-                    .as_bool()
-                    .ok_or_else(|| format!("key `{key}.write` must be a boolean"))?,
+                Some(v) => v.as_bool().ok_or_else(|| {
+                    EntryError::new(
+                        format!("{key}.write"),
+                        format!("key `{key}.write` must be a boolean"),
+                    )
+                })?,
             };
             if !guests.insert(guest.to_string()) {
-                return Err(format!("key `{key}.guest`: `{guest}` is granted twice"));
+                return Err(EntryError::new(
+                    format!("{key}.guest"),
+                    format!("key `{key}.guest`: `{guest}` is granted twice"),
+                ));
             }
             grants.dirs.push(DirGrant {
                 host: if host.is_relative() {
@@ -87,10 +125,16 @@ pub fn parse_grants(value: &Value, base: &Path) -> Result<Grants, String> {
             let key = format!("grants.env[{i}]");
             let name = string(name, &key)?;
             if name.contains('=') {
-                return Err(format!("key `{key}`: `{name}` is not a variable name"));
+                return Err(EntryError::new(
+                    &key,
+                    format!("key `{key}`: `{name}` is not a variable name"),
+                ));
             }
             if grants.env.iter().any(|n| n == name) {
-                return Err(format!("key `{key}`: `{name}` is granted twice"));
+                return Err(EntryError::new(
+                    &key,
+                    format!("key `{key}`: `{name}` is granted twice"),
+                ));
             }
             grants.env.push(name.to_string());
         }
@@ -100,9 +144,12 @@ pub fn parse_grants(value: &Value, base: &Path) -> Result<Grants, String> {
             let key = format!("grants.network[{i}]");
             let text = string(addr, &key)?;
             let addr: SocketAddr = text.parse().map_err(|_| {
-                format!(
-                    "key `{key}`: `{text}` is not an IP address with a port, such as \
-                     `127.0.0.1:8080` or `[::1]:8080`"
+                EntryError::new(
+                    &key,
+                    format!(
+                        "key `{key}`: `{text}` is not an IP address with a port, such as \
+                         `127.0.0.1:8080` or `[::1]:8080`"
+                    ),
                 )
             })?;
             if !grants.network.contains(&addr) {
@@ -115,30 +162,33 @@ pub fn parse_grants(value: &Value, base: &Path) -> Result<Grants, String> {
             let key = format!("grants.http[{i}]");
             let origin: HttpOrigin = string(origin, &key)?
                 .parse()
-                .map_err(|e| format!("key `{key}`: {e}"))?;
+                .map_err(|e| EntryError::new(&key, format!("key `{key}`: {e}")))?;
             if !grants.http.contains(&origin) {
                 grants.http.push(origin);
             }
         }
     }
     if let Some(dns) = t.get("dns") {
-        grants.dns = dns.as_bool().ok_or("key `grants.dns` must be a boolean")?;
+        grants.dns = dns.as_bool().ok_or_else(|| {
+            EntryError::new("grants.dns", "key `grants.dns` must be a boolean".into())
+        })?;
     }
     Ok(grants)
 }
 
 /// Reads `[plugin.limits]`: each value must be a positive integer within its range, and
 /// `on_concurrency` one of `wait` and `refuse`.
-pub fn parse_limits(value: &Value) -> Result<LimitOverrides, String> {
+pub fn parse_limits(value: &Value) -> Result<LimitOverrides, EntryError> {
     let t = table(value, "limits", LIMIT_KEYS)?;
-    let int = |name: &str, max: u64| -> Result<Option<u64>, String> {
+    let int = |name: &str, max: u64| -> Result<Option<u64>, EntryError> {
         let Some(v) = t.get(name) else {
             return Ok(None);
         };
         match v.as_integer() {
             Some(n) if n >= 1 && n.unsigned_abs() <= max => Ok(Some(n.unsigned_abs())),
-            _ => Err(format!(
-                "key `limits.{name}` must be an integer from 1 to {max}"
+            _ => Err(EntryError::new(
+                format!("limits.{name}"),
+                format!("key `limits.{name}` must be an integer from 1 to {max}"),
             )),
         }
     };
@@ -148,7 +198,10 @@ pub fn parse_limits(value: &Value) -> Result<LimitOverrides, String> {
             Some("wait") => OnConcurrency::Wait,
             Some("refuse") => OnConcurrency::Refuse,
             _ => {
-                return Err("key `limits.on_concurrency` must be `\"wait\"` or `\"refuse\"`".into())
+                return Err(EntryError::new(
+                    "limits.on_concurrency",
+                    "key `limits.on_concurrency` must be `\"wait\"` or `\"refuse\"`".into(),
+                ))
             }
         }),
     };
@@ -185,8 +238,19 @@ mod tests {
             .expect("test TOML parses")
     }
 
+    /// The error's text, once checked that it names the key the error carries.
+    fn text(e: EntryError) -> String {
+        let text = e.to_string();
+        assert!(
+            text.starts_with(&format!("key `{}`", e.key)),
+            "{text} names {}",
+            e.key
+        );
+        text
+    }
+
     fn limits(text: &str) -> Result<LimitOverrides, String> {
-        parse_limits(&toml(text))
+        parse_limits(&toml(text)).map_err(super::tests::text)
     }
 
     #[test]
@@ -342,7 +406,7 @@ mod tests {
             assert!(err.contains(key), "{err} lists {key}");
         }
         assert_eq!(
-            parse_limits(&Value::Integer(3)).unwrap_err(),
+            text(parse_limits(&Value::Integer(3)).unwrap_err()),
             "key `limits` must be a table"
         );
     }
@@ -485,7 +549,7 @@ mod tests {
             ),
         ] {
             assert_eq!(
-                parse_grants(&toml(text), base).unwrap_err(),
+                super::tests::text(parse_grants(&toml(text), base).unwrap_err()),
                 message,
                 "{text}"
             );

@@ -70,9 +70,7 @@ impl RunGate {
     }
 
     fn hit(&self, limit: Limit) -> LimitHit {
-        let hit = LimitHit::new(&self.plugin, limit);
-        tracing::warn!(plugin = %self.plugin, limit = hit.limit.key(), "{hit}");
-        hit
+        LimitHit::logged(&self.plugin, limit)
     }
 
     /// A slot held under `key`: at once if one is free; otherwise waits until one is (ending

@@ -39,7 +39,9 @@ pub struct HttpOrigin {
 }
 
 impl HttpOrigin {
-    /// The origin a request goes to, if its URI names a scheme and an authority.
+    /// The origin a request goes to, if its URI names a scheme and an authority without user
+    /// information: `http://127.0.0.1:1@127.0.0.1:2` names no origin, whatever a resolver or a
+    /// server would make of it.
     pub fn of(uri: &http::Uri) -> Option<HttpOrigin> {
         let https = match uri.scheme_str()? {
             "https" => true,
@@ -47,6 +49,9 @@ impl HttpOrigin {
             _ => return None,
         };
         let authority = uri.authority()?;
+        if authority.as_str().contains('@') {
+            return None;
+        }
         Some(HttpOrigin {
             https,
             host: authority.host().to_ascii_lowercase(),
@@ -55,32 +60,51 @@ impl HttpOrigin {
     }
 }
 
+/// Why a text is not an HTTP origin grant.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum OriginError {
+    /// It is not `scheme://host[:port]` at all.
+    #[error(
+        "`{0}` is not an origin: write the scheme, the host and, if not the default, the port, \
+         such as `https://api.deepseek.com` or `http://127.0.0.1:8080`"
+    )]
+    Shape(String),
+    /// It has a user name or password.
+    #[error("`{0}`: an origin has no user name or password")]
+    UserInfo(String),
+    /// It has a path or a query.
+    #[error("`{0}`: an origin has no path or query; the grant covers every path")]
+    Path(String),
+    /// Its scheme is not http or https.
+    #[error("`{text}`: the scheme must be http or https, not `{scheme}`")]
+    Scheme {
+        /// The origin as written.
+        text: String,
+        /// Its scheme.
+        scheme: String,
+    },
+}
+
 impl std::str::FromStr for HttpOrigin {
-    type Err = String;
+    type Err = OriginError;
 
     /// Reads `scheme://host[:port]`, with nothing after the host but an optional `/`.
-    fn from_str(text: &str) -> Result<Self, String> {
-        let shape = || {
-            format!(
-                "`{text}` is not an origin: write the scheme, the host and, if not the default, \
-                 the port, such as `https://api.deepseek.com` or `http://127.0.0.1:8080`"
-            )
-        };
+    fn from_str(text: &str) -> Result<Self, OriginError> {
+        let shape = || OriginError::Shape(text.to_string());
         let uri: http::Uri = text.parse().map_err(|_| shape())?;
         if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
-            return Err(format!("`{text}`: an origin has no user name or password"));
+            return Err(OriginError::UserInfo(text.to_string()));
         }
         if uri.query().is_some() || !matches!(uri.path(), "" | "/") {
-            return Err(format!(
-                "`{text}`: an origin has no path or query; the grant covers every path"
-            ));
+            return Err(OriginError::Path(text.to_string()));
         }
         match uri.scheme_str() {
             Some("http" | "https") => {}
             Some(other) => {
-                return Err(format!(
-                    "`{text}`: the scheme must be http or https, not `{other}`"
-                ))
+                return Err(OriginError::Scheme {
+                    text: text.to_string(),
+                    scheme: other.to_string(),
+                })
             }
             None => return Err(shape()),
         }
@@ -409,5 +433,29 @@ impl Granted {
             parts.push(format!("HTTP to {}", origins.join(", ")));
         }
         parts.join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_authority_with_user_information_names_no_origin() {
+        let granted: HttpOrigin = "http://127.0.0.1:8080".parse().expect("an origin");
+        let plain: http::Uri = "http://127.0.0.1:8080/v1".parse().expect("a uri");
+        assert_eq!(HttpOrigin::of(&plain), Some(granted.clone()));
+        for sneaky in [
+            "http://127.0.0.1:9@127.0.0.1:8080/v1",
+            "http://user@127.0.0.1:8080/",
+            "http://a:b@127.0.0.1:8080",
+        ] {
+            let uri: http::Uri = sneaky.parse().expect("http parses userinfo");
+            assert_eq!(HttpOrigin::of(&uri), None, "{sneaky}");
+        }
+        assert_eq!(
+            "http://u@127.0.0.1:8080".parse::<HttpOrigin>(),
+            Err(OriginError::UserInfo("http://u@127.0.0.1:8080".into()))
+        );
     }
 }

@@ -508,6 +508,14 @@ impl LimitHit {
         }
     }
 
+    /// A hit of `plugin`'s `limit`, logged at `warn` with the limit's key: every limit the host
+    /// enforces is reported this one way.
+    pub(crate) fn logged(plugin: &str, limit: Limit) -> Self {
+        let hit = Self::new(plugin, limit);
+        tracing::warn!(plugin, limit = hit.limit.key(), "{hit}");
+        hit
+    }
+
     /// Finds a limit hit in a wasmtime error (the limiter's and the epoch callback's errors
     /// arrive wrapped in trap context).
     pub(crate) fn find(e: &wasmtime::Error) -> Option<&LimitHit> {

@@ -18,9 +18,11 @@ use std::time::Duration;
 
 use seam_core::budget::MemoryBudget;
 
-pub use entry::{parse_grants, parse_limits};
+pub use entry::{parse_grants, parse_limits, EntryError};
 pub(crate) use grants::{Denial, SocketWatch};
-pub use grants::{DirGrant, Granted, Grants, HttpOrigin, SandboxError, DIR_KEYS, GRANT_KEYS};
+pub use grants::{
+    DirGrant, Granted, Grants, HttpOrigin, OriginError, SandboxError, DIR_KEYS, GRANT_KEYS,
+};
 pub use limits::{
     key, Limit, LimitHit, LimitOverrides, Limits, OnConcurrency, LIMIT_KEYS, LOG_BUDGET, MAX_LINE,
     MAX_MEMORY_MB,

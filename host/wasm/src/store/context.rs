@@ -121,8 +121,6 @@ impl Quota {
 
     /// A limit hit of this plugin, logged.
     pub(crate) fn hit(&self, limit: Limit) -> LimitHit {
-        let hit = LimitHit::new(&self.plugin, limit);
-        tracing::warn!(plugin = %self.plugin, limit = hit.limit.key(), "{hit}");
-        hit
+        LimitHit::logged(&self.plugin, limit)
     }
 }

@@ -25,9 +25,7 @@ impl PluginLimiter {
     }
 
     fn hit(&self, limit: Limit) -> wasmtime::Error {
-        let hit = LimitHit::new(&self.plugin, limit);
-        tracing::warn!(plugin = %self.plugin, limit = hit.limit.key(), "{hit}");
-        wasmtime::Error::new(hit)
+        wasmtime::Error::new(LimitHit::logged(&self.plugin, limit))
     }
 }
 

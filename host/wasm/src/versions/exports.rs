@@ -17,8 +17,14 @@ pub(crate) struct GuestToolDescriptor {
     pub(crate) parameters_schema: String,
 }
 
-/// A call's outcome: the trap or host error, or the guest's own answer (an `err` string).
-type Answer<T> = wasmtime::Result<Result<T, String>>;
+/// The error a guest's export returned itself (the `string` of the WIT's `result<_, string>`):
+/// its own words, never the host's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct GuestError(pub(crate) String);
+
+/// A call's outcome: the trap or host error, or the guest's own answer.
+type Answer<T> = wasmtime::Result<Result<T, GuestError>>;
 
 /// Which of the functions an export interface lists has another type than this host's, as
 /// `interface.function: why` (`provider.run: type mismatch with results: expected record of
@@ -235,7 +241,8 @@ impl ProviderInstance {
             .seam_plugin_provider()
             .call_describe(store, config)
             .await?
-            .map(Into::into)))
+            .map(Into::into)
+            .map_err(GuestError)))
     }
 
     /// `provider.run`.
@@ -250,7 +257,8 @@ impl ProviderInstance {
             .seam_plugin_provider()
             .call_run(store, config, run_id, &v::request_to_wit(request))
             .await?
-            .map(v::result_from_wit)))
+            .map(v::result_from_wit)
+            .map_err(GuestError)))
     }
 }
 
@@ -268,7 +276,8 @@ impl ToolInstance {
         .map(|b| ToolBinding {
             tool_name: b.tool_name,
             provider: b.provider,
-        })))
+        })
+        .map_err(GuestError)))
     }
 
     /// `tool.describe`.
@@ -287,7 +296,8 @@ impl ToolInstance {
                     name: d.name,
                     description: d.description,
                     parameters_schema: d.parameters_schema,
-                }))
+                })
+                .map_err(GuestError))
         })
     }
 
@@ -320,9 +330,10 @@ impl ObserverInstance {
         config: &str,
         event: &str,
     ) -> Answer<()> {
-        per_version!(self, i, _v => i
+        per_version!(self, i, _v => Ok(i
             .seam_plugin_observer()
             .call_on_event(store, config, event)
-            .await)
+            .await?
+            .map_err(GuestError)))
     }
 }
