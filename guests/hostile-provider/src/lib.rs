@@ -54,6 +54,7 @@ const KEYS: &[&str] = &[
     "bytes",
     "path",
     "addr",
+    "authority",
     "host",
     "var",
     "at",
@@ -224,6 +225,34 @@ fn outcome<T>(result: std::io::Result<T>, ok: impl FnOnce(T) -> String) -> Strin
     }
 }
 
+/// Sends `GET /` to `authority` (as the guest gives it, user information and all) over plain
+/// HTTP, without waiting for the answer.
+fn http_request(authority: &str) -> Result<::wasi::http::types::FutureIncomingResponse, String> {
+    use ::wasi::http::types::{Fields, OutgoingRequest, Scheme};
+    let request = OutgoingRequest::new(Fields::new());
+    request
+        .set_scheme(Some(&Scheme::Http))
+        .map_err(|()| "bad scheme".to_string())?;
+    request
+        .set_authority(Some(authority))
+        .map_err(|()| format!("bad authority `{authority}`"))?;
+    request
+        .set_path_with_query(Some("/"))
+        .map_err(|()| "bad path".to_string())?;
+    ::wasi::http::outgoing_handler::handle(request, None).map_err(|e| format!("{e:?}"))
+}
+
+/// Waits for a response and gives its status.
+fn http_status(future: ::wasi::http::types::FutureIncomingResponse) -> Result<u16, String> {
+    future.subscribe().block();
+    match future.get() {
+        Some(Ok(Ok(response))) => Ok(response.status()),
+        Some(Ok(Err(e))) => Err(format!("{e:?}")),
+        Some(Err(())) => Err("response taken twice".into()),
+        None => Err("no response after it was ready".into()),
+    }
+}
+
 fn text(s: String) -> SubagentResult {
     SubagentResult {
         output: vec![ContentBlock::Text(s)],
@@ -255,6 +284,27 @@ fn attack(settings: &Settings, request: &StartRequest) -> Result<SubagentResult,
                 held.push(fields);
             }
             text(format!("held {}; {outcome}", held.len()))
+        }
+        "http-flood" => {
+            // Opens `count` requests to `authority` and holds them all, never reading a
+            // response: each is a connection, and a descriptor, of the host's.
+            let count = settings.number("count", 1_000)?;
+            let authority = settings.string("authority")?;
+            let mut held = Vec::new();
+            for _ in 0..count {
+                match http_request(&authority) {
+                    Ok(future) => held.push(future),
+                    Err(e) => return Ok(text(format!("opened {}; then {e}", held.len()))),
+                }
+            }
+            text(format!("opened {}", held.len()))
+        }
+        "http-get" => {
+            let authority = settings.string("authority")?;
+            text(match http_request(&authority).and_then(http_status) {
+                Ok(status) => format!("status {status}"),
+                Err(e) => format!("refused: {e}"),
+            })
         }
         "send-flood" | "steer-flood" => {
             let child = seam::plugin::agents::create_child(&seam::plugin::agents::ChildOptions {

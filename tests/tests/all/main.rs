@@ -6,6 +6,7 @@ mod agent;
 mod budget;
 mod cache_size;
 mod cache_trust;
+mod connections;
 mod delegation;
 mod disk;
 mod events;

@@ -222,6 +222,7 @@ pub fn parse_limits(value: &Value) -> Result<LimitOverrides, EntryError> {
         max_files: int(key::MAX_FILES, 100_000_000)?,
         http_timeout_ms: int(key::HTTP_TIMEOUT_MS, MAX_MS)?,
         max_http_mb: int(key::MAX_HTTP_MB, 1 << 20)?,
+        max_http_connections: int(key::MAX_HTTP_CONNECTIONS, 100_000)?,
     })
 }
 

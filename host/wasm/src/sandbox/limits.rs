@@ -56,6 +56,10 @@ pub struct Limits {
     /// Bytes of request and response bodies one outgoing HTTP request may carry
     /// (`max_http_mb`); past it, the body fails with the wasi:http size error.
     pub max_http_bytes: u64,
+    /// Connections the plugin may hold open at once, over all its stores
+    /// (`max_http_connections`): wasi:http requests in flight (until their connection closes)
+    /// and sockets. Each is a descriptor of the host's.
+    pub max_http_connections: usize,
 }
 
 /// Default of `max_write_mb`.
@@ -67,6 +71,9 @@ pub const DEFAULT_MAX_FILES: u64 = 1_000;
 pub const DEFAULT_HTTP_TIMEOUT_MS: u64 = 60_000;
 /// Default of `max_http_mb`.
 pub const DEFAULT_MAX_HTTP_MB: u64 = 16;
+/// Default of `max_http_connections`: more than an agent's parallel model calls need, far fewer
+/// than the host's descriptors.
+pub const DEFAULT_MAX_HTTP_CONNECTIONS: usize = 32;
 
 /// Default of `host_memory_mb`: enough for a fan-out tool's requests and a child's queued
 /// prompts, small enough that the attacks of the hostile suite stay far below 100 MB.
@@ -91,6 +98,7 @@ impl Default for Limits {
             max_files: DEFAULT_MAX_FILES,
             http_timeout: Duration::from_millis(DEFAULT_HTTP_TIMEOUT_MS),
             max_http_bytes: DEFAULT_MAX_HTTP_MB << 20,
+            max_http_connections: DEFAULT_MAX_HTTP_CONNECTIONS,
         }
     }
 }
@@ -102,7 +110,7 @@ impl Limits {
             "{} MiB memory, {} table elements, {} instances, {} ms CPU per call, {} ms CPU per \
              describe, {} ms per run, {} runs at once ({}), {} output bytes, {} MiB host memory, \
              {} runs per call, {} queued messages, {} MiB written, {} files created, {} ms per \
-             HTTP request, {} MiB per HTTP request",
+             HTTP request, {} MiB per HTTP request, {} connections",
             self.memory_bytes / MIB,
             self.table_elements,
             self.instances,
@@ -118,7 +126,8 @@ impl Limits {
             self.max_write_bytes >> 20,
             self.max_files,
             millis(self.http_timeout),
-            self.max_http_bytes >> 20
+            self.max_http_bytes >> 20,
+            self.max_http_connections
         )
     }
 }
@@ -127,7 +136,7 @@ impl Limits {
 impl Serialize for Limits {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("Limits", 16)?;
+        let mut st = s.serialize_struct("Limits", 17)?;
         st.serialize_field(key::MEMORY_MB, &(self.memory_bytes / MIB))?;
         st.serialize_field(key::TABLE_ELEMENTS, &self.table_elements)?;
         st.serialize_field(key::INSTANCES, &self.instances)?;
@@ -144,6 +153,7 @@ impl Serialize for Limits {
         st.serialize_field(key::MAX_FILES, &self.max_files)?;
         st.serialize_field(key::HTTP_TIMEOUT_MS, &millis(self.http_timeout))?;
         st.serialize_field(key::MAX_HTTP_MB, &(self.max_http_bytes >> 20))?;
+        st.serialize_field(key::MAX_HTTP_CONNECTIONS, &self.max_http_connections)?;
         st.end()
     }
 }
@@ -208,6 +218,8 @@ pub struct LimitOverrides {
     pub http_timeout_ms: Option<u64>,
     /// `max_http_mb`.
     pub max_http_mb: Option<u64>,
+    /// `max_http_connections`.
+    pub max_http_connections: Option<u64>,
 }
 
 /// The keys of `[plugin.limits]`, the one place they are spelled.
@@ -244,6 +256,8 @@ pub mod key {
     pub const HTTP_TIMEOUT_MS: &str = "http_timeout_ms";
     /// `max_http_mb`.
     pub const MAX_HTTP_MB: &str = "max_http_mb";
+    /// `max_http_connections`.
+    pub const MAX_HTTP_CONNECTIONS: &str = "max_http_connections";
 }
 
 /// The keys of `[plugin.limits]`.
@@ -264,6 +278,7 @@ pub const LIMIT_KEYS: &[&str] = &[
     key::MAX_FILES,
     key::HTTP_TIMEOUT_MS,
     key::MAX_HTTP_MB,
+    key::MAX_HTTP_CONNECTIONS,
 ];
 
 /// Largest `memory_mb` a config may ask for; the engine's pool slot may be smaller still.
@@ -326,6 +341,10 @@ impl LimitOverrides {
                 .max_http_mb
                 .map(|mb| mb.saturating_mul(1 << 20))
                 .unwrap_or(base.max_http_bytes),
+            max_http_connections: self
+                .max_http_connections
+                .map(size)
+                .unwrap_or(base.max_http_connections),
         }
     }
 }
@@ -407,6 +426,11 @@ pub enum Limit {
         /// The quota.
         max: u64,
     },
+    /// A request or socket would have passed the plugin's open connections.
+    HttpConnections {
+        /// The cap.
+        max: usize,
+    },
 }
 
 impl Limit {
@@ -425,6 +449,7 @@ impl Limit {
             Self::QueuedMessages { .. } => key::MAX_QUEUED_MESSAGES,
             Self::WriteBytes { .. } => key::MAX_WRITE_MB,
             Self::Files { .. } => key::MAX_FILES,
+            Self::HttpConnections { .. } => key::MAX_HTTP_CONNECTIONS,
         }
     }
 }
@@ -485,6 +510,11 @@ impl std::fmt::Display for Limit {
             Self::Files { max } => write!(
                 f,
                 "the plugin may create at most {max} files through its grants"
+            ),
+            Self::HttpConnections { max } => write!(
+                f,
+                "the plugin may hold at most {max} connections (HTTP requests and sockets) open \
+                 at once"
             ),
         }
     }

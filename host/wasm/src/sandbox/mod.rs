@@ -7,6 +7,7 @@
 //! clock and an output cap ([`Limits`], [`gate`]). This module decides; `crate::store` builds
 //! the stores that enforce it.
 
+pub(crate) mod connections;
 mod entry;
 pub(crate) mod gate;
 mod grants;
@@ -17,6 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use seam_core::budget::MemoryBudget;
+
+use connections::Connections;
 
 pub use entry::{parse_grants, parse_limits, EntryError};
 pub(crate) use grants::{Denial, SocketWatch};
@@ -39,6 +42,8 @@ pub struct Sandbox {
     host_memory: Arc<MemoryBudget>,
     /// What the plugin wrote and created through its grants, shared by all its stores.
     disk: Arc<DiskQuota>,
+    /// The plugin's open connections, shared by all its stores.
+    connections: Arc<Connections>,
 }
 
 impl Sandbox {
@@ -47,6 +52,7 @@ impl Sandbox {
         Self {
             host_memory: MemoryBudget::new(limits.host_memory_bytes),
             disk: Arc::new(DiskQuota::new(&limits)),
+            connections: Arc::new(Connections::new(limits.max_http_connections)),
             limits,
             grants: Arc::new(grants),
             epoch_tick,
@@ -76,6 +82,11 @@ impl Sandbox {
     /// The plugin's disk quota (`max_write_mb`, `max_files`), shared by all its stores.
     pub(crate) fn disk(&self) -> &Arc<DiskQuota> {
         &self.disk
+    }
+
+    /// The plugin's open connections (`max_http_connections`), shared by all its stores.
+    pub(crate) fn connections(&self) -> &Arc<Connections> {
+        &self.connections
     }
 
     /// How many epoch ticks make the CPU budget of one call (at least one).

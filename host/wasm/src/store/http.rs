@@ -16,6 +16,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
+use crate::sandbox::connections::{Connection, Connections};
 use crate::sandbox::{Granted, HttpOrigin, Sandbox};
 
 /// Most distinct denied origins one store warns about, so a guest probing hosts cannot flood
@@ -32,6 +33,11 @@ pub(crate) struct HttpHooks {
     timeout: Duration,
     max_bytes: u64,
     warned: Vec<String>,
+    /// The plugin's connection slots (`max_http_connections`).
+    pub(crate) connections: Arc<Connections>,
+    /// The slot `wasi:http/outgoing-handler.handle` took for the request it is sending
+    /// (`crate::wasi::http`); [`WasiHttpHooks::send_request`] moves it into the connection.
+    pub(crate) pending: Option<Connection>,
 }
 
 impl HttpHooks {
@@ -42,6 +48,8 @@ impl HttpHooks {
             timeout: sandbox.limits().http_timeout,
             max_bytes: sandbox.limits().max_http_bytes,
             warned: Vec::new(),
+            connections: sandbox.connections().clone(),
+            pending: None,
         }
     }
 
@@ -81,6 +89,8 @@ impl WasiHttpHooks for HttpHooks {
         options: Option<RequestOptions>,
         _fut: Sent,
     ) -> Response {
+        // Held until the connection closes; a request that goes nowhere gives it back here.
+        let connection = self.pending.take();
         let origin = HttpOrigin::of(request.uri());
         if !origin
             .as_ref()
@@ -128,6 +138,10 @@ impl WasiHttpHooks for HttpHooks {
                 }
                 .boxed_unsync()
             });
+            let io = async move {
+                let _connection = connection;
+                io.await
+            };
             Ok((response, Box::new(io) as Sent))
         })
     }

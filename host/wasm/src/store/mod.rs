@@ -17,6 +17,7 @@ use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use crate::sandbox::connections::{Connection, Socket};
 use crate::sandbox::{DiskQuota, Limit, LimitHit, Sandbox, SocketWatch};
 use context::{CallEnv, RunEnv};
 use http::HttpHooks;
@@ -71,6 +72,8 @@ pub struct StoreData {
     http_hooks: HttpHooks,
     /// What the store may do with sockets, for the denial warnings of `sockets`.
     pub(crate) socket_watch: SocketWatch,
+    /// The sockets it made, each holding one of the plugin's connections (`wasi::sockets`).
+    pub(crate) sockets_held: Vec<(Socket, Connection)>,
     table: ResourceTable,
     limiter: PluginLimiter,
     /// Epoch ticks during which this store's guest code was running.
@@ -100,6 +103,11 @@ impl WasiHttpView for StoreData {
 impl StoreData {
     pub(crate) fn table(&mut self) -> &mut ResourceTable {
         &mut self.table
+    }
+
+    /// The store's `wasi:http` hooks (the connection slot `wasi::http` takes lives there).
+    pub(crate) fn http_hooks(&mut self) -> &mut HttpHooks {
+        &mut self.http_hooks
     }
 }
 
@@ -188,6 +196,7 @@ pub(crate) fn new_store(
         limiter: PluginLimiter::new(plugin.clone(), limits),
         http_hooks: HttpHooks::new(plugin.clone(), sandbox),
         socket_watch: SocketWatch::new(sandbox.grants()),
+        sockets_held: Vec::new(),
         http: {
             let mut http = WasiHttpCtx::new();
             http.set_field_size_limit(HTTP_FIELD_BYTES);

@@ -18,7 +18,8 @@ use wasmtime_wasi::p2::bindings::sockets::udp_create_socket::Host as _;
 use wasmtime_wasi::p2::{Network, SocketError, TcpSocket, UdpSocket};
 use wasmtime_wasi::sockets::WasiSocketsView;
 
-use crate::sandbox::Denial;
+use crate::sandbox::connections::{Connection, Refused, Socket};
+use crate::sandbox::{Denial, LimitHit};
 use crate::store::StoreData;
 
 /// The version wasmtime-wasi defines; components importing an older 0.2 link to it too.
@@ -56,7 +57,16 @@ pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<
             |mut store: Store<'_>, (family,): (IpAddressFamily,)| {
                 let data = store.data_mut();
                 denied_socket(data, "TCP");
-                answer::<Resource<TcpSocket>>(data.sockets().create_tcp_socket(family))
+                let connection = match open(data) {
+                    Ok(connection) => connection,
+                    Err(refused) => return refused,
+                };
+                let made = data.sockets().create_tcp_socket(family);
+                if let Ok(socket) = &made {
+                    data.sockets_held
+                        .push((Socket::Tcp(socket.rep()), connection));
+                }
+                answer::<Resource<TcpSocket>>(made)
             },
         )?;
     linker
@@ -67,12 +77,56 @@ pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<
                 Box::new(async move {
                     let data = store.data_mut();
                     denied_socket(data, "UDP");
-                    answer::<Resource<UdpSocket>>(data.sockets().create_udp_socket(family).await)
+                    let connection = match open(data) {
+                        Ok(connection) => connection,
+                        Err(refused) => return refused,
+                    };
+                    let made = data.sockets().create_udp_socket(family).await;
+                    if let Ok(socket) = &made {
+                        data.sockets_held
+                            .push((Socket::Udp(socket.rep()), connection));
+                    }
+                    answer::<Resource<UdpSocket>>(made)
                 })
             },
         )?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// A connection slot for a new socket. The slots of sockets the guest has dropped since are
+/// given back first: wasmtime-wasi drops a socket without telling, so they are found by their
+/// handles, which no longer name a socket. (A handle reused by another socket keeps its slot a
+/// little longer: the count errs on the side of the host.)
+fn open<T>(data: &mut StoreData) -> Result<Connection, Answer<T>> {
+    let mut held = std::mem::take(&mut data.sockets_held);
+    held.retain(|(socket, _)| match *socket {
+        Socket::Tcp(rep) => data
+            .table()
+            .get(&Resource::<TcpSocket>::new_borrow(rep))
+            .is_ok(),
+        Socket::Udp(rep) => data
+            .table()
+            .get(&Resource::<UdpSocket>::new_borrow(rep))
+            .is_ok(),
+    });
+    data.sockets_held = held;
+    match data.http_hooks().connections.open() {
+        Ok(connection) => Ok(connection),
+        Err(Refused::Plugin(limit)) => Err(Err(wasmtime::Error::new(LimitHit::logged(
+            &data.plugin,
+            limit,
+        )))),
+        Err(Refused::Host { budget }) => {
+            tracing::warn!(
+                plugin = %data.plugin,
+                "plugin `{}` opened a socket while plugins hold all {budget} descriptors the \
+                 host gives them; it was refused, and the host keeps the rest for itself",
+                data.plugin
+            );
+            Err(Ok((Err(ErrorCode::NewSocketLimit),)))
+        }
+    }
 }
 
 /// Warns when a store without a `network` grant opens a socket.
