@@ -95,3 +95,77 @@ async fn a_start_waiting_on_its_own_ancestors_fails_at_once() {
     assert_eq!(host.live_agents(), 0);
     assert_eq!(host.live_runs(), 0);
 }
+
+/// Every agent delegates `fan_out` tasks at once through `deeper`, then answers with what came
+/// back.
+fn fan_out(fan_out: usize, spawn_limits: &str) -> String {
+    let call = "{ name = \"deeper\", arguments = { description = \"d\", prompt = \"again\" } }";
+    let calls = vec![call; fan_out].join(", ");
+    format!(
+        "[agent]\nmodel = \"scripted:fan\"\n\n[models.scripts.fan]\nsteps = [ {{ tool_calls = [{calls}] }}, {{ text = \"<{{tool_results}}>\" }} ]\n\n"
+    ) + &entry("spawn", "spawn_provider", "")
+        + spawn_limits
+        + "\n"
+        + &entry(
+            "deeper",
+            "subagent_tool",
+            "provider = \"spawn\", toolName = \"deeper\"",
+        )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fan_out_that_fills_every_slot_fails_its_queued_starts_and_unwinds() {
+    // With the defaults (64 slots, depth 8), ten children per agent fill the slots with parents
+    // that each wait on children queued behind them.
+    let host = host_with(&fan_out(10, "")).await;
+    let seen = record(&host);
+    let (text, reason) = ask(&host).await;
+    assert_eq!(reason, StopReason::Completed);
+    assert!(
+        text.contains("held by runs that each wait on a run queued"),
+        "{text}"
+    );
+    assert!(text.contains("`max_concurrent_runs`"), "{text}");
+    let events = seen.lock().unwrap();
+    let starts = events
+        .iter()
+        .filter(|e| matches!(e, Event::SubagentStart { .. }))
+        .count();
+    let ends = events
+        .iter()
+        .filter(|e| matches!(e, Event::SubagentEnd { .. }))
+        .count();
+    assert!(starts > 64, "the slots filled up: {starts} starts");
+    eprintln!("fan-out: {starts} runs started and ended");
+    assert_eq!(starts, ends, "every start is matched by an end");
+    drop(events);
+    assert_eq!(host.live_agents(), 0);
+    assert_eq!(host.live_runs(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fan_out_within_the_slots_is_not_a_deadlock() {
+    // Three children per agent, two levels deep, in 64 slots: parents wait on queued children
+    // only while other runs, which will finish, hold slots too.
+    let host = host_with(
+        &fan_out(3, "[plugin.limits]\nmax_concurrent_runs = 5\n")
+            .replace("[agent]\n", "[agent]\nmax_depth = 2\n"),
+    )
+    .await;
+    let seen = record(&host);
+    let (text, reason) = ask(&host).await;
+    assert_eq!(reason, StopReason::Completed);
+    assert!(!text.contains("max_concurrent_runs"), "{text}");
+    // 3 children, each with 3 of their own: 12 runs, all completed.
+    let ends: Vec<StopReason> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentEnd { stop_reason, .. } => Some(stop_reason.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends.len(), 12, "{ends:?}");
+    assert!(ends.iter().all(|r| *r == StopReason::Completed), "{ends:?}");
+}

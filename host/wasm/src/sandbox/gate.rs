@@ -1,12 +1,11 @@
 //! The limits the host enforces around each run of a provider plugin and each call of a tool
 //! plugin: how many may run at once, how long one may take, and how large its result may be.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::{Limit, LimitHit, Limits, OnConcurrency};
 use seam_core::types::{ContentBlock, StartRequest, SubagentResult};
@@ -17,34 +16,61 @@ pub(crate) enum Denied {
     Cancelled,
     /// The plugin refuses excess runs.
     Refused(LimitHit),
-    /// Every slot is held by a run the caller descends from: waiting would never end.
+    /// Every slot is held by a run that waits, through its descendants, on a run queued for
+    /// this gate: waiting would never end.
     Deadlock(String),
 }
 
-/// How often a waiting run checks whether it has become a deadlock (a slot holder that was not
-/// its ancestor ended, and only ancestors are left).
-const DEADLOCK_RECHECK: Duration = Duration::from_millis(50);
-
-/// The holders of a gate's slots, by key, with how many slots each holds.
-type Holders = Arc<Mutex<HashMap<String, usize>>>;
+/// Who holds a gate's slots and who waits for one.
+#[derive(Default)]
+struct GateState {
+    /// Holders by key (a run by its id, which is also its child agent's id; a tool call by its
+    /// caller's agent id), with how many slots each holds.
+    holders: HashMap<String, usize>,
+    /// Waiting entries by arrival, each with the keys that wait for it to finish (its caller's
+    /// ancestors).
+    waiters: BTreeMap<u64, Vec<String>>,
+    next_waiter: u64,
+}
 
 /// A concurrency slot; its key is listed as a holder until it is dropped.
 pub(crate) struct Slot {
     _permit: OwnedSemaphorePermit,
-    holders: Holders,
+    gate: RunGate,
     key: String,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut holders = self.holders.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = holders.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                holders.remove(&self.key);
+        {
+            let mut state = lock(&self.gate.state);
+            if let Some(n) = state.holders.get_mut(&self.key) {
+                *n -= 1;
+                if *n == 0 {
+                    state.holders.remove(&self.key);
+                }
             }
         }
+        self.gate.changed.notify_waiters();
     }
+}
+
+/// A waiting entry's place in the queue; leaving it (with a slot, cancelled or refused) tells
+/// the others, since the newest waiter may change.
+struct Waiting<'a> {
+    gate: &'a RunGate,
+    id: u64,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        lock(&self.gate.state).waiters.remove(&self.id);
+        self.gate.changed.notify_waiters();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// One plugin's concurrency slots and run budgets. Clones share the slots.
@@ -53,9 +79,10 @@ pub(crate) struct RunGate {
     plugin: Arc<str>,
     limits: Limits,
     slots: Arc<Semaphore>,
-    /// Who holds the slots: a run by its id (which is also its child agent's id), a tool call
-    /// by its caller's agent id.
-    holders: Holders,
+    state: Arc<Mutex<GateState>>,
+    /// Notified whenever a holder or a waiter leaves or a waiter arrives: a waiter then checks
+    /// again whether the gate is deadlocked.
+    changed: Arc<Notify>,
 }
 
 impl RunGate {
@@ -65,7 +92,8 @@ impl RunGate {
             plugin,
             limits: limits.clone(),
             slots: Arc::new(Semaphore::new(slots)),
-            holders: Arc::default(),
+            state: Arc::default(),
+            changed: Arc::new(Notify::new()),
         }
     }
 
@@ -77,9 +105,11 @@ impl RunGate {
     /// early when `cancelled` completes) or refuses, as the plugin's `on_concurrency` says.
     ///
     /// `waiting_on_me` lists the holder keys that wait for this entry to finish (the caller's
-    /// ancestors): if every slot is held by one of them, waiting would never end, so the entry
-    /// is refused at once. It is asked again while the entry waits, since a holder that was not
-    /// an ancestor may leave.
+    /// ancestors). If every slot is held by a key that some waiting entry's ancestors include,
+    /// no holder can finish before a waiter gets a slot: the gate is deadlocked, whether by a
+    /// chain (a run waiting on its own ancestors) or by a fan-out (parents holding every slot,
+    /// each waiting on children queued behind them). Then the newest waiter is refused at
+    /// once; the others check again as things change.
     pub(crate) async fn enter(
         &self,
         key: &str,
@@ -87,15 +117,13 @@ impl RunGate {
         cancelled: impl Future<Output = ()>,
     ) -> Result<Slot, Denied> {
         let slot = |permit| {
-            *self
+            *lock(&self.state)
                 .holders
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
                 .entry(key.to_string())
                 .or_default() += 1;
             Slot {
                 _permit: permit,
-                holders: self.holders.clone(),
+                gate: self.clone(),
                 key: key.to_string(),
             }
         };
@@ -107,36 +135,69 @@ impl RunGate {
                 max: self.limits.max_concurrent_runs,
             })));
         }
+        let waiting = {
+            let mut state = lock(&self.state);
+            let id = state.next_waiter;
+            state.next_waiter += 1;
+            state.waiters.insert(id, waiting_on_me());
+            Waiting { gate: self, id }
+        };
         tokio::pin!(cancelled);
         loop {
-            if let Some(message) = self.deadlock(key, &waiting_on_me()) {
+            // Registered before the check, so that a change between the two still wakes us.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let Some(message) = self.deadlock(key, waiting.id) {
                 tracing::warn!(plugin = %self.plugin, key, "{message}");
                 return Err(Denied::Deadlock(message));
             }
             tokio::select! {
                 permit = self.slots.clone().acquire_owned() => {
+                    drop(waiting);
                     // The semaphore is never closed.
                     return permit.map(slot).map_err(|_| Denied::Cancelled);
                 }
                 () = &mut cancelled => return Err(Denied::Cancelled),
-                () = tokio::time::sleep(DEADLOCK_RECHECK) => {}
+                () = &mut changed => {}
             }
         }
     }
 
-    /// Why waiting would never end, if every slot is held by one of `waiting_on_me`.
-    fn deadlock(&self, key: &str, waiting_on_me: &[String]) -> Option<String> {
-        let holders = self.holders.lock().unwrap_or_else(|p| p.into_inner());
-        let held: usize = holders.values().sum();
-        let full = held >= self.limits.max_concurrent_runs;
-        if !full || !holders.keys().all(|h| waiting_on_me.contains(h)) {
+    /// Why waiting would never end, when `waiter` is the newest of a deadlocked gate's.
+    fn deadlock(&self, key: &str, waiter: u64) -> Option<String> {
+        let state = lock(&self.state);
+        let held: usize = state.holders.values().sum();
+        if held < self.limits.max_concurrent_runs
+            || state.waiters.keys().next_back() != Some(&waiter)
+        {
             return None;
         }
-        Some(format!(
-            "plugin `{}`: all {} slots (`max_concurrent_runs`) are held by ancestors of the \
-             caller of `{key}`, which wait for it: it would wait forever",
-            self.plugin, self.limits.max_concurrent_runs,
-        ))
+        let blocked = |holder: &String| state.waiters.values().any(|w| w.contains(holder));
+        if !state.holders.keys().all(blocked) {
+            return None;
+        }
+        let chain = state
+            .waiters
+            .get(&waiter)
+            .is_some_and(|mine| state.holders.keys().all(|h| mine.contains(h)));
+        Some(if chain {
+            format!(
+                "plugin `{}`: all {} slots (`max_concurrent_runs`) are held by ancestors of the \
+                 caller of `{key}`, which wait for it: it would wait forever",
+                self.plugin, self.limits.max_concurrent_runs,
+            )
+        } else {
+            format!(
+                "plugin `{}`: all {} slots (`max_concurrent_runs`) are held by runs that each \
+                 wait on a run queued for a slot ({} queued, `{key}` the newest): none can \
+                 finish, so `{key}` would wait forever; raise `max_concurrent_runs` or delegate \
+                 to fewer children at once",
+                self.plugin,
+                self.limits.max_concurrent_runs,
+                state.waiters.len(),
+            )
+        })
     }
 
     /// Runs `work` within the wall-clock budget; past it, `work` is dropped (and with it the
