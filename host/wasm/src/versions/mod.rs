@@ -295,6 +295,8 @@ mod tests {
             assert_eq!(version.package().version, *version);
         }
         assert_eq!(WitVersion::ALL.last(), Some(&WitVersion::LATEST));
+        // A new variant made LATEST without joining ALL is caught here.
+        assert_eq!(WitVersion::LATEST.index(), WitVersion::ALL.len() - 1);
         assert_eq!(
             "0.3.0".parse::<WitVersion>(),
             Err(UnsupportedVersion {
