@@ -15,10 +15,12 @@ PY_STAMP        := $(TOOLCHAINS)/python/.componentize-py-$(COMPONENTIZE_PY)
 # The official ACP Python SDK, for the ACP fixture agent and client the tests run.
 ACP_PY          := 0.12.1
 ACP_STAMP       := $(TOOLCHAINS)/python/.agent-client-protocol-$(ACP_PY)
+# The same componentize-py as a wheel, for the venvs that the steps `seam new` prints make.
+PY_WHEEL        := $(TOOLCHAINS)/wheels/.componentize-py-$(COMPONENTIZE_PY)
 JS_STAMP        := $(TOOLCHAINS)/js/.installed
 
 .DEFAULT_GOAL := build
-.PHONY: setup setup-kit guests fixtures build demo test lint bench bench-setup bench-guests profile
+.PHONY: setup setup-kit guests fixtures build demo test lint docs bench bench-setup bench-guests profile
 
 # The guest components are built for WASI preview 2.
 setup:
@@ -26,12 +28,18 @@ setup:
 
 # The plugin kit's Python and JavaScript projects need componentize-py and componentize-js
 # (python3 with venv, and Node.js 20+ with npm). The tests build such projects; the demo does not.
-setup-kit: $(PY_STAMP) $(JS_STAMP) $(ACP_STAMP)
+setup-kit: $(PY_STAMP) $(PY_WHEEL) $(JS_STAMP) $(ACP_STAMP)
 
 # componentize-py, pinned, in a virtual environment of its own.
 $(PY_STAMP):
 	python3 -m venv $(TOOLCHAINS)/python
 	$(TOOLCHAINS)/python/bin/pip install --quiet --disable-pip-version-check componentize-py==$(COMPONENTIZE_PY)
+	touch $@
+
+# The tests follow those steps as printed, and the venv they make installs from here
+# (PIP_NO_INDEX), not from the network.
+$(PY_WHEEL): $(PY_STAMP)
+	$(TOOLCHAINS)/python/bin/pip download --quiet --disable-pip-version-check --no-deps -d $(TOOLCHAINS)/wheels componentize-py==$(COMPONENTIZE_PY)
 	touch $@
 
 $(ACP_STAMP): $(PY_STAMP)
@@ -71,6 +79,21 @@ lint: setup
 	python3 scripts/module-cycles.py
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --release --target wasm32-wasip2 --target-dir target/guests $(GUESTS) -p seam-plugin -- -D warnings
+
+# The book (docs/, into docs/book/) with mdbook, pinned, installed from crates.io under
+# target/toolchains; then the check that every link inside the book, and from it to a
+# repository file, resolves (mdbook does not check links; see docs/src/contributing.md).
+MDBOOK       := 0.5.4
+MDBOOK_ROOT  := $(CURDIR)/$(TOOLCHAINS)/mdbook
+MDBOOK_STAMP := $(MDBOOK_ROOT)/.mdbook-$(MDBOOK)
+
+$(MDBOOK_STAMP):
+	$(CARGO) install mdbook --version $(MDBOOK) --locked --no-default-features --features search --root $(MDBOOK_ROOT)
+	touch $@
+
+docs: setup $(MDBOOK_STAMP)
+	$(MDBOOK_ROOT)/bin/mdbook build docs
+	$(CARGO) test -p seam-cli --test docs -- links
 
 # Runs each `cargo fuzz` target briefly from a fixed seed (needs `cargo install cargo-fuzz`; the
 # first build instruments wasmtime and takes long). CI runs the same bodies in `cargo test`.

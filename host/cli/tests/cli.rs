@@ -283,131 +283,140 @@ fn test_checks_a_provider_and_a_tool_and_fails_a_broken_one() {
     );
 }
 
+/// The line `seam new` prints above its steps.
+const STEPS_HEADER: &str = "Next steps, from this folder (paste them as they are):";
+
+/// Runs `seam new KIND NAME --lang LANG` in `folder` as a user would (`seam` found on PATH), then
+/// pastes the steps it printed, as printed, into one `sh` in that same folder. `prepare` runs on
+/// the new project before the steps do. Returns what the steps printed.
+fn follow_the_printed_steps(
+    folder: &Path,
+    lang: &str,
+    kind: &str,
+    name: &str,
+    prepare: impl FnOnce(&Path),
+) -> String {
+    assert!(seam_tests::guest("spawn_provider").is_file());
+    let bin = Path::new(env!("CARGO_BIN_EXE_seam")).parent().unwrap();
+    let path = std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
+    let toolchains = root().join("target").join("toolchains");
+    let shell = |program: &str| {
+        let mut command = Command::new(program);
+        command
+            .current_dir(folder)
+            .env("PATH", &path)
+            .env(
+                "SEAM_CACHE_DIR",
+                root().join("target").join("seam-test-cache"),
+            )
+            // The venv the Python steps make installs the pinned componentize-py from the wheel
+            // `make setup-kit` downloaded, not from the network.
+            .env("PIP_NO_INDEX", "1")
+            .env("PIP_FIND_LINKS", toolchains.join("wheels"))
+            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1");
+        if lang != "rust" {
+            // Winch compiles these large guests several times faster (Cranelift is what the
+            // Rust projects and the rest of the suite load with).
+            command.env("SEAM_COMPILER", "winch");
+        }
+        command
+    };
+    let out = shell("seam")
+        .args(["new", kind, name, "--lang", lang])
+        .output()
+        .expect("seam runs from PATH");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    let steps: Vec<&str> = printed
+        .lines()
+        .skip_while(|line| *line != STEPS_HEADER)
+        .skip(1)
+        .map(|line| line.strip_prefix("    ").unwrap_or(line))
+        .collect();
+    assert!(
+        steps.len() >= 3,
+        "{name}: no steps printed after `{STEPS_HEADER}`:\n{printed}"
+    );
+    let project = folder.join(name);
+    assert!(project.join("wit/seam.wit").is_file() && project.join("seam.toml").is_file());
+    prepare(&project);
+    let script = steps.join("\n");
+    let ran = shell("sh")
+        .args(["-e", "-x", "-c", &script])
+        .output()
+        .expect("sh runs");
+    let output = format!("{}{}", text(&ran.stdout), text(&ran.stderr));
+    assert!(
+        ran.status.success(),
+        "{name}: the printed steps failed ({}):\n{script}\n---\n{output}",
+        ran.status
+    );
+    assert!(output.contains("all checks passed"), "{name}: {output}");
+    output
+}
+
 #[test]
 fn new_rust_projects_build_outside_the_repository_and_pass_seam_test() {
     let dir = tempfile::tempdir().unwrap();
-    // One target dir for the three, under this repository's target/, so reruns build little.
+    // One target dir for the three, under this repository's target/, so reruns build little;
+    // the printed build writes into it through the project's `target` link.
     let target = root().join("target").join("new-projects");
-    for (kind, config) in [
-        ("provider", None),
-        ("tool", Some(r#"{"toolName": "ask", "provider": "helper"}"#)),
-        ("observer", None),
-    ] {
+    std::fs::create_dir_all(&target).unwrap();
+    for kind in ["provider", "tool", "observer"] {
         let name = format!("hello-{kind}");
-        let project = dir.path().join(&name);
-        let out = seam(&["new", kind, &name, "--dir", project.to_str().unwrap()]);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        assert!(project.join("wit/seam.wit").is_file() && project.join("seam.toml").is_file());
-        let build = Command::new(env!("CARGO"))
-            .args(["build", "--release", "--target", "wasm32-wasip2"])
-            .current_dir(&project)
-            .env("CARGO_TARGET_DIR", &target)
-            .output()
-            .expect("cargo runs");
-        assert!(build.status.success(), "{kind}: {}", text(&build.stderr));
-        let wasm = target
-            .join("wasm32-wasip2/release")
-            .join(format!("hello_{kind}.wasm"));
-        let mut args = vec!["test", wasm.to_str().unwrap()];
-        if let Some(config) = config {
-            args.extend(["--config", config]);
-        }
-        let out = seam(&args);
-        assert!(
-            out.status.success(),
-            "{kind}: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        assert!(text(&out.stdout).contains("all checks passed"));
+        follow_the_printed_steps(dir.path(), "rust", kind, &name, |project| {
+            std::os::unix::fs::symlink(&target, project.join("target")).unwrap();
+        });
     }
 }
 
-/// Generates a provider, a tool and an observer in `lang`, builds each with the command `seam
-/// new` prints, and checks each with `seam test`. The toolchains are the pinned ones `make
-/// setup` installs under target/toolchains; a missing one fails the test, saying so.
+/// Generates a provider, a tool and an observer in `lang` and follows the steps `seam new`
+/// prints: the toolchain setup, the build and `seam test`. The toolchains are the pinned ones
+/// `make setup-kit` installs under target/toolchains; a missing one fails the test, saying so.
 fn generated_projects_build_and_pass_seam_test(lang: &str) {
     let toolchains = root().join("target").join("toolchains");
-    let python = toolchains.join("python");
     match lang {
         "python" => assert!(
-            python.join("bin/componentize-py").is_file(),
-            "componentize-py is missing: `make setup` installs it (pinned) into {}",
-            python.display()
+            toolchains.join("wheels").is_dir(),
+            "the componentize-py wheel is missing: `make setup-kit` downloads it (pinned) into {}",
+            toolchains.join("wheels").display()
         ),
         _ => assert!(
             Command::new("npm").arg("--version").output().is_ok()
                 && toolchains.join("js/.installed").is_file(),
             "npm, or the pinned componentize-js, is missing: install Node.js 20+ with npm, then \
-             `make setup`"
+             `make setup-kit`"
         ),
     }
     let dir = tempfile::tempdir().unwrap();
-    for (kind, config) in [
-        // A slow run, so that `seam test` has a run to cancel mid-way.
-        ("provider", r#"{"delayMs": 3000}"#),
-        ("tool", r#"{"toolName": "ask", "provider": "helper"}"#),
-        ("observer", "{}"),
-    ] {
+    for kind in ["provider", "tool", "observer"] {
         let name = format!("{lang}-{kind}");
-        let project = dir.path().join(&name);
-        let out = seam(&[
-            "new",
-            kind,
-            &name,
-            "--lang",
-            lang,
-            "--dir",
-            project.to_str().unwrap(),
-        ]);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        let printed = text(&out.stdout);
-        let build = printed
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("build it: cd ")?
-                    .split_once(" && ")
-                    .map(|(_, c)| c)
-            })
-            .unwrap_or_else(|| panic!("no build command in:\n{printed}"));
-        if lang == "python" {
-            // The project's README makes a venv of its own; the test shares the pinned one.
-            std::os::unix::fs::symlink(&python, project.join(".venv")).unwrap();
-        }
-        let built = Command::new("sh")
-            .args(["-c", build])
-            .current_dir(&project)
-            .output()
-            .expect("sh runs");
-        assert!(
-            built.status.success(),
-            "{name}: `{build}` failed:\n{}{}",
-            text(&built.stdout),
-            text(&built.stderr)
-        );
-        let wasm = project.join(format!("{name}.wasm"));
-        // Winch compiles these large guests several times faster (Cranelift is what the Rust
-        // projects and the rest of the suite load with).
-        let out = Command::new(env!("CARGO_BIN_EXE_seam"))
-            .args(["test", wasm.to_str().unwrap(), "--config", config])
-            .env(
-                "SEAM_CACHE_DIR",
-                root().join("target").join("seam-test-cache"),
-            )
-            .env("SEAM_COMPILER", "winch")
-            .output()
-            .expect("the seam binary runs");
-        assert!(
-            out.status.success() && text(&out.stdout).contains("all checks passed"),
-            "{name}: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
+        follow_the_printed_steps(dir.path(), lang, kind, &name, |_| {});
         if kind == "provider" {
+            // A slow run, so that `seam test` has a run to cancel mid-way.
+            let wasm = dir.path().join(&name).join(format!("{name}.wasm"));
+            let out = Command::new(env!("CARGO_BIN_EXE_seam"))
+                .args(["test", wasm.to_str().unwrap()])
+                .args(["--config", r#"{"delayMs": 3000}"#])
+                .env(
+                    "SEAM_CACHE_DIR",
+                    root().join("target").join("seam-test-cache"),
+                )
+                .env("SEAM_COMPILER", "winch")
+                .output()
+                .expect("the seam binary runs");
+            let stdout = text(&out.stdout);
             assert!(
-                text(&out.stdout).contains("aborted"),
-                "{name}: the cancel check ran: {}",
-                text(&out.stdout)
+                out.status.success() && stdout.contains("all checks passed"),
+                "{name}: {stdout}{}",
+                text(&out.stderr)
+            );
+            assert!(
+                stdout.contains("aborted"),
+                "{name}: the cancel check ran: {stdout}"
             );
         }
     }

@@ -1,7 +1,7 @@
 //! The fuzz targets of `fuzz/` (config parsing, descriptor and request validation), run as a
 //! deterministic smoke test: their seeds, then thousands of mutations of them from a fixed seed.
-//! `cargo fuzz` explores far more (see the README); this keeps the targets' invariants checked
-//! in every `cargo test`, where no fuzzer is installed.
+//! `cargo fuzz` explores far more (see docs/src/testing.md); this keeps the targets' invariants
+//! checked in every `cargo test`, where no fuzzer is installed.
 
 #[allow(dead_code)]
 #[path = "../../../fuzz/src/lib.rs"]

@@ -97,16 +97,61 @@ pub(crate) fn run(args: Args) -> Result<u8> {
     for path in wit {
         outln!("{}", path.display());
     }
-    if let Some(setup) = project.setup {
-        outln!("\nset up (once): {setup}");
+    outln!("\n{STEPS_HEADER}");
+    for step in steps(&project, args.kind, &dir, &seam_command()) {
+        outln!("    {step}");
     }
-    outln!("build it: cd {} && {}", dir.display(), project.build);
-    outln!(
-        "check it: seam test {}{}",
-        Path::new(&dir).join(&project.wasm).display(),
-        test_config(args.kind)
-    );
     Ok(EXIT_OK)
+}
+
+/// The line above the printed steps; the CLI tests find the steps by it.
+const STEPS_HEADER: &str = "Next steps, from this folder (paste them as they are):";
+
+/// The shell lines that build and check the project in `dir`, to be pasted in order into one
+/// shell in the folder `seam new` ran in: the first `cd` moves into the project, and every
+/// later line is relative to it, as in the project's README.
+fn steps(project: &templates::Project, kind: Kind, dir: &Path, seam: &str) -> Vec<String> {
+    let mut steps = Vec::new();
+    if let Some(toolchain) = project.toolchain {
+        steps.push(format!("{toolchain}   # once per machine"));
+    }
+    steps.push(format!("cd {}", shell_word(&dir.to_string_lossy())));
+    if let Some(setup) = project.setup {
+        steps.push(format!("{setup}   # once"));
+    }
+    steps.push(project.build.clone());
+    steps.push(format!(
+        "{seam} test {}{}",
+        shell_word(&project.wasm),
+        test_config(kind)
+    ));
+    steps
+}
+
+/// How the printed steps should call `seam`: as it was called when that was a bare name (found
+/// on PATH, so it is found again), else by its absolute path, since a relative one such as
+/// `target/debug/seam` no longer resolves once the steps `cd` into the project.
+fn seam_command() -> String {
+    let invoked = std::env::args_os().next().unwrap_or_default();
+    let exe = std::env::current_exe().ok();
+    shell_word(&seam_program(Path::new(&invoked), exe.as_deref()))
+}
+
+fn seam_program(invoked: &Path, exe: Option<&Path>) -> String {
+    let bare = invoked.components().count() == 1 && !invoked.as_os_str().is_empty();
+    match exe {
+        Some(exe) if !bare => exe.to_string_lossy().into_owned(),
+        _ => invoked
+            .to_str()
+            .filter(|name| !name.is_empty())
+            .unwrap_or("seam")
+            .to_string(),
+    }
+}
+
+/// `word` as one shell word: unchanged when it needs no quoting, else single-quoted.
+fn shell_word(word: &str) -> String {
+    shlex::try_quote(word).map_or_else(|_| word.to_string(), |quoted| quoted.into_owned())
 }
 
 /// The `--config` that `seam test` needs for a generated plugin of `kind`.
@@ -114,5 +159,44 @@ fn test_config(kind: Kind) -> &'static str {
     match kind {
         Kind::Tool => " --config '{\"toolName\": \"ask\", \"provider\": \"helper\"}'",
         _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_steps_call_seam_as_it_can_be_found_after_the_cd() {
+        let exe = Path::new("/opt/seam dir/bin/seam");
+        // A bare name was found on PATH, and will be again.
+        assert_eq!(seam_program(Path::new("seam"), Some(exe)), "seam");
+        // A relative path would not resolve inside the project: the absolute one is printed.
+        for invoked in ["target/debug/seam", "./seam"] {
+            assert_eq!(
+                seam_program(Path::new(invoked), Some(exe)),
+                "/opt/seam dir/bin/seam"
+            );
+        }
+        assert_eq!(
+            shell_word(&seam_program(Path::new("./seam"), Some(exe))),
+            "'/opt/seam dir/bin/seam'"
+        );
+    }
+
+    #[test]
+    fn the_steps_cd_into_the_project_before_anything_runs_there() {
+        for lang in [Lang::Rust, Lang::Python, Lang::Js] {
+            let project = templates::project(lang, Kind::Tool, "my tool");
+            let steps = steps(&project, Kind::Tool, Path::new("some dir/my tool"), "seam");
+            let cd = steps
+                .iter()
+                .position(|s| s == "cd 'some dir/my tool'")
+                .unwrap_or_else(|| panic!("{lang:?}: no quoted cd in {steps:?}"));
+            // Only the machine-wide toolchain line may come before it.
+            assert!(cd <= usize::from(project.toolchain.is_some()), "{steps:?}");
+            assert!(steps.last().unwrap().starts_with("seam test "), "{steps:?}");
+            assert!(steps.last().unwrap().ends_with(test_config(Kind::Tool)));
+        }
     }
 }

@@ -6,7 +6,11 @@ use super::{test_config, Kind, Lang};
 pub(super) struct Project {
     /// Relative path and text of each file (the WIT is written separately).
     pub files: Vec<(String, String)>,
-    /// A one-time setup command for the toolchain, if the language needs one.
+    /// A one-time command that installs the language's toolchain for the machine (run
+    /// anywhere), if it needs one.
+    pub toolchain: Option<&'static str>,
+    /// A one-time command run in the project's directory before its first build, if the
+    /// language needs one.
     pub setup: Option<&'static str>,
     /// The build command, run in the project's directory.
     pub build: String,
@@ -17,7 +21,8 @@ pub(super) struct Project {
 /// The wit-bindgen version the Rust projects pin: the one this host's own guests build with.
 const WIT_BINDGEN: &str = "0.63.0";
 
-/// The Python toolchain, in a virtual environment of the project's own.
+/// The Python toolchain, in a virtual environment of the project's own (`.venv`, which the
+/// build command and the project's README use).
 const PYTHON_SETUP: &str = "python3 -m venv .venv && .venv/bin/pip install componentize-py==0.25.1";
 
 /// The guest SDK's sources, written beside a Rust project as `seam-plugin/src/`.
@@ -94,6 +99,7 @@ fn python(kind: Kind, name: &str) -> Project {
     let wasm = format!("{name}.wasm");
     Project {
         files: files(template, name, kind, &wasm),
+        toolchain: None,
         setup: Some(PYTHON_SETUP),
         build: format!(
             ".venv/bin/componentize-py -d wit -w {} componentize app -o {wasm}",
@@ -118,6 +124,7 @@ fn js(kind: Kind, name: &str) -> Project {
     let wasm = format!("{name}.wasm");
     Project {
         files: files(template, name, kind, &wasm),
+        toolchain: None,
         setup: None,
         build: "npm install && npm run build".into(),
         wasm,
@@ -178,7 +185,8 @@ fn rust(kind: Kind, name: &str) -> Project {
     }
     Project {
         files,
-        setup: Some("rustup target add wasm32-wasip2"),
+        toolchain: Some("rustup target add wasm32-wasip2"),
+        setup: None,
         build: "cargo build --release --target wasm32-wasip2".into(),
         wasm,
     }
