@@ -21,6 +21,7 @@ pub mod live;
 pub mod model;
 pub mod session;
 pub mod subagent;
+pub mod sync;
 pub mod tool;
 pub mod types;
 

@@ -7,6 +7,7 @@
 
 pub mod child;
 pub mod config;
+mod seed;
 pub mod tool_layer;
 
 use std::collections::HashMap;
@@ -20,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 pub use crate::session::{Session, SessionEvent, SessionHeader};
 pub use child::RunChild;
 pub use config::AgentConfig;
+pub use seed::{ChildSession, RunSessionSeed};
 use tool_layer::{CallOutcome, ToolLayer};
 
 use crate::events::{Event, EventBus};
@@ -27,6 +29,7 @@ use crate::model::{
     ChatMessage, FinishReason, Model, ModelError, ModelRegistry, ModelRequest, Role,
 };
 use crate::subagent::{RunContext, SubagentService};
+use crate::sync::lock;
 use crate::tool::ToolRegistry;
 use crate::types::{blocks_text, ContentBlock, ParentRef, StopReason, ToolFilter};
 
@@ -142,10 +145,6 @@ pub struct Agent {
     progress: Mutex<Option<RunContext>>,
     /// Where its background runs are, to tell it when one settles.
     subagents: Weak<SubagentService>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Agent {
@@ -522,15 +521,12 @@ impl AgentRegistry {
 
     /// The `[agent]` config: defaults for children and the top-level agent.
     pub fn defaults(&self) -> AgentConfig {
-        self.defaults
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+crate::sync::read(&self.defaults).clone()
     }
 
     /// Replaces the `[agent]` defaults.
     pub fn configure(&self, config: AgentConfig) {
-        *self.defaults.write().unwrap_or_else(|p| p.into_inner()) = config;
+        *crate::sync::write(&self.defaults) = config;
     }
 
     /// Creates an agent and publishes it. `abort` (if given) aborts it along with its owner.
