@@ -15,10 +15,11 @@ mod hostile;
 mod http_provider;
 mod load_order;
 mod loader;
+// The loopback HTTP server is seam-core's (its OpenAI adapter tests need no component).
+#[path = "../../../host/core/tests/all/loopback.rs"]
 mod loopback;
 mod mock;
 mod observers;
-mod openai;
 mod progress;
 mod registry;
 mod reload;

@@ -309,23 +309,39 @@ impl RunShared {
     /// who awaited the result has also been preceded by the event; a run that never became ready
     /// rejects `started` and emits nothing.
     fn settle(&self, result: SubagentResult, not_started: SubagentError) {
+        self.publish(Ok(result), not_started);
+    }
+
+    /// Publishes an outcome, which is an error only for an infrastructure fault: then `result`
+    /// fails, and `subagent/end` says `error` with no last assistant message.
+    fn publish(&self, outcome: Result<SubagentResult, SubagentError>, not_started: SubagentError) {
         let mut phase = lock(&self.phase);
         match *phase {
             Phase::Settled => return,
-            Phase::Ready => self.emit_end(&Event::SubagentEnd {
-                provider: self.provider.clone(),
-                id: self.id.clone(),
-                parent: self.parent.clone(),
-                stop_reason: result.stop_reason.clone(),
-                last_assistant_message: Some(result.output.clone()),
-                diagnostic: result.diagnostic.clone(),
+            Phase::Ready => self.emit_end(&match &outcome {
+                Ok(result) => Event::SubagentEnd {
+                    provider: self.provider.clone(),
+                    id: self.id.clone(),
+                    parent: self.parent.clone(),
+                    stop_reason: result.stop_reason.clone(),
+                    last_assistant_message: Some(result.output.clone()),
+                    diagnostic: result.diagnostic.clone(),
+                },
+                Err(fault) => Event::SubagentEnd {
+                    provider: self.provider.clone(),
+                    id: self.id.clone(),
+                    parent: self.parent.clone(),
+                    stop_reason: StopReason::Error,
+                    last_assistant_message: None,
+                    diagnostic: Some(fault.to_string()),
+                },
             }),
             Phase::Pending => {
                 self.started.send_replace(Some(Err(not_started)));
             }
         }
         *phase = Phase::Settled;
-        self.result.send_replace(Some(Ok(result)));
+        self.result.send_replace(Some(outcome));
     }
 
     fn aborted_result(&self, detail: &str) -> (SubagentResult, SubagentError) {
@@ -377,6 +393,13 @@ impl RunShared {
                 if cancelled {
                     let (r, e) = self.aborted_result("cancelled");
                     self.settle(r, e);
+                } else if let RunFailure::Panicked(_) = failure {
+                    // A host-side bug, not the child's failure: the seam cannot represent it as
+                    // a result, so `result` fails.
+                    let message = format!("provider `{}` failed: {failure}", self.provider);
+                    tracing::error!(run = %self.id, "{message}");
+                    let fault = SubagentError::Internal(message);
+                    self.publish(Err(fault.clone()), fault);
                 } else {
                     let message = format!("provider `{}` failed: {failure}", self.provider);
                     tracing::info!(run = %self.id, "{message}");
@@ -712,7 +735,9 @@ impl SubagentRun {
         })
     }
 
-    /// Waits for the outcome. A child-level failure resolves with a non-`completed` reason.
+    /// Waits for the outcome. A child-level failure resolves with a non-`completed` reason; only
+    /// an infrastructure fault the seam cannot represent otherwise (a panic in a host-side
+    /// provider) fails, with `INTERNAL`.
     pub fn result(&self) -> BoxFuture<'static, Result<SubagentResult, SubagentError>> {
         let mut rx = self.0.result.subscribe();
         Box::pin(async move {

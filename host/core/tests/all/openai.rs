@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use seam_host::model::openai::OpenAiModel;
-use seam_host::model::{
+use seam_core::model::openai::OpenAiModel;
+use seam_core::model::{
     ChatMessage, FinishReason, Model, ModelError, ModelRegistry, ModelReply, ModelRequest,
     ModelsConfig, OpenAiConfig, Role, ToolCall, ToolSpec,
 };
@@ -545,7 +545,7 @@ async fn no_answer_in_time_is_a_timeout() {
 
 #[tokio::test]
 async fn a_timeout_is_retried_and_the_wait_is_logged() {
-    let (log, _guard) = seam_tests::CapturedLog::start();
+    let (log, _guard) = super::log::CapturedLog::start();
     let server = Server::start(vec![
         Answer::Stall,
         ok(message(json!({ "content": "second try" }), "stop")),
@@ -566,7 +566,7 @@ async fn a_timeout_is_retried_and_the_wait_is_logged() {
 
 #[tokio::test]
 async fn an_unreachable_endpoint_is_retried_then_reported() {
-    let (log, _guard) = seam_tests::CapturedLog::start();
+    let (log, _guard) = super::log::CapturedLog::start();
     // A port nobody listens on: bound, then let go.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
