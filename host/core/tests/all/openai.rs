@@ -533,6 +533,28 @@ async fn long_error_bodies_are_shortened() {
 }
 
 #[tokio::test]
+async fn a_multibyte_error_body_is_cut_on_a_character_boundary_and_marked() {
+    // Two-, three- and four-byte characters, so that a cut at a byte count lands inside one.
+    let long = "é€😀".repeat(400);
+    let server = Server::start(vec![status(400, &long)]).await;
+    let error = complete(&model(config(&server, false)), hello())
+        .await
+        .unwrap_err();
+    let ModelError::Http { body, .. } = error else {
+        panic!("expected an HTTP error");
+    };
+    let kept = body.strip_suffix('…').expect("the cut is marked");
+    assert_eq!(kept.chars().count(), 300);
+    assert!(long.starts_with(kept), "a prefix of whole characters");
+    // Short bodies are kept whole, unmarked.
+    let server = Server::start(vec![status(400, "é€😀")]).await;
+    let error = complete(&model(config(&server, false)), hello())
+        .await
+        .unwrap_err();
+    assert!(matches!(&error, ModelError::Http { body, .. } if body == "é€😀"), "{error:?}");
+}
+
+#[tokio::test]
 async fn no_answer_in_time_is_a_timeout() {
     let server = Server::start(vec![Answer::Stall]).await;
     let mut config = config(&server, false);
