@@ -66,7 +66,18 @@ async fn turns_run_tool_calls_and_record_everything_in_the_session() {
         .collect();
     assert_eq!(
         kinds,
-        ["start", "user", "assistant", "tool", "assistant", "end", "start", "user", "assistant", "end"]
+        [
+            "start",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "end",
+            "start",
+            "user",
+            "assistant",
+            "end"
+        ]
     );
     let names: Vec<&str> = core
         .log
@@ -180,7 +191,11 @@ async fn a_tool_filter_masks_tools_and_refuses_hidden_ones() {
     });
     match core.agents.create(spec, None) {
         Err(AgentError::Invalid(m)) => {
-            assert!(m.contains("`nonexistent`") && m.contains("hidden, shown") || m.contains("shown, hidden"), "{m}")
+            assert!(
+                m.contains("`nonexistent`") && m.contains("hidden, shown")
+                    || m.contains("shown, hidden"),
+                "{m}"
+            )
         }
         other => panic!("{:?}", other.map(|a| a.id().to_string())),
     }
@@ -192,7 +207,10 @@ async fn structured_output_is_captured_retried_when_invalid_and_ends_the_turn() 
     core.scripts(&[
         (
             "retry",
-            vec![capture(json!({"answer": 3})), capture(json!({"answer": "yes"}))],
+            vec![
+                capture(json!({"answer": 3})),
+                capture(json!({"answer": "yes"})),
+            ],
         ),
         ("none", vec![say("no capture")]),
     ]);
@@ -326,7 +344,10 @@ async fn a_fork_seed_is_every_completed_turn_with_balanced_calls_and_results() {
         .filter(|e| matches!(e, SessionEvent::TurnEnd { .. }))
         .count();
     assert_eq!(turn_ends, 2, "every completed turn, not the one in flight");
-    assert!(matches!(seed.last(), Some(SessionEvent::TurnEnd { turn: 2, .. })));
+    assert!(matches!(
+        seed.last(),
+        Some(SessionEvent::TurnEnd { turn: 2, .. })
+    ));
     let calls: Vec<String> = seed
         .iter()
         .flat_map(|e| match e {
@@ -372,15 +393,21 @@ async fn two_concurrent_structured_children_each_see_their_own_schema() {
         model: "scripted:both".into(),
     });
     core.register("spawn", all_caps(), spawn);
-    let schema_a = json!({"type": "object", "required": ["a"], "properties": {"a": {"type": "string"}}});
-    let schema_b = json!({"type": "object", "required": ["b"], "properties": {"b": {"type": "integer"}}});
+    let schema_a =
+        json!({"type": "object", "required": ["a"], "properties": {"a": {"type": "string"}}});
+    let schema_b =
+        json!({"type": "object", "required": ["b"], "properties": {"b": {"type": "integer"}}});
     let mut ra = request("a");
     ra.output_schema = Some(schema_a);
     let mut rb = request("b");
     rb.output_schema = Some(schema_b);
     let a = core.subagents.start("spawn", ra).unwrap();
     let b = core.subagents.start("spawn", rb).unwrap();
-    let (ra, rb) = within("both results", futures::future::join(a.result(), b.result())).await;
+    let (ra, rb) = within(
+        "both results",
+        futures::future::join(a.result(), b.result()),
+    )
+    .await;
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     assert_eq!(ra.stop_reason, StopReason::Completed, "{ra:?}");
     assert_eq!(rb.stop_reason, StopReason::Completed, "{rb:?}");
@@ -388,8 +415,10 @@ async fn two_concurrent_structured_children_each_see_their_own_schema() {
     assert_eq!(rb.structured, Some(json!({"b": 1})));
     // The children were torn down with their runs, and left their sessions for resume.
     assert_eq!(
-        a.child_session()
-            .map(|s| s.iter().filter(|e| matches!(e, SessionEvent::TurnEnd { .. })).count()),
+        a.child_session().map(|s| s
+            .iter()
+            .filter(|e| matches!(e, SessionEvent::TurnEnd { .. }))
+            .count()),
         Some(1)
     );
     a.dispose().await;

@@ -551,7 +551,10 @@ async fn a_multibyte_error_body_is_cut_on_a_character_boundary_and_marked() {
     let error = complete(&model(config(&server, false)), hello())
         .await
         .unwrap_err();
-    assert!(matches!(&error, ModelError::Http { body, .. } if body == "é€😀"), "{error:?}");
+    assert!(
+        matches!(&error, ModelError::Http { body, .. } if body == "é€😀"),
+        "{error:?}"
+    );
 }
 
 #[tokio::test]

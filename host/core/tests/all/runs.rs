@@ -27,7 +27,10 @@ async fn a_run_starts_settles_and_disposes_to_zero_live_runs() {
     assert_eq!(result.stop_reason, StopReason::Completed);
     assert_eq!(result.output_text(), "done");
     assert_eq!(result.diagnostic, None);
-    assert_eq!(core.log.of_run(run.id()), ["subagent/start", "subagent/end"]);
+    assert_eq!(
+        core.log.of_run(run.id()),
+        ["subagent/start", "subagent/end"]
+    );
     assert_eq!(core.live.runs(), 1, "settled is not disposed");
     run.dispose().await;
     assert!(run.is_disposed());
@@ -44,7 +47,10 @@ async fn a_result_returned_without_ready_still_announces_start_before_end() {
     let run = core.subagents.start("quiet", request("go")).unwrap();
     within("result", run.result()).await.unwrap();
     within("started", run.started()).await.unwrap();
-    assert_eq!(core.log.of_run(run.id()), ["subagent/start", "subagent/end"]);
+    assert_eq!(
+        core.log.of_run(run.id()),
+        ["subagent/start", "subagent/end"]
+    );
     match &core.log.all().iter().find(|e| e.name() == "subagent/end") {
         Some(Event::SubagentEnd {
             last_assistant_message,
@@ -72,7 +78,12 @@ async fn progress_before_readiness_is_held_and_comes_after_start_in_order() {
     within("result", run.result()).await.unwrap();
     assert_eq!(
         core.log.of_run(run.id()),
-        ["subagent/start", "subagent/progress", "subagent/progress", "subagent/end"]
+        [
+            "subagent/start",
+            "subagent/progress",
+            "subagent/progress",
+            "subagent/end"
+        ]
     );
     let seqs: Vec<(u64, String)> = core
         .log
@@ -117,7 +128,10 @@ async fn cancel_before_readiness_rejects_started_leaves_no_child_and_emits_nothi
     assert_eq!(started.unwrap_err().code(), code::ABORTED);
     let result = within("result", run.result()).await.unwrap();
     assert_eq!(result.stop_reason, StopReason::Aborted);
-    assert_eq!(result.diagnostic.as_deref(), Some("cancelled: changed my mind"));
+    assert_eq!(
+        result.diagnostic.as_deref(),
+        Some("cancelled: changed my mind")
+    );
     assert!(core.log.of_run(run.id()).is_empty(), "{:?}", core.log.all());
     run.dispose().await;
     assert_eq!(fake.probe.alive(), 0);
@@ -145,8 +159,15 @@ async fn cancel_after_readiness_is_aborted_even_when_the_provider_ignores_it() {
             .is_some_and(|d| d.starts_with("cancel enforced")),
         "{result:?}"
     );
-    assert_eq!(ignoring.probe.alive(), 0, "the provider's future was dropped");
-    assert_eq!(core.log.of_run(run.id()), ["subagent/start", "subagent/end"]);
+    assert_eq!(
+        ignoring.probe.alive(),
+        0,
+        "the provider's future was dropped"
+    );
+    assert_eq!(
+        core.log.of_run(run.id()),
+        ["subagent/start", "subagent/end"]
+    );
     run.dispose().await;
 
     // A provider that listens ends with its own words kept, after the host's.
@@ -229,7 +250,10 @@ async fn dispose_is_idempotent_concurrent_and_leaves_nothing_behind() {
     // It settled `aborted`, with its end announced once.
     let result = run.try_result().unwrap().unwrap();
     assert_eq!(result.stop_reason, StopReason::Aborted);
-    assert_eq!(core.log.of_run(run.id()), ["subagent/start", "subagent/end"]);
+    assert_eq!(
+        core.log.of_run(run.id()),
+        ["subagent/start", "subagent/end"]
+    );
     run.dispose().await;
     assert_eq!(core.live.runs(), 0, "a later dispose changes nothing");
 }
@@ -302,7 +326,10 @@ async fn a_failed_child_is_stop_reason_error_not_a_failed_result() {
         result.diagnostic.as_deref(),
         Some("provider `faults` failed: guest fault: wasm trap: unreachable")
     );
-    assert_eq!(core.log.of_run(run.id()), ["subagent/start", "subagent/end"]);
+    assert_eq!(
+        core.log.of_run(run.id()),
+        ["subagent/start", "subagent/end"]
+    );
     run.dispose().await;
 
     let run = core.subagents.start("limited", request("go")).unwrap();
@@ -337,7 +364,9 @@ async fn an_infrastructure_fault_fails_result_and_ends_without_a_last_message() 
     within("started", run.started()).await.unwrap();
     let fault = within("result", run.result()).await.unwrap_err();
     assert_eq!(fault.code(), code::INTERNAL);
-    assert!(matches!(&fault, SubagentError::Internal(m) if m.contains("a bug in the host's provider")));
+    assert!(
+        matches!(&fault, SubagentError::Internal(m) if m.contains("a bug in the host's provider"))
+    );
     let end = core
         .log
         .all()
@@ -382,8 +411,7 @@ async fn a_listener_that_panics_is_skipped_and_the_run_still_settles() {
         }
         Ok(())
     });
-    core.events
-        .subscribe(|_| Err("a failing observer".into()));
+    core.events.subscribe(|_| Err("a failing observer".into()));
     core.register("p", Capabilities::default(), Fake::answering("fine"));
     let run = core.subagents.start("p", request("go")).unwrap();
     let result = within("result", run.result()).await.unwrap();

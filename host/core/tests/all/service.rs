@@ -38,7 +38,10 @@ async fn a_duplicate_provider_is_refused_and_the_first_stays() {
         "the first descriptor stays"
     );
     let run = core.subagents.start("p", request("go")).unwrap();
-    assert_eq!(within("result", run.result()).await.unwrap().output_text(), "first");
+    assert_eq!(
+        within("result", run.result()).await.unwrap().output_text(),
+        "first"
+    );
     run.dispose().await;
     let added = core
         .log
@@ -54,7 +57,11 @@ async fn malformed_descriptors_are_refused_naming_the_plugin() {
     let core = core();
     let err = core
         .subagents
-        .register("bad-plugin", descriptor("", all_caps()), Fake::answering("x"))
+        .register(
+            "bad-plugin",
+            descriptor("", all_caps()),
+            Fake::answering("x"),
+        )
         .unwrap_err();
     assert!(
         matches!(&err, SubagentError::InvalidDescriptor { plugin, .. } if plugin == "bad-plugin"),
@@ -84,8 +91,7 @@ async fn capabilities_are_checked_in_order_before_anything_runs() {
         deny: None,
     });
     req.persona = Some("terse".into());
-    let missing = |req: &seam_core::StartRequest| match core.subagents.start("bare", req.clone())
-    {
+    let missing = |req: &seam_core::StartRequest| match core.subagents.start("bare", req.clone()) {
         Err(SubagentError::UnsupportedCapability {
             provider,
             capability,
@@ -161,7 +167,10 @@ async fn the_request_is_a_snapshot_taken_at_start() {
     assert_eq!(seen.len(), 1);
     assert_eq!(seam_core::blocks_text(&seen[0].prompt), "the task");
     assert_eq!(
-        seen[0].agent_options.as_ref().and_then(|o| o.model.as_deref()),
+        seen[0]
+            .agent_options
+            .as_ref()
+            .and_then(|o| o.model.as_deref()),
         Some("scripted:a")
     );
     run.dispose().await;
@@ -207,7 +216,10 @@ async fn removing_a_provider_cancels_and_disposes_its_runs_and_it_can_come_back(
 
     core.register("p", Capabilities::default(), Fake::answering("back"));
     let run = core.subagents.start("p", request("go")).unwrap();
-    assert_eq!(within("result", run.result()).await.unwrap().output_text(), "back");
+    assert_eq!(
+        within("result", run.result()).await.unwrap().output_text(),
+        "back"
+    );
     run.dispose().await;
 }
 
@@ -218,7 +230,11 @@ async fn providers_are_listed_in_registration_order() {
         core.register(name, Capabilities::default(), Fake::answering("x"));
     }
     let names = |core: &Core| -> Vec<String> {
-        core.subagents.list().iter().map(|d| d.name.clone()).collect()
+        core.subagents
+            .list()
+            .iter()
+            .map(|d| d.name.clone())
+            .collect()
     };
     assert_eq!(names(&core), ["b", "a", "c"]);
     core.subagents.unregister("a").await;
@@ -237,7 +253,11 @@ async fn run_ids_are_unique_when_provider_and_child_ids_repeat() {
             core.register(name, Capabilities::default(), Fake::answering("x"));
             for _ in 0..12 {
                 let run = core.subagents.start(name, request("go")).unwrap();
-                assert!(ids.insert(run.id().to_string()), "round {round}: {} twice", run.id());
+                assert!(
+                    ids.insert(run.id().to_string()),
+                    "round {round}: {} twice",
+                    run.id()
+                );
                 within("result", run.result()).await.unwrap();
                 run.dispose().await;
             }
@@ -269,7 +289,9 @@ async fn steering_needs_the_feature_and_a_live_run() {
 
     let plain = core.subagents.start("plain", request("go")).unwrap();
     within("started", plain.started()).await.unwrap();
-    let err = plain.send_message(vec![ContentBlock::text("hi")]).unwrap_err();
+    let err = plain
+        .send_message(vec![ContentBlock::text("hi")])
+        .unwrap_err();
     assert!(
         matches!(&err, SubagentError::UnsupportedFeature { feature, .. } if feature == "steering"),
         "{err:?}"
@@ -302,16 +324,25 @@ async fn background_runs_belong_to_their_owner_and_go_with_it() {
     within("started", mine.started()).await.unwrap();
     let listed = core.subagents.background_runs("owner");
     assert_eq!(listed.len(), 1);
-    assert_eq!((listed[0].label.as_str(), listed[0].state), ("mine", RunState::Running));
+    assert_eq!(
+        (listed[0].label.as_str(), listed[0].state),
+        ("mine", RunState::Running)
+    );
     assert!(core.subagents.background_runs("someone-else").is_empty());
-    assert!(core.subagents.background_run("someone-else", mine.id()).is_none());
+    assert!(core
+        .subagents
+        .background_run("someone-else", mine.id())
+        .is_none());
     assert!(core.subagents.settled_background("owner").is_empty());
     mine.cancel(None);
     within("result", mine.result()).await.unwrap();
     let settled = core.subagents.settled_background("owner");
     assert_eq!(settled.len(), 1);
     assert_eq!(settled[0].stop_reason, Some(StopReason::Aborted));
-    assert!(core.subagents.settled_background("owner").is_empty(), "told once");
+    assert!(
+        core.subagents.settled_background("owner").is_empty(),
+        "told once"
+    );
 
     let other = core
         .subagents

@@ -187,10 +187,9 @@ impl EventLog {
 // ---------------------------------------------------------------------------------------------
 // Providers
 
-type Behaviour =
-    dyn Fn(RunContext, StartRequest) -> BoxFuture<'static, Result<SubagentResult, RunFailure>>
-        + Send
-        + Sync;
+type Behaviour = dyn Fn(RunContext, StartRequest) -> BoxFuture<'static, Result<SubagentResult, RunFailure>>
+    + Send
+    + Sync;
 
 /// What a fake provider saw: how often it was run, how many of its runs' futures are alive
 /// (a future is the run's "child": dropping it is what disposing must do), and the requests.
@@ -251,7 +250,10 @@ impl Fake {
         Self::new(|ctx, _| async move {
             ctx.ready();
             ctx.cancelled().await;
-            Ok(SubagentResult::text(StopReason::Aborted, "stopped as asked"))
+            Ok(SubagentResult::text(
+                StopReason::Aborted,
+                "stopped as asked",
+            ))
         })
     }
 }

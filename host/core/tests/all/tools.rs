@@ -44,7 +44,12 @@ async fn a_tool_follows_its_provider_whatever_the_loading_order() {
     );
     assert_eq!(
         core.tools
-            .execute("delegate", ParentRef::top_level("a", "/"), "{}".into(), CancellationToken::new())
+            .execute(
+                "delegate",
+                ParentRef::top_level("a", "/"),
+                "{}".into(),
+                CancellationToken::new()
+            )
             .await
             .unwrap_err(),
         ToolError::NotMounted("delegate".into())
@@ -59,17 +64,29 @@ async fn a_tool_follows_its_provider_whatever_the_loading_order() {
     core.tools.provider_added("p").await;
     assert_eq!(mounted(&core), ["delegate"]);
     let tool = core.tools.get("delegate").unwrap();
-    assert_eq!(tool.descriptor.description, "runs on `p`", "described with its provider");
+    assert_eq!(
+        tool.descriptor.description, "runs on `p`",
+        "described with its provider"
+    );
     let result = core
         .tools
-        .execute("delegate", ParentRef::top_level("a", "/"), "{\"x\":1}".into(), CancellationToken::new())
+        .execute(
+            "delegate",
+            ParentRef::top_level("a", "/"),
+            "{\"x\":1}".into(),
+            CancellationToken::new(),
+        )
         .await
         .unwrap();
     assert_eq!(result.text(), "delegate: {\"x\":1}");
 
     core.subagents.unregister("q").await;
     core.tools.provider_removed("q").await;
-    assert_eq!(mounted(&core), ["delegate"], "other providers' removal is ignored");
+    assert_eq!(
+        mounted(&core),
+        ["delegate"],
+        "other providers' removal is ignored"
+    );
     core.subagents.unregister("p").await;
     core.tools.provider_removed("p").await;
     assert!(mounted(&core).is_empty());
@@ -122,7 +139,12 @@ async fn a_tool_name_is_taken_once() {
         .unwrap();
     assert_eq!(mounted(&core), ["subagent", "other"]);
     core.tools
-        .execute("subagent", ParentRef::top_level("a", "/"), "{}".into(), CancellationToken::new())
+        .execute(
+            "subagent",
+            ParentRef::top_level("a", "/"),
+            "{}".into(),
+            CancellationToken::new(),
+        )
         .await
         .unwrap();
     assert_eq!(first.calls.load(std::sync::atomic::Ordering::SeqCst), 1);

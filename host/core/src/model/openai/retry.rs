@@ -144,7 +144,10 @@ mod tests {
     fn retry_after_reads_milliseconds_seconds_and_dates() {
         let now = httpdate::parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT").unwrap();
         let at = |pairs| retry_after(&headers(pairs), now);
-        assert_eq!(at(&[("retry-after-ms", "1500")]), Some(Duration::from_millis(1500)));
+        assert_eq!(
+            at(&[("retry-after-ms", "1500")]),
+            Some(Duration::from_millis(1500))
+        );
         // Milliseconds win over seconds.
         assert_eq!(
             at(&[("retry-after-ms", "20"), ("retry-after", "9")]),

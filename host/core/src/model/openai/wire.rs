@@ -343,7 +343,6 @@ pub(super) fn shorten(text: &str, max_chars: usize) -> String {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
