@@ -2,7 +2,7 @@
 //!
 //! Registration reads a provider's descriptor once and freezes it. `start` checks capabilities
 //! and validates the request before anything is instantiated, then hands the run to a driver task
-//! the host owns (see [`run`]).
+//! the host owns (see its `run` module).
 
 mod background;
 mod error;
