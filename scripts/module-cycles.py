@@ -1,13 +1,21 @@
 #!/usr/bin/env python3
-"""Fails when modules of a crate import each other in a cycle.
+"""Fails when modules of a crate import each other in a cycle, or reach up a declared layering.
 
 For each crate under host/, every file is a module (`a/b.rs` and `a/b/mod.rs` are `a::b`).
 A path `crate::a::b::Item`, `super::x` or `self::x` in a file is an edge to the longest module
-that names. Two graphs are checked:
+that names. A name a `mod.rs` re-exports (`pub use b::Item;`) resolves to the child that
+defines it. Four checks:
 
 - files: an edge to an ancestor module is not counted (a child may use what its parent
   declares; the parent owns it), so a cycle here is between siblings or cousins;
-- top-level modules: any edge between two different top-level modules of the crate.
+- top-level modules: any edge between two different top-level modules of the crate;
+- parent and child: a child `a/b` that uses an item `a/mod.rs` itself defines (not one it
+  re-exports), while `a/mod.rs` uses `a/b` other than by re-exporting it (a `pub use b::..`
+  is a facade, not a dependency of the parent's items). One of the two belongs in a sibling
+  (`a/error.rs`, `a/registry.rs`, ...). Exemptions are listed in PARENT_CHILD_EXEMPT with
+  their reason;
+- layers: where LAYERS declares a crate's top-level modules bottom-up, a module may use only
+  modules of lower layers (not its own layer, not above).
 
 Usage: scripts/module-cycles.py [CRATE_SRC_DIR...] (default: every host/*/src).
 """
@@ -18,6 +26,77 @@ from pathlib import Path
 
 PATH = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 USE_GROUP = re.compile(r"\buse\s+(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)*)::\{([^;]*)\};", re.S)
+
+
+# Top-level modules of a crate, bottom-up, by the name of the crate's folder under host/. A
+# module may use only modules of the layers below its own.
+LAYERS = {
+    "core": [
+        ["types", "sync", "live", "budget"],
+        ["events"],
+        ["subagent"],
+        ["tool"],
+        # The agent runtime's own vocabulary: its session log and its models.
+        ["session", "model"],
+        ["agent"],
+    ],
+}
+
+# (crate folder, parent module, child module): why the two may use each other.
+PARENT_CHILD_EXEMPT = {
+    ("cli", "new", "new::templates"): "pending: `Lang` (new/mod.rs) is the templates' key and "
+    "`new` renders them; moving `Lang` to its own file is left to the CLI's owner",
+}
+
+ITEM = re.compile(
+    r"^(?:pub(?:\([^)]*\))?\s+)?(?:async\s+|unsafe\s+|const\s+)*"
+    r"(?:struct|enum|fn|trait|const|static|type|union|mod)\s+([A-Za-z_][A-Za-z0-9_]*)",
+    re.M,
+)
+MACRO_DEF = re.compile(r"^\s*macro_rules!\s*([A-Za-z_][A-Za-z0-9_]*)", re.M)
+REEXPORT = re.compile(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]*);", re.S)
+
+
+def own_items(text: str) -> set:
+    """Names a file defines at its top level (items the `events!` style macros declare
+    inside are not seen; they are defined where the macro is called)."""
+    return set(ITEM.findall(text)) | set(MACRO_DEF.findall(text))
+
+
+def reexports(module: tuple, text: str, modules: set) -> dict:
+    """Names a module re-exports from its own children: name -> child module."""
+    out = {}
+    for m in REEXPORT.finditer(text):
+        body = m.group(1).strip()
+        head = body.split("::")[0].strip()
+        if head in ("crate", "super", "self") or not body:
+            continue
+        child = module + (head,)
+        if child not in modules:
+            continue
+        rest = body[len(head):].lstrip(":")
+        for word in re.finditer(r"([A-Za-z_][A-Za-z0-9_]*)(?:\s+as\s+([A-Za-z_][A-Za-z0-9_]*))?", rest):
+            name = word.group(2) or word.group(1)
+            if name not in ("self",):
+                out[name] = child
+    return out
+
+
+def without_reexports(text: str) -> str:
+    return REEXPORT.sub("", text)
+
+
+def child_uses(text: str, module: tuple, modules: set) -> set:
+    """Children of `module` that its file uses other than by re-exporting them: `use b::..`,
+    `b::Item` in code, `self::b`."""
+    text = without_reexports(text)
+    text = re.sub(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*;", "", text, flags=re.M)
+    used = set()
+    for m in re.finditer(r"(?<![:\w])(?:self::)?([a-z_][a-z0-9_]*)::", text):
+        child = module + (m.group(1),)
+        if child in modules:
+            used.add(child)
+    return used
 
 
 def module_of(src: Path, file: Path) -> tuple:
@@ -100,13 +179,23 @@ def check(src: Path) -> list:
     files = sorted(src.rglob("*.rs"))
     modules = {module_of(src, f): f for f in files}
     names = set(modules)
+    texts = {m: strip_comments(f.read_text()) for m, f in modules.items()}
+    exported = {m: reexports(m, texts[m], names) for m in names}
+    defined = {m: own_items(texts[m]) for m in names}
     file_graph = {m: set() for m in names}
     top_graph = {}
+    # child -> whether it uses an item its parent's own file defines
+    uses_parent_item = {}
     for module, file in modules.items():
-        text = strip_comments(file.read_text())
+        text = texts[module]
         is_dir = file.name == "mod.rs"
         for target in targets(module, is_dir, text):
             t = longest_module(target, names)
+            # A name the module re-exports from a child is that child's.
+            if len(target) > len(t) and target[len(t)] in exported.get(t, {}):
+                t = exported[t][target[len(t)]]
+            elif len(target) > len(t) and t == module[:-1] and t and target[len(t)] in defined[t]:
+                uses_parent_item[module] = target[len(t)]
             if t == module or t == ():
                 continue
             if module[: len(t)] != t:  # not an ancestor
@@ -114,6 +203,31 @@ def check(src: Path) -> list:
             if module and t and module[0] != t[0]:
                 top_graph.setdefault(module[0], set()).add(t[0])
     problems = []
+    crate = src.parent.name
+    for child, item in sorted(uses_parent_item.items()):
+        parent = child[:-1]
+        if child in child_uses(texts[parent], parent, names):
+            if (crate, "::".join(parent), "::".join(child)) in PARENT_CHILD_EXEMPT:
+                continue
+            problems.append(
+                f"{src}: parent and child use each other: `{'::'.join(child)}` uses "
+                f"`{item}`, which `{'::'.join(parent)}` defines, and `{'::'.join(parent)}` "
+                f"uses `{'::'.join(child)}`"
+            )
+    layers = LAYERS.get(crate)
+    if layers:
+        rank = {name: i for i, layer in enumerate(layers) for name in layer}
+        for module in sorted(top_graph):
+            for target in sorted(top_graph[module]):
+                if module not in rank or target not in rank:
+                    problems.append(
+                        f"{src}: `{module}` or `{target}` has no layer in LAYERS[{crate!r}]"
+                    )
+                elif rank[target] >= rank[module]:
+                    problems.append(
+                        f"{src}: `{module}` reaches up to `{target}` (layers, bottom-up: "
+                        f"{' < '.join('/'.join(l) for l in layers)})"
+                    )
     for label, graph in (("files", file_graph), ("top-level modules", top_graph)):
         cycle = find_cycle(graph)
         if cycle:
@@ -130,7 +244,7 @@ def main():
         print(p)
     if problems:
         sys.exit(1)
-    print(f"no import cycles in {len(dirs)} crates")
+    print(f"no import cycles or upward reaches in {len(dirs)} crates")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ use std::sync::{Arc, RwLock};
 
 use serde::Serialize;
 
+use crate::sync;
 use crate::types::{ContentBlock, ParentRef, PluginKind, StopReason};
 
 /// Declares [`Event`] with each event's wire name written once: the name is both the serde tag
@@ -224,10 +225,10 @@ impl EventBus {
     /// Delivers `event` to every listener, each with its own copy.
     pub fn emit(&self, event: &Event) {
         // Snapshot the list so a listener may (un)subscribe without deadlocking the bus.
-        let listeners: Vec<Listener> = match self.listeners.read() {
-            Ok(l) => l.iter().map(|(_, f)| f.clone()).collect(),
-            Err(poisoned) => poisoned.get_ref().iter().map(|(_, f)| f.clone()).collect(),
-        };
+        let listeners: Vec<Listener> = sync::read(&self.listeners)
+            .iter()
+            .map(|(_, f)| f.clone())
+            .collect();
         for listener in listeners {
             let copy = event.clone();
             match catch_unwind(AssertUnwindSafe(|| listener(copy))) {
@@ -249,7 +250,7 @@ impl EventBus {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<(ListenerId, Listener)>> {
         // A panicking listener never holds this lock, so poisoning cannot leave bad state.
-        self.listeners.write().unwrap_or_else(|p| p.into_inner())
+        sync::write(&self.listeners)
     }
 }
 

@@ -9,8 +9,10 @@
 //! - [`model`] and [`agent`]: model adapters and the agent runtime that in-process providers run
 //!   their children on.
 //!
-//! Dependencies inside the crate run one way: `agent -> tool -> subagent -> events -> types`;
-//! `subagent` talks to a run's child only through the [`Steer`] trait.
+//! Dependencies inside the crate run one way, layer by layer (`scripts/module-cycles.py` checks
+//! it): `agent` > `session`, `model` > `tool` > `subagent` > `events` > `types`, `sync`,
+//! `live`, `budget`. `subagent` talks to a run's child only through the [`Steer`] trait, and
+//! keeps what a child leaves for `resume` as an opaque [`ResumeSeed`](subagent::ResumeSeed).
 
 #![warn(missing_docs)]
 
@@ -21,6 +23,7 @@ pub mod live;
 pub mod model;
 pub mod session;
 pub mod subagent;
+pub mod sync;
 pub mod tool;
 pub mod types;
 

@@ -3,8 +3,7 @@
 
 use serde::Serialize;
 
-use crate::model::ToolCall;
-use crate::types::{ContentBlock, StopReason};
+use crate::types::{ContentBlock, StopReason, ToolCall};
 
 /// Who and where a session belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

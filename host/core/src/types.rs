@@ -327,6 +327,17 @@ pub struct ToolDescriptor {
     pub parameters: serde_json::Value,
 }
 
+/// A tool call a model asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Call id, echoed in the tool's answer.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// JSON arguments, as text.
+    pub arguments: String,
+}
+
 /// What a tool call returns to the model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

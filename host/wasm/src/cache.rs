@@ -175,7 +175,7 @@ impl CompileCache {
     ) -> Result<Component, EngineError> {
         let invalid = |e: wasmtime::Error| EngineError::Invalid {
             path: path.to_path_buf(),
-            reason: crate::engine::one_line(&format!("{e:#}")),
+            reason: crate::fault::one_line(&format!("{e:#}")),
         };
         let Some(dir) = &self.dir else {
             self.stats.compiled.fetch_add(1, Ordering::Relaxed);

@@ -321,12 +321,6 @@ impl SeamEngine {
     }
 }
 
-/// `text` on one line: every run of whitespace, newlines included, becomes one space (a parser's
-/// multi-line byte dump, say).
-pub(crate) fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

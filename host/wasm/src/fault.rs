@@ -145,6 +145,12 @@ fn faulting_function(backtrace: &wasmtime::WasmBacktrace) -> Option<String> {
 /// Characters of a function's name a fault shows at most.
 const MAX_FUNCTION_NAME: usize = 200;
 
+/// `text` on one line: every run of whitespace, newlines included, becomes one space (a parser's
+/// multi-line byte dump, say).
+pub(crate) fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Demangles a Rust symbol (legacy `_ZN...E` or v0 `_R...`), without its hash; any other name is
 /// returned as it is.
 fn demangle(raw: &str) -> String {

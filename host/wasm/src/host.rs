@@ -18,9 +18,9 @@ use crate::cache::{CacheStats, CompileCache};
 use crate::config::Config;
 use crate::engine::{EngineError, EngineOptions, SeamEngine};
 use crate::kinds::{link, Linked, PluginError, Runtime};
+use crate::linkers::Linkers;
 use crate::loader::{LoadReport, Loader, PluginInfo, Reload};
 use crate::sandbox::{Granted, Limits, Sandbox};
-use crate::versions::linkers::Linkers;
 
 /// How a host is set up.
 #[derive(Debug, Clone)]

@@ -18,6 +18,7 @@ mod fault;
 mod host;
 mod interfaces;
 mod kinds;
+mod linkers;
 pub mod loader;
 pub mod probe;
 pub mod sandbox;

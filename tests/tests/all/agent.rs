@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::future::BoxFuture;
-use seam_host::agent::{Session, SessionEvent};
+use seam_host::agent::{ChildSession, Session, SessionEvent};
 use seam_host::tool::{ToolBinding, ToolSource};
 use seam_host::{
     ContentBlock, Event, Host, ParentRef, StopReason, SubagentRun, Tool, ToolDescriptor,
@@ -563,7 +563,7 @@ impl ToolSource for Gate {
     fn describe(
         &self,
         _provider: Option<Arc<seam_host::ProviderDescriptor>>,
-    ) -> BoxFuture<'static, Result<ToolDescriptor, String>> {
+    ) -> BoxFuture<'static, Result<ToolDescriptor, seam_host::tool::DescribeError>> {
         Box::pin(async {
             Ok(ToolDescriptor {
                 name: "gate".into(),

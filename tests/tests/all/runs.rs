@@ -279,7 +279,7 @@ impl Provider for DisposesItself {
             let run = handle
                 .expect("one run")
                 .await
-                .map_err(|_| RunFailure("no handle".into()))?;
+                .map_err(|_| RunFailure::Refused("no handle".into()))?;
             run.dispose().await;
             returned.store(run.is_disposed(), Ordering::SeqCst);
             Ok(SubagentResult::text(

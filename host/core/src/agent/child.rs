@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{Agent, AgentRegistry, TurnOutcome};
+use super::{Agent, AgentRegistry, RunSessionSeed, TurnOutcome};
 use crate::budget::Charge;
 use crate::subagent::RunContext;
 use crate::types::ContentBlock;

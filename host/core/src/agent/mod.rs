@@ -7,6 +7,8 @@
 
 pub mod child;
 pub mod config;
+mod error;
+mod seed;
 pub mod tool_layer;
 
 use std::collections::HashMap;
@@ -14,12 +16,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::Value;
-use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 pub use crate::session::{Session, SessionEvent, SessionHeader};
 pub use child::RunChild;
 pub use config::AgentConfig;
+pub use error::AgentError;
+pub use seed::{ChildSession, RunSessionSeed};
 use tool_layer::{CallOutcome, ToolLayer};
 
 use crate::events::{Event, EventBus};
@@ -27,39 +30,9 @@ use crate::model::{
     ChatMessage, FinishReason, Model, ModelError, ModelRegistry, ModelRequest, Role,
 };
 use crate::subagent::{RunContext, SubagentService};
+use crate::sync::lock;
 use crate::tool::ToolRegistry;
 use crate::types::{blocks_text, ContentBlock, ParentRef, StopReason, ToolFilter};
-
-/// Why an agent could not be created or driven.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum AgentError {
-    /// The child would be deeper than allowed.
-    #[error(
-        "{}: a child at depth {attempted} exceeds max-depth {max}",
-        crate::subagent::code::DEPTH_EXCEEDED
-    )]
-    DepthExceeded {
-        /// The child's depth.
-        attempted: u32,
-        /// The cap.
-        max: u32,
-    },
-    /// The options are malformed (unknown tool in a filter, bad schema, ...).
-    #[error("invalid agent options: {0}")]
-    Invalid(String),
-    /// The model string cannot be resolved.
-    #[error(transparent)]
-    Model(#[from] ModelError),
-    /// The agent was disposed.
-    #[error("the agent was disposed")]
-    Disposed,
-    /// The host already has as many live agents as `[agent] max_live_agents` allows.
-    #[error("the host already has {max} live agents (`[agent] max_live_agents`)")]
-    TooManyAgents {
-        /// The cap.
-        max: usize,
-    },
-}
 
 /// How to create an agent.
 #[derive(Debug, Clone)]
@@ -142,10 +115,6 @@ pub struct Agent {
     progress: Mutex<Option<RunContext>>,
     /// Where its background runs are, to tell it when one settles.
     subagents: Weak<SubagentService>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Agent {
@@ -522,15 +491,12 @@ impl AgentRegistry {
 
     /// The `[agent]` config: defaults for children and the top-level agent.
     pub fn defaults(&self) -> AgentConfig {
-        self.defaults
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        crate::sync::read(&self.defaults).clone()
     }
 
     /// Replaces the `[agent]` defaults.
     pub fn configure(&self, config: AgentConfig) {
-        *self.defaults.write().unwrap_or_else(|p| p.into_inner()) = config;
+        *crate::sync::write(&self.defaults) = config;
     }
 
     /// Creates an agent and publishes it. `abort` (if given) aborts it along with its owner.

@@ -7,8 +7,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::AgentError;
-use crate::model::scripted::STRUCTURED_OUTPUT_TOOL;
-use crate::model::ToolSpec;
+use crate::model::{ToolSpec, STRUCTURED_OUTPUT_TOOL};
+use crate::sync::lock;
 use crate::tool::ToolRegistry;
 use crate::types::{ContentBlock, ParentRef, ToolFilter, ToolResult};
 
@@ -180,8 +180,4 @@ impl ToolLayer {
             Err(e) => ToolResult::error(e.to_string()),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -6,9 +6,8 @@
 
 pub mod config;
 pub mod openai;
+mod registry;
 pub mod scripted;
-
-use std::sync::{Arc, RwLock};
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -16,6 +15,7 @@ use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{ModelsConfig, OpenAiConfig, Script, ScriptStep};
+pub use registry::ModelRegistry;
 
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,16 +31,11 @@ pub enum Role {
     Tool,
 }
 
-/// A tool call the model asked for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolCall {
-    /// Call id, echoed in the tool's answer.
-    pub id: String,
-    /// Tool name.
-    pub name: String,
-    /// JSON arguments, as text.
-    pub arguments: String,
-}
+pub use crate::types::ToolCall;
+
+/// Name of the capture tool an agent asked for a structured answer offers its model (and a
+/// scripted step's `structured` shorthand calls).
+pub const STRUCTURED_OUTPUT_TOOL: &str = "structured_output";
 
 /// One message of the conversation sent to a model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,58 +156,4 @@ pub trait Model: Send + Sync {
         request: ModelRequest,
         abort: CancellationToken,
     ) -> BoxFuture<'static, Result<ModelReply, ModelError>>;
-}
-
-/// Resolves model strings to fresh adapter instances, from the current config.
-#[derive(Default)]
-pub struct ModelRegistry {
-    config: RwLock<ModelsConfig>,
-}
-
-impl ModelRegistry {
-    /// Replaces the config (on load or reconfigure).
-    pub fn configure(&self, config: ModelsConfig) {
-        *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
-    }
-
-    /// A new model instance for `model` (each agent gets its own, so a script starts at its
-    /// first step for every agent).
-    pub fn resolve(&self, model: &str) -> Result<Arc<dyn Model>, ModelError> {
-        let config = self.config.read().unwrap_or_else(|p| p.into_inner());
-        let (kind, rest) = match model.split_once(':') {
-            Some((k, r)) => (k, Some(r)),
-            None => (model, None),
-        };
-        match kind {
-            "scripted" => {
-                let name = rest.unwrap_or("default");
-                let script =
-                    config
-                        .scripts
-                        .get(name)
-                        .cloned()
-                        .ok_or_else(|| ModelError::Config {
-                            model: model.to_string(),
-                            message: format!("no script `{name}` under [models.scripts]"),
-                        })?;
-                Ok(Arc::new(scripted::ScriptedModel::new(name, script)))
-            }
-            "openai" => {
-                let mut openai = config.openai.clone().ok_or_else(|| ModelError::Config {
-                    model: model.to_string(),
-                    message: "no [models.openai] section in the config".into(),
-                })?;
-                if let Some(name) = rest.filter(|r| !r.is_empty()) {
-                    openai.model = name.to_string();
-                }
-                Ok(Arc::new(openai::OpenAiModel::new(openai)?))
-            }
-            other => Err(ModelError::Config {
-                model: model.to_string(),
-                message: format!(
-                    "unknown adapter `{other}` (expected `scripted:NAME` or `openai[:MODEL]`)"
-                ),
-            }),
-        }
-    }
 }

@@ -9,11 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     ChatMessage, FinishReason, Model, ModelError, ModelReply, ModelRequest, Role, Script,
-    ScriptStep, ToolCall,
+    ScriptStep, ToolCall, STRUCTURED_OUTPUT_TOOL,
 };
-
-/// Name of the capture tool a structured step calls.
-pub const STRUCTURED_OUTPUT_TOOL: &str = "structured_output";
 
 /// A model that replays a script; each instance starts at the first step.
 pub struct ScriptedModel {

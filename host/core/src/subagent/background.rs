@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
+use crate::sync;
+
 use super::SubagentRun;
 use crate::types::RunInfo;
 
@@ -29,7 +31,7 @@ pub(crate) struct Backgrounds {
 
 impl Backgrounds {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Vec<Entry>>> {
-        self.by_owner.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.by_owner)
     }
 
     /// Whether `owner` has any runs.

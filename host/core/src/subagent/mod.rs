@@ -2,7 +2,7 @@
 //!
 //! Registration reads a provider's descriptor once and freezes it. `start` checks capabilities
 //! and validates the request before anything is instantiated, then hands the run to a driver task
-//! the host owns (see [`run`]).
+//! the host owns (see its `run` module).
 
 mod background;
 mod error;
@@ -18,12 +18,12 @@ use std::time::Duration;
 
 pub use background::{MAX_BACKGROUND_RUNS, MAX_SETTLED_BACKGROUND_RUNS};
 pub use error::{code, SubagentError};
-pub use run::{Provider, RunContext, RunFailure, Steer, SubagentRun};
+pub use run::{Provider, ResumeSeed, RunContext, RunFailure, Steer, SubagentRun};
 use run::{RunHooks, RunShared};
 
 use crate::events::{Event, EventBus};
 use crate::live::LiveCounts;
-use crate::session::SessionEvent;
+use crate::sync::{self, lock};
 use crate::types::{ContentBlock, ProviderDescriptor, RunInfo, StartRequest};
 
 /// Default of the agent tree's depth bound (`[agent] max_depth`).
@@ -74,11 +74,11 @@ impl SubagentService {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Entry>> {
-        self.providers.read().unwrap_or_else(|p| p.into_inner())
+        sync::read(&self.providers)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Entry>> {
-        self.providers.write().unwrap_or_else(|p| p.into_inner())
+        sync::write(&self.providers)
     }
 
     /// Registers a provider under its descriptor's name and emits `subagent/provider-added`.
@@ -144,7 +144,7 @@ impl SubagentService {
             }
         };
         let runs: Vec<Arc<RunShared>> = {
-            let map = entry.runs.lock().unwrap_or_else(|p| p.into_inner());
+            let map = lock(&entry.runs);
             map.values().cloned().collect()
         };
         for run in &runs {
@@ -202,7 +202,7 @@ impl SubagentService {
                 run.id()
             )));
         }
-        let seed = run.child_session().ok_or_else(|| {
+        let seed = run.resume_state().ok_or_else(|| {
             SubagentError::InvalidState(format!(
                 "run `{}` has no finished child to resume",
                 run.id()
@@ -217,7 +217,7 @@ impl SubagentService {
         &self,
         name: &str,
         request: StartRequest,
-        resume_seed: Option<Vec<SessionEvent>>,
+        resume_seed: Option<ResumeSeed>,
     ) -> Result<SubagentRun, SubagentError> {
         let (descriptor, provider, runs) = {
             let providers = self.read();
@@ -261,14 +261,12 @@ impl SubagentService {
             grace: self.cancel_grace,
             on_disposed: Box::new(move |id| {
                 if let Some(runs) = registry.upgrade() {
-                    runs.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+                    lock(&runs).remove(id);
                 }
             }),
         };
         let shared = RunShared::new(id.clone(), &descriptor, &request, hooks, resume_seed);
-        runs.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, shared.clone());
+        lock(&runs).insert(id, shared.clone());
 
         if request.signal.as_ref().is_some_and(|s| s.is_cancelled()) {
             shared.settle_pre_aborted();
@@ -345,7 +343,7 @@ impl SubagentService {
             .iter()
             .find(|e| e.descriptor.name == name)
             .map(|e| {
-                let map = e.runs.lock().unwrap_or_else(|p| p.into_inner());
+                let map = lock(&e.runs);
                 map.len()
             })
             .unwrap_or(0)

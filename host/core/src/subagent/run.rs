@@ -5,11 +5,13 @@
 //! `subagent/start` precede `subagent/end` by construction and keeps both away from runs whose
 //! readiness failed.
 
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::any::Any;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use thiserror::Error;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -18,7 +20,7 @@ use super::talk::{Inbox, Progress};
 use super::SubagentError;
 use crate::events::{Event, EventBus};
 use crate::live::LiveCounts;
-use crate::session::SessionEvent;
+use crate::sync::lock;
 use crate::types::{
     ContentBlock, ParentRef, ProviderDescriptor, RunInfo, RunState, RuntimeFeatures, StartRequest,
     StopReason, SubagentResult,
@@ -51,13 +53,74 @@ pub trait Steer: Send + Sync + 'static {
     fn queued(&self) -> usize;
 }
 
-/// Why a provider could not produce a result.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunFailure(pub String);
+/// Why a provider could not produce a result. Before readiness it rejects `started`; after it
+/// the run ends `error` with this text in its diagnostic (after ``provider `NAME` failed: ``).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum RunFailure {
+    /// The provider declined the run, in its own words (a guest's `run` returned an error).
+    #[error("{0}")]
+    Refused(String),
+    /// The provider's guest faulted: a trap, a panic, an exhausted resource.
+    #[error("guest fault: {0}")]
+    GuestFault(String),
+    /// No instance of the provider could be made for the run.
+    #[error("cannot instantiate: {0}")]
+    Instantiate(String),
+    /// The run hit one of its plugin's limits (`limit` is the config key).
+    #[error("plugin `{plugin}` hit its limit `{limit}`: {detail}")]
+    LimitHit {
+        /// The plugin id.
+        plugin: String,
+        /// The limit's config key (`run_timeout_ms`, `max_output_bytes`, ...).
+        limit: String,
+        /// The limit and the value in force, in words.
+        detail: String,
+    },
+    /// The host is shutting down: what the run needs is already gone.
+    #[error("the host is shutting down")]
+    ShuttingDown,
+    /// The run was cancelled while it waited for a slot of its plugin.
+    #[error("cancelled while waiting for a slot")]
+    CancelledWaiting,
+    /// Every slot is held by a run the caller descends from: waiting would never end.
+    #[error("{0}")]
+    Deadlock(String),
+    /// The agent process the provider runs (ACP) could not be started, broke its protocol or
+    /// exited mid-run.
+    #[error("ACP agent `{plugin}`: {message}")]
+    AgentProcess {
+        /// The plugin id.
+        plugin: String,
+        /// What happened (with the tail of its stderr, when it wrote any).
+        message: String,
+    },
+    /// The provider's future panicked: a host-side bug, contained to the run.
+    #[error("the provider panicked: {0}")]
+    Panicked(String),
+}
 
-impl std::fmt::Display for RunFailure {
+/// What a finished child leaves behind for [`SubagentService::resume`](super::SubagentService):
+/// opaque to the run, defined by the runtime the child ran on (the agent runtime keeps its
+/// completed turns in it). Cloning shares it.
+#[derive(Clone)]
+pub struct ResumeSeed(Arc<dyn Any + Send + Sync>);
+
+impl ResumeSeed {
+    /// Wraps the state a resumed child will start from.
+    pub fn new<T: Any + Send + Sync>(state: T) -> Self {
+        Self(Arc::new(state))
+    }
+
+    /// The state, if it is a `T`.
+    pub fn downcast_ref<T: Any>(&self) -> Option<&T> {
+        self.0.downcast_ref()
+    }
+}
+
+impl std::fmt::Debug for ResumeSeed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str("ResumeSeed(..)")
     }
 }
 
@@ -101,10 +164,10 @@ pub(crate) struct RunShared {
     grace: Duration,
     /// The in-process child this run owns, for steering.
     child: Mutex<Option<Weak<dyn Steer>>>,
-    /// The child's completed turns when it was torn down, for `resume`.
-    child_session: Mutex<Option<Vec<SessionEvent>>>,
-    /// For a resumed run: the session its child starts from.
-    resume_seed: Option<Vec<SessionEvent>>,
+    /// What the child left when it was torn down, for `resume`.
+    left_for_resume: Mutex<Option<ResumeSeed>>,
+    /// For a resumed run: what its child starts from.
+    resume_seed: Option<ResumeSeed>,
     /// The provider's runtime features, for `send-message` and `resume`.
     pub(crate) features: RuntimeFeatures,
     /// The request as started (without its signal), for `resume`.
@@ -115,11 +178,6 @@ pub(crate) struct RunShared {
     inbox: Mutex<Inbox>,
     /// When the run started, in milliseconds since the Unix epoch.
     started_at_ms: u64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing panics while holding these locks except a listener, which is caught inside.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// What a run gets from the service that starts it.
@@ -137,7 +195,7 @@ impl RunShared {
         descriptor: &ProviderDescriptor,
         request: &StartRequest,
         hooks: RunHooks,
-        resume_seed: Option<Vec<SessionEvent>>,
+        resume_seed: Option<ResumeSeed>,
     ) -> Arc<Self> {
         let RunHooks {
             events,
@@ -163,7 +221,7 @@ impl RunShared {
             on_disposed,
             grace,
             child: Mutex::new(None),
-            child_session: Mutex::new(None),
+            left_for_resume: Mutex::new(None),
             resume_seed,
             features: descriptor.features,
             request: StartRequest {
@@ -251,23 +309,39 @@ impl RunShared {
     /// who awaited the result has also been preceded by the event; a run that never became ready
     /// rejects `started` and emits nothing.
     fn settle(&self, result: SubagentResult, not_started: SubagentError) {
+        self.publish(Ok(result), not_started);
+    }
+
+    /// Publishes an outcome, which is an error only for an infrastructure fault: then `result`
+    /// fails, and `subagent/end` says `error` with no last assistant message.
+    fn publish(&self, outcome: Result<SubagentResult, SubagentError>, not_started: SubagentError) {
         let mut phase = lock(&self.phase);
         match *phase {
             Phase::Settled => return,
-            Phase::Ready => self.emit_end(&Event::SubagentEnd {
-                provider: self.provider.clone(),
-                id: self.id.clone(),
-                parent: self.parent.clone(),
-                stop_reason: result.stop_reason.clone(),
-                last_assistant_message: Some(result.output.clone()),
-                diagnostic: result.diagnostic.clone(),
+            Phase::Ready => self.emit_end(&match &outcome {
+                Ok(result) => Event::SubagentEnd {
+                    provider: self.provider.clone(),
+                    id: self.id.clone(),
+                    parent: self.parent.clone(),
+                    stop_reason: result.stop_reason.clone(),
+                    last_assistant_message: Some(result.output.clone()),
+                    diagnostic: result.diagnostic.clone(),
+                },
+                Err(fault) => Event::SubagentEnd {
+                    provider: self.provider.clone(),
+                    id: self.id.clone(),
+                    parent: self.parent.clone(),
+                    stop_reason: StopReason::Error,
+                    last_assistant_message: None,
+                    diagnostic: Some(fault.to_string()),
+                },
             }),
             Phase::Pending => {
                 self.started.send_replace(Some(Err(not_started)));
             }
         }
         *phase = Phase::Settled;
-        self.result.send_replace(Some(Ok(result)));
+        self.result.send_replace(Some(outcome));
     }
 
     fn aborted_result(&self, detail: &str) -> (SubagentResult, SubagentError) {
@@ -319,6 +393,13 @@ impl RunShared {
                 if cancelled {
                     let (r, e) = self.aborted_result("cancelled");
                     self.settle(r, e);
+                } else if let RunFailure::Panicked(_) = failure {
+                    // A host-side bug, not the child's failure: the seam cannot represent it as
+                    // a result, so `result` fails.
+                    let message = format!("provider `{}` failed: {failure}", self.provider);
+                    tracing::error!(run = %self.id, "{message}");
+                    let fault = SubagentError::Internal(message);
+                    self.publish(Err(fault.clone()), fault);
                 } else {
                     let message = format!("provider `{}` failed: {failure}", self.provider);
                     tracing::info!(run = %self.id, "{message}");
@@ -344,7 +425,13 @@ impl RunShared {
         let shared = self.clone();
         let handle = tokio::spawn(async move {
             let signal = request.signal.clone();
-            let fut = provider.run(RunContext(shared.clone()), request);
+            // A panic in the provider is contained to its run, which then ends `error`.
+            let fut =
+                std::panic::AssertUnwindSafe(provider.run(RunContext(shared.clone()), request))
+                    .catch_unwind()
+                    .map(|r| {
+                        r.unwrap_or_else(|panic| Err(RunFailure::Panicked(panic_text(&*panic))))
+                    });
             let enforce = async {
                 shared.cancel.cancelled().await;
                 tokio::time::sleep(grace).await;
@@ -483,6 +570,15 @@ impl RunShared {
     }
 }
 
+/// The message a panic carried.
+fn panic_text(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string panic".into())
+}
+
 thread_local! {
     /// The runs whose events this thread is emitting right now (under their phase lock).
     static EMITTING: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -537,13 +633,13 @@ impl RunContext {
         lock(&self.0.child).is_some()
     }
 
-    /// Keeps the child's completed turns when it is torn down, so that the run can be resumed.
-    pub fn record_child_session(&self, events: Vec<SessionEvent>) {
-        *lock(&self.0.child_session) = Some(events);
+    /// Keeps what the child leaves when it is torn down, so that the run can be resumed.
+    pub fn keep_for_resume(&self, seed: ResumeSeed) {
+        *lock(&self.0.left_for_resume) = Some(seed);
     }
 
-    /// For a resumed run: the session its child must start from.
-    pub fn resume_seed(&self) -> Option<Vec<SessionEvent>> {
+    /// For a resumed run: what its child must start from.
+    pub fn resumed_from(&self) -> Option<ResumeSeed> {
         self.0.resume_seed.clone()
     }
 
@@ -642,7 +738,9 @@ impl SubagentRun {
         })
     }
 
-    /// Waits for the outcome. A child-level failure resolves with a non-`completed` reason.
+    /// Waits for the outcome. A child-level failure resolves with a non-`completed` reason; only
+    /// an infrastructure fault the seam cannot represent otherwise (a panic in a host-side
+    /// provider) fails, with `INTERNAL`.
     pub fn result(&self) -> BoxFuture<'static, Result<SubagentResult, SubagentError>> {
         let mut rx = self.0.result.subscribe();
         Box::pin(async move {
@@ -737,8 +835,8 @@ impl SubagentRun {
         lock(&self.0.child).as_ref().and_then(Weak::upgrade)
     }
 
-    /// The child's completed turns, once it was torn down (in-process providers).
-    pub fn child_session(&self) -> Option<Vec<SessionEvent>> {
-        lock(&self.0.child_session).clone()
+    /// What the child left for `resume`, once it was torn down (in-process providers).
+    pub fn resume_state(&self) -> Option<ResumeSeed> {
+        lock(&self.0.left_for_resume).clone()
     }
 }

@@ -1,6 +1,7 @@
 //! Structured answers checked against the requested output schema, on every run path.
 
 use serde_json::Value;
+use thiserror::Error;
 
 use crate::types::{StopReason, SubagentResult};
 
@@ -20,15 +21,26 @@ pub fn schema_problems(validator: &jsonschema::Validator, value: &Value) -> Vec<
         .collect()
 }
 
+/// Why a value does not satisfy an output schema.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Mismatch {
+    /// The schema itself does not compile.
+    #[error("the output schema cannot be compiled: {0}")]
+    Uncompilable(String),
+    /// The value breaks the schema: one entry per failure, each naming its path.
+    #[error("{}", .0.join("; "))]
+    Violations(Vec<String>),
+}
+
 /// Why `value` does not satisfy `schema`, if it does not.
-pub fn check(schema: &Value, value: &Value) -> Result<(), String> {
-    let validator = jsonschema::validator_for(schema)
-        .map_err(|e| format!("the output schema cannot be compiled: {e}"))?;
+pub fn check(schema: &Value, value: &Value) -> Result<(), Mismatch> {
+    let validator =
+        jsonschema::validator_for(schema).map_err(|e| Mismatch::Uncompilable(e.to_string()))?;
     let problems = schema_problems(&validator, value);
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(problems.join("; "))
+        Err(Mismatch::Violations(problems))
     }
 }
 

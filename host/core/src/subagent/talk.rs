@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 
+use thiserror::Error;
 use tokio::sync::watch;
 
 use crate::types::ContentBlock;
@@ -72,6 +73,20 @@ impl Progress {
     }
 }
 
+/// Why a run's inbox refused a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum InboxFull {
+    /// It holds [`INBOX_MESSAGES`] messages already.
+    #[error("its inbox already holds {INBOX_MESSAGES} messages the provider has not read")]
+    Messages,
+    /// The message would pass [`INBOX_BYTES`].
+    #[error("the message ({bytes} bytes) does not fit its inbox ({INBOX_BYTES} bytes)")]
+    Bytes {
+        /// The message's size.
+        bytes: usize,
+    },
+}
+
 /// Steering messages waiting for a provider to take them (`run-context.next-message`).
 pub(crate) struct Inbox {
     queue: VecDeque<Vec<ContentBlock>>,
@@ -92,17 +107,13 @@ impl Default for Inbox {
 
 impl Inbox {
     /// Queues a message; refuses one that would pass either cap, saying which.
-    pub(crate) fn push(&mut self, message: Vec<ContentBlock>) -> Result<(), String> {
+    pub(crate) fn push(&mut self, message: Vec<ContentBlock>) -> Result<(), InboxFull> {
         let bytes = size(&message);
         if self.queue.len() >= INBOX_MESSAGES {
-            return Err(format!(
-                "its inbox already holds {INBOX_MESSAGES} messages the provider has not read"
-            ));
+            return Err(InboxFull::Messages);
         }
         if self.bytes + bytes > INBOX_BYTES {
-            return Err(format!(
-                "the message ({bytes} bytes) does not fit its inbox ({INBOX_BYTES} bytes)"
-            ));
+            return Err(InboxFull::Bytes { bytes });
         }
         self.bytes += bytes;
         self.queue.push_back(message);
@@ -150,10 +161,15 @@ mod tests {
             inbox.push(text(1)).unwrap();
         }
         assert_eq!(*rx.borrow(), INBOX_MESSAGES);
-        assert!(inbox.push(text(1)).unwrap_err().contains("64 messages"));
+        assert_eq!(inbox.push(text(1)), Err(InboxFull::Messages));
         while inbox.pop().is_some() {}
         assert_eq!(*rx.borrow(), 0);
-        assert!(inbox.push(text(INBOX_BYTES + 1)).is_err());
+        assert_eq!(
+            inbox.push(text(INBOX_BYTES + 1)),
+            Err(InboxFull::Bytes {
+                bytes: INBOX_BYTES + 1
+            })
+        );
         assert!(inbox.pop().is_none());
     }
 }

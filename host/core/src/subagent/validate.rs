@@ -1,6 +1,7 @@
 //! Checks made before any instance exists: descriptors at registration, requests at start.
 
 use serde_json::Value;
+use thiserror::Error;
 
 use super::SubagentError;
 use crate::types::{ProviderDescriptor, StartRequest};
@@ -111,14 +112,14 @@ pub fn request(r: &StartRequest) -> Result<(), SubagentError> {
         }
     }
     if let Some(schema) = &r.output_schema {
-        output_schema(schema).map_err(SubagentError::InvalidRequest)?;
+        output_schema(schema).map_err(|e| SubagentError::InvalidRequest(e.to_string()))?;
     }
     Ok(())
 }
 
 /// Keywords of the supported JSON Schema subset; anything else (`$ref`, `oneOf`, ...) is refused
 /// rather than silently ignored.
-const SCHEMA_KEYWORDS: &[&str] = &[
+pub const SCHEMA_KEYWORDS: &[&str] = &[
     "type",
     "properties",
     "required",
@@ -145,29 +146,76 @@ const SCHEMA_TYPES: &[&str] = &[
     "object", "array", "string", "number", "integer", "boolean", "null",
 ];
 
+/// Why an output schema is refused. Each names where in the schema the problem is.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SchemaError {
+    /// The root is not `"type": "object"`.
+    #[error("output-schema must be an object schema (`\"type\": \"object\"`)")]
+    NotObjectRooted,
+    /// A (sub)schema is not a JSON object.
+    #[error("{path}: a schema must be a JSON object")]
+    NotAnObject {
+        /// Where, e.g. `output-schema.properties.a`.
+        path: String,
+    },
+    /// A keyword outside [`SCHEMA_KEYWORDS`].
+    #[error("{path}: keyword `{keyword}` is outside the supported schema subset")]
+    UnsupportedKeyword {
+        /// Where.
+        path: String,
+        /// The keyword.
+        keyword: String,
+    },
+    /// `type` names no JSON Schema type.
+    #[error("{path}: `type` {value} is not a JSON Schema type")]
+    BadType {
+        /// Where.
+        path: String,
+        /// The value given, as JSON.
+        value: String,
+    },
+    /// `properties` is not an object.
+    #[error("{path}: `properties` must be an object")]
+    PropertiesNotAnObject {
+        /// Where.
+        path: String,
+    },
+    /// `required` is not a list of names.
+    #[error("{path}: `required` must be a list of names")]
+    RequiredNotNames {
+        /// Where.
+        path: String,
+    },
+    /// The keywords are supported but their values do not make a schema (`"enum": 3`).
+    #[error("output-schema is not a valid JSON Schema: {0}")]
+    Invalid(String),
+}
+
 /// Checks that `schema` is an object-rooted schema within the supported subset.
-pub fn output_schema(schema: &Value) -> Result<(), String> {
+pub fn output_schema(schema: &Value) -> Result<(), SchemaError> {
     match schema.get("type") {
         Some(Value::String(t)) if t == "object" => {}
-        _ => return Err("output-schema must be an object schema (`\"type\": \"object\"`)".into()),
+        _ => return Err(SchemaError::NotObjectRooted),
     }
     check_schema(schema, "output-schema")?;
     // The keywords are supported; their values must make a schema too (`"enum": 3`,
     // `"pattern": "("`), or the run would only find out after it started.
     jsonschema::validator_for(schema)
         .map(|_| ())
-        .map_err(|e| format!("output-schema is not a valid JSON Schema: {e}"))
+        .map_err(|e| SchemaError::Invalid(e.to_string()))
 }
 
-fn check_schema(schema: &Value, path: &str) -> Result<(), String> {
+fn check_schema(schema: &Value, path: &str) -> Result<(), SchemaError> {
+    let at = || path.to_string();
     let obj = schema
         .as_object()
-        .ok_or_else(|| format!("{path}: a schema must be a JSON object"))?;
+        .ok_or_else(|| SchemaError::NotAnObject { path: at() })?;
     for (key, value) in obj {
         if !SCHEMA_KEYWORDS.contains(&key.as_str()) {
-            return Err(format!(
-                "{path}: keyword `{key}` is outside the supported schema subset"
-            ));
+            return Err(SchemaError::UnsupportedKeyword {
+                path: at(),
+                keyword: key.clone(),
+            });
         }
         match key.as_str() {
             "type" => {
@@ -179,13 +227,16 @@ fn check_schema(schema: &Value, path: &str) -> Result<(), String> {
                     _ => false,
                 };
                 if !ok {
-                    return Err(format!("{path}: `type` {value} is not a JSON Schema type"));
+                    return Err(SchemaError::BadType {
+                        path: at(),
+                        value: value.to_string(),
+                    });
                 }
             }
             "properties" => {
                 let props = value
                     .as_object()
-                    .ok_or_else(|| format!("{path}: `properties` must be an object"))?;
+                    .ok_or_else(|| SchemaError::PropertiesNotAnObject { path: at() })?;
                 for (name, sub) in props {
                     check_schema(sub, &format!("{path}.properties.{name}"))?;
                 }
@@ -199,7 +250,7 @@ fn check_schema(schema: &Value, path: &str) -> Result<(), String> {
                     .as_array()
                     .is_some_and(|r| r.iter().all(Value::is_string));
                 if !ok {
-                    return Err(format!("{path}: `required` must be a list of names"));
+                    return Err(SchemaError::RequiredNotNames { path: at() });
                 }
             }
             _ => {}
@@ -237,7 +288,9 @@ mod tests {
     }
 
     fn schema_error(schema: serde_json::Value) -> String {
-        output_schema(&schema).expect_err(&format!("{schema} should be refused"))
+        output_schema(&schema)
+            .expect_err(&format!("{schema} should be refused"))
+            .to_string()
     }
 
     #[test]

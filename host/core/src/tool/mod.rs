@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::{Event, EventBus};
 use crate::subagent::SubagentService;
+use crate::sync;
 use crate::types::{ParentRef, ProviderDescriptor, ToolDescriptor, ToolResult};
 
 /// Something a model can call.
@@ -36,8 +37,11 @@ pub trait ToolSource: Tool {
     fn describe(
         &self,
         provider: Option<Arc<ProviderDescriptor>>,
-    ) -> BoxFuture<'static, Result<ToolDescriptor, String>>;
+    ) -> BoxFuture<'static, Result<ToolDescriptor, DescribeError>>;
 }
+
+/// Why a tool source could not describe itself: its own error, whatever its type.
+pub type DescribeError = Box<dyn std::error::Error + Send + Sync>;
 
 /// How a tool plugin binds: the tool name it mounts under and the provider it follows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,11 +123,11 @@ impl ToolRegistry {
     }
 
     fn mounted_read(&self) -> std::sync::RwLockReadGuard<'_, Vec<MountedTool>> {
-        self.mounted.read().unwrap_or_else(|p| p.into_inner())
+        sync::read(&self.mounted)
     }
 
     fn mounted_write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<MountedTool>> {
-        self.mounted.write().unwrap_or_else(|p| p.into_inner())
+        sync::write(&self.mounted)
     }
 
     /// Mounted tools, in mount order.
@@ -241,9 +245,9 @@ impl ToolRegistry {
                 .tool
                 .describe(provider)
                 .await
-                .map_err(|message| ToolError::Describe {
+                .map_err(|e| ToolError::Describe {
                     plugin: plugin.clone(),
-                    message,
+                    message: e.to_string(),
                 })?;
         // The binding's name is what uniqueness was checked against; it wins.
         descriptor.name = waiting.binding.tool_name.clone();

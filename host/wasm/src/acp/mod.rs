@@ -160,7 +160,10 @@ impl Inner {
         let mut agent = AgentProcess::spawn(
             &self.argv, &self.env, &cwd, max_line, self.grace, &self.live,
         )
-        .map_err(|e| RunFailure(format!("ACP agent `{}`: {e}", self.plugin)))?;
+        .map_err(|e| RunFailure::AgentProcess {
+            plugin: self.plugin.to_string(),
+            message: e.to_string(),
+        })?;
         let mut session = Session {
             inner: self,
             ctx: &ctx,
@@ -179,10 +182,10 @@ impl Inner {
                     .stderr_tail()
                     .map(|t| format!("; its stderr ended with: {t}"))
                     .unwrap_or_default();
-                Err(RunFailure(format!(
-                    "ACP agent `{}`: {message}{stderr}",
-                    self.plugin
-                )))
+                Err(RunFailure::AgentProcess {
+                    plugin: self.plugin.to_string(),
+                    message: format!("{message}{stderr}"),
+                })
             }
         };
         agent.finish().await;

@@ -9,6 +9,7 @@ use seam_core::subagent::{Provider, RunContext, RunFailure};
 use seam_core::types::{StartRequest, SubagentResult};
 
 use crate::sandbox::gate::{result_size, Denied, RunGate};
+use crate::sandbox::LimitHit;
 
 /// A provider plugin behind its run limits: each run first takes a concurrency slot, then runs
 /// within the wall-clock budget, and its result must fit the output cap.
@@ -33,6 +34,16 @@ impl LimitedProvider {
     }
 }
 
+impl From<LimitHit> for RunFailure {
+    fn from(hit: LimitHit) -> Self {
+        RunFailure::LimitHit {
+            limit: hit.limit.key().to_string(),
+            detail: hit.limit.to_string(),
+            plugin: hit.plugin,
+        }
+    }
+}
+
 impl Provider for LimitedProvider {
     fn run(
         &self,
@@ -53,18 +64,12 @@ impl Provider for LimitedProvider {
             let _slot = match gate.enter(ctx.id(), lineage, waiter.cancelled()).await {
                 Ok(slot) => slot,
                 // The host sees the cancel and settles the run `aborted`.
-                Err(Denied::Cancelled) => {
-                    return Err(RunFailure("cancelled while waiting for a slot".into()))
-                }
-                Err(Denied::Refused(hit)) => return Err(RunFailure(hit.to_string())),
-                Err(Denied::Deadlock(message)) => return Err(RunFailure(message)),
+                Err(Denied::Cancelled) => return Err(RunFailure::CancelledWaiting),
+                Err(Denied::Refused(hit)) => return Err(hit.into()),
+                Err(Denied::Deadlock(message)) => return Err(RunFailure::Deadlock(message)),
             };
-            let result = gate
-                .timed(inner.run(ctx, request))
-                .await
-                .map_err(|hit| RunFailure(hit.to_string()))??;
-            gate.check_size(result_size(&result))
-                .map_err(|hit| RunFailure(hit.to_string()))?;
+            let result = gate.timed(inner.run(ctx, request)).await??;
+            gate.check_size(result_size(&result))?;
             Ok(result)
         })
     }

@@ -8,80 +8,29 @@
 //! unloading in the loader, the CLI's reports) matches on [`PluginKind`] or [`Linked`]
 //! exhaustively, so a new kind is a new variant and the compiler lists the rest.
 
+mod error;
 pub(crate) mod limited;
 pub(crate) mod observer;
 pub(crate) mod provider;
+mod runtime;
 pub(crate) mod tool;
 
-use std::sync::Arc;
-use std::time::Duration;
+pub use error::PluginError;
+pub(crate) use runtime::Runtime;
 
-use seam_core::agent::AgentRegistry;
-use seam_core::live::LiveCounts;
-use seam_core::subagent::SubagentService;
+use std::sync::Arc;
+
 use seam_core::tool::ToolBinding;
 use seam_core::types::{PluginKind, ProviderDescriptor};
-use thiserror::Error;
 use wasmtime::component::Component;
-use wasmtime::Engine;
 
-use crate::fault::GuestFault;
 use crate::sandbox::Sandbox;
-use crate::versions::linkers::Linkers;
 use crate::versions::WitVersion;
-
-/// Why a component could not become a plugin, or a call into it failed.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum PluginError {
-    /// The component imports something its world's linker does not provide.
-    #[error("cannot link the {kind} component: {reason}")]
-    Link {
-        /// The component's kind.
-        kind: PluginKind,
-        /// The linker's explanation.
-        reason: String,
-    },
-    /// A fresh instance could not be made.
-    #[error("cannot instantiate: {0}")]
-    Instantiate(GuestFault),
-    /// The guest answered a call with an error of its own.
-    #[error("{call} refused the config: {message}")]
-    Refused {
-        /// The export called (`describe`, `bind`).
-        call: &'static str,
-        /// The guest's message.
-        message: String,
-    },
-    /// The guest answered a call (an observer's `on-event`) with an error of its own.
-    #[error("{call} returned an error: {message}")]
-    Answered {
-        /// The export called.
-        call: &'static str,
-        /// The guest's message.
-        message: String,
-    },
-    /// The guest faulted during a call.
-    #[error("{call} failed: {fault}")]
-    Fault {
-        /// The export called.
-        call: &'static str,
-        /// What happened.
-        fault: GuestFault,
-    },
-    /// The guest's answer breaks the contract (too large, empty, not JSON).
-    #[error("{call} returned {problem}")]
-    Malformed {
-        /// The export called.
-        call: &'static str,
-        /// What is wrong with it.
-        problem: String,
-    },
-}
 
 /// A linker's refusal in words a plugin author can act on: which import the host does not
 /// provide, or which function of it has another type than the host's.
 fn explain_link(e: &wasmtime::Error) -> String {
-    let text = crate::engine::one_line(&format!("{e:#}"));
+    let text = crate::fault::one_line(&format!("{e:#}"));
     let between = |s: &str, start: &str, end: &str| {
         let from = s.find(start)? + start.len();
         let to = from + s[from..].find(end)?;
@@ -110,20 +59,6 @@ fn explain_link(e: &wasmtime::Error) -> String {
         ),
         None => format!("imports `{instance}` in a form this host does not provide: {detail}"),
     }
-}
-
-/// What plugins are made with, owned by the host. Each kind copies what it needs: a provider
-/// keeps the agent registry only weakly, since the registry reaches providers back through its
-/// tools and a strong reference would keep the whole host alive.
-pub(crate) struct Runtime {
-    pub(crate) engine: Engine,
-    pub(crate) linkers: Linkers,
-    pub(crate) live: Arc<LiveCounts>,
-    pub(crate) subagents: Arc<SubagentService>,
-    /// The agent runtime in-process providers create their children on.
-    pub(crate) agents: Arc<AgentRegistry>,
-    /// How long a cancelled tool call may wind down before the host drops it.
-    pub(crate) cancel_grace: Duration,
 }
 
 /// A linked plugin, with what it declared.
@@ -156,7 +91,7 @@ pub(crate) async fn link(
         })?;
     let link_err = |e: wasmtime::Error| PluginError::Link {
         kind,
-        reason: crate::engine::one_line(&format!("{e:#}")),
+        reason: crate::fault::one_line(&format!("{e:#}")),
     };
     Ok(match kind {
         PluginKind::Provider => {

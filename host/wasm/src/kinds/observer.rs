@@ -22,7 +22,8 @@ use tokio::sync::mpsc;
 use seam_core::events::{Event, EventBus, ListenerId};
 use wasmtime::component::InstancePre;
 
-use super::{PluginError, Runtime};
+use super::error::PluginError;
+use super::runtime::Runtime;
 use crate::fault::GuestFault;
 use crate::sandbox::Sandbox;
 use crate::store::{Serving, StoreData, Stores};

@@ -8,7 +8,8 @@ use seam_core::subagent::{Provider, RunContext, RunFailure, SubagentService};
 use seam_core::types::{ProviderDescriptor, StartRequest, SubagentResult};
 use wasmtime::component::InstancePre;
 
-use super::{PluginError, Runtime};
+use super::error::PluginError;
+use super::runtime::Runtime;
 use crate::fault::GuestFault;
 use crate::sandbox::gate::RunGate;
 use crate::sandbox::Sandbox;
@@ -84,7 +85,7 @@ impl Provider for WasmProvider {
         let gate = self.gate.clone();
         Box::pin(async move {
             let (Some(agents), Some(subagents)) = (agents, subagents) else {
-                return Err(RunFailure("the host is shutting down".into()));
+                return Err(RunFailure::ShuttingDown);
             };
             let run_id = ctx.id().to_string();
             let env = RunEnv {
@@ -103,18 +104,14 @@ impl Provider for WasmProvider {
             // enforced cancel), the instance goes with it.
             let mut store = stores.make(Serving::run(env));
             let instance = pre.instantiate(&mut store).await.map_err(|e| {
-                RunFailure(
-                    PluginError::Instantiate(GuestFault::from_store_error(&e, store.data()))
-                        .to_string(),
-                )
+                RunFailure::Instantiate(GuestFault::from_store_error(&e, store.data()).to_string())
             })?;
             match instance.run(&mut store, &config, &run_id, &request).await {
                 Ok(Ok(result)) => Ok(result),
-                Ok(Err(GuestError(message))) => Err(RunFailure(message)),
-                Err(e) => Err(RunFailure(format!(
-                    "guest fault: {}",
-                    GuestFault::from_store_error(&e, store.data())
-                ))),
+                Ok(Err(GuestError(message))) => Err(RunFailure::Refused(message)),
+                Err(e) => Err(RunFailure::GuestFault(
+                    GuestFault::from_store_error(&e, store.data()).to_string(),
+                )),
             }
         })
     }

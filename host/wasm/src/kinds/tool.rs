@@ -6,12 +6,13 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use seam_core::agent::AgentRegistry;
 use seam_core::subagent::{SubagentRun, SubagentService};
-use seam_core::tool::{Tool, ToolBinding, ToolSource};
+use seam_core::tool::{DescribeError, Tool, ToolBinding, ToolSource};
 use seam_core::types::{ParentRef, ProviderDescriptor, ToolDescriptor, ToolResult};
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::InstancePre;
 
-use super::{PluginError, Runtime};
+use super::error::PluginError;
+use super::runtime::Runtime;
 use crate::fault::GuestFault;
 use crate::sandbox::gate::{blocks_size, Denied, RunGate};
 use crate::sandbox::Sandbox;
@@ -254,12 +255,12 @@ impl ToolSource for WasmTool {
     fn describe(
         &self,
         provider: Option<Arc<ProviderDescriptor>>,
-    ) -> BoxFuture<'static, Result<ToolDescriptor, String>> {
+    ) -> BoxFuture<'static, Result<ToolDescriptor, DescribeError>> {
         let this = self.clone();
         Box::pin(async move {
             this.describe_inner(provider.as_deref())
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(DescribeError::from)
         })
     }
 }

@@ -13,140 +13,25 @@
 mod commit;
 mod plan;
 mod prepare;
+mod status;
+
+pub use status::{LoadError, LoadReport, PluginInfo, PluginState, Reload};
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use seam_core::events::EventBus;
 use seam_core::model::ModelRegistry;
-use seam_core::subagent::SubagentError;
-use seam_core::tool::{ToolError, ToolRegistry};
-use seam_core::types::PluginKind;
-use serde::Serialize;
-use thiserror::Error;
+use seam_core::tool::ToolRegistry;
 
 use crate::cache::CompileCache;
 use crate::config::{Config, PluginEntry};
-use crate::engine::{EngineError, EngineOptions};
+use crate::engine::EngineOptions;
 use crate::kinds::observer::ObserverHandle;
-use crate::kinds::{Linked, PluginError, Runtime};
-use crate::sandbox::{Granted, Limits, SandboxError};
-
-/// Where a plugin is in its life.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case", tag = "state", content = "error")]
-pub enum PluginState {
-    /// Loading.
-    Pending,
-    /// Loaded and registered.
-    Active,
-    /// Loading failed; the message names the cause.
-    Failed(String),
-    /// Listed in the config with `disabled = true`.
-    Disabled,
-    /// Unloaded.
-    Disposed,
-}
-
-/// Why a plugin failed to load.
-#[derive(Debug, Error)]
-pub enum LoadError {
-    /// The component could not be read, compiled or recognised.
-    #[error("plugin `{id}`: {source}")]
-    Engine {
-        /// The plugin id.
-        id: String,
-        /// The engine's error.
-        source: EngineError,
-    },
-    /// The component could not be linked, refused its config, trapped, or declared something
-    /// malformed.
-    #[error("plugin `{id}` ({}): {source}", component.display())]
-    Guest {
-        /// The plugin id.
-        id: String,
-        /// The component file.
-        component: PathBuf,
-        /// What went wrong.
-        source: PluginError,
-    },
-    /// The provider could not be registered.
-    #[error("plugin `{id}`: {source}")]
-    Provider {
-        /// The plugin id.
-        id: String,
-        /// The registry's error.
-        source: SubagentError,
-    },
-    /// A grant or limit of the entry cannot be honoured on this host.
-    #[error("plugin `{id}`: {source}")]
-    Sandbox {
-        /// The plugin id.
-        id: String,
-        /// The key and the problem.
-        source: SandboxError,
-    },
-    /// An ACP entry's settings are wrong.
-    #[error("plugin `{id}`: {message}")]
-    Acp {
-        /// The plugin id.
-        id: String,
-        /// What is wrong, naming the key.
-        message: String,
-    },
-    /// The tool could not be added.
-    #[error("plugin `{id}`: {source}")]
-    Tool {
-        /// The plugin id.
-        id: String,
-        /// The registry's error.
-        source: ToolError,
-    },
-}
-
-/// A plugin as the loader sees it.
-#[derive(Debug, Clone, Serialize)]
-pub struct PluginInfo {
-    /// The entry's id.
-    pub id: String,
-    /// The component file.
-    pub component: PathBuf,
-    /// Provider, tool or observer, once known.
-    pub kind: Option<PluginKind>,
-    /// Its state.
-    pub state: PluginState,
-    /// The provider name it registered, or the tool name it mounts under.
-    pub name: Option<String>,
-    /// For a tool: the provider it follows.
-    pub follows: Option<String>,
-    /// What the plugin is granted, once checked against the host.
-    pub grants: Option<Granted>,
-    /// The limits in force for the plugin.
-    pub limits: Option<Limits>,
-    /// For an ACP entry: the agent program and its arguments.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub command: Option<Vec<String>>,
-    /// Why the entry's newer definition failed to load, while this (last good) version keeps
-    /// serving ([`Reload::Swap`] only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stale: Option<String>,
-}
-
-/// How a changed entry is reloaded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Reload {
-    /// Unload the old version (cancelling its runs), then load the new one; if the new one
-    /// fails, the entry is `failed`.
-    #[default]
-    Restart,
-    /// Prepare the new version while the old one serves, and swap only once it is ready: runs
-    /// already going on a provider that keeps its name finish on the old version, and a new
-    /// version that fails to load leaves the old one serving (listed in
-    /// [`LoadReport::kept_last_good`], its [`PluginInfo::stale`] saying why).
-    Swap,
-}
+use crate::kinds::{Linked, Runtime};
+use crate::sandbox::Limits;
 
 /// What the loader remembers of a component file, to notice a rebuild.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,43 +61,6 @@ impl PluginSlot {
     /// Whether the component file was rewritten since this version was prepared.
     fn rebuilt(&self) -> bool {
         self.stamp.is_some() && FileStamp::of(&self.entry.component) != self.stamp
-    }
-}
-
-/// What a load or reconfigure did.
-#[derive(Debug, Default, Clone, Serialize)]
-pub struct LoadReport {
-    /// Entries loaded for the first time.
-    pub loaded: Vec<String>,
-    /// Entries unloaded because they left the config.
-    pub unloaded: Vec<String>,
-    /// Entries whose definition changed, unloaded and loaded again.
-    pub reloaded: Vec<String>,
-    /// Entries that had failed and were tried again, unchanged.
-    pub retried: Vec<String>,
-    /// Changed entries whose new version failed to load, so the last good version keeps
-    /// serving ([`Reload::Swap`] only; the failure is in `failed`).
-    pub kept_last_good: Vec<String>,
-    /// Entries left as they were.
-    pub kept: Vec<String>,
-    /// Failures, by entry id.
-    #[serde(skip)]
-    pub failed: Vec<Arc<LoadError>>,
-}
-
-impl LoadReport {
-    /// Whether every entry loaded.
-    pub fn is_ok(&self) -> bool {
-        self.failed.is_empty()
-    }
-
-    /// One line per failure, for messages.
-    pub fn failures(&self) -> String {
-        self.failed
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")
     }
 }
 

@@ -4,7 +4,7 @@
 
 use crate::config::PluginEntry;
 
-use super::{PluginState, Reload};
+use super::status::{PluginState, Reload};
 
 /// What the plan knows of a loaded plugin.
 pub(crate) struct Loaded<'a> {

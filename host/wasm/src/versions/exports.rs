@@ -45,7 +45,7 @@ macro_rules! mismatched {
                         Some(index) => instance
                             .get_typed_func::<($($param,)*), ($result,)>(&mut *store, &index)
                             .err()
-                            .map(|e| format!("{}.{}: {}", $short, $name, crate::engine::one_line(&format!("{e:#}")))),
+                            .map(|e| format!("{}.{}: {}", $short, $name, crate::fault::one_line(&format!("{e:#}")))),
                     };
                 }
             )*
@@ -104,6 +104,14 @@ macro_rules! versioned {
                     WitVersion::V0_1_0 => Self::V0_1(<$v1pre>::new(pre)?),
                     WitVersion::V0_2_0 => Self::V0_2(<$v2pre>::new(pre)?),
                 })
+            }
+
+            /// The version it was built against.
+            fn version(&self) -> WitVersion {
+                match self {
+                    Self::V0_1(_) => WitVersion::V0_1_0,
+                    Self::V0_2(_) => WitVersion::V0_2_0,
+                }
             }
 
             /// A fresh instance in `store`. A type mismatch in its exports is named: which
@@ -191,10 +199,11 @@ macro_rules! per_version {
 impl ProviderPre {
     async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
         use seam_core::PluginKind::Provider;
+        let version = self.version();
         per_version!(self, pre, v => {
             use v::provider_world::seam::plugin::types as t;
             let i = raw_instance(pre.instance_pre(), store).await?;
-            mismatched!(store, &i, (Provider, v::WIT_VERSION), "provider",
+            mismatched!(store, &i, (Provider, version), "provider",
                 "describe": (&str) -> Result<t::ProviderDescriptor, String>,
                 "run": (&str, &str, &t::StartRequest) -> Result<t::SubagentResult, String>,
             )
@@ -205,11 +214,12 @@ impl ProviderPre {
 impl ToolPre {
     async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
         use seam_core::PluginKind::Tool;
+        let version = self.version();
         per_version!(self, pre, v => {
             use v::provider_world::seam::plugin::types as t;
             use v::tool_world::exports::seam::plugin::tool as x;
             let i = raw_instance(pre.instance_pre(), store).await?;
-            mismatched!(store, &i, (Tool, v::WIT_VERSION), "tool",
+            mismatched!(store, &i, (Tool, version), "tool",
                 "bind": (&str) -> Result<x::ToolBinding, String>,
                 "describe": (&str, Option<&t::ProviderDescriptor>) -> Result<x::ToolDescriptor, String>,
                 "execute": (&str, &t::ParentRef, &str) -> x::ToolResult,
@@ -221,9 +231,10 @@ impl ToolPre {
 impl ObserverPre {
     async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
         use seam_core::PluginKind::Observer;
+        let version = self.version();
         per_version!(self, pre, v => {
             let i = raw_instance(pre.instance_pre(), store).await?;
-            mismatched!(store, &i, (Observer, v::WIT_VERSION), "observer",
+            mismatched!(store, &i, (Observer, version), "observer",
                 "on-event": (&str, &str) -> Result<(), String>,
             )
         })

@@ -4,8 +4,8 @@
 //! exhaustive `match` on it, so a new version is a new variant and a new folder, and the compiler
 //! lists what else to fill in. Each version folder owns its bindings and conversions
 //! (`mod.rs`); an older one also owns its host imports (`imports.rs`), which convert and delegate
-//! to the one implementation in `crate::interfaces` (as Zed's extension host does). [`linkers`]
-//! assembles each version's worlds, and [`exports`] calls a component's exports whatever its
+//! to the one implementation in `crate::interfaces` (as Zed's extension host does); `crate::linkers`
+//! assembles each version's worlds. [`exports`] calls a component's exports whatever its
 //! version, in `seam-core`'s types.
 //!
 //! `with:` cannot share an unchanged interface between two versions: the package version is part
@@ -17,7 +17,6 @@
 //! else.
 
 pub(crate) mod exports;
-pub(crate) mod linkers;
 pub(crate) mod v0_1_0;
 pub(crate) mod v0_2_0;
 

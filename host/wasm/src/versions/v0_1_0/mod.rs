@@ -63,8 +63,6 @@ use seam_core::types::{
 
 /// The package version these bindings were generated from (the `wit/` folder's).
 pub(crate) const VERSION: &str = "0.1.0";
-/// The same, as the host names it.
-pub(crate) const WIT_VERSION: super::WitVersion = super::WitVersion::V0_1_0;
 
 impl From<wit::ContentBlock> for ContentBlock {
     fn from(b: wit::ContentBlock) -> Self {

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use seam_host::model::openai::OpenAiModel;
-use seam_host::model::{
+use seam_core::model::openai::OpenAiModel;
+use seam_core::model::{
     ChatMessage, FinishReason, Model, ModelError, ModelRegistry, ModelReply, ModelRequest,
     ModelsConfig, OpenAiConfig, Role, ToolCall, ToolSpec,
 };
@@ -533,6 +533,31 @@ async fn long_error_bodies_are_shortened() {
 }
 
 #[tokio::test]
+async fn a_multibyte_error_body_is_cut_on_a_character_boundary_and_marked() {
+    // Two-, three- and four-byte characters, so that a cut at a byte count lands inside one.
+    let long = "é€😀".repeat(400);
+    let server = Server::start(vec![status(400, &long)]).await;
+    let error = complete(&model(config(&server, false)), hello())
+        .await
+        .unwrap_err();
+    let ModelError::Http { body, .. } = error else {
+        panic!("expected an HTTP error");
+    };
+    let kept = body.strip_suffix('…').expect("the cut is marked");
+    assert_eq!(kept.chars().count(), 300);
+    assert!(long.starts_with(kept), "a prefix of whole characters");
+    // Short bodies are kept whole, unmarked.
+    let server = Server::start(vec![status(400, "é€😀")]).await;
+    let error = complete(&model(config(&server, false)), hello())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, ModelError::Http { body, .. } if body == "é€😀"),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
 async fn no_answer_in_time_is_a_timeout() {
     let server = Server::start(vec![Answer::Stall]).await;
     let mut config = config(&server, false);
@@ -545,7 +570,7 @@ async fn no_answer_in_time_is_a_timeout() {
 
 #[tokio::test]
 async fn a_timeout_is_retried_and_the_wait_is_logged() {
-    let (log, _guard) = seam_tests::CapturedLog::start();
+    let (log, _guard) = super::log::CapturedLog::start();
     let server = Server::start(vec![
         Answer::Stall,
         ok(message(json!({ "content": "second try" }), "stop")),
@@ -566,7 +591,7 @@ async fn a_timeout_is_retried_and_the_wait_is_logged() {
 
 #[tokio::test]
 async fn an_unreachable_endpoint_is_retried_then_reported() {
-    let (log, _guard) = seam_tests::CapturedLog::start();
+    let (log, _guard) = super::log::CapturedLog::start();
     // A port nobody listens on: bound, then let go.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

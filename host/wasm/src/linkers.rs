@@ -6,8 +6,8 @@ use seam_core::PluginKind;
 use wasmtime::component::Linker;
 use wasmtime::Engine;
 
-use super::WitVersion;
 use crate::store::StoreData;
+use crate::versions::WitVersion;
 
 /// The linkers, by version and kind.
 pub(crate) struct Linkers {
@@ -42,7 +42,7 @@ fn world(
 ) -> wasmtime::Result<Linker<StoreData>> {
     let mut linker = base(engine)?;
     match version {
-        WitVersion::V0_1_0 => super::v0_1_0::imports::add_to_linker(&mut linker, kind)?,
+        WitVersion::V0_1_0 => crate::versions::v0_1_0::imports::add_to_linker(&mut linker, kind)?,
         WitVersion::V0_2_0 => crate::interfaces::add_to_linker(&mut linker, kind)?,
     }
     Ok(linker)

@@ -1,6 +1,7 @@
 //! A real HTTP/1.1 server (hyper) on 127.0.0.1:0 that speaks like an OpenAI-compatible API: it
 //! records every request and answers from a script: JSON bodies, chunked server-sent events, or
-//! silence. The model adapter's tests and the HTTP provider's use it.
+//! silence. The model adapter's tests here and seam-tests' HTTP provider tests use it (they
+//! include this file by path).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
