@@ -18,6 +18,7 @@ mod host;
 pub mod loader;
 mod plugin;
 pub mod probe;
+pub mod process;
 pub mod sandbox;
 pub mod wit;
 
