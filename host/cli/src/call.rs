@@ -35,7 +35,8 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
     with_loaded(&path, &interrupt.clone(), |host| async move {
         // Printed until the plugins are unloaded: the end of a background run shows too.
         let listener = args.events.then(|| print_events(&host));
-        let outcome = call(&host, &args, interrupt).await;
+        let outcome = call(&host, &args, interrupt.clone()).await;
+        settle_starts(&host, &interrupt).await;
         host.unload_all().await;
         if let Some(id) = listener {
             host.events().unsubscribe(id);
@@ -59,10 +60,27 @@ pub(crate) async fn run_on(
     outcome
 }
 
+/// Waits until each background run the call started has started (or failed to): the caller
+/// was told it started, so its `subagent/start` comes, and then its end, as the unload ends it.
+async fn settle_starts(host: &seam_host::Host, interrupt: &CancellationToken) {
+    let subagents = host.subagents();
+    for info in subagents.background_runs(CALLER) {
+        if let Some((run, _)) = subagents.background_run(CALLER, &info.id) {
+            tokio::select! {
+                _ = run.started() => {}
+                () = interrupt.cancelled() => return,
+            }
+        }
+    }
+}
+
+/// The agent id the command calls as.
+const CALLER: &str = "cli";
+
 async fn call(host: &seam_host::Host, args: &Args, interrupt: CancellationToken) -> Result<u8> {
     serde_json::from_str::<serde_json::Value>(&args.arguments)
         .context("`--args` is not valid JSON")?;
-    let caller = ParentRef::top_level("cli", working_directory()?);
+    let caller = ParentRef::top_level(CALLER, working_directory()?);
     // Ctrl-C aborts the call (and the runs it started), enforced after the grace period.
     let outcome = host
         .call_tool(&args.tool, caller, &args.arguments, interrupt.child_token())
