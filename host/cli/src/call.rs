@@ -13,9 +13,11 @@ use tokio_util::sync::CancellationToken;
 use super::{print_events, with_loaded, working_directory, EXIT_OK, EXIT_UNSUCCESSFUL};
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "A tool that starts a background run (`run_in_background`) answers at once; \
+#[command(
+    after_help = "A tool that starts a background run (`run_in_background`) answers at once; \
     `seam call` has no agent to read the run's output later, so it ends the run (stop reason \
-    `aborted`, with its `subagent/end` event) as it unloads its plugins, before it exits.")]
+    `aborted`, with its `subagent/end` event) as it unloads its plugins, before it exits."
+)]
 pub(crate) struct Args {
     /// The config file (TOML).
     config: PathBuf,

@@ -9,9 +9,11 @@ use tokio_util::sync::CancellationToken;
 use super::{print_events, with_loaded, working_directory, EXIT_ERROR, EXIT_OK, EXIT_UNSUCCESSFUL};
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "The subagent's own background runs end with it. `seam delegate` has no \
+#[command(
+    after_help = "The subagent's own background runs end with it. `seam delegate` has no \
     agent to read a run's output later: whatever is still running when the run ends is ended \
-    (with its `subagent/end` event) as the command unloads its plugins, before it exits.")]
+    (with its `subagent/end` event) as the command unloads its plugins, before it exits."
+)]
 pub(crate) struct Args {
     /// The config file (TOML).
     config: PathBuf,

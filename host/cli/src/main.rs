@@ -233,9 +233,10 @@ fn watch_signals() -> (CancellationToken, Signalled) {
     let signalled = Signalled::default();
     let (cancel, record) = (token.clone(), signalled.clone());
     tokio::spawn(async move {
-        let (Ok(mut int), Ok(mut term)) =
-            (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-        else {
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
             return;
         };
         let first = next_signal(&mut int, &mut term).await;

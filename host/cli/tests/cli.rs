@@ -678,7 +678,11 @@ struct AcpOutput {
 
 impl AcpOutput {
     /// The first message (kept or new) that `wanted` accepts.
-    fn next(&mut self, what: &str, wanted: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    fn next(
+        &mut self,
+        what: &str,
+        wanted: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
         if let Some(i) = self.backlog.iter().position(&wanted) {
             return self.backlog.remove(i);
         }

@@ -25,7 +25,11 @@ fn python() -> PathBuf {
         .args(["-c", "import acp"])
         .output()
         .is_ok_and(|o| o.status.success());
-    assert!(ok, "{} cannot import the ACP SDK: run `make setup-kit`", python.display());
+    assert!(
+        ok,
+        "{} cannot import the ACP SDK: run `make setup-kit`",
+        python.display()
+    );
     python
 }
 
@@ -43,7 +47,10 @@ fn lines_of(stream: impl std::io::Read + Send + 'static) -> Receiver<String> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         use std::io::BufRead;
-        for line in std::io::BufReader::new(stream).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(stream)
+            .lines()
+            .map_while(Result::ok)
+        {
             if tx.send(line).is_err() {
                 break;
             }
@@ -229,7 +236,10 @@ fn an_agent_starts_with_only_descriptors_0_to_2() {
         .arg(env!("CARGO_BIN_EXE_seam"))
         .args(["run", config.to_str().unwrap(), "go", "--json"])
         .current_dir(root())
-        .env("SEAM_CACHE_DIR", root().join("target").join("seam-test-cache"))
+        .env(
+            "SEAM_CACHE_DIR",
+            root().join("target").join("seam-test-cache"),
+        )
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -458,7 +458,12 @@ async fn a_turn_cancelled_before_its_model_call_leaves_the_step_for_the_next() {
         Some("the turn was cancelled")
     );
     let next = agent.run_turn(vec![ContentBlock::text("again")]).await;
-    assert_eq!(next.stop_reason, StopReason::Completed, "{:?}", next.diagnostic);
+    assert_eq!(
+        next.stop_reason,
+        StopReason::Completed,
+        "{:?}",
+        next.diagnostic
+    );
     assert_eq!(seam_host::blocks_text(&next.output), "first step");
     host.agents().dispose(agent.id()).await;
     assert_quiescent(&host);

@@ -76,7 +76,10 @@ impl Hierarchy {
         let name = format!("t{id}");
         let dir = self.dir.join(&name);
         std::fs::create_dir(&dir)?;
-        let procs = match OpenOptions::new().write(true).open(dir.join("cgroup.procs")) {
+        let procs = match OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+        {
             Ok(f) => f,
             Err(e) => {
                 let _ = std::fs::remove_dir(&dir);

@@ -78,7 +78,9 @@ static STATE: OnceLock<State> = OnceLock::new();
 fn state() -> &'static State {
     STATE.get_or_init(|| {
         if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
-            tracing::warn!("cannot make this process a child subreaper: {e}; orphans of agents go to init");
+            tracing::warn!(
+                "cannot make this process a child subreaper: {e}; orphans of agents go to init"
+            );
         }
         let wanted = std::env::var(STRATEGY_VAR).ok();
         let cgroups = if wanted.as_deref() == Some("subreaper") {
@@ -265,7 +267,10 @@ impl Tree {
     /// The tree is gone (or given up on): its cgroup is removed and it is no longer live.
     fn close(&self, gone: bool) {
         if !gone {
-            tracing::warn!(root = self.root, "a process tree did not end within {KILL_DEADLINE:?} of its SIGKILL");
+            tracing::warn!(
+                root = self.root,
+                "a process tree did not end within {KILL_DEADLINE:?} of its SIGKILL"
+            );
         }
         if let Some(cg) = &self.cgroup {
             cg.remove();
@@ -498,7 +503,10 @@ pub fn shutdown() {
                 let _ = rustix::process::kill_process(pid, Signal::KILL);
             }
         }
-        let populated = state.cgroups.as_ref().is_some_and(cgroup::Hierarchy::populated);
+        let populated = state
+            .cgroups
+            .as_ref()
+            .is_some_and(cgroup::Hierarchy::populated);
         if (!busy && !populated) || Instant::now() > deadline {
             break;
         }

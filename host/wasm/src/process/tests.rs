@@ -51,8 +51,13 @@ async fn contain(strategy: Strategy) -> (Vec<i32>, Duration) {
     let took = start.elapsed();
     assert!(status.is_some(), "the root's status is known");
     let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
-    assert!(left.is_empty(), "{strategy:?}: left {left:?} (as zombies or alive)");
-    eprintln!("{strategy:?}: spawn {spawn_cost:?}, end (two graces of 50 ms, then SIGKILL) {took:?}");
+    assert!(
+        left.is_empty(),
+        "{strategy:?}: left {left:?} (as zombies or alive)"
+    );
+    eprintln!(
+        "{strategy:?}: spawn {spawn_cost:?}, end (two graces of 50 ms, then SIGKILL) {took:?}"
+    );
     (pids, took)
 }
 
@@ -78,7 +83,10 @@ async fn a_child_gets_no_descriptor_past_stderr() {
     assert!(leaked > 2);
     let mut command = Command::new("sh");
     command
-        .args(["-c", &format!("test -e /proc/$$/fd/{leaked} && echo leaked || echo clean")])
+        .args([
+            "-c",
+            &format!("test -e /proc/$$/fd/{leaked} && echo leaked || echo clean"),
+        ])
         .stdout(Stdio::piped());
     let mut tree = spawn(&mut command, Duration::from_millis(50)).unwrap();
     let stdout = tree.child_mut().unwrap().stdout.take().unwrap();
