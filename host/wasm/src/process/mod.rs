@@ -21,11 +21,14 @@
 //! init (which in a container may never reap them), and it reaps those of its trees (it never
 //! waits on a pid it cannot attribute, so other children of the program are left alone).
 //!
-//! Measured on the 2-core test machine (Linux 6.18, `tests` in this module): a cgroup costs
-//! about 0.1 ms per spawn (a mkdir, an open, a write in the child, a rmdir); ending a tree of a
-//! root, a `setsid` grandchild and a double-forked daemon takes about 1-3 ms from the kill to
-//! the last reap with either strategy. The subreaper's cost is a /proc scan per pass (about
-//! 1 ms with 200 processes), paid only when a tree ends.
+//! Measured on the shared 2-core test machine (Linux 6.18, debug build, `process::tests::measure`,
+//! means of 50): a spawn costs about 6.3 ms with subreapers and 6.9 ms with a cgroup (the
+//! fork and exec dominate; the cgroup adds a mkdir, an open and a write in the child, and a
+//! rmdir at the end); ending a process that exits on its own costs 1.2 ms (cgroup) or 2.0 ms
+//! (subreaper: /proc scans). From the SIGKILL to the last reap of a root, a `setsid`
+//! grandchild and a double-forked daemon: 3.3 ms (cgroup), 5.2 ms (subreaper). The cgroup is
+//! chosen where it works because it is exact (no attribution by /proc, no race with a member
+//! that forks while it is being killed) and no slower.
 //!
 //! Every child also starts with only descriptors 0-2: descriptors the host inherited or opened
 //! without close-on-exec are marked close-on-exec in `pre_exec` (`close_range`, or one `fcntl`

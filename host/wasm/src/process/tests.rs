@@ -97,3 +97,53 @@ async fn a_child_gets_no_descriptor_past_stderr() {
     unsafe { libc::close(leaked) };
     assert_eq!(answer.as_deref(), Some("clean"));
 }
+
+/// The figures in the module's doc: `cargo test -p seam-host --lib process::tests::measure --
+/// --ignored --nocapture`.
+#[tokio::test]
+#[ignore = "a measurement, not a check"]
+async fn measure() {
+    for strategy in [Strategy::Subreaper, Strategy::Cgroup] {
+        if strategy == Strategy::Cgroup && super::strategy() != Strategy::Cgroup {
+            continue;
+        }
+        const N: u32 = 50;
+        let (mut spawning, mut ending) = (Duration::ZERO, Duration::ZERO);
+        for _ in 0..N {
+            let mut command = Command::new("true");
+            let start = Instant::now();
+            let tree = spawn_as(&mut command, Duration::from_secs(5), strategy).unwrap();
+            spawning += start.elapsed();
+            let start = Instant::now();
+            tree.end(|| {}).await;
+            ending += start.elapsed();
+        }
+        eprintln!(
+            "{strategy:?}: spawn {:?}, end of a process that exits {:?} (mean of {N})",
+            spawning / N,
+            ending / N
+        );
+        // Kill to last reap, for the stubborn tree: `end` with no grace is the SIGKILL at once.
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", STUBBORN])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut tree = spawn_as(&mut command, Duration::ZERO, strategy).unwrap();
+        let child = tree.child_mut().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut seen = 0;
+        while seen < 3 {
+            lines.next_line().await.unwrap().unwrap();
+            seen += 1;
+        }
+        let start = Instant::now();
+        tree.end(move || drop(stdin)).await;
+        eprintln!(
+            "{strategy:?}: a stubborn tree of 3, kill to last reap {:?}",
+            start.elapsed()
+        );
+    }
+}
