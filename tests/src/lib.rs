@@ -245,3 +245,31 @@ impl Rng {
         (self.next_u64() % n.max(1) as u64) as usize
     }
 }
+
+/// The fixture agent that leaves processes behind (`tests/fixtures/acp_stubborn.py`).
+pub fn stubborn_agent() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/acp_stubborn.py")
+}
+
+/// The pids the stubborn agent wrote to `file` ("agent", "setsid", "daemon"), by role.
+pub fn left_behind(file: &std::path::Path) -> Vec<(String, u32)> {
+    let text = std::fs::read_to_string(file)
+        .unwrap_or_else(|e| panic!("the agent wrote no pid file {}: {e}", file.display()));
+    text.lines()
+        .filter_map(|l| {
+            let (role, pid) = l.split_once(' ')?;
+            Some((role.to_string(), pid.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Those of `pids` that /proc still shows, alive or as zombies, with their state.
+pub fn still_in_proc(pids: &[(String, u32)]) -> Vec<String> {
+    pids.iter()
+        .filter_map(|(role, pid)| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let state = stat.rsplit_once(") ")?.1.split(' ').next()?.to_string();
+            Some(format!("{role} {pid} (state {state})"))
+        })
+        .collect()
+}

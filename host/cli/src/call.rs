@@ -1,4 +1,8 @@
 //! `seam call CONFIG --tool NAME --args JSON [--events]`.
+//!
+//! A call that starts a background run returns at once; with no agent left to read the run's
+//! output, the command then ends the run as it unloads its plugins (its `subagent/end` shows
+//! under `--events`).
 
 use std::path::PathBuf;
 
@@ -9,6 +13,11 @@ use tokio_util::sync::CancellationToken;
 use super::{print_events, with_loaded, working_directory, EXIT_OK, EXIT_UNSUCCESSFUL};
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "A tool that starts a background run (`run_in_background`) answers at once; \
+    `seam call` has no agent to read the run's output later, so it ends the run (stop reason \
+    `aborted`, with its `subagent/end` event) as it unloads its plugins, before it exits."
+)]
 pub(crate) struct Args {
     /// The config file (TOML).
     config: PathBuf,
@@ -26,28 +35,58 @@ pub(crate) struct Args {
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
     let path = args.config.clone();
     with_loaded(&path, &interrupt.clone(), |host| async move {
-        run_on(&host, &args, interrupt).await
+        // Printed until the plugins are unloaded: the end of a background run shows too.
+        let listener = args.events.then(|| print_events(&host));
+        let outcome = call(&host, &args, interrupt.clone()).await;
+        settle_starts(&host, &interrupt).await;
+        host.unload_all().await;
+        if let Some(id) = listener {
+            host.events().unsubscribe(id);
+        }
+        outcome
     })
     .await
 }
 
-/// The call itself, on a host that has the config loaded (`seam dev --then` uses it).
+/// The call itself, on a host that has the config loaded and keeps it (`seam dev --then`).
 pub(crate) async fn run_on(
     host: &seam_host::Host,
     args: &Args,
     interrupt: CancellationToken,
 ) -> Result<u8> {
+    let listener = args.events.then(|| print_events(host));
+    let outcome = call(host, args, interrupt).await;
+    if let Some(id) = listener {
+        host.events().unsubscribe(id);
+    }
+    outcome
+}
+
+/// Waits until each background run the call started has started (or failed to): the caller
+/// was told it started, so its `subagent/start` comes, and then its end, as the unload ends it.
+async fn settle_starts(host: &seam_host::Host, interrupt: &CancellationToken) {
+    let subagents = host.subagents();
+    for info in subagents.background_runs(CALLER) {
+        if let Some((run, _)) = subagents.background_run(CALLER, &info.id) {
+            tokio::select! {
+                _ = run.started() => {}
+                () = interrupt.cancelled() => return,
+            }
+        }
+    }
+}
+
+/// The agent id the command calls as.
+const CALLER: &str = "cli";
+
+async fn call(host: &seam_host::Host, args: &Args, interrupt: CancellationToken) -> Result<u8> {
     serde_json::from_str::<serde_json::Value>(&args.arguments)
         .context("`--args` is not valid JSON")?;
-    let caller = ParentRef::top_level("cli", working_directory()?);
-    let listener = args.events.then(|| print_events(host));
+    let caller = ParentRef::top_level(CALLER, working_directory()?);
     // Ctrl-C aborts the call (and the runs it started), enforced after the grace period.
     let outcome = host
         .call_tool(&args.tool, caller, &args.arguments, interrupt.child_token())
         .await;
-    if let Some(id) = listener {
-        host.events().unsubscribe(id);
-    }
     let result = match outcome {
         Ok(result) => result,
         Err(e) => {

@@ -9,6 +9,11 @@ use tokio_util::sync::CancellationToken;
 use super::{print_events, with_loaded, working_directory, EXIT_ERROR, EXIT_OK, EXIT_UNSUCCESSFUL};
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "The subagent's own background runs end with it. `seam delegate` has no \
+    agent to read a run's output later: whatever is still running when the run ends is ended \
+    (with its `subagent/end` event) as the command unloads its plugins, before it exits."
+)]
 pub(crate) struct Args {
     /// The config file (TOML).
     config: PathBuf,
@@ -36,13 +41,34 @@ pub(crate) struct Args {
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
     let path = args.config.clone();
     with_loaded(&path, &interrupt.clone(), |host| async move {
-        run_on(&host, &args, interrupt).await
+        // Printed until the plugins are unloaded: the end of every run shows.
+        let listener = args.events.then(|| print_events(&host));
+        let outcome = delegate_on(&host, &args, interrupt).await;
+        host.unload_all().await;
+        if let Some(id) = listener {
+            host.events().unsubscribe(id);
+        }
+        outcome
     })
     .await
 }
 
-/// The delegation itself, on a host that has the config loaded (`seam dev --then` uses it).
+/// The delegation itself, on a host that has the config loaded and keeps it (`seam dev
+/// --then`).
 pub(crate) async fn run_on(
+    host: &seam_host::Host,
+    args: &Args,
+    interrupt: CancellationToken,
+) -> Result<u8> {
+    let listener = args.events.then(|| print_events(host));
+    let outcome = delegate_on(host, args, interrupt).await;
+    if let Some(id) = listener {
+        host.events().unsubscribe(id);
+    }
+    outcome
+}
+
+async fn delegate_on(
     host: &seam_host::Host,
     args: &Args,
     interrupt: CancellationToken,
@@ -64,12 +90,7 @@ pub(crate) async fn run_on(
     request.max_depth = args.max_depth;
     request.persona = args.persona.clone();
 
-    let listener = args.events.then(|| print_events(host));
-    let outcome = delegate(host, &args.provider, request, interrupt).await;
-    if let Some(id) = listener {
-        host.events().unsubscribe(id);
-    }
-    outcome
+    delegate(host, &args.provider, request, interrupt).await
 }
 
 async fn delegate(

@@ -2,7 +2,9 @@
 //!
 //! Exit codes: 0 success; 1 any error (bad arguments, bad config, a plugin that fails to load,
 //! a run that cannot start); 2 a run that ended with a stop reason other than `completed`, or a
-//! tool call that returned an error result; 130 interrupted by Ctrl-C.
+//! tool call that returned an error result; 130 interrupted by Ctrl-C (SIGINT); 143 ended by
+//! SIGTERM. Whatever ends the command, every process a provider started, and everything those
+//! started, is ended and reaped before it exits.
 
 /// `println!` that does not panic when stdout is closed (piped into `head`, say): output that
 /// nobody reads is dropped.
@@ -56,12 +58,16 @@ pub(crate) const EXIT_ERROR: u8 = 1;
 pub(crate) const EXIT_UNSUCCESSFUL: u8 = 2;
 /// Interrupted by Ctrl-C.
 pub(crate) const EXIT_INTERRUPTED: u8 = 130;
+/// Ended by SIGTERM.
+pub(crate) const EXIT_TERMINATED: u8 = 143;
 
 /// What `seam --help` says about the environment.
 const ENVIRONMENT: &str = "Environment:
   SEAM_CACHE_DIR     where compiled components are cached (default $XDG_CACHE_HOME/seam or ~/.cache/seam)
   SEAM_CACHE_MAX_MB  most MiB the cache keeps, least recently used evicted first (default 1024)
   SEAM_COMPILER      cranelift (default) or winch: winch compiles large guests faster, for development
+  SEAM_CONTAINMENT   how the processes of ACP agents are contained: cgroup (a cgroup v2 each, the
+                     default where one can be made) or subreaper
   RUST_LOG           log filter, to stderr (default warn; seam_host=debug shows what plugins log)";
 
 /// Seam: a host in which subagent providers and tools are WebAssembly components.
@@ -125,7 +131,7 @@ fn main() -> ExitCode {
         Err(e) => return report_error(&e),
     };
     let code = runtime.block_on(async move {
-        let interrupt = watch_ctrl_c();
+        let (interrupt, signalled) = watch_signals();
         let outcome = match cli.command {
             Command::Inspect(args) => inspect::run(args, &interrupt).await,
             Command::Check(args) => check::run(args, &interrupt).await,
@@ -142,7 +148,7 @@ fn main() -> ExitCode {
         };
         if interrupt.is_cancelled() {
             errln!("interrupted");
-            return ExitCode::from(EXIT_INTERRUPTED);
+            return ExitCode::from(exit_code_for(&signalled));
         }
         match outcome {
             Ok(code) => ExitCode::from(code),
@@ -151,6 +157,8 @@ fn main() -> ExitCode {
     });
     // Plugins are unloaded by then; a blocking task still compiling must not hold up the exit.
     runtime.shutdown_background();
+    // Each command has ended its processes; this catches any whose ending was cut short.
+    seam_host::process::shutdown();
     code
 }
 
@@ -191,21 +199,55 @@ fn init_tracing() {
         .init();
 }
 
-/// A token cancelled by the first Ctrl-C; a second Ctrl-C exits at once.
-fn watch_ctrl_c() -> CancellationToken {
+/// Which signal cancelled the command: 0 none yet, else its number.
+type Signalled = std::sync::Arc<std::sync::atomic::AtomicI32>;
+
+const SIGINT: i32 = 2;
+const SIGTERM: i32 = 15;
+
+/// The exit code for a command that a signal cancelled.
+fn exit_code_for(signalled: &Signalled) -> u8 {
+    if signalled.load(std::sync::atomic::Ordering::SeqCst) == SIGTERM {
+        EXIT_TERMINATED
+    } else {
+        EXIT_INTERRUPTED
+    }
+}
+
+/// The next SIGINT or SIGTERM, by number.
+async fn next_signal(
+    int: &mut tokio::signal::unix::Signal,
+    term: &mut tokio::signal::unix::Signal,
+) -> i32 {
+    tokio::select! {
+        _ = int.recv() => SIGINT,
+        _ = term.recv() => SIGTERM,
+    }
+}
+
+/// A token cancelled by the first Ctrl-C (SIGINT) or SIGTERM; a second one exits at once, after
+/// killing every process a provider started.
+fn watch_signals() -> (CancellationToken, Signalled) {
+    use tokio::signal::unix::{signal, SignalKind};
     let token = CancellationToken::new();
-    let cancel = token.clone();
+    let signalled = Signalled::default();
+    let (cancel, record) = (token.clone(), signalled.clone());
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_err() {
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
             return;
-        }
+        };
+        let first = next_signal(&mut int, &mut term).await;
+        record.store(first, std::sync::atomic::Ordering::SeqCst);
         errln!("cancelling (press Ctrl-C again to exit at once)");
         cancel.cancel();
-        if tokio::signal::ctrl_c().await.is_ok() {
-            std::process::exit(i32::from(EXIT_INTERRUPTED));
-        }
+        next_signal(&mut int, &mut term).await;
+        seam_host::process::shutdown();
+        std::process::exit(i32::from(exit_code_for(&record)));
     });
-    token
+    (token, signalled)
 }
 
 /// Creates a host, runs `body` with it, and unloads every plugin whatever `body` returned.

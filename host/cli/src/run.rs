@@ -27,7 +27,8 @@ pub(crate) struct Args {
     /// Print the whole event stream (agent, tool, subagent) as JSON lines on stderr.
     #[arg(long)]
     events: bool,
-    /// Print the answer as a JSON object.
+    /// Print the answer as a JSON object: `agent`, `output`, `stop-reason`, `structured`, and
+    /// `diagnostic` (why the run failed or was stopped) when there is one.
     #[arg(long)]
     json: bool,
 }
@@ -46,6 +47,8 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         let progress =
             (!args.events && std::io::stderr().is_terminal()).then(|| Progress::start(&host));
         let outcome = answer(&host, &args, &cwd, prompt, interrupt, progress).await;
+        // Printed until the plugins are unloaded: the end of every run shows.
+        host.unload_all().await;
         if let Some(id) = listener {
             host.events().unsubscribe(id);
         }
@@ -87,12 +90,16 @@ async fn answer(
 
     let text = seam_host::blocks_text(&outcome.output);
     if args.json {
-        let json = serde_json::json!({
+        let mut json = serde_json::json!({
             "agent": agent.id(),
             "stop-reason": outcome.stop_reason.as_str(),
             "output": text,
             "structured": outcome.structured,
         });
+        // Why the run failed or was stopped, for a program reading the answer.
+        if let Some(why) = &outcome.diagnostic {
+            json["diagnostic"] = serde_json::Value::String(why.clone());
+        }
         outln!("{json}");
     } else {
         outln!("{text}");

@@ -679,19 +679,41 @@ fn session_cancel_aborts_the_served_tree() {
     assert_eq!(out["stopReason"], "cancelled", "{out}");
 }
 
-/// The response to request `id` among `seam acp`'s output lines (notifications are skipped).
-fn acp_answer(rx: &std::sync::mpsc::Receiver<String>, id: u64) -> serde_json::Value {
-    let mut seen = Vec::new();
-    loop {
-        let line = rx
-            .recv_timeout(std::time::Duration::from_secs(120))
-            .unwrap_or_else(|e| panic!("no answer to request {id} ({e}); saw:\n{seen:#?}"));
-        let message: serde_json::Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("seam acp wrote a line that is not JSON ({e}): {line}"));
-        if message["id"] == id {
-            return message;
+/// What `seam acp` wrote, in order; a message waited past is kept for a later wait.
+struct AcpOutput {
+    lines: std::sync::mpsc::Receiver<String>,
+    backlog: Vec<serde_json::Value>,
+}
+
+impl AcpOutput {
+    /// The first message (kept or new) that `wanted` accepts.
+    fn next(
+        &mut self,
+        what: &str,
+        wanted: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        if let Some(i) = self.backlog.iter().position(&wanted) {
+            return self.backlog.remove(i);
         }
-        seen.push(line);
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(std::time::Duration::from_secs(120))
+                .unwrap_or_else(|e| panic!("no {what} ({e}); saw:\n{:#?}", self.backlog));
+            let message: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("seam acp wrote a line that is not JSON ({e}): {line}"));
+            if wanted(&message) {
+                return message;
+            }
+            self.backlog.push(message);
+        }
+    }
+
+    /// The response to request `id`.
+    fn answer(&mut self, id: u64) -> serde_json::Value {
+        self.next(&format!("answer to request {id}"), |m| {
+            m["id"] == id && m.get("method").is_none()
+        })
     }
 }
 
@@ -704,12 +726,21 @@ fn acp_answers_what_it_cannot_serve_with_json_rpc_errors() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("acp.toml");
-    // One step, which waits until cancelled: the next turn finds the script exhausted, which
-    // ends that turn with an error.
+    // One step, which delegates to a child that waits until cancelled: the next turn finds the
+    // script exhausted, which ends that turn with an error. The delegation's `tool_call` is the
+    // proof that the turn took its step before it is cancelled (a turn cancelled before its
+    // model call takes none: the scripted model's rule).
     std::fs::write(
         &config,
-        "[agent]\nmodel = \"scripted:lead\"\n\n\
-         [models.scripts.lead]\nsteps = [ { text = \"late\", delay_ms = 600000 } ]\n",
+        format!(
+            "[agent]\nmodel = \"scripted:lead\"\n\n\
+             [models.scripts.lead]\nsteps = [ {{ text = \"asking\", tool_calls = [ {{ name = \"ask\", arguments = {{ description = \"d\", prompt = \"p\" }} }} ] }} ]\n\n\
+             [models.scripts.slow]\nsteps = [ {{ text = \"late\", delay_ms = 600000 }} ]\n\n\
+             [[plugin]]\nid = \"spawn\"\ncomponent = \"{}\"\n\n\
+             [[plugin]]\nid = \"ask\"\ncomponent = \"{}\"\nconfig = {{ provider = \"spawn\", toolName = \"ask\", agentOptions = {{ model = \"scripted:slow\" }} }}\n",
+            seam_tests::guest("spawn_provider").display(),
+            seam_tests::guest("subagent_tool").display()
+        ),
     )
     .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_seam"))
@@ -720,7 +751,10 @@ fn acp_answers_what_it_cannot_serve_with_json_rpc_errors() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let out = lines_of(child.stdout.take().unwrap());
+    let mut out = AcpOutput {
+        lines: lines_of(child.stdout.take().unwrap()),
+        backlog: Vec::new(),
+    };
     let err = lines_of(child.stderr.take().unwrap());
     let mut send = |line: &str| {
         stdin.write_all(line.as_bytes()).unwrap();
@@ -736,14 +770,13 @@ fn acp_answers_what_it_cannot_serve_with_json_rpc_errors() {
     };
 
     send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#);
-    assert_eq!(acp_answer(&out, 1)["result"]["protocolVersion"], 1);
+    assert_eq!(out.answer(1)["result"]["protocolVersion"], 1);
 
     // Not JSON: answered with id null, and the line is named on stderr.
     send("this is not json");
-    let line = out
-        .recv_timeout(std::time::Duration::from_secs(120))
-        .unwrap();
-    let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let answer = out.next("the answer to the line that is not JSON", |m| {
+        m["id"].is_null() && m.get("error").is_some()
+    });
     assert_eq!(
         (code(&answer), &answer["id"]),
         (Some(-32700), &serde_json::Value::Null)
@@ -751,22 +784,22 @@ fn acp_answers_what_it_cannot_serve_with_json_rpc_errors() {
     wait_line(&err, "this is not json", "the malformed line on stderr");
     // JSON, but not JSON-RPC 2.0: the id it carried is echoed.
     send(r#"{"jsonrpc":"1.0","id":2,"method":"initialize"}"#);
-    assert_eq!(code(&acp_answer(&out, 2)), Some(-32600));
+    assert_eq!(code(&out.answer(2)), Some(-32600));
 
     send(r#"{"jsonrpc":"2.0","id":3,"method":"session/load","params":{}}"#);
-    let answer = acp_answer(&out, 3);
+    let answer = out.answer(3);
     assert_eq!(code(&answer), Some(-32601));
     assert!(message(&answer).contains("session/load"), "{answer}");
 
     send(
         r#"{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"nope","prompt":[]}}"#,
     );
-    let answer = acp_answer(&out, 4);
+    let answer = out.answer(4);
     assert_eq!(code(&answer), Some(-32602));
     assert!(message(&answer).contains("no such session"), "{answer}");
 
     send(r#"{"jsonrpc":"2.0","id":5,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}"#);
-    let session = acp_answer(&out, 5)["result"]["sessionId"]
+    let session = out.answer(5)["result"]["sessionId"]
         .as_str()
         .unwrap()
         .to_string();
@@ -778,17 +811,21 @@ fn acp_answers_what_it_cannot_serve_with_json_rpc_errors() {
     send(&prompt(6));
     // The turn is running (the model waits): a second prompt is refused, not queued.
     send(&prompt(7));
-    let answer = acp_answer(&out, 7);
+    let answer = out.answer(7);
     assert_eq!(code(&answer), Some(-32602));
     assert!(message(&answer).contains("already running"), "{answer}");
+    // The turn's model call has begun (it answered with the delegation): cancel it there.
+    out.next("the turn's tool_call", |m| {
+        m["method"] == "session/update" && m["params"]["update"]["sessionUpdate"] == "tool_call"
+    });
     send(&format!(
         r#"{{"jsonrpc":"2.0","method":"session/cancel","params":{{"sessionId":"{session}"}}}}"#
     ));
-    assert_eq!(acp_answer(&out, 6)["result"]["stopReason"], "cancelled");
+    assert_eq!(out.answer(6)["result"]["stopReason"], "cancelled");
 
     // The session serves again; this turn's model call fails, and the answer says how.
     send(&prompt(8));
-    let answer = acp_answer(&out, 8);
+    let answer = out.answer(8);
     assert_eq!(code(&answer), Some(-32603), "{answer}");
     assert!(
         message(&answer).contains("stop reason `error`") && message(&answer).contains("no step 2"),

@@ -9,6 +9,8 @@ pub struct LiveCounts {
     runs: AtomicUsize,
     instances: AtomicUsize,
     processes: AtomicUsize,
+    /// Woken each time a process is reaped.
+    reaped: tokio::sync::Notify,
 }
 
 impl LiveCounts {
@@ -25,6 +27,21 @@ impl LiveCounts {
     /// Agent processes (ACP providers) spawned and not yet reaped.
     pub fn processes(&self) -> usize {
         self.processes.load(Ordering::SeqCst)
+    }
+
+    /// Returns once no process counts: every one spawned has been reaped (those of runs
+    /// already disposed end in the background; this waits for them).
+    pub async fn processes_reaped(&self) {
+        loop {
+            let reaped = self.reaped.notified();
+            tokio::pin!(reaped);
+            // Registered before the count is read, so a reap in between is not missed.
+            reaped.as_mut().enable();
+            if self.processes() == 0 {
+                return;
+            }
+            reaped.await;
+        }
     }
 
     /// Counts a run as started (the subagent service calls this).
@@ -59,6 +76,7 @@ pub struct ProcessGuard(Arc<LiveCounts>);
 impl Drop for ProcessGuard {
     fn drop(&mut self) {
         self.0.processes.fetch_sub(1, Ordering::SeqCst);
+        self.0.reaped.notify_waiters();
     }
 }
 

@@ -166,9 +166,11 @@ impl Host {
     }
 
     /// Unloads every plugin, last loaded first. The plugins stay listed, in state `disposed`,
-    /// until the next load or reconfigure.
+    /// until the next load or reconfigure. Returns once every process its providers started
+    /// has been ended and reaped, with what those processes started.
     pub async fn unload_all(&self) {
-        self.inner.loader.unload_all().await
+        self.inner.loader.unload_all().await;
+        self.inner.runtime.live.processes_reaped().await;
     }
 
     /// The plugins of the current config, in config order.

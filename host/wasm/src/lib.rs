@@ -21,6 +21,7 @@ mod kinds;
 mod linkers;
 pub mod loader;
 pub mod probe;
+pub mod process;
 pub mod sandbox;
 mod store;
 pub mod versions;

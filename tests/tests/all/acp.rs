@@ -506,3 +506,33 @@ async fn an_agent_built_on_the_rust_crate_answers_streams_stops_and_cancels() {
     waiting.dispose().await;
     assert_eq!(host.live_processes(), 0);
 }
+
+/// Dispose ends the agent's whole tree: an agent that ignores stdin closing and SIGTERM, its
+/// `setsid` grandchild and its double-forked daemon. Once the host has unloaded (which waits for
+/// the processes its runs left ending), /proc shows none of them, not even as a zombie.
+#[tokio::test]
+async fn dispose_ends_what_the_agent_started_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pids");
+    let entry = format!(
+        "[[plugin]]\nid = \"agent\"\nkind = \"acp\"\ncommand = [\"{}\", \"{}\"]\n",
+        python().display(),
+        stubborn_agent().display()
+    );
+    let host = host_with(&entry).await;
+    let mut events = watch_events(&host);
+    let prompt = format!("spawn {} hang", pidfile.display());
+    let run = host.subagents().start("agent", request(&prompt)).unwrap();
+    // The chunk comes after the pid file is written.
+    first_chunk(&mut events).await;
+    let pids = left_behind(&pidfile);
+    assert_eq!(pids.len(), 3, "{pids:?}");
+    assert_eq!(still_in_proc(&pids).len(), 3, "all three run: {pids:?}");
+    let start = std::time::Instant::now();
+    run.dispose().await;
+    host.unload_all().await;
+    let took = start.elapsed();
+    assert_eq!(still_in_proc(&pids), Vec::<String>::new());
+    assert_eq!(host.live_processes(), 0);
+    eprintln!("dispose to the last reap: {took:?}");
+}

@@ -439,6 +439,36 @@ async fn parent_teardown_disposes_the_whole_tree() {
     assert_quiescent(&host);
 }
 
+/// The scripted model's rule for a cancelled turn: a step is taken when a model call starts, so a
+/// turn cancelled before its first model call (`cancel_turn` between the request and the turn's
+/// start, as `seam acp` does for a `session/cancel` that overtakes its prompt) takes none, and
+/// the next turn gets that step.
+#[tokio::test]
+async fn a_turn_cancelled_before_its_model_call_leaves_the_step_for_the_next() {
+    let host = host_with(
+        "[agent]\nmodel = \"scripted:lead\"\n\n[models.scripts.lead]\nsteps = [ { text = \"first step\" } ]\n",
+    )
+    .await;
+    let agent = host.create_agent(None, "/").unwrap();
+    agent.cancel_turn();
+    let cancelled = agent.run_turn(vec![ContentBlock::text("go")]).await;
+    assert_eq!(cancelled.stop_reason, StopReason::Aborted);
+    assert_eq!(
+        cancelled.diagnostic.as_deref(),
+        Some("the turn was cancelled")
+    );
+    let next = agent.run_turn(vec![ContentBlock::text("again")]).await;
+    assert_eq!(
+        next.stop_reason,
+        StopReason::Completed,
+        "{:?}",
+        next.diagnostic
+    );
+    assert_eq!(seam_host::blocks_text(&next.output), "first step");
+    host.agents().dispose(agent.id()).await;
+    assert_quiescent(&host);
+}
+
 /// `cancel_turn` ends the turn in progress and the runs it started, but not the agent: its next
 /// turn runs as usual (what an ACP `session/cancel` needs), where `abort` ends every turn.
 #[tokio::test]

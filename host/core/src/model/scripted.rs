@@ -1,5 +1,10 @@
 //! The scripted model: deterministic replies, one script step per call, so that tests and the
 //! demo run with no key and no network.
+//!
+//! A step is taken when a model call starts (a step with a `delay_ms` that is cancelled midway
+//! is spent). A turn cancelled before it calls the model takes no step: the next call gets it.
+//! So a test that cancels a turn and expects the next turn to see the step after must first
+//! see proof that the cancelled turn's model call began (a tool call it made, say).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -31,6 +31,8 @@ use seam_core::types::{
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::config::PluginEntry;
+use crate::sandbox::{Grants, Sandbox, SandboxError};
 use process::AgentProcess;
 use rpc::Incoming;
 
@@ -58,6 +60,48 @@ struct Settings {
     name: Option<String>,
     #[serde(default)]
     permissions: Permissions,
+}
+
+/// Refuses the grants that mean nothing to a process Seam does not sandbox: of the grants only
+/// `env` (its whole environment) and `dirs` (where its `fs/*` requests may reach) apply to an
+/// agent program, so the others are refused rather than ignored.
+pub(crate) fn check_grants(grants: &Grants) -> Result<(), SandboxError> {
+    let outside = [
+        ("grants.network", !grants.network.is_empty()),
+        ("grants.dns", grants.dns),
+        ("grants.http", !grants.http.is_empty()),
+    ];
+    match outside.iter().find(|(_, set)| *set) {
+        Some((key, _)) => Err(SandboxError {
+            key: (*key).to_string(),
+            message: "an ACP agent is a process outside the sandbox: only `env` and `dirs` \
+                      grants apply to it (it reaches what the host's user can)"
+                .into(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The provider of an ACP entry whose grants passed [`check_grants`], from its checked
+/// `sandbox` (granted environment values, directories, limits); the error names the config key.
+pub(crate) fn provider(
+    entry: &PluginEntry,
+    argv: &[String],
+    sandbox: &Sandbox,
+    grace: Duration,
+    live: Arc<LiveCounts>,
+) -> Result<(ProviderDescriptor, AcpProvider), String> {
+    let spec = AcpSpec {
+        plugin: entry.id.as_str().into(),
+        argv: argv.to_vec(),
+        config: entry.config.clone(),
+        env: sandbox.grants().env_values().to_vec(),
+        grace,
+        max_output_bytes: sandbox.limits().max_output_bytes,
+        dirs: sandbox.grants().dirs.clone(),
+        max_file_bytes: sandbox.limits().max_write_bytes,
+    };
+    AcpProvider::new(spec, live)
 }
 
 /// What an ACP provider is made of, from its config entry.
@@ -376,7 +420,7 @@ impl Session<'_> {
 
     /// The diagnostic for an agent whose stdout closed while `method` was pending.
     async fn gone(&mut self, method: &str) -> Stop {
-        let status = match self.agent.exit_status().await {
+        let status = match self.agent.exit_status(self.inner.grace).await {
             Some(status) => format!("exited ({status})"),
             None => "closed its stdout".to_string(),
         };

@@ -1,18 +1,21 @@
-//! One agent process: spawned with a scrubbed environment in its own process group, spoken to
-//! through a writer task, and always reaped: gracefully by [`AgentProcess::finish`], or by a
-//! background reaper when the run's future is dropped (an enforced cancel, a timeout, dispose).
+//! One agent process: spawned with a scrubbed environment in a contained tree of its own
+//! ([`crate::process`]), spoken to through a writer task, and always ended and reaped with
+//! everything it started: gracefully by [`AgentProcess::finish`], or in the background when the
+//! run's future is dropped (an enforced cancel, a timeout, dispose), or by
+//! [`crate::process::shutdown`] when the program exits first.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use seam_core::live::{LiveCounts, ProcessGuard};
+use seam_core::live::LiveCounts;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::process::{ChildStdout, Command};
 use tokio::sync::mpsc;
 
 use super::rpc::LineReader;
+use crate::process::Contained;
 
 /// How many of the agent's last stderr bytes a diagnostic quotes.
 const STDERR_TAIL: usize = 2048;
@@ -21,16 +24,14 @@ const WRITE_QUEUE: usize = 64;
 
 /// A spawned agent.
 pub(crate) struct AgentProcess {
-    child: Option<Child>,
+    /// The agent and everything it starts ([`crate::process`]): whatever ends the run, the
+    /// whole tree is ended and reaped.
+    tree: Option<Contained>,
     /// Dropping it ends the writer task, which closes the agent's stdin.
     writer: Option<mpsc::Sender<String>>,
     /// The agent's stdout, line by line.
     pub(crate) lines: LineReader<BufReader<ChildStdout>>,
     stderr: Arc<Mutex<Tail>>,
-    /// The process group (the agent's pid), for the escalation.
-    group: Option<libc::pid_t>,
-    grace: Duration,
-    guard: Option<ProcessGuard>,
 }
 
 /// The last bytes a stream wrote.
@@ -103,22 +104,18 @@ impl AgentProcess {
             .current_dir(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own group, so that the escalation reaches whatever the agent started too.
-            .process_group(0);
-        let mut child = command.spawn().map_err(|source| SpawnError::Os {
+            .stderr(Stdio::piped());
+        let os = |source| SpawnError::Os {
             program: argv[0].clone(),
             source,
-        })?;
-        let guard = live.process_guard();
-        let group = child.id().and_then(|id| libc::pid_t::try_from(id).ok());
-        let (Some(stdin), Some(stdout), Some(mut stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            return Err(SpawnError::Os {
-                program: argv[0].clone(),
-                source: std::io::Error::other("the process has no pipes"),
-            });
+        };
+        let mut tree = crate::process::spawn(&mut command, grace).map_err(os)?;
+        tree.hold(live.process_guard());
+        let pipes = tree
+            .child_mut()
+            .map(|c| (c.stdin.take(), c.stdout.take(), c.stderr.take()));
+        let Some((Some(stdin), Some(stdout), Some(mut stderr))) = pipes else {
+            return Err(os(std::io::Error::other("the process has no pipes")));
         };
         let (writer, mut queue) = mpsc::channel::<String>(WRITE_QUEUE);
         tokio::spawn(async move {
@@ -144,13 +141,10 @@ impl AgentProcess {
             }
         });
         Ok(Self {
-            child: Some(child),
+            tree: Some(tree),
             writer: Some(writer),
             lines: LineReader::new(BufReader::new(stdout), max_line),
             stderr: tail,
-            group,
-            grace,
-            guard: Some(guard),
         })
     }
 
@@ -170,81 +164,26 @@ impl AgentProcess {
         (!text.is_empty()).then(|| text.to_string())
     }
 
-    /// How the process ended, if it ends within the grace (after its stdout closed).
-    pub(crate) async fn exit_status(&mut self) -> Option<ExitStatus> {
-        let child = self.child.as_mut()?;
-        tokio::time::timeout(self.grace, child.wait())
-            .await
-            .ok()
-            .and_then(Result::ok)
+    /// How the process ended, if it ends within `within` (after its stdout closed).
+    pub(crate) async fn exit_status(&mut self, within: Duration) -> Option<ExitStatus> {
+        self.tree.as_mut()?.wait_timeout(within).await
     }
 
-    /// Ends the process: closes its stdin, then SIGTERM to its group after the grace, then
-    /// SIGKILL after another; returns once it is reaped.
+    /// Ends the process and what it started: closes its stdin, then SIGTERM to its tree after
+    /// the grace, then SIGKILL after another; returns once all of it is reaped.
     pub(crate) async fn finish(mut self) {
-        drop(self.writer.take());
-        if let Some(child) = self.child.take() {
-            reap(child, self.group, self.grace).await;
+        let writer = self.writer.take();
+        if let Some(tree) = self.tree.take() {
+            tree.end(move || drop(writer)).await;
         }
-        drop(self.guard.take());
     }
 }
 
 impl Drop for AgentProcess {
-    /// The run was dropped with the process still up: reap it in the background, or at once
-    /// with SIGKILL when no runtime is left to wait on.
+    /// The run was dropped with the process still up: its tree ends in the background
+    /// ([`Contained`]'s drop), stdin closed first.
     fn drop(&mut self) {
         drop(self.writer.take());
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        let guard = self.guard.take();
-        let (group, grace) = (self.group, self.grace);
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    reap(child, group, grace).await;
-                    drop(guard);
-                });
-            }
-            Err(_) => {
-                signal_group(group, libc::SIGKILL);
-                let _ = child.start_kill();
-                // Without a runtime, wait on a plain thread so the process is still reaped.
-                std::thread::spawn(move || {
-                    for _ in 0..500 {
-                        if !matches!(child.try_wait(), Ok(None)) {
-                            break;
-                        }
-                        std::thread::sleep(Duration::from_millis(10));
-                    }
-                    drop(guard);
-                });
-            }
-        }
-    }
-}
-
-/// Waits for `child` to exit on its own, then escalates; the group gets a last SIGKILL so that
-/// nothing the agent started outlives it.
-async fn reap(mut child: Child, group: Option<libc::pid_t>, grace: Duration) {
-    let exited = tokio::time::timeout(grace, child.wait()).await.is_ok();
-    if !exited {
-        signal_group(group, libc::SIGTERM);
-        if tokio::time::timeout(grace, child.wait()).await.is_err() {
-            signal_group(group, libc::SIGKILL);
-            let _ = child.kill().await;
-        }
-    }
-    let _ = child.wait().await;
-    signal_group(group, libc::SIGKILL);
-}
-
-fn signal_group(group: Option<libc::pid_t>, signal: libc::c_int) {
-    if let Some(pid) = group.filter(|pid| *pid > 1) {
-        // SAFETY: kill(2) with a negative pid signals that process group; it touches no memory.
-        unsafe {
-            libc::kill(-pid, signal);
-        }
+        drop(self.tree.take());
     }
 }

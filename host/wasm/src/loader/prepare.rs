@@ -75,9 +75,8 @@ impl Loader {
         })
     }
 
-    /// An ACP entry: no component, a process per run. Of the grants only `env` (its whole
-    /// environment) and `dirs` (where its `fs/*` requests may reach) mean anything to a process
-    /// Seam does not sandbox, so the others are refused rather than ignored.
+    /// An ACP entry: no component, a process per run; `acp` says which grants apply to it and
+    /// what its provider is made of.
     fn prepare_acp(
         &self,
         entry: &PluginEntry,
@@ -85,41 +84,24 @@ impl Loader {
         info: &mut PluginInfo,
     ) -> Result<Prepared, LoadError> {
         info.kind = Some(PluginKind::Provider);
-        let grants = &entry.grants;
-        let outside = [
-            ("grants.network", !grants.network.is_empty()),
-            ("grants.dns", grants.dns),
-            ("grants.http", !grants.http.is_empty()),
-        ];
-        if let Some((key, _)) = outside.iter().find(|(_, set)| *set) {
-            return Err(LoadError::Sandbox {
-                id: entry.id.clone(),
-                source: SandboxError {
-                    key: (*key).to_string(),
-                    message: "an ACP agent is a process outside the sandbox: only `env` and \
-                              `dirs` grants apply to it (it reaches what the host's user can)"
-                        .into(),
-                },
-            });
-        }
+        crate::acp::check_grants(&entry.grants).map_err(|source| LoadError::Sandbox {
+            id: entry.id.clone(),
+            source,
+        })?;
         let sandbox = self.sandbox_for(entry)?;
         info.grants = Some(sandbox.grants().clone());
         info.limits = Some(sandbox.limits().clone());
-        let spec = crate::acp::AcpSpec {
-            plugin: entry.id.as_str().into(),
-            argv: argv.to_vec(),
-            config: entry.config.clone(),
-            env: sandbox.grants().env_values().to_vec(),
-            grace: self.runtime.cancel_grace,
-            max_output_bytes: sandbox.limits().max_output_bytes,
-            dirs: sandbox.grants().dirs.clone(),
-            max_file_bytes: sandbox.limits().max_write_bytes,
-        };
-        let (descriptor, provider) = crate::acp::AcpProvider::new(spec, self.runtime.live.clone())
-            .map_err(|message| LoadError::Acp {
-                id: entry.id.clone(),
-                message,
-            })?;
+        let (descriptor, provider) = crate::acp::provider(
+            entry,
+            argv,
+            &sandbox,
+            self.runtime.cancel_grace,
+            self.runtime.live.clone(),
+        )
+        .map_err(|message| LoadError::Acp {
+            id: entry.id.clone(),
+            message,
+        })?;
         Ok(Prepared {
             linked: Linked::Provider(descriptor, Arc::new(provider)),
             sandbox_limits: sandbox.limits().clone(),
