@@ -1,6 +1,7 @@
 //! `seam run CONFIG [PROMPT] [--model M] [--events] [--json]`: a top-level agent whose tools are
 //! the mounted tool plugins answers one prompt.
 
+use seam_host::sync::lock;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -161,7 +162,7 @@ impl Progress {
                 Event::AgentTurnStart { id, .. } => format!("{id}: thinking"),
                 _ => return Ok(()),
             };
-            *sink.lock().unwrap_or_else(|p| p.into_inner()) = line;
+            *lock(&sink) = line;
             Ok(())
         });
         let done = CancellationToken::new();
@@ -170,7 +171,7 @@ impl Progress {
         let ticker = tokio::spawn(async move {
             const FRAMES: [char; 4] = ['|', '/', '-', '\\'];
             for frame in FRAMES.iter().cycle() {
-                let line = status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let line = lock(&status).clone();
                 let background = host.subagents().running_background();
                 let suffix = match background {
                     0 => String::new(),

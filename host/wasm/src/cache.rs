@@ -23,6 +23,7 @@
 //! (`$SEAM_CACHE_MAX_MB`, 1 GiB by default). [`cache_entries`], [`prune_cache`] and
 //! [`clear_cache`] are what `seam cache` runs.
 
+use seam_core::sync::lock;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
@@ -81,10 +82,6 @@ pub(crate) struct CompileCache {
 
 /// One compile in progress: its component once it succeeded.
 type Flight = Arc<Mutex<Option<Component>>>;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 impl CompileCache {
     /// A cache in `dir` (none: compile every time) for `engine`. The directory is created

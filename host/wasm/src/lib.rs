@@ -27,7 +27,7 @@ mod store;
 pub mod versions;
 mod wasi;
 
-pub use seam_core::{agent, events, live, model, session, subagent, tool, types};
+pub use seam_core::{agent, events, live, model, session, subagent, sync, tool, types};
 
 pub use cache::{cache_entries, clear_cache, prune_cache, CacheEntry, CacheStats};
 pub use config::{Config, ConfigError, PluginEntry};

@@ -4,6 +4,7 @@
 //! run's future is dropped (an enforced cancel, a timeout, dispose), or by
 //! [`crate::process::shutdown`] when the program exits first.
 
+use seam_core::sync::lock;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -135,9 +136,7 @@ impl AgentProcess {
                 if n == 0 {
                     break;
                 }
-                sink.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(&chunk[..n]);
+                lock(&sink).push(&chunk[..n]);
             }
         });
         Ok(Self {
@@ -158,7 +157,7 @@ impl AgentProcess {
 
     /// The last lines the agent wrote to stderr, trimmed, for a diagnostic.
     pub(crate) fn stderr_tail(&self) -> Option<String> {
-        let tail = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
+        let tail = lock(&self.stderr);
         let text = String::from_utf8_lossy(&tail.bytes);
         let text = text.trim();
         (!text.is_empty()).then(|| text.to_string())

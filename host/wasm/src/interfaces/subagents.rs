@@ -3,6 +3,7 @@
 //! not the guest, says who the caller is; every run a call or run starts in the foreground is
 //! disposed when it ends, and background runs are disposed with their owner.
 
+use seam_core::sync::lock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -39,7 +40,7 @@ struct Caller {
 
 impl Caller {
     fn runs(&self) -> std::sync::MutexGuard<'_, CallRuns> {
-        self.runs.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.runs)
     }
 
     /// Checks a guest's request and charges the plugin for the run it becomes. A call past the

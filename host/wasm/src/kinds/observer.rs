@@ -12,6 +12,7 @@
 //! appended, the latest `seq`), so a slow observer sees fewer, fuller progress events, always
 //! after the run's `subagent/start` and before its `subagent/end`.
 
+use seam_core::sync::lock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -177,7 +178,7 @@ impl Queue {
             Err(queued) => queued,
         };
         let total = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut burst = self.burst.lock().unwrap_or_else(|p| p.into_inner());
+        let mut burst = lock(&self.burst);
         *burst += 1;
         if *burst == 1 {
             self.dropping.store(true, Ordering::Release);
@@ -206,7 +207,7 @@ impl Queue {
         {
             return false;
         }
-        let mut burst = self.burst.lock().unwrap_or_else(|p| p.into_inner());
+        let mut burst = lock(&self.burst);
         if *burst == 0 {
             // The burst ended between the hint and the lock: charge the event normally.
             return false;
@@ -227,7 +228,7 @@ impl Queue {
 
     /// Logs how many events the current burst dropped, if one is under way, and ends it.
     fn end_burst(&self, why: &str) {
-        let mut burst = self.burst.lock().unwrap_or_else(|p| p.into_inner());
+        let mut burst = lock(&self.burst);
         if *burst > 0 {
             let total = self.dropped.load(Ordering::Relaxed);
             tracing::warn!(

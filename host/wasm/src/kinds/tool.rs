@@ -1,5 +1,6 @@
 //! A tool component: bind at load, describe on mount, one fresh instance per call.
 
+use seam_core::sync::lock;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -208,9 +209,7 @@ impl WasmTool {
         };
         // Quiescence at the end of the call: whatever the guest did with its runs.
         let started: Vec<(SubagentRun, _)> =
-            std::mem::take(&mut *runs.lock().unwrap_or_else(|p| p.into_inner()))
-                .into_values()
-                .collect();
+            std::mem::take(&mut *lock(&runs)).into_values().collect();
         futures::future::join_all(started.iter().map(|(run, _)| run.dispose())).await;
         match outcome {
             Some(Ok(r)) => {

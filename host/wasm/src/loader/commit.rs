@@ -1,6 +1,7 @@
 //! Phase two of a load: what was prepared is registered, by kind, in config order; and the way
 //! back, unloading a plugin from the registry its kind joined.
 
+use seam_core::sync::lock;
 use std::sync::Arc;
 
 use seam_core::events::Event;
@@ -107,11 +108,7 @@ impl Loader {
             }
             Linked::Observer(observer) => {
                 let handle = observer.attach(&self.events);
-                let previous = self
-                    .observers
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(entry.id.clone(), handle);
+                let previous = lock(&self.observers).insert(entry.id.clone(), handle);
                 if let Some(previous) = previous {
                     previous.detach(&self.events).await;
                 }
@@ -155,11 +152,7 @@ impl Loader {
             }
             Some(PluginKind::Tool) => self.tools.remove_plugin(&slot.entry.id).await,
             Some(PluginKind::Observer) => {
-                let handle = self
-                    .observers
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&slot.entry.id);
+                let handle = lock(&self.observers).remove(&slot.entry.id);
                 if let Some(handle) = handle {
                     handle.detach(&self.events).await;
                 }

@@ -37,6 +37,7 @@
 mod cgroup;
 mod procfs;
 
+use seam_core::sync::lock;
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::process::ExitStatus;
@@ -70,10 +71,6 @@ struct State {
     cgroups: Option<cgroup::Hierarchy>,
     live: Mutex<HashMap<u64, Arc<Tree>>>,
     next: AtomicU64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 static STATE: OnceLock<State> = OnceLock::new();

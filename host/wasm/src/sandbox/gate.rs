@@ -1,6 +1,7 @@
 //! The limits the host enforces around each run of a provider plugin and each call of a tool
 //! plugin: how many may run at once, how long one may take, and how large its result may be.
 
+use seam_core::sync::lock;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -67,10 +68,6 @@ impl Drop for Waiting<'_> {
         lock(&self.gate.state).waiters.remove(&self.id);
         self.gate.changed.notify_waiters();
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// One plugin's concurrency slots and run budgets. Clones share the slots.

@@ -2,6 +2,7 @@
 //! variables, network addresses, name lookup and HTTP origins. Everything is denied unless the
 //! plugin's config entry grants it.
 
+use seam_core::sync::lock;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -323,7 +324,7 @@ const DENIAL_WARNINGS: usize = 8;
 /// Logs, once per address and store, that `plugin` tried to reach `addr` outside its grant, and
 /// what to add to allow it.
 fn warn_denied(plugin: &str, warned: &std::sync::Mutex<Vec<SocketAddr>>, addr: SocketAddr) {
-    let mut warned = warned.lock().unwrap_or_else(|p| p.into_inner());
+    let mut warned = lock(&warned);
     if warned.len() >= DENIAL_WARNINGS || warned.contains(&addr) {
         return;
     }

@@ -1,6 +1,7 @@
 //! What a store serves, as data: the run or the tool call the host interfaces answer from.
 //! The interface modules read these; they never depend on each other.
 
+use seam_core::sync::lock;
 use std::sync::{Arc, Mutex};
 
 use seam_core::agent::AgentRegistry;
@@ -38,11 +39,10 @@ impl Drop for RunEnv {
     /// The run is over (returned, or its store was dropped on dispose or an enforced cancel):
     /// the runs it started go with it, foreground and background.
     fn drop(&mut self) {
-        let runs: Vec<SubagentRun> =
-            std::mem::take(&mut *self.runs.lock().unwrap_or_else(|p| p.into_inner()))
-                .into_values()
-                .map(|(run, _)| run)
-                .collect();
+        let runs: Vec<SubagentRun> = std::mem::take(&mut *lock(&self.runs))
+            .into_values()
+            .map(|(run, _)| run)
+            .collect();
         let owner = self.ctx.id().to_string();
         // The usual run starts nothing: no task for it.
         if runs.is_empty() && !self.subagents.has_background(&owner) {

@@ -8,6 +8,7 @@
 //! that a fault can say what the guest printed just before it: a Rust guest prints its panic
 //! message there before it traps.
 
+use seam_core::sync::lock;
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -58,7 +59,7 @@ impl LogBudget {
 
     /// Keeps the first non-blank line of stderr.
     fn record_first(&self, bytes: &[u8]) {
-        let mut guard = self.first.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = lock(&self.first);
         let (line, done) = &mut *guard;
         for &b in bytes {
             if *done {
@@ -79,7 +80,7 @@ impl LogBudget {
     /// Keeps the start and the end of what the guest wrote to stderr.
     fn record_stderr(&self, bytes: &[u8]) {
         self.record_first(bytes);
-        let mut guard = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = lock(&self.stderr);
         let (tail, cut) = &mut *guard;
         let skip = bytes.len().saturating_sub(STDERR_TAIL);
         let excess = (tail.len() + bytes.len() - skip).saturating_sub(STDERR_TAIL);
@@ -101,12 +102,12 @@ impl LogBudget {
     /// Rust prints after a panic message (`note: run with RUST_BACKTRACE=1 ...`) is left out.
     pub(crate) fn stderr_tail(&self) -> Option<String> {
         let (bytes, cut) = {
-            let guard = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
+            let guard = lock(&self.stderr);
             (guard.0.iter().copied().collect::<Vec<u8>>(), guard.1)
         };
         let tail = render_tail(&bytes, cut);
         let first = {
-            let guard = self.first.lock().unwrap_or_else(|p| p.into_inner());
+            let guard = lock(&self.first);
             render_tail(&guard.0, false)
         };
         match (first, tail) {
@@ -248,10 +249,7 @@ impl GuestOutput {
     }
 
     fn write(&self, bytes: &[u8]) {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .write(bytes);
+        lock(&self.0).write(bytes);
     }
 }
 
