@@ -32,7 +32,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::config::PluginEntry;
-use crate::sandbox::{Grants, Sandbox, SandboxError};
+use crate::sandbox::{EntryError, Grants, Sandbox, SandboxError};
 use process::AgentProcess;
 use rpc::Incoming;
 
@@ -90,7 +90,7 @@ pub(crate) fn provider(
     sandbox: &Sandbox,
     grace: Duration,
     live: Arc<LiveCounts>,
-) -> Result<(ProviderDescriptor, AcpProvider), String> {
+) -> Result<(ProviderDescriptor, AcpProvider), EntryError> {
     let spec = AcpSpec {
         plugin: entry.id.as_str().into(),
         argv: argv.to_vec(),
@@ -145,9 +145,12 @@ impl AcpProvider {
     pub(crate) fn new(
         spec: AcpSpec,
         live: Arc<LiveCounts>,
-    ) -> Result<(ProviderDescriptor, Self), String> {
+    ) -> Result<(ProviderDescriptor, Self), EntryError> {
         let settings: Settings = serde_json::from_value(spec.config).map_err(|e| {
-            format!("key `config`: {e} (an ACP entry takes `name` and `permissions`)")
+            EntryError::new(
+                "config",
+                format!("key `config`: {e} (an ACP entry takes `name` and `permissions`)"),
+            )
         })?;
         let descriptor = ProviderDescriptor {
             name: settings.name.unwrap_or_else(|| spec.plugin.to_string()),
@@ -222,6 +225,7 @@ impl Inner {
         let outcome = match outcome {
             Ok(result) => Ok(result),
             Err(Stop::Failed(message)) => {
+                agent.stderr_read(self.grace).await;
                 let stderr = agent
                     .stderr_tail()
                     .map(|t| format!("; its stderr ended with: {t}"))

@@ -13,7 +13,7 @@ use std::time::Duration;
 use seam_core::live::LiveCounts;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdout, Command};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::rpc::LineReader;
 use crate::process::Contained;
@@ -33,6 +33,8 @@ pub(crate) struct AgentProcess {
     /// The agent's stdout, line by line.
     pub(crate) lines: LineReader<BufReader<ChildStdout>>,
     stderr: Arc<Mutex<Tail>>,
+    /// True once stderr reached its end: everything the agent wrote there is in `stderr`.
+    stderr_done: watch::Receiver<bool>,
 }
 
 /// The last bytes a stream wrote.
@@ -130,6 +132,7 @@ impl AgentProcess {
         });
         let tail = Arc::new(Mutex::new(Tail::default()));
         let sink = tail.clone();
+        let (stderr_read, stderr_done) = watch::channel(false);
         tokio::spawn(async move {
             let mut chunk = [0u8; 4096];
             while let Ok(n) = stderr.read(&mut chunk).await {
@@ -138,12 +141,14 @@ impl AgentProcess {
                 }
                 lock(&sink).push(&chunk[..n]);
             }
+            let _ = stderr_read.send(true);
         });
         Ok(Self {
             tree: Some(tree),
             writer: Some(writer),
             lines: LineReader::new(BufReader::new(stdout), max_line),
             stderr: tail,
+            stderr_done,
         })
     }
 
@@ -153,6 +158,13 @@ impl AgentProcess {
             Some(writer) => writer.send(line).await.is_ok(),
             None => false,
         }
+    }
+
+    /// Waits at most `within` for the agent's stderr to reach its end (a process that exited
+    /// may still have lines in the pipe, such as why it exited), so that a diagnostic quotes
+    /// them.
+    pub(crate) async fn stderr_read(&mut self, within: Duration) {
+        let _ = tokio::time::timeout(within, self.stderr_done.wait_for(|done| *done)).await;
     }
 
     /// The last lines the agent wrote to stderr, trimmed, for a diagnostic.

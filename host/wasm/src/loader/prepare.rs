@@ -98,9 +98,9 @@ impl Loader {
             self.runtime.cancel_grace,
             self.runtime.live.clone(),
         )
-        .map_err(|message| LoadError::Acp {
+        .map_err(|source| LoadError::Acp {
             id: entry.id.clone(),
-            message,
+            source,
         })?;
         Ok(Prepared {
             linked: Linked::Provider(descriptor, Arc::new(provider)),

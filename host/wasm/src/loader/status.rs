@@ -12,7 +12,7 @@ use thiserror::Error;
 
 use crate::engine::EngineError;
 use crate::kinds::PluginError;
-use crate::sandbox::{Granted, Limits, SandboxError};
+use crate::sandbox::{EntryError, Granted, Limits, SandboxError};
 
 /// Where a plugin is in its life.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -69,12 +69,12 @@ pub enum LoadError {
         source: SandboxError,
     },
     /// An ACP entry's settings are wrong.
-    #[error("plugin `{id}`: {message}")]
+    #[error("plugin `{id}`: {source}")]
     Acp {
         /// The plugin id.
         id: String,
         /// What is wrong, naming the key.
-        message: String,
+        source: EntryError,
     },
     /// The tool could not be added.
     #[error("plugin `{id}`: {source}")]

@@ -250,8 +250,8 @@ mod tests {
         text
     }
 
-    fn limits(text: &str) -> Result<LimitOverrides, String> {
-        parse_limits(&toml(text)).map_err(super::tests::text)
+    fn limits(text: &str) -> Result<LimitOverrides, EntryError> {
+        parse_limits(&toml(text))
     }
 
     #[test]
@@ -384,7 +384,11 @@ mod tests {
                 "key `limits.on_concurrency` must be `\"wait\"` or `\"refuse\"`",
             ),
         ] {
-            assert_eq!(limits(text).unwrap_err(), message, "{text}");
+            assert_eq!(
+                super::tests::text(limits(text).unwrap_err()),
+                message,
+                "{text}"
+            );
         }
         // The bounds themselves are accepted.
         for text in [
@@ -398,7 +402,7 @@ mod tests {
 
     #[test]
     fn unknown_limit_keys_and_non_tables_are_refused() {
-        let err = limits("memory = 3").unwrap_err();
+        let err = text(limits("memory = 3").unwrap_err());
         assert!(
             err.starts_with("key `limits.memory` is unknown (expected one of memory_mb, "),
             "{err}"

@@ -26,6 +26,14 @@ pub(crate) struct GuestError(pub(crate) String);
 /// A call's outcome: the trap or host error, or the guest's own answer.
 type Answer<T> = wasmtime::Result<Result<T, GuestError>>;
 
+/// The WIT's `result<T, string>` as wasmtime lifts it: the type of a guest export's answer,
+/// named only to check a component's exports against this host's.
+macro_rules! wit_result {
+    ($ok:ty) => {
+        std::result::Result<$ok, std::string::String>
+    };
+}
+
 /// Which of the functions an export interface lists has another type than this host's, as
 /// `interface.function: why` (`provider.run: type mismatch with results: expected record of
 /// 4 fields, found 3 fields`). Each `name: (params) -> results` is checked in order.
@@ -204,8 +212,8 @@ impl ProviderPre {
             use v::provider_world::seam::plugin::types as t;
             let i = raw_instance(pre.instance_pre(), store).await?;
             mismatched!(store, &i, (Provider, version), "provider",
-                "describe": (&str) -> Result<t::ProviderDescriptor, String>,
-                "run": (&str, &str, &t::StartRequest) -> Result<t::SubagentResult, String>,
+                "describe": (&str) -> wit_result!(t::ProviderDescriptor),
+                "run": (&str, &str, &t::StartRequest) -> wit_result!(t::SubagentResult),
             )
         })
     }
@@ -220,8 +228,8 @@ impl ToolPre {
             use v::tool_world::exports::seam::plugin::tool as x;
             let i = raw_instance(pre.instance_pre(), store).await?;
             mismatched!(store, &i, (Tool, version), "tool",
-                "bind": (&str) -> Result<x::ToolBinding, String>,
-                "describe": (&str, Option<&t::ProviderDescriptor>) -> Result<x::ToolDescriptor, String>,
+                "bind": (&str) -> wit_result!(x::ToolBinding),
+                "describe": (&str, Option<&t::ProviderDescriptor>) -> wit_result!(x::ToolDescriptor),
                 "execute": (&str, &t::ParentRef, &str) -> x::ToolResult,
             )
         })
@@ -235,7 +243,7 @@ impl ObserverPre {
         per_version!(self, pre, v => {
             let i = raw_instance(pre.instance_pre(), store).await?;
             mismatched!(store, &i, (Observer, version), "observer",
-                "on-event": (&str, &str) -> Result<(), String>,
+                "on-event": (&str, &str) -> wit_result!(()),
             )
         })
     }
