@@ -273,3 +273,21 @@ pub fn still_in_proc(pids: &[(String, u32)]) -> Vec<String> {
         })
         .collect()
 }
+
+/// The Python of the plugin kit's toolchain, with the ACP Python SDK installed by `make
+/// setup-kit` (the fixture agents and clients run on it).
+pub fn acp_python() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let python = root.join("target/toolchains/python/bin/python");
+    let has_sdk = std::process::Command::new(&python)
+        .args(["-c", "import acp"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        has_sdk,
+        "{} cannot import the ACP Python SDK: run `make setup-kit`, which installs \
+         agent-client-protocol==0.12.1 there",
+        python.display()
+    );
+    python
+}

@@ -583,24 +583,9 @@ fn dev_picks_up_a_rebuilt_component_and_keeps_the_last_good_one_serving() {
     assert_eq!(status.code(), Some(130));
 }
 
-/// The Python of the plugin kit's toolchain, with the ACP SDK (`make setup-kit`).
-fn acp_python() -> PathBuf {
-    let python = root().join("target/toolchains/python/bin/python");
-    let ok = Command::new(&python)
-        .args(["-c", "import acp"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "{} cannot import the ACP Python SDK: run `make setup-kit` (agent-client-protocol==0.12.1)",
-        python.display()
-    );
-    python
-}
-
 /// Drives `seam acp CONFIG` with the official Python SDK's client; returns what it printed.
 fn acp_client(config: &Path, mode: &str, prompt: &str) -> serde_json::Value {
-    let out = Command::new(acp_python())
+    let out = Command::new(seam_tests::acp_python())
         .arg(root().join("tests/fixtures/acp_client.py"))
         .args([
             env!("CARGO_BIN_EXE_seam"),

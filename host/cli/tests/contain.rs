@@ -18,21 +18,6 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The Python of the plugin kit's toolchain, with the ACP SDK (`make setup-kit`).
-fn python() -> PathBuf {
-    let python = root().join("target/toolchains/python/bin/python");
-    let ok = Command::new(&python)
-        .args(["-c", "import acp"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "{} cannot import the ACP SDK: run `make setup-kit`",
-        python.display()
-    );
-    python
-}
-
 fn seam() -> Command {
     assert!(seam_tests::guest("spawn_provider").is_file());
     let mut command = Command::new(env!("CARGO_BIN_EXE_seam"));
@@ -83,7 +68,7 @@ fn config(dir: &Path, extra: &str) -> PathBuf {
         &path,
         format!(
             "[[plugin]]\nid = \"agent\"\nkind = \"acp\"\ncommand = [\"{}\", \"{}\"]\n{extra}\n",
-            python().display(),
+            seam_tests::acp_python().display(),
             stubborn_agent().display()
         ),
     )

@@ -9,23 +9,6 @@ use seam_tests::*;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-/// The Python of the plugin kit's toolchain, with the ACP SDK installed by `make setup-kit`.
-pub fn python() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let python = root.join("target/toolchains/python/bin/python");
-    let has_sdk = std::process::Command::new(&python)
-        .args(["-c", "import acp"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        has_sdk,
-        "{} cannot import the ACP Python SDK: run `make setup-kit`, which installs \
-         agent-client-protocol==0.12.1 there",
-        python.display()
-    );
-    python
-}
-
 /// The fixture agent's script.
 pub fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/acp_agent.py")
@@ -37,7 +20,7 @@ pub fn acp_entry(id: &str, tag: &str, config: &str, grants: &str) -> String {
     format!(
         "[[plugin]]\nid = \"{id}\"\nkind = \"acp\"\ncommand = [\"{}\", \"{}\", \"{tag}\"]\n\
          config = {{ {config} }}\n{grants}\n",
-        python().display(),
+        seam_tests::acp_python().display(),
         fixture().display()
     )
 }
@@ -516,7 +499,7 @@ async fn dispose_ends_what_the_agent_started_too() {
     let pidfile = dir.path().join("pids");
     let entry = format!(
         "[[plugin]]\nid = \"agent\"\nkind = \"acp\"\ncommand = [\"{}\", \"{}\"]\n",
-        python().display(),
+        seam_tests::acp_python().display(),
         stubborn_agent().display()
     );
     let host = host_with(&entry).await;
