@@ -12,9 +12,10 @@
 //! Permission requests are answered by the entry's policy. The agent is offered the file system
 //! only inside the entry's `dirs` grants, and never a terminal; other requests are refused.
 
+pub mod files;
+pub mod outbox;
 pub mod rpc;
 
-mod files;
 mod process;
 
 use std::path::PathBuf;
@@ -36,6 +37,10 @@ use rpc::Incoming;
 
 /// The ACP protocol version Seam speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
+
+/// Bytes each progress update is charged beyond its text, as a component's are: a flood of
+/// tiny updates costs the host per update, not per byte.
+const UPDATE_OVERHEAD: usize = 64;
 
 /// How an entry answers the agent's permission requests (`config.permissions`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -212,7 +217,8 @@ struct Session<'a> {
     next_id: u64,
     /// The agent's message chunks so far.
     answer: String,
-    /// Bytes of progress reported (tool-call lines; the answer's own chunks count in `answer`).
+    /// Bytes of progress reported, overheads included (the answer's chunks also count in
+    /// `answer`).
     reported: usize,
     cancel_sent: bool,
     session_id: Option<String>,
@@ -405,8 +411,9 @@ impl Session<'_> {
                     )));
                 }
                 self.answer.push_str(text);
+                // The answer keeps every chunk; progress keeps them while its budget lasts.
                 if !text.is_empty() {
-                    self.ctx.progress(vec![ContentBlock::text(text)]);
+                    self.report(text.to_string());
                 }
             }
             Some("tool_call") => {
@@ -414,16 +421,22 @@ impl Session<'_> {
                     .get("title")
                     .and_then(Value::as_str)
                     .unwrap_or("(untitled)");
-                let line = format!("tool call: {title}");
-                // Progress past the limit is dropped, not kept: the answer is what matters.
-                if self.reported + line.len() <= limit {
-                    self.reported += line.len();
-                    self.ctx.progress(vec![ContentBlock::text(line)]);
-                }
+                self.report(format!("tool call: {title}"));
             }
             _ => {}
         }
         Ok(())
+    }
+
+    /// Reports `text` as progress if it fits the run's progress budget (`max_output_bytes`,
+    /// each update charged [`UPDATE_OVERHEAD`] beyond its text); past it progress is dropped,
+    /// not kept: the answer is what matters.
+    fn report(&mut self, text: String) {
+        let cost = text.len().saturating_add(UPDATE_OVERHEAD);
+        if self.reported.saturating_add(cost) <= self.inner.max_output_bytes {
+            self.reported += cost;
+            self.ctx.progress(vec![ContentBlock::text(text)]);
+        }
     }
 
     /// The answer to a request from the agent.
@@ -439,7 +452,8 @@ impl Session<'_> {
                 let served =
                     tokio::task::spawn_blocking(move || files.serve(&method_owned, &params_owned))
                         .await
-                        .unwrap_or_else(|e| Err(format!("the file task failed: {e}")));
+                        .map_err(|e| format!("the file task failed: {e}"))
+                        .and_then(|served| served.map_err(|e| e.to_string()));
                 tracing::info!(plugin = %self.inner.plugin, method, ok = served.is_ok(), "served the agent's file request");
                 match served {
                     Ok(result) => rpc::response(id, result),

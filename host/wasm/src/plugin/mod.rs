@@ -5,7 +5,8 @@
 //! - One module per host-implemented WIT interface, each with its own `add_to_linker`: [`log`]
 //!   (`host` and `types`), [`run_context`], [`agents`], [`subagents`]; [`filesystem`] shadows
 //!   wasmtime-wasi's `wasi:filesystem/types` functions that grow what a plugin keeps on disk,
-//!   to count them against its disk quota; [`http`] gates `wasi:http` requests by origin grant.
+//!   to count them against its disk quota; [`http`] gates `wasi:http` requests by origin grant;
+//!   [`io_error`] keeps host backtraces out of what a guest reads of a host error.
 //! - [`v0_1_0`]: the host imports of `seam:plugin@0.1.0`, delegating to the modules above.
 //! - [`guest`]: a component's exports, whatever its version, called in `seam-core`'s types.
 //! - One module per plugin kind: [`wasm_provider`] behind `seam_core::Provider`, [`wasm_tool`] behind
@@ -20,6 +21,7 @@ pub(crate) mod context;
 pub(crate) mod filesystem;
 pub(crate) mod guest;
 pub(crate) mod http;
+pub(crate) mod io_error;
 pub(crate) mod log;
 pub(crate) mod run_context;
 pub(crate) mod sockets;
@@ -363,6 +365,7 @@ impl Linkers {
             wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
             filesystem::add_to_linker(&mut linker)?;
             sockets::add_to_linker(&mut linker)?;
+            io_error::add_to_linker(&mut linker)?;
             Ok(linker)
         };
         let latest = |kind: PluginKind| -> wasmtime::Result<Linker<StoreData>> {

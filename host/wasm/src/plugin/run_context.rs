@@ -7,6 +7,7 @@ use seam_core::types::ContentBlock;
 use wasmtime::component::{HasSelf, Linker, Resource};
 use wasmtime_wasi::p2::{subscribe, DynPollable, Pollable};
 
+use super::context::MESSAGE_OVERHEAD;
 use super::state::StoreData;
 use crate::sandbox::gate::blocks_size;
 use crate::sandbox::Limit;
@@ -89,8 +90,9 @@ impl wit::Host for StoreData {
         };
         let update: Vec<ContentBlock> = update.into_iter().map(Into::into).collect();
         // Progress crosses into the host and out to every listener: it counts against the
-        // run's output cap, and past it is dropped (logged once), not buffered.
-        let size = blocks_size(&update);
+        // run's output cap, and past it is dropped (logged once), not buffered. Each block
+        // counts its overhead too, so that a flood of empty updates is not free.
+        let size = blocks_size(&update) + MESSAGE_OVERHEAD * update.len().max(1);
         let max = env.max_output_bytes;
         if env.progress_bytes.saturating_add(size) > max {
             if !env.progress_cut {
