@@ -29,7 +29,7 @@
 //! - `send-flood`, `steer-flood`: creates a child and queues `count` messages of `bytes` bytes
 //!   to it (`send` or `steer`) without ever letting it run; answers `queued N`.
 //! - `progress-flood`: reports `count` progress updates of `bytes` bytes each (0: empty ones),
-//!   as fast as it can; answers `flooded N`.
+//!   as fast as it can; prints and answers `flooded N`.
 //! - `stream-error`: `path` (a file name); opens it write-only in the first granted directory
 //!   and reads it through a `wasi:io` stream, which fails: answers `error: DEBUG-STRING`, what
 //!   the host's `error.to-debug-string` said of the failure.
@@ -285,6 +285,9 @@ fn attack(settings: &Settings, request: &StartRequest) -> Result<SubagentResult,
             for _ in 0..count {
                 run_context::progress(&update);
             }
+            // On stderr too, so that a test can tell the flood is over without reading the
+            // progress.
+            eprintln!("flooded {count}");
             text(format!("flooded {count}"))
         }
         "fields-flood" => {

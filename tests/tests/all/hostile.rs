@@ -1154,7 +1154,7 @@ async fn an_acp_agents_file_requests_cannot_leave_their_grant() {
         ];
         for path in writes {
             let (answer, took) = ask(format!("write {path} PWNED")).await;
-            eprintln!("write {path}: refused after {took:.1?}");
+            eprintln!("write {path}: answered after {took:.1?}");
             assert!(
                 answer.starts_with("error: ") && answer.contains("outside the directories granted"),
                 "write {path}: {answer}"
@@ -1169,7 +1169,7 @@ async fn an_acp_agents_file_requests_cannot_leave_their_grant() {
         ];
         for path in reads {
             let (answer, took) = ask(format!("read {path}")).await;
-            eprintln!("read {path}: refused after {took:.1?}");
+            eprintln!("read {path}: answered after {took:.1?}");
             assert!(
                 answer.starts_with("error: ") && answer.contains("outside the directories granted"),
                 "read {path}: {answer}"
