@@ -326,10 +326,7 @@ pub fn acp_agent_lines(data: &[u8]) {
                 ] {
                     let (outcome, kind, allowed) =
                         seam_host::acp::choose_permission(policy, &params);
-                    assert_eq!(
-                        allowed && policy == seam_host::acp::Permissions::Reject,
-                        false
-                    );
+                    assert!(!(allowed && policy == seam_host::acp::Permissions::Reject));
                     if outcome["outcome"] == "selected" {
                         let chosen = params["options"]
                             .as_array()

@@ -944,7 +944,6 @@ fn hostile_a_progress_flood_to_a_slow_acp_client_is_dropped_not_queued() {
         .and_then(|rest| rest.split(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no count in: {warned}"));
-    drop(send);
     drop(stdin);
     let status = child.wait().unwrap();
     eprintln!("progress flood: {updates} updates delivered, {dropped} dropped");

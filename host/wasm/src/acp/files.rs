@@ -237,7 +237,7 @@ impl Files {
                 }
             })?;
         #[cfg(test)]
-        tests::between_check_and_open(&grant.host);
+        tests::between_check_and_open();
         Ok((root, rest))
     }
 }
@@ -286,16 +286,18 @@ mod tests {
 
     use super::*;
 
+    type Hook = Box<dyn FnMut()>;
+
     thread_local! {
         /// Run between choosing the grant and opening beneath it: a test's chance to change
         /// the disk exactly there, where a check-then-open would be fooled.
-        static HOOK: RefCell<Option<Box<dyn FnMut(&Path)>>> = RefCell::new(None);
+        static HOOK: RefCell<Option<Hook>> = RefCell::new(None);
     }
 
-    pub(super) fn between_check_and_open(root: &Path) {
+    pub(super) fn between_check_and_open() {
         HOOK.with(|h| {
             if let Some(hook) = h.borrow_mut().as_mut() {
-                hook(root);
+                hook();
             }
         });
     }
@@ -334,7 +336,7 @@ mod tests {
         // Once the grant is chosen, `in/sub` becomes a link to `out`.
         let (sub, out) = (base.join("in/sub"), base.join("out"));
         HOOK.with(|h| {
-            *h.borrow_mut() = Some(Box::new(move |_| {
+            *h.borrow_mut() = Some(Box::new(move || {
                 if sub.is_dir() && !sub.is_symlink() {
                     std::fs::remove_dir(&sub).unwrap();
                     symlink(&out, &sub).unwrap();

@@ -43,9 +43,9 @@ struct State {
     /// The reader is gone: sending is pointless.
     gone: bool,
     /// Updates dropped in the current burst.
-    dropped: u64,
+    burst: u64,
     /// Updates dropped since the queue was made.
-    dropped_total: u64,
+    dropped: u64,
 }
 
 struct Shared {
@@ -80,8 +80,8 @@ pub fn outbox(capacity: usize, label: impl Into<String>) -> (Outbox, OutboxReade
             bytes: 0,
             closed: false,
             gone: false,
+            burst: 0,
             dropped: 0,
-            dropped_total: 0,
         }),
         capacity,
         label: label.into(),
@@ -113,7 +113,7 @@ impl Outbox {
             Kind::Progress => shared.capacity / 2,
         };
         if state.bytes.saturating_add(charge) > ceiling {
-            if state.dropped == 0 {
+            if state.burst == 0 {
                 tracing::warn!(
                     queue = %shared.label,
                     queued_bytes = state.bytes,
@@ -122,8 +122,8 @@ impl Outbox {
                     shared.label
                 );
             }
+            state.burst += 1;
             state.dropped += 1;
-            state.dropped_total += 1;
             return false;
         }
         state.bytes += charge;
@@ -167,7 +167,7 @@ impl Outbox {
 
     /// Updates dropped since the queue was made.
     pub fn dropped(&self) -> u64 {
-        self.0.lock().dropped_total
+        self.0.lock().dropped
     }
 }
 
@@ -199,7 +199,7 @@ impl OutboxReader {
                 let mut state = shared.lock();
                 if let Some((line, charge)) = state.lines.pop_front() {
                     state.bytes -= charge;
-                    if state.dropped > 0 && state.bytes <= shared.capacity / 4 {
+                    if state.burst > 0 && state.bytes <= shared.capacity / 4 {
                         end_burst(shared, &mut state);
                     }
                     drop(state);
@@ -228,7 +228,7 @@ impl Drop for OutboxReader {
         state.gone = true;
         state.lines.clear();
         state.bytes = 0;
-        if state.dropped > 0 {
+        if state.burst > 0 {
             end_burst(&self.0, &mut state);
         }
         drop(state);
@@ -239,13 +239,13 @@ impl Drop for OutboxReader {
 fn end_burst(shared: &Shared, state: &mut State) {
     tracing::warn!(
         queue = %shared.label,
-        dropped = state.dropped,
+        dropped = state.burst,
         "{}: dropped {} updates while the reader was slow ({} in all)",
         shared.label,
-        state.dropped,
-        state.dropped_total
+        state.burst,
+        state.dropped
     );
-    state.dropped = 0;
+    state.burst = 0;
 }
 
 #[cfg(test)]
