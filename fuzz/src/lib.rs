@@ -328,15 +328,16 @@ pub fn acp_agent_lines(data: &[u8]) {
                         seam_host::acp::choose_permission(policy, &params);
                     assert!(!(allowed && policy == seam_host::acp::Permissions::Reject));
                     if outcome["outcome"] == "selected" {
-                        let chosen = params["options"]
-                            .as_array()
-                            .and_then(|o| o.iter().find(|o| o["optionId"] == outcome["optionId"]))
-                            .expect("the option chosen was offered");
+                        // An option with that id and a kind of the policy's side was offered
+                        // (ids may repeat with different kinds).
                         let prefix = if allowed { "allow_" } else { "reject_" };
-                        assert!(
-                            chosen["kind"].as_str().unwrap_or("").starts_with(prefix),
-                            "{kind}: {chosen}"
-                        );
+                        let offered = params["options"].as_array().is_some_and(|options| {
+                            options.iter().any(|o| {
+                                o.get("optionId") == Some(&outcome["optionId"])
+                                    && o["kind"].as_str().unwrap_or("").starts_with(prefix)
+                            })
+                        });
+                        assert!(offered, "{kind}: {outcome} from {params}");
                     } else {
                         assert_eq!(outcome, json!({"outcome": "cancelled"}));
                     }
