@@ -484,7 +484,24 @@ fn file_fixture(root: &Path) -> (Files, std::path::PathBuf, std::path::PathBuf) 
 /// is ever created, changed or read, whatever the links; refusals are typed; what is read is
 /// at most the limit.
 pub fn acp_file_requests(root: &Path, data: &[u8]) {
-    let (files, inside, outside) = file_fixture(root);
+    // The fixture is rebuilt only after an input changed it (most inputs only read, or are
+    // refused): a fresh tree per input would cost more than the requests.
+    static CHANGED: std::sync::Mutex<Option<std::path::PathBuf>> = std::sync::Mutex::new(None);
+    let mut changed = CHANGED.lock().unwrap_or_else(|p| p.into_inner());
+    let (files, inside, outside) = if changed.as_deref() == Some(root) {
+        let files = Files::new(
+            vec![seam_host::sandbox::DirGrant {
+                host: root.join("in"),
+                guest: "/in".into(),
+                write: true,
+            }],
+            64,
+        );
+        (files, root.join("in"), root.join("outside"))
+    } else {
+        file_fixture(root)
+    };
+    *changed = Some(root.to_path_buf());
     let mut input = Input(data);
     for _ in 0..8 {
         if input.0.is_empty() {
@@ -515,8 +532,9 @@ pub fn acp_file_requests(root: &Path, data: &[u8]) {
             }
             1 => {
                 let params = json!({"path": path, "content": input.string()});
-                if let Err(e) = files.serve("fs/write_text_file", &params) {
-                    refused(&e, &path);
+                match files.serve("fs/write_text_file", &params) {
+                    Ok(_) => *changed = None,
+                    Err(e) => refused(&e, &path),
                 }
             }
             2 => {
@@ -524,6 +542,7 @@ pub fn acp_file_requests(root: &Path, data: &[u8]) {
                 let name = inside.join(PARTS[usize::from(input.byte()) % PARTS.len()]);
                 let target = TARGETS[usize::from(input.byte()) % TARGETS.len()];
                 if name.starts_with(&inside) && name != inside {
+                    *changed = None;
                     let _ = std::fs::remove_file(&name);
                     let _ = std::os::unix::fs::symlink(target, &name);
                 }
