@@ -28,6 +28,11 @@
 //!
 //! - `send-flood`, `steer-flood`: creates a child and queues `count` messages of `bytes` bytes
 //!   to it (`send` or `steer`) without ever letting it run; answers `queued N`.
+//! - `progress-flood`: reports `count` progress updates of `bytes` bytes each (0: empty ones),
+//!   as fast as it can; prints and answers `flooded N`.
+//! - `stream-error`: `path` (a file name); opens it write-only in the first granted directory
+//!   and reads it through a `wasi:io` stream, which fails: answers `error: DEBUG-STRING`, what
+//!   the host's `error.to-debug-string` said of the failure.
 //! - `fields-flood`: builds `count` sets of `wasi:http` header fields of `bytes` bytes each and
 //!   holds them all (host memory the guest makes the host keep); answers `held N; ...`.
 //!
@@ -217,6 +222,36 @@ fn sparse(path: &str, bytes: u64, seek: bool) -> SubagentResult {
     progress(format!("size {size}"), result)
 }
 
+/// Reads a write-only file through a stream: the read fails on the host, and the guest gets a
+/// `wasi:io/error` resource for it.
+fn stream_error(name: &str) -> String {
+    use ::wasi::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
+    use ::wasi::io::streams::StreamError;
+    let Some((dir, _)) = ::wasi::filesystem::preopens::get_directories()
+        .into_iter()
+        .next()
+    else {
+        return "no granted directory".into();
+    };
+    let file = match dir.open_at(
+        PathFlags::empty(),
+        name,
+        OpenFlags::CREATE,
+        DescriptorFlags::WRITE,
+    ) {
+        Ok(file) => file,
+        Err(e) => return format!("open failed: {e:?}"),
+    };
+    let stream = match file.read_via_stream(0) {
+        Ok(stream) => stream,
+        Err(e) => return format!("read-via-stream failed: {e:?}"),
+    };
+    match stream.blocking_read(16) {
+        Err(StreamError::LastOperationFailed(e)) => format!("error: {}", e.to_debug_string()),
+        other => format!("no error: {other:?}"),
+    }
+}
+
 /// `ok: detail` or `denied: error`.
 fn outcome<T>(result: std::io::Result<T>, ok: impl FnOnce(T) -> String) -> String {
     match result {
@@ -270,6 +305,20 @@ fn attack(settings: &Settings, request: &StartRequest) -> Result<SubagentResult,
     run_context::ready();
     Ok(match mode {
         "ok" => text(settings.reply.clone()),
+        "stream-error" => text(stream_error(&settings.string("path")?)),
+        "progress-flood" => {
+            let count = settings.number("count", 100_000)?;
+            let update = vec![ContentBlock::Text(
+                "p".repeat(settings.number("bytes", 0)? as usize),
+            )];
+            for _ in 0..count {
+                run_context::progress(&update);
+            }
+            // On stderr too, so that a test can tell the flood is over without reading the
+            // progress.
+            eprintln!("flooded {count}");
+            text(format!("flooded {count}"))
+        }
         "fields-flood" => {
             let count = settings.number("count", 100_000)?;
             let value = vec![b'x'; settings.number("bytes", 15 << 10)? as usize];

@@ -12,18 +12,23 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
+use seam_host::acp::outbox::{self, Kind, Outbox};
 use seam_host::acp::rpc::{self, Incoming, LineReader};
 use seam_host::agent::Agent;
 use seam_host::{ContentBlock, Event, Host, StopReason};
 use serde_json::{json, Value};
-use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio_util::sync::CancellationToken;
 
 use super::{load_for_use, read_config, with_host, EXIT_OK};
 
 /// The longest line accepted from the client.
 const MAX_LINE: usize = 8 << 20;
+
+/// Bytes of lines waiting for a client that reads slowly (each charged a per-line overhead too):
+/// past half of it progress updates are dropped, past three quarters tool-call updates; answers
+/// are never dropped, and no new request is read until they fit.
+const OUTBOX_BYTES: usize = 4 << 20;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -56,21 +61,26 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Answers requests until stdin closes or the user interrupts; then every session's tree is
 /// aborted and disposed.
 async fn serve(host: &Host, interrupt: CancellationToken) {
-    let (out, mut queue) = mpsc::unbounded_channel::<String>();
+    let (out, mut queue) = outbox::outbox(OUTBOX_BYTES, "seam acp");
     let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
-        while let Some(line) = queue.recv().await {
-            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+        let mut stdout = BufWriter::new(tokio::io::stdout());
+        while let Some(line) = queue.next().await {
+            // Flushed when nothing else waits: a burst goes out in few writes.
+            if stdout.write_all(line.as_bytes()).await.is_err()
+                || (queue.is_empty() && stdout.flush().await.is_err())
+            {
                 break;
             }
         }
+        let _ = stdout.flush().await;
     });
     let sessions: Sessions = Arc::default();
     let listener = stream_updates(host, sessions.clone(), out.clone());
     let mut lines = LineReader::new(BufReader::new(tokio::io::stdin()), MAX_LINE);
     loop {
         let line = tokio::select! {
-            line = lines.next() => line,
+            // The answers to what was read must fit before more is read.
+            line = async { out.room(0).await; lines.next().await } => line,
             () = interrupt.cancelled() => break,
         };
         let line = match line {
@@ -102,7 +112,7 @@ async fn serve(host: &Host, interrupt: CancellationToken) {
             // JSON-RPC answers a line it cannot read, so that a client waiting on it hears why.
             Err(e) => {
                 errln!("seam acp: a line that is not JSON-RPC: {e}");
-                let _ = out.send(rpc::error_response(&e.id, e.code, &e.message));
+                out.offer(rpc::error_response(&e.id, e.code, &e.message), Kind::Answer);
             }
         }
     }
@@ -116,16 +126,9 @@ async fn serve(host: &Host, interrupt: CancellationToken) {
     let _ = writer.await;
 }
 
-fn handle(
-    host: &Host,
-    sessions: &Sessions,
-    out: &mpsc::UnboundedSender<String>,
-    id: Value,
-    method: &str,
-    params: Value,
-) {
+fn handle(host: &Host, sessions: &Sessions, out: &Outbox, id: Value, method: &str, params: Value) {
     let reply = |line: String| {
-        let _ = out.send(line);
+        out.offer(line, Kind::Answer);
     };
     match method {
         "initialize" => reply(rpc::response(
@@ -194,11 +197,12 @@ fn handle(
                 let outcome = agent.run_turn(prompt).await;
                 let text = seam_host::blocks_text(&outcome.output);
                 if !text.is_empty() {
-                    let _ = out.send(update(
+                    out.send(update(
                         &session,
                         json!({"sessionUpdate": "agent_message_chunk",
                                "content": {"type": "text", "text": text}}),
-                    ));
+                    ))
+                    .await;
                 }
                 let stop = match &outcome.stop_reason {
                     StopReason::Completed => Some("end_turn"),
@@ -222,7 +226,7 @@ fn handle(
                         ),
                     ),
                 };
-                let _ = out.send(line);
+                out.send(line).await;
                 if let Some(s) = lock(&sessions).get_mut(&session) {
                     s.busy = false;
                 }
@@ -246,11 +250,7 @@ fn update(session: &str, update: Value) -> String {
 
 /// Streams each session tree's tool calls and delegations as `session/update`s. An event
 /// belongs to the session whose agent is the root of its agent's lineage.
-fn stream_updates(
-    host: &Host,
-    sessions: Sessions,
-    out: mpsc::UnboundedSender<String>,
-) -> seam_host::ListenerId {
+fn stream_updates(host: &Host, sessions: Sessions, out: Outbox) -> seam_host::ListenerId {
     let agents = host.agents().clone();
     host.events().subscribe(move |event| {
         // The agent the event is about: the caller, for a delegation.
@@ -269,6 +269,10 @@ fn stream_updates(
             return Ok(());
         };
         let status = |ok: bool| if ok { "completed" } else { "failed" };
+        let kind = match &event {
+            Event::SubagentProgress { .. } => Kind::Progress,
+            _ => Kind::Status,
+        };
         let body = match &event {
             Event::AgentToolCall { id, call, tool } => {
                 let title = if id == session {
@@ -299,7 +303,7 @@ fn stream_updates(
                         "status": status(stop_reason.is_success())}),
             _ => return Ok(()),
         };
-        let _ = out.send(update(session, body));
+        out.offer(update(session, body), kind);
         Ok(())
     })
 }

@@ -824,3 +824,227 @@ fn acp_answers_what_it_cannot_serve_with_json_rpc_errors() {
         "seam acp ends when stdin closes: {status}"
     );
 }
+
+/// A memory figure of process `pid` from /proc/PID/status (`VmHWM`, the peak resident set,
+/// or `VmRSS`), in MiB.
+fn rss_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"));
+    kib / 1024.0
+}
+
+/// The first line containing `needle` (see [`wait_line`]).
+fn line_with(rx: &std::sync::mpsc::Receiver<String>, needle: &str, what: &str) -> String {
+    loop {
+        match rx.recv_timeout(std::time::Duration::from_secs(300)) {
+            Ok(line) if line.contains(needle) => return line,
+            Ok(_) => {}
+            Err(e) => panic!("{what}: no line with `{needle}` ({e})"),
+        }
+    }
+}
+
+/// Hostile: a provider floods 400,000 empty progress updates through `seam acp` to a client
+/// that reads nothing while the flood lasts, then reads. Seam's outbound queue is bounded by
+/// bytes (each empty update charged its overhead): updates are dropped and counted in a
+/// warning, the answer and the stop reason still arrive, a well-behaved provider serves in the
+/// same turn, and `seam`'s peak RSS during the turn stays under 120 MiB (queued without a
+/// bound, the same flood took it past 160 MiB).
+#[test]
+fn hostile_a_progress_flood_to_a_slow_acp_client_is_dropped_not_queued() {
+    use std::io::{BufRead, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("flood.toml");
+    let (hostile, tool, mock) = (
+        seam_tests::guest("hostile_provider"),
+        seam_tests::guest("subagent_tool"),
+        seam_tests::guest("mock_provider"),
+    );
+    let call = |tool: &str| {
+        format!("{{ name = \"{tool}\", arguments = {{ description = \"d\", prompt = \"p\" }} }}")
+    };
+    std::fs::write(
+        &config,
+        format!(
+            "[agent]\nmodel = \"scripted:lead\"\n\n\
+             [models.scripts.lead]\nsteps = [ {{ text = \"asking\", tool_calls = [ {} ] }}, \
+             {{ text = \"asking again\", tool_calls = [ {} ] }}, {{ text = \"all done\" }} ]\n\n\
+             [[plugin]]\nid = \"flood\"\ncomponent = \"{}\"\n\
+             config = {{ name = \"flood\", mode = \"progress-flood\", count = 400000, bytes = 0 }}\n\
+             [plugin.limits]\nmax_output_bytes = 1073741824\n\n\
+             [[plugin]]\nid = \"good\"\ncomponent = \"{}\"\nconfig = {{ name = \"good\", reply = \"fine\" }}\n\n\
+             [[plugin]]\nid = \"ask\"\ncomponent = \"{}\"\nconfig = {{ provider = \"flood\", toolName = \"ask\" }}\n\n\
+             [[plugin]]\nid = \"ask-good\"\ncomponent = \"{}\"\nconfig = {{ provider = \"good\", toolName = \"ask_good\" }}\n",
+            call("ask"),
+            call("ask_good"),
+            hostile.display(),
+            mock.display(),
+            tool.display(),
+            tool.display(),
+        ),
+    )
+    .unwrap();
+    // Compiled beforehand, so that the compiler's memory is not in the figures.
+    let compiled = seam(&["compile", config.to_str().unwrap()]);
+    assert!(compiled.status.success(), "{}", text(&compiled.stderr));
+    let started = std::time::Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_seam"))
+        .args(["acp", config.to_str().unwrap()])
+        .env(
+            "SEAM_CACHE_DIR",
+            root().join("target").join("seam-test-cache"),
+        )
+        // The guests' stderr, where the flood says it is over.
+        .env("RUST_LOG", "warn,seam_host::guest=info")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let err = lines_of(child.stderr.take().unwrap());
+    let mut send = |line: &str| {
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#);
+    send(r#"{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}"#);
+    let session = loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "seam acp ended");
+        let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if message["id"] == 2 {
+            break message["result"]["sessionId"].as_str().unwrap().to_string();
+        }
+    };
+    // Loaded (components compiled): the peak from here on is the turn's, not the compiler's.
+    let loaded = rss_mib(pid, "VmRSS");
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").expect("reset VmHWM");
+    send(&format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{{"sessionId":"{session}","prompt":[{{"type":"text","text":"go"}}]}}}}"#
+    ));
+    // Nothing more is read until the flood is over; meanwhile Seam's queue fills.
+    let said = wait_line(&err, "flooded 400000", "the end of the flood");
+    let flooded_after = started.elapsed();
+    let full = said.iter().any(|l| l.contains("dropping progress"));
+    let out = lines_of(stdout);
+    let mut updates = 0u64;
+    let mut chunks = Vec::new();
+    let answer = loop {
+        let line = out
+            .recv_timeout(std::time::Duration::from_secs(300))
+            .expect("the prompt's answer");
+        let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if message["id"] == 3 {
+            break message;
+        }
+        let update = &message["params"]["update"];
+        updates += 1;
+        if update["sessionUpdate"] == "agent_message_chunk" {
+            chunks.push(update["content"]["text"].as_str().unwrap().to_string());
+        }
+    };
+    let answered_after = started.elapsed();
+    let peak = rss_mib(pid, "VmHWM");
+    eprintln!(
+        "progress flood: over after {flooded_after:.1?}, answered after {answered_after:.1?}; \
+         seam's RSS {loaded:.1} MiB once loaded, peak {peak:.1} MiB during the turn"
+    );
+    assert!(
+        full,
+        "no drop was warned about while the client did not read: {said:#?}"
+    );
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(
+        chunks.last().map(String::as_str),
+        Some("all done"),
+        "{chunks:?}"
+    );
+    // The burst's end is logged with how many updates it dropped.
+    let warned = line_with(&err, "updates while the reader was slow", "the drop count");
+    let dropped: u64 = warned
+        .split("dropped ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in: {warned}"));
+    drop(stdin);
+    let status = child.wait().unwrap();
+    eprintln!("progress flood: {updates} updates delivered, {dropped} dropped");
+    assert!(status.success(), "{status}");
+    assert!(dropped > 0 && updates > 0);
+    assert!(
+        updates + dropped <= 400_100,
+        "{updates} delivered + {dropped} dropped"
+    );
+    // The outbound queue holds at most 4 MiB of lines; the rest is the host's own.
+    assert!(
+        peak < 120.0 && peak - loaded < 32.0,
+        "seam's peak RSS was {peak:.1} MiB, {loaded:.1} MiB once loaded"
+    );
+}
+
+/// Hostile: with `RUST_BACKTRACE=1` in the host's environment, a guest whose stream read fails
+/// reads the host's error through `wasi:io/error`'s `to-debug-string`: the message, never the
+/// host's backtrace or its source paths.
+#[test]
+fn hostile_a_guest_never_reads_a_host_backtrace() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("probe.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[plugin]]\nid = \"probe\"\ncomponent = \"{}\"\n\
+             config = {{ name = \"probe\", mode = \"stream-error\", path = \"probe.txt\" }}\n\
+             [plugin.grants]\ndirs = [{{ host = \"{}\", guest = \"/d\", write = true }}]\n",
+            seam_tests::guest("hostile_provider").display(),
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_seam"))
+        .args([
+            "delegate",
+            config.to_str().unwrap(),
+            "--provider",
+            "probe",
+            "--prompt",
+            "x",
+        ])
+        .env("RUST_BACKTRACE", "1")
+        .env("RUST_LIB_BACKTRACE", "1")
+        .env(
+            "SEAM_CACHE_DIR",
+            root().join("target").join("seam-test-cache"),
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let answer = text(&out.stdout);
+    eprintln!("the guest read {} bytes: {}", answer.len(), answer.trim());
+    assert!(
+        answer.contains("error: ") && answer.contains("os error 9"),
+        "{answer}"
+    );
+    for leak in [
+        "backtrace",
+        ".rs:",
+        "/.cargo/",
+        "/rustc/",
+        "seam_host",
+        "wasmtime",
+    ] {
+        assert!(
+            !answer.contains(leak),
+            "`{leak}` reached the guest: {answer}"
+        );
+    }
+    assert!(answer.len() < 1200, "{} bytes", answer.len());
+}

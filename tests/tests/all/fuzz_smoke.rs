@@ -1,4 +1,5 @@
-//! The fuzz targets of `fuzz/` (config parsing, descriptor and request validation), run as a
+//! The fuzz targets of `fuzz/` (config parsing, descriptor and request validation, ACP framing
+//! in both directions, an ACP agent's file requests), run as a
 //! deterministic smoke test: their seeds, then thousands of mutations of them from a fixed seed.
 //! `cargo fuzz` explores far more (see docs/src/testing.md); this keeps the targets' invariants
 //! checked in every `cargo test`, where no fuzzer is installed.
@@ -110,6 +111,35 @@ fn request_validation_survives_mutated_requests() {
         targets::request_validation,
         0xC0FF_EE02,
     );
+}
+
+#[test]
+fn acp_agent_lines_survive_mutated_sessions() {
+    smoke("acp_agent_lines", targets::acp_agent_lines, 0xC0FF_EE05);
+}
+
+#[test]
+fn acp_client_lines_are_each_answered_once_in_order() {
+    smoke("acp_client_lines", targets::acp_client_lines, 0xC0FF_EE06);
+}
+
+#[test]
+fn acp_file_requests_never_reach_outside_their_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    let seeds = seeds("acp_file_requests");
+    for s in &seeds {
+        targets::acp_file_requests(dir.path(), s);
+    }
+    // Each input rebuilds the fixture: fewer mutations than the pure targets get.
+    let mut rng = Rng(0xC0FF_EE07);
+    let mut input = Vec::new();
+    for i in 0..2_000 {
+        if i % 8 == 0 {
+            input = seeds[rng.below(seeds.len())].clone();
+        }
+        mutate(&mut rng, &seeds, &mut input);
+        targets::acp_file_requests(dir.path(), &input);
+    }
 }
 
 #[test]

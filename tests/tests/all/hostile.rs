@@ -1088,3 +1088,135 @@ async fn an_acp_agent_flooding_output_is_stopped_at_the_output_limit() {
     );
     calm.dispose().await;
 }
+
+/// An ACP agent's file requests stay beneath their grant: writes and reads through dangling,
+/// relative, absolute and chained symbolic links, a link to a directory outside, `..`, and a
+/// link swapped between two requests are refused naming the grant, nothing outside is created
+/// or read, and a component provider keeps serving throughout.
+#[tokio::test]
+async fn an_acp_agents_file_requests_cannot_leave_their_grant() {
+    use super::acp::{acp_entry, assert_no_agent_left};
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let (open, outside) = (base.join("open"), base.join("outside"));
+    std::fs::create_dir(&open).unwrap();
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "top secret").unwrap();
+    std::fs::write(open.join("mine.txt"), "granted").unwrap();
+    let links: [(&str, std::path::PathBuf); 8] = [
+        ("dangling-abs", outside.join("PWNED")),
+        ("dangling-rel", "../outside/PWNED".into()),
+        ("abs", outside.join("secret.txt")),
+        ("rel", "../outside/secret.txt".into()),
+        ("chain", "chain-2".into()),
+        ("chain-2", "../outside/PWNED-chained".into()),
+        ("chain-read", "rel".into()),
+        ("dir", outside.clone()),
+    ];
+    for (name, target) in &links {
+        symlink(target, open.join(name)).unwrap();
+    }
+    symlink("mine.txt", open.join("swap")).unwrap();
+    let grants = format!(
+        "[plugin.grants]\ndirs = [{{ host = \"{}\", guest = \"/open\", write = true }}]",
+        open.display()
+    );
+    let tag = "acp-grant-escape";
+    let host = host_with(&(acp_entry("files", tag, "", &grants) + &good())).await;
+    let ask = |prompt: String| {
+        let host = host.clone();
+        async move {
+            let started = std::time::Instant::now();
+            let answer = run_once(&host, "files", request(&prompt))
+                .await
+                .answer_text();
+            (answer, started.elapsed())
+        }
+    };
+    let p = |name: &str| open.join(name).display().to_string();
+    let outside_now = || {
+        let mut names: Vec<String> = std::fs::read_dir(&outside)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let (_, served) = while_serving(&host, async {
+        let writes = [
+            p("dangling-abs"),
+            p("dangling-rel"),
+            p("chain"),
+            p("abs"),
+            p("dir/PWNED-through-dir"),
+            format!("{}/../outside/PWNED-dotdot", open.display()),
+        ];
+        for path in writes {
+            let (answer, took) = ask(format!("write {path} PWNED")).await;
+            eprintln!("write {path}: answered after {took:.1?}");
+            assert!(
+                answer.starts_with("error: ") && answer.contains("outside the directories granted"),
+                "write {path}: {answer}"
+            );
+        }
+        let reads = [
+            p("abs"),
+            p("rel"),
+            p("chain-read"),
+            p("dir/secret.txt"),
+            format!("{}/../outside/secret.txt", open.display()),
+        ];
+        for path in reads {
+            let (answer, took) = ask(format!("read {path}")).await;
+            eprintln!("read {path}: answered after {took:.1?}");
+            assert!(
+                answer.starts_with("error: ") && answer.contains("outside the directories granted"),
+                "read {path}: {answer}"
+            );
+            assert!(!answer.contains("top secret"), "{path}: {answer}");
+        }
+        // A link that leads inside is followed; swapped to lead outside between two requests,
+        // it is refused.
+        assert_eq!(
+            ask(format!("write {} inside", p("swap"))).await.0,
+            "written"
+        );
+        assert_eq!(
+            std::fs::read_to_string(open.join("mine.txt")).unwrap(),
+            "inside"
+        );
+        std::fs::remove_file(open.join("swap")).unwrap();
+        symlink(outside.join("PWNED-swapped"), open.join("swap")).unwrap();
+        let (answer, _) = ask(format!("write {} PWNED", p("swap"))).await;
+        assert!(
+            answer.contains("outside the directories granted"),
+            "{answer}"
+        );
+        std::fs::remove_file(open.join("swap")).unwrap();
+        symlink(outside.join("secret.txt"), open.join("swap")).unwrap();
+        let (answer, _) = ask(format!("read {}", p("swap"))).await;
+        assert!(
+            answer.contains("outside the directories granted"),
+            "{answer}"
+        );
+    })
+    .await;
+    eprintln!("served {served} good runs during the attacks");
+    assert_eq!(
+        outside_now(),
+        ["secret.txt"],
+        "a file was created outside the grant"
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.join("secret.txt")).unwrap(),
+        "top secret"
+    );
+    // A plain write and read inside still work: the refusals are the grant's doing.
+    assert_eq!(
+        ask(format!("write {} hello", p("new.txt"))).await.0,
+        "written"
+    );
+    assert_eq!(ask(format!("read {}", p("new.txt"))).await.0, "read: hello");
+    assert_no_agent_left(&host, tag).await;
+}

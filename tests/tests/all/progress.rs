@@ -54,11 +54,12 @@ async fn a_component_reports_progress_between_start_and_end_in_order() {
 
 #[tokio::test]
 async fn a_progress_flood_is_cut_at_the_output_cap() {
-    // 16 bytes of output allowed: the first two 8-byte updates fit, the rest are dropped.
+    // Each update counts its text and 64 bytes of overhead: 144 bytes of output allow the first
+    // two 8-byte updates, and the rest are dropped.
     let toml = mock(
         "flood",
         r#"progress = ["aaaaaaaa", "bbbbbbbb", "cccccccc", "dddddddd"], reply = "ok""#,
-    ) + "[plugin.limits]\nmax_output_bytes = 16\n";
+    ) + "[plugin.limits]\nmax_output_bytes = 144\n";
     let host = host_with(&toml).await;
     let seen = record(&host);
     let (log, _guard) = CapturedLog::start();

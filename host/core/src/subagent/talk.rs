@@ -21,8 +21,13 @@ pub const INBOX_MESSAGES: usize = 64;
 /// Most bytes of steering messages waiting in one run's inbox.
 pub const INBOX_BYTES: usize = 1 << 20;
 
+/// Bytes an update or message is charged beyond its text, per block (at least one): what it
+/// costs to keep, so that a flood of empty updates is bounded by the caps like any other.
+pub const UPDATE_OVERHEAD: usize = 64;
+
 fn size(blocks: &[ContentBlock]) -> usize {
-    blocks.iter().map(|b| b.as_text().len()).sum()
+    let text: usize = blocks.iter().map(|b| b.as_text().len()).sum();
+    text + UPDATE_OVERHEAD * blocks.len().max(1)
 }
 
 /// A run's progress: the sequence number of its updates, the updates reported before it was
@@ -151,6 +156,20 @@ mod tests {
         assert_eq!(p.record(&text(10)), 3);
         let kept: usize = p.so_far().iter().map(|b| b.as_text().len()).sum();
         assert_eq!(kept, PROGRESS_HISTORY_BYTES / 2 + 10);
+    }
+
+    #[test]
+    fn empty_updates_count_against_the_caps_too() {
+        let mut p = Progress::default();
+        for _ in 0..100_000 {
+            p.record(&[]);
+            p.hold(vec![ContentBlock::text("")]);
+        }
+        assert_eq!(p.history.len(), PROGRESS_HISTORY_BYTES / UPDATE_OVERHEAD);
+        assert_eq!(
+            p.take_pending().len(),
+            PROGRESS_PENDING_BYTES / UPDATE_OVERHEAD
+        );
     }
 
     #[test]

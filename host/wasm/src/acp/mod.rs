@@ -12,9 +12,10 @@
 //! Permission requests are answered by the entry's policy. The agent is offered the file system
 //! only inside the entry's `dirs` grants, and never a terminal; other requests are refused.
 
+pub mod files;
+pub mod outbox;
 pub mod rpc;
 
-mod files;
 mod process;
 
 use std::path::PathBuf;
@@ -38,6 +39,10 @@ use rpc::Incoming;
 
 /// The ACP protocol version Seam speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
+
+/// Bytes each progress update is charged beyond its text, as a component's are: a flood of
+/// tiny updates costs the host per update, not per byte.
+const UPDATE_OVERHEAD: usize = 64;
 
 /// How an entry answers the agent's permission requests (`config.permissions`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -263,7 +268,8 @@ struct Session<'a> {
     next_id: u64,
     /// The agent's message chunks so far.
     answer: String,
-    /// Bytes of progress reported (tool-call lines; the answer's own chunks count in `answer`).
+    /// Bytes of progress reported, overheads included (the answer's chunks also count in
+    /// `answer`).
     reported: usize,
     cancel_sent: bool,
     session_id: Option<String>,
@@ -436,45 +442,35 @@ impl Session<'_> {
     /// One `session/update`: message chunks make the answer and progress; tool calls are
     /// reported as progress.
     fn update(&mut self, params: &Value) -> Result<(), Stop> {
-        let Some(update) = params.get("update") else {
-            return Ok(());
-        };
         let limit = self.inner.max_output_bytes;
-        match update.get("sessionUpdate").and_then(Value::as_str) {
-            Some("agent_message_chunk") => {
-                let content = update.get("content");
-                let Some(text) = content
-                    .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
-                    .and_then(|c| c.get("text"))
-                    .and_then(Value::as_str)
-                else {
-                    return Ok(());
-                };
+        match agent_update(params) {
+            AgentUpdate::Chunk(text) => {
                 if self.answer.len() + text.len() > limit {
                     return Err(Stop::Failed(format!(
                         "its answer exceeds max_output_bytes ({limit} bytes); the process was stopped"
                     )));
                 }
                 self.answer.push_str(text);
+                // The answer keeps every chunk; progress keeps them while its budget lasts.
                 if !text.is_empty() {
-                    self.ctx.progress(vec![ContentBlock::text(text)]);
+                    self.report(text.to_string());
                 }
             }
-            Some("tool_call") => {
-                let title = update
-                    .get("title")
-                    .and_then(Value::as_str)
-                    .unwrap_or("(untitled)");
-                let line = format!("tool call: {title}");
-                // Progress past the limit is dropped, not kept: the answer is what matters.
-                if self.reported + line.len() <= limit {
-                    self.reported += line.len();
-                    self.ctx.progress(vec![ContentBlock::text(line)]);
-                }
-            }
-            _ => {}
+            AgentUpdate::ToolCall(title) => self.report(format!("tool call: {title}")),
+            AgentUpdate::Other => {}
         }
         Ok(())
+    }
+
+    /// Reports `text` as progress if it fits the run's progress budget (`max_output_bytes`,
+    /// each update charged [`UPDATE_OVERHEAD`] beyond its text); past it progress is dropped,
+    /// not kept: the answer is what matters.
+    fn report(&mut self, text: String) {
+        let cost = text.len().saturating_add(UPDATE_OVERHEAD);
+        if self.reported.saturating_add(cost) <= self.inner.max_output_bytes {
+            self.reported += cost;
+            self.ctx.progress(vec![ContentBlock::text(text)]);
+        }
     }
 
     /// The answer to a request from the agent.
@@ -490,7 +486,8 @@ impl Session<'_> {
                 let served =
                     tokio::task::spawn_blocking(move || files.serve(&method_owned, &params_owned))
                         .await
-                        .unwrap_or_else(|e| Err(format!("the file task failed: {e}")));
+                        .map_err(|e| format!("the file task failed: {e}"))
+                        .and_then(|served| served.map_err(|e| e.to_string()));
                 tracing::info!(plugin = %self.inner.plugin, method, ok = served.is_ok(), "served the agent's file request");
                 match served {
                     Ok(result) => rpc::response(id, result),
@@ -511,48 +508,88 @@ impl Session<'_> {
         }
     }
 
-    /// Picks an option by the entry's policy: an `allow_*` option when the policy allows the
-    /// tool call's kind, else a `reject_*` one; `cancelled` once the run is cancelled or when
-    /// no option fits.
+    /// Answers a permission request by the entry's policy ([`choose_permission`]); `cancelled`
+    /// once the run is cancelled.
     fn permission(&self, params: &Value) -> Value {
-        let cancelled = json!({"outcome": "cancelled"});
         if self.cancel_sent || self.ctx.is_cancelled() {
-            return cancelled;
+            return json!({"outcome": "cancelled"});
         }
-        let kind = params
-            .get("toolCall")
-            .and_then(|t| t.get("kind"))
-            .and_then(Value::as_str)
-            .unwrap_or("other");
-        let allow = match self.inner.permissions {
-            Permissions::Allow => true,
-            Permissions::AllowRead => matches!(kind, "read" | "search" | "think"),
-            Permissions::Reject => false,
-        };
-        let wanted: &[&str] = if allow {
-            &["allow_once", "allow_always"]
-        } else {
-            &["reject_once", "reject_always"]
-        };
-        let options = params.get("options").and_then(Value::as_array);
-        let chosen = wanted.iter().find_map(|want| {
-            options?.iter().find_map(|o| {
-                (o.get("kind").and_then(Value::as_str) == Some(want))
-                    .then(|| o.get("optionId").cloned())
-                    .flatten()
-            })
-        });
+        let (outcome, kind, allow) = choose_permission(self.inner.permissions, params);
         tracing::info!(
             plugin = %self.inner.plugin,
             kind,
             allowed = allow,
             "answered the agent's permission request"
         );
-        match chosen {
-            Some(option) => json!({"outcome": "selected", "optionId": option}),
-            None => cancelled,
-        }
+        outcome
     }
+}
+
+/// What one `session/update` from an agent is to Seam.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentUpdate<'a> {
+    /// A text chunk of the answer.
+    Chunk(&'a str),
+    /// A tool call began, with its title (`(untitled)` when it has none).
+    ToolCall(&'a str),
+    /// Anything else (plans, thoughts, non-text chunks): ignored.
+    Other,
+}
+
+/// Reads a `session/update`'s params.
+pub fn agent_update(params: &Value) -> AgentUpdate<'_> {
+    let Some(update) = params.get("update") else {
+        return AgentUpdate::Other;
+    };
+    match update.get("sessionUpdate").and_then(Value::as_str) {
+        Some("agent_message_chunk") => update
+            .get("content")
+            .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
+            .and_then(|c| c.get("text"))
+            .and_then(Value::as_str)
+            .map_or(AgentUpdate::Other, AgentUpdate::Chunk),
+        Some("tool_call") => AgentUpdate::ToolCall(
+            update
+                .get("title")
+                .and_then(Value::as_str)
+                .unwrap_or("(untitled)"),
+        ),
+        _ => AgentUpdate::Other,
+    }
+}
+
+/// Picks a permission request's option by `policy`: an `allow_*` option when the policy allows
+/// the tool call's kind, else a `reject_*` one; `cancelled` when no option fits. Returns the
+/// outcome to answer with, the tool call's kind and whether the policy allowed it.
+pub fn choose_permission(policy: Permissions, params: &Value) -> (Value, &str, bool) {
+    let kind = params
+        .get("toolCall")
+        .and_then(|t| t.get("kind"))
+        .and_then(Value::as_str)
+        .unwrap_or("other");
+    let allow = match policy {
+        Permissions::Allow => true,
+        Permissions::AllowRead => matches!(kind, "read" | "search" | "think"),
+        Permissions::Reject => false,
+    };
+    let wanted: &[&str] = if allow {
+        &["allow_once", "allow_always"]
+    } else {
+        &["reject_once", "reject_always"]
+    };
+    let options = params.get("options").and_then(Value::as_array);
+    let chosen = wanted.iter().find_map(|want| {
+        options?.iter().find_map(|o| {
+            (o.get("kind").and_then(Value::as_str) == Some(want))
+                .then(|| o.get("optionId").cloned())
+                .flatten()
+        })
+    });
+    let outcome = match chosen {
+        Some(option) => json!({"outcome": "selected", "optionId": option}),
+        None => json!({"outcome": "cancelled"}),
+    };
+    (outcome, kind, allow)
 }
 
 /// The request's prompt as ACP content blocks, the persona and system prompt first.

@@ -9,6 +9,7 @@ use wasmtime_wasi::p2::{subscribe, DynPollable, Pollable};
 
 use crate::sandbox::gate::blocks_size;
 use crate::sandbox::Limit;
+use crate::store::context::MESSAGE_OVERHEAD;
 use crate::store::StoreData;
 use crate::versions::latest::provider_world::seam::plugin::run_context as wit;
 use crate::versions::latest::provider_world::seam::plugin::types as wit_types;
@@ -89,8 +90,9 @@ impl wit::Host for StoreData {
         };
         let update: Vec<ContentBlock> = update.into_iter().map(Into::into).collect();
         // Progress crosses into the host and out to every listener: it counts against the
-        // run's output cap, and past it is dropped (logged once), not buffered.
-        let size = blocks_size(&update);
+        // run's output cap, and past it is dropped (logged once), not buffered. Each block
+        // counts its overhead too, so that a flood of empty updates is not free.
+        let size = blocks_size(&update) + MESSAGE_OVERHEAD * update.len().max(1);
         let max = env.max_output_bytes;
         if env.progress_bytes.saturating_add(size) > max {
             if !env.progress_cut {

@@ -1,10 +1,12 @@
 //! The host's shadows of wasmtime-wasi and wasmtime-wasi-http: functions re-linked over their
 //! own to count what a plugin keeps ([`filesystem`]: the disk quota; [`http`] and [`sockets`]:
-//! open connections) and to log what its grants refuse ([`sockets`]). Origins are gated by the
+//! open connections), to log what its grants refuse ([`sockets`]), and to keep host backtraces
+//! out of what a guest reads of a host error ([`io_error`]). Origins are gated by the
 //! hooks each store holds (`crate::store::http`), which wasmtime-wasi-http calls.
 
 pub(crate) mod filesystem;
 pub(crate) mod http;
+pub(crate) mod io_error;
 pub(crate) mod sockets;
 
 use wasmtime::component::Linker;
@@ -15,5 +17,6 @@ use crate::store::StoreData;
 pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     filesystem::add_to_linker(linker)?;
     http::add_to_linker(linker)?;
+    io_error::add_to_linker(linker)?;
     sockets::add_to_linker(linker)
 }
