@@ -242,6 +242,14 @@ async fn a_cancel_reaches_the_agent_as_session_cancel() {
     run.cancel(Some("enough".into()));
     let result = run.result().await.unwrap();
     assert_eq!(result.stop_reason, StopReason::Aborted, "{result:?}");
+    // Cooperative, not enforced: the agent saw session/cancel and answered `cancelled` itself
+    // (its own words are kept); an enforced cancel says so and keeps nothing of the agent's.
+    assert_eq!(result.output_text(), "waiting", "{result:?}");
+    assert_eq!(
+        result.diagnostic.as_deref(),
+        Some("cancelled: enough"),
+        "{result:?}"
+    );
     run.dispose().await;
     assert_no_agent_left(&host, tag).await;
 }
@@ -499,9 +507,14 @@ async fn an_agent_built_on_the_rust_crate_answers_streams_stops_and_cancels() {
     let waiting = host.subagents().start("rusty", request("wait")).unwrap();
     first_chunk(&mut events).await;
     waiting.cancel(None);
-    assert_eq!(
-        waiting.result().await.unwrap().stop_reason,
-        StopReason::Aborted
+    let result = waiting.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Aborted);
+    assert!(
+        !result
+            .diagnostic
+            .as_deref()
+            .is_some_and(|d| d.contains("enforced")),
+        "the agent stopped on session/cancel itself: {result:?}"
     );
     waiting.dispose().await;
     assert_eq!(host.live_processes(), 0);
@@ -535,4 +548,133 @@ async fn dispose_ends_what_the_agent_started_too() {
     assert_eq!(still_in_proc(&pids), Vec::<String>::new());
     assert_eq!(host.live_processes(), 0);
     eprintln!("dispose to the last reap: {took:?}");
+}
+
+/// An ACP entry running the fixture with extra `key=value` arguments (see the fixture's doc).
+fn acp_entry_with(id: &str, args: &[String]) -> String {
+    let mut argv = vec![
+        python().display().to_string(),
+        fixture().display().to_string(),
+    ];
+    argv.extend(args.iter().cloned());
+    let argv: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "[[plugin]]\nid = \"{id}\"\nkind = \"acp\"\ncommand = [{}]\n",
+        argv.join(", ")
+    )
+}
+
+/// A remote child exists once it has a session: `started` stays pending while the agent holds
+/// its `session/new` answer, and resolves once it has answered.
+#[tokio::test]
+async fn started_waits_for_the_session_to_exist() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("hold.sock");
+    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+    let host = host_with(&acp_entry_with(
+        "agent",
+        &[format!("hold-session={}", socket.display())],
+    ))
+    .await;
+    let events = watch_events(&host);
+    let run = host.subagents().start("agent", request("echo made")).unwrap();
+    // The barrier: the agent has been asked for a session and holds its answer.
+    let (stream, _) = tokio::time::timeout(BARRIER_TIMEOUT, listener.accept())
+        .await
+        .expect("the agent asks for its session")
+        .unwrap();
+    let (read, mut write) = stream.into_split();
+    let mut line = String::new();
+    BufReader::new(read).read_line(&mut line).await.unwrap();
+    assert_eq!(line, "session/new\n");
+    assert_eq!(host.live_processes(), 1, "the agent process runs");
+    let mut started = std::pin::pin!(run.started());
+    assert!(
+        futures::poll!(&mut started).is_pending(),
+        "`started` before the session exists"
+    );
+    tokio::task::yield_now().await;
+    assert!(futures::poll!(&mut started).is_pending());
+    assert!(
+        !events
+            .borrow()
+            .iter()
+            .any(|e| matches!(e, Event::SubagentStart { .. })),
+        "no subagent/start before the session exists"
+    );
+    write.write_all(b"go\n").await.unwrap();
+    tokio::time::timeout(BARRIER_TIMEOUT, started)
+        .await
+        .expect("`started` resolves once the session exists")
+        .unwrap();
+    let result = run.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");
+    assert_eq!(result.output_text(), "made");
+    run.dispose().await;
+    assert_eq!(host.live_processes(), 0);
+}
+
+/// An already-aborted signal starts no agent process, directly or through the subagent tool;
+/// the same entry with a live signal does start one (the marker shows it).
+#[tokio::test]
+async fn an_already_aborted_signal_starts_no_agent_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let host = host_with(
+        &(acp_entry_with("agent", &[format!("marker={}", marker.display())])
+            + &entry(
+                "ask",
+                "subagent_tool",
+                "provider = \"agent\", toolName = \"ask_agent\"",
+            )),
+    )
+    .await;
+    let seen = record(&host);
+    let aborted = CancellationToken::new();
+    aborted.cancel();
+
+    let mut r = request("echo never");
+    r.signal = Some(aborted.clone());
+    let run = host.subagents().start("agent", r).unwrap();
+    assert_eq!(host.live_processes(), 0, "no process was spawned");
+    assert_eq!(run.started().await.unwrap_err().code(), "ABORTED");
+    let result = run.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Aborted);
+    assert!(result.output.is_empty(), "{result:?}");
+    run.dispose().await;
+
+    let through_tool = host
+        .call_tool(
+            "ask_agent",
+            seam_host::ParentRef::top_level("p", "/w"),
+            &json!({"description": "d", "prompt": "echo never"}).to_string(),
+            aborted,
+        )
+        .await
+        .unwrap();
+    assert!(through_tool.is_error, "{through_tool:?}");
+    assert_eq!(host.live_processes(), 0);
+    assert_eq!(host.live_runs(), 0);
+    assert!(
+        !names(&seen).iter().any(|n| n.starts_with("subagent/")),
+        "no run started: {:?}",
+        names(&seen)
+    );
+    assert!(!marker.exists(), "the agent never started");
+
+    // The control: a live signal starts the agent, which writes its marker first.
+    let answered = run_answer(&host, "echo once").await;
+    assert_eq!(answered, "once");
+    let pid: u32 = std::fs::read_to_string(&marker)
+        .expect("a started agent writes its marker")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(pid > 0);
+    assert_eq!(host.live_processes(), 0);
+}
+
+async fn run_answer(host: &Host, prompt: &str) -> String {
+    run(host, "agent", prompt).await.output_text()
 }

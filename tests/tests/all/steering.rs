@@ -405,6 +405,23 @@ async fn an_agent_disposed_takes_its_background_runs_with_it() {
     )
     .await;
     assert!(!stopped.is_error, "{}", stopped.text());
+    assert_eq!(stopped.text(), format!("run `{}` stopped", ids[0]));
+    // The stop reached the run, with its reason: it ended `aborted`, cooperatively.
+    let read = call(
+        &host,
+        "subagent_output",
+        &me,
+        &format!(r#"{{"id": "{}", "timeout_ms": 60000}}"#, ids[0]),
+    )
+    .await;
+    assert!(!read.is_error, "{}", read.text());
+    assert_eq!(
+        read.text(),
+        format!(
+            "run `{}` finished: aborted\ncause: cancelled: enough; the provider said: cancelled",
+            ids[0]
+        )
+    );
     // The rest go with their owner.
     host.agents().dispose(owner.id()).await;
     assert_eq!(host.live_runs(), 0);
