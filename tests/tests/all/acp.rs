@@ -678,3 +678,27 @@ async fn an_already_aborted_signal_starts_no_agent_process() {
 async fn run_answer(host: &Host, prompt: &str) -> String {
     run(host, "agent", prompt).await.output_text()
 }
+
+// Dropping a live run's agent process hands its tree to a task; a runtime shutting down drops
+// that task unpolled, and the drop used to hand the tree to a new task, again and again, until
+// the stack overflowed (the whole test binary aborted). Now the tree is ended at once.
+#[test]
+fn a_live_agent_left_to_a_runtime_shutting_down_is_ended() {
+    let tag = "acp-runtime-shutdown";
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let host = host_with(&acp_entry("agent", tag, "", "")).await;
+        let mut events = watch_events(&host);
+        let run = host.subagents().start("agent", request("wait")).unwrap();
+        first_chunk(&mut events).await;
+        assert_eq!(processes_tagged(tag).len(), 1, "the agent runs");
+        // Neither disposed nor unloaded: the run's task still holds the process.
+        drop(run);
+        drop(host);
+    });
+    drop(rt);
+    assert_eq!(processes_tagged(tag), Vec::<u32>::new(), "the agent was ended");
+}
