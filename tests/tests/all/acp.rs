@@ -56,17 +56,20 @@ pub fn processes_tagged(tag: &str) -> Vec<u32> {
         .collect()
 }
 
-/// No process of `tag` is left and the host counts none.
+/// No process of `tag` is left and the host counts none. Unloads the host: `unload_all`
+/// returns once every process its providers started has been reaped, so /proc shows none of
+/// them at once (no polling).
 pub async fn assert_no_agent_left(host: &Host, tag: &str) {
     assert_eq!(
         host.live_processes(),
         0,
         "the host still counts agent processes"
     );
-    assert!(
-        eventually(|| processes_tagged(tag).is_empty()).await,
-        "agent processes left: {:?}",
-        processes_tagged(tag)
+    host.unload_all().await;
+    assert_eq!(
+        processes_tagged(tag),
+        Vec::<u32>::new(),
+        "agent processes left"
     );
 }
 
@@ -235,7 +238,7 @@ async fn the_agent_sees_only_granted_variables_and_the_parents_directory() {
 #[tokio::test]
 async fn a_cancel_reaches_the_agent_as_session_cancel() {
     let tag = "acp-cancel";
-    let host = host_with(&acp_entry("agent", tag, "", "")).await;
+    let host = patient_host_with(&acp_entry("agent", tag, "", "")).await;
     let mut events = watch_events(&host);
     let run = host.subagents().start("agent", request("wait")).unwrap();
     first_chunk(&mut events).await;
@@ -270,11 +273,9 @@ async fn an_agent_that_ignores_cancel_and_sigterm_is_killed_and_reaped() {
     let result = run.result().await.unwrap();
     assert_eq!(result.stop_reason, StopReason::Aborted, "{result:?}");
     run.dispose().await;
-    // Closing stdin and SIGTERM are ignored; SIGKILL is not.
-    assert!(
-        eventually(|| host.live_processes() == 0).await,
-        "the process was never reaped"
-    );
+    // Closing stdin and SIGTERM are ignored; SIGKILL is not. `unload_all` is the barrier: it
+    // returns once every process of the host's providers has been reaped.
+    host.unload_all().await;
     assert_no_agent_left(&host, tag).await;
 }
 
@@ -480,7 +481,7 @@ fn rust_agent() -> PathBuf {
 
 #[tokio::test]
 async fn an_agent_built_on_the_rust_crate_answers_streams_stops_and_cancels() {
-    let host = host_with(&format!(
+    let host = patient_host_with(&format!(
         "[[plugin]]\nid = \"rusty\"\nkind = \"acp\"\ncommand = [\"{}\"]\n",
         rust_agent().display()
     ))

@@ -110,6 +110,8 @@ async fn cancel_before_readiness_leaves_nothing() {
     let host = host_with(&mock("m", "readyDelayMs = 10000")).await;
     let seen = record(&host);
     let run = host.subagents().start("m", request("x")).unwrap();
+    // No event announces an instance (readiness is what this test keeps from happening), so
+    // this one waits by polling the count.
     assert!(eventually(|| host.live_instances() == 1).await);
     run.cancel(Some("changed my mind".into()));
     let err = run.started().await.unwrap_err();
@@ -123,7 +125,7 @@ async fn cancel_before_readiness_leaves_nothing() {
 
 #[tokio::test]
 async fn cancel_after_readiness_reaches_the_run_at_once() {
-    let host = host_with(&mock("m", "delayMs = 10000")).await;
+    let host = patient_host_with(&mock("m", "delayMs = 10000")).await;
     let seen = record(&host);
     let run = host.subagents().start("m", request("x")).unwrap();
     run.started().await.unwrap();
