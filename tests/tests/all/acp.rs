@@ -579,7 +579,10 @@ async fn started_waits_for_the_session_to_exist() {
     ))
     .await;
     let events = watch_events(&host);
-    let run = host.subagents().start("agent", request("echo made")).unwrap();
+    let run = host
+        .subagents()
+        .start("agent", request("echo made"))
+        .unwrap();
     // The barrier: the agent has been asked for a session and holds its answer.
     let (stream, _) = tokio::time::timeout(BARRIER_TIMEOUT, listener.accept())
         .await
@@ -701,5 +704,9 @@ fn a_live_agent_left_to_a_runtime_shutting_down_is_ended() {
         drop(host);
     });
     drop(rt);
-    assert_eq!(processes_tagged(tag), Vec::<u32>::new(), "the agent was ended");
+    assert_eq!(
+        processes_tagged(tag),
+        Vec::<u32>::new(),
+        "the agent was ended"
+    );
 }

@@ -155,7 +155,9 @@ async fn each_listener_gets_its_own_copy() {
         } = &mut e
         {
             *stop_reason = StopReason::Error;
-            let blocks = last_assistant_message.as_mut().ok_or("no message to vandalise")?;
+            let blocks = last_assistant_message
+                .as_mut()
+                .ok_or("no message to vandalise")?;
             blocks[0] = seam_host::ContentBlock::text("lies");
             blocks.push(seam_host::ContentBlock::text("more lies"));
             *diagnostic = Some("vandalised".into());
@@ -166,7 +168,11 @@ async fn each_listener_gets_its_own_copy() {
     let after = record(&host);
     let run = host.subagents().start("m", request("x")).unwrap();
     let result = run.result().await.unwrap();
-    assert_eq!(vandalised.load(Ordering::SeqCst), 1, "the vandal saw the end");
+    assert_eq!(
+        vandalised.load(Ordering::SeqCst),
+        1,
+        "the vandal saw the end"
+    );
     let original = Event::SubagentEnd {
         provider: "m".into(),
         id: run.id().into(),

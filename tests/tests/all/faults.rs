@@ -217,10 +217,7 @@ async fn a_multibyte_stderr_tail_is_cut_on_a_character_boundary_and_marked() {
         .unwrap_or_else(|| panic!("the cut is marked: {tail}"));
     // What is kept is whole pieces of the text, but perhaps the first.
     let whole = kept.trim_start_matches(|c| c != 'é');
-    assert!(
-        piece.ends_with(&kept[..kept.len() - whole.len()]),
-        "{kept}"
-    );
+    assert!(piece.ends_with(&kept[..kept.len() - whole.len()]), "{kept}");
     assert!(
         whole.len() > 900 && whole.len() % piece.len() == 0,
         "{}",

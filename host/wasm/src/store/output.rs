@@ -166,7 +166,13 @@ fn render_tail(bytes: &[u8], cut: bool) -> Option<String> {
     for back in 1..=len.min(3) {
         let b = bytes[len - back];
         if b & 0xC0 == 0xC0 {
-            let needs = if b >= 0xF0 { 4 } else if b >= 0xE0 { 3 } else { 2 };
+            let needs = if b >= 0xF0 {
+                4
+            } else if b >= 0xE0 {
+                3
+            } else {
+                2
+            };
             if needs > back {
                 bytes = &bytes[..len - back];
             }
