@@ -105,6 +105,17 @@ pub async fn host_with(toml: &str) -> Host {
     host
 }
 
+/// A host with `toml` loaded whose cancel grace is [`BARRIER_TIMEOUT`]: a test that tells a
+/// cooperative cancel from an enforced one uses it, so that a slow machine cannot turn the
+/// child's own answer into an enforced cancel.
+pub async fn patient_host_with(toml: &str) -> Host {
+    let mut options = test_options();
+    options.cancel_grace = BARRIER_TIMEOUT;
+    let host = Host::new(options).expect("the test host starts");
+    loaded(host.load(&config(toml)).await);
+    host
+}
+
 /// A top-level request with a text prompt.
 pub fn request(prompt: &str) -> seam_host::StartRequest {
     seam_host::StartRequest::new(prompt, seam_host::ParentRef::top_level("parent", "/work"))
@@ -136,7 +147,10 @@ pub async fn wait_for<T>(rx: &mut watch::Receiver<T>, what: &str, cond: impl FnM
 }
 
 /// Waits until `cond` holds, polling, for at most five seconds. Only for conditions no event
-/// announces (a count of live instances); prefer [`wait_for`].
+/// announces (a count of live instances or runs going down after the thing that held them
+/// settled, the process's memory mappings), each use saying why; prefer [`wait_for`] on
+/// [`watch_events`], and for agent processes `Host::unload_all`, which returns once every one
+/// has been reaped.
 pub async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
     for _ in 0..500 {
         if cond() {

@@ -23,7 +23,8 @@ async fn a_dropped_host_releases_its_memory_pool() {
     assert!(mappings() > before + 1000, "the pools are mapped");
     drop(idle);
     drop(loaded);
-    // The epoch ticker notices within one tick.
+    // The epoch ticker notices within one tick. The mappings are the kernel's: no event says
+    // they went, so this polls them.
     assert!(
         seam_tests::eventually(|| mappings() < before + 100).await,
         "{} mappings left of {before}",

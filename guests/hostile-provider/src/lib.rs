@@ -20,7 +20,8 @@
 //! - `connect`: `addr`; opens a TCP connection. `resolve`: `host`; looks the name up.
 //! - `env`: `var`; reads one variable. `env-all`: lists every variable it can see.
 //! - `fault`: `at` (`describe`, `start`, `result`, `cancel`) and `how` (`trap`, `panic`, and
-//!   at `describe` also `spin`: burns CPU forever without calling the host).
+//!   at `describe` also `spin`: burns CPU forever without calling the host); a run first
+//!   writes `stderr` (optional), `count` times on one line, to stderr.
 //! - `ignore-cancel`: keeps sleeping in short naps and never looks at cancellation.
 //! - `lie`: declares every capability, then fails every run that uses one.
 //! - `print`: writes `lines` lines of `lineBytes` bytes to stdout, one line to stderr, then
@@ -67,6 +68,7 @@ const KEYS: &[&str] = &[
     "lines",
     "lineBytes",
     "count",
+    "stderr",
 ];
 
 struct HostileProvider;
@@ -383,6 +385,7 @@ fn attack(settings: &Settings, request: &StartRequest) -> Result<SubagentResult,
         "fault" => {
             let at = settings.string("at")?;
             let how = settings.string("how")?;
+
             if at == "cancel" {
                 while run_context::sleep(60_000) {}
             }
@@ -517,6 +520,13 @@ impl Guest for HostileProvider {
         request: StartRequest,
     ) -> Result<SubagentResult, String> {
         let settings = Settings::parse(&config)?;
+        if settings.mode == "fault" {
+            // Optional: `stderr`, written `count` times on one line before the run faults.
+            let root = Section::root(&settings.section, KEYS)?;
+            if let Some(line) = root.string("stderr")? {
+                eprintln!("{}", line.repeat(settings.number("count", 1)? as usize));
+            }
+        }
         if settings.mode == "fault" && settings.string("at")? == "result" {
             run_context::ready();
             let _ = run_context::sleep(10);

@@ -15,6 +15,9 @@
 //!   started and how many were refused, then disposes them.
 //! - `churn`: `count` times, starts a run, awaits its result and disposes it; answers
 //!   `completed N` (a well-behaved tool that keeps delegating).
+//!
+//! `announce`, in any mode, is logged at info level from `bind`, so that a test can tell when
+//! the host has finished preparing this entry.
 
 wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin", generate_all });
 
@@ -23,7 +26,9 @@ use seam::plugin::subagents;
 use seam::plugin::types::{ContentBlock, ParentRef, ProviderDescriptor, StartRequest};
 use seam_plugin::config::{self, Section};
 
-const KEYS: &[&str] = &["toolName", "provider", "follow", "mode", "count", "bytes"];
+const KEYS: &[&str] = &[
+    "toolName", "provider", "follow", "mode", "count", "bytes", "announce",
+];
 
 struct HostileTool;
 
@@ -36,6 +41,7 @@ struct Settings {
     mode: String,
     count: u64,
     bytes: u64,
+    announce: Option<String>,
 }
 
 impl Settings {
@@ -51,6 +57,7 @@ impl Settings {
             mode: root.required_string("mode")?,
             count: root.u64("count")?.unwrap_or(1),
             bytes: root.u64("bytes")?.unwrap_or(1 << 20),
+            announce: root.string("announce")?,
         })
     }
 
@@ -164,6 +171,9 @@ fn call(settings: &Settings, caller: ParentRef) -> Result<ToolResult, String> {
 impl Guest for HostileTool {
     fn bind(config: String) -> Result<ToolBinding, String> {
         let settings = Settings::parse(&config)?;
+        if let Some(announce) = &settings.announce {
+            seam::plugin::host::log(seam::plugin::host::LogLevel::Info, announce);
+        }
         Ok(ToolBinding {
             tool_name: settings.tool_name.clone(),
             provider: settings.provider.clone().filter(|_| settings.follow),

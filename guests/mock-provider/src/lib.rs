@@ -9,6 +9,8 @@
 //! after readiness), `awaitMessages` (how many steering messages to wait for, on the
 //! `message-waiting` and `cancelled` pollables together; the reply is then `{messages}`), and
 //! `delegateTo` (a provider this run starts a run on; `{delegated}` is that run's output).
+//! `announce` is logged at info level from `describe`, so that a test can tell when the
+//! host has finished preparing this entry.
 
 use seam_plugin::config::{self, Section};
 use seam_plugin::host::log;
@@ -35,6 +37,7 @@ const KEYS: &[&str] = &[
     "progress",
     "awaitMessages",
     "delegateTo",
+    "announce",
 ];
 
 struct MockProvider;
@@ -226,6 +229,9 @@ impl Provider for MockProvider {
 
     fn describe(config: &Map<String, Value>) -> Result<ProviderDescriptor, String> {
         let settings = Settings::parse(config)?;
+        if let Some(Value::String(announce)) = config.get("announce") {
+            log(LogLevel::Info, announce);
+        }
         Ok(ProviderDescriptor {
             name: settings.name,
             capabilities: settings.capabilities,

@@ -32,13 +32,30 @@ fn check_reports_every_plugin_of_the_examples() {
         "examples/demo.toml",
         "examples/remote.toml",
     ] {
-        let out = seam(&["check", config]);
+        // The entries the file lists, read from the file itself, so that one the report
+        // leaves out or one in another state is caught, whatever the others do.
+        let listed: toml::Value =
+            toml::from_str(&std::fs::read_to_string(root().join(config)).unwrap()).unwrap();
+        let ids: Vec<&str> = listed["plugin"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["id"].as_str().unwrap())
+            .collect();
+        assert!(!ids.is_empty(), "{config} lists plugins");
+        let out = seam(&["check", config, "--json"]);
         assert!(out.status.success(), "{config}: {}", text(&out.stderr));
-        assert!(
-            text(&out.stdout).contains("active"),
-            "{}",
-            text(&out.stdout)
-        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{config}: {e}: {}", text(&out.stdout)));
+        let states: Vec<(&str, &str)> = report["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["id"].as_str().unwrap(), p["state"].as_str().unwrap()))
+            .collect();
+        let expected: Vec<(&str, &str)> = ids.iter().map(|id| (*id, "active")).collect();
+        assert_eq!(states, expected, "{config}: {}", text(&out.stdout));
+        assert_eq!(report["errors"], serde_json::json!([]), "{config}");
     }
 }
 

@@ -39,17 +39,20 @@ pub fn processes_tagged(tag: &str) -> Vec<u32> {
         .collect()
 }
 
-/// No process of `tag` is left and the host counts none.
+/// No process of `tag` is left and the host counts none. Unloads the host: `unload_all`
+/// returns once every process its providers started has been reaped, so /proc shows none of
+/// them at once (no polling).
 pub async fn assert_no_agent_left(host: &Host, tag: &str) {
     assert_eq!(
         host.live_processes(),
         0,
         "the host still counts agent processes"
     );
-    assert!(
-        eventually(|| processes_tagged(tag).is_empty()).await,
-        "agent processes left: {:?}",
-        processes_tagged(tag)
+    host.unload_all().await;
+    assert_eq!(
+        processes_tagged(tag),
+        Vec::<u32>::new(),
+        "agent processes left"
     );
 }
 
@@ -218,13 +221,21 @@ async fn the_agent_sees_only_granted_variables_and_the_parents_directory() {
 #[tokio::test]
 async fn a_cancel_reaches_the_agent_as_session_cancel() {
     let tag = "acp-cancel";
-    let host = host_with(&acp_entry("agent", tag, "", "")).await;
+    let host = patient_host_with(&acp_entry("agent", tag, "", "")).await;
     let mut events = watch_events(&host);
     let run = host.subagents().start("agent", request("wait")).unwrap();
     first_chunk(&mut events).await;
     run.cancel(Some("enough".into()));
     let result = run.result().await.unwrap();
     assert_eq!(result.stop_reason, StopReason::Aborted, "{result:?}");
+    // Cooperative, not enforced: the agent saw session/cancel and answered `cancelled` itself
+    // (its own words are kept); an enforced cancel says so and keeps nothing of the agent's.
+    assert_eq!(result.output_text(), "waiting", "{result:?}");
+    assert_eq!(
+        result.diagnostic.as_deref(),
+        Some("cancelled: enough"),
+        "{result:?}"
+    );
     run.dispose().await;
     assert_no_agent_left(&host, tag).await;
 }
@@ -245,11 +256,9 @@ async fn an_agent_that_ignores_cancel_and_sigterm_is_killed_and_reaped() {
     let result = run.result().await.unwrap();
     assert_eq!(result.stop_reason, StopReason::Aborted, "{result:?}");
     run.dispose().await;
-    // Closing stdin and SIGTERM are ignored; SIGKILL is not.
-    assert!(
-        eventually(|| host.live_processes() == 0).await,
-        "the process was never reaped"
-    );
+    // Closing stdin and SIGTERM are ignored; SIGKILL is not. `unload_all` is the barrier: it
+    // returns once every process of the host's providers has been reaped.
+    host.unload_all().await;
     assert_no_agent_left(&host, tag).await;
 }
 
@@ -455,7 +464,7 @@ fn rust_agent() -> PathBuf {
 
 #[tokio::test]
 async fn an_agent_built_on_the_rust_crate_answers_streams_stops_and_cancels() {
-    let host = host_with(&format!(
+    let host = patient_host_with(&format!(
         "[[plugin]]\nid = \"rusty\"\nkind = \"acp\"\ncommand = [\"{}\"]\n",
         rust_agent().display()
     ))
@@ -482,9 +491,14 @@ async fn an_agent_built_on_the_rust_crate_answers_streams_stops_and_cancels() {
     let waiting = host.subagents().start("rusty", request("wait")).unwrap();
     first_chunk(&mut events).await;
     waiting.cancel(None);
-    assert_eq!(
-        waiting.result().await.unwrap().stop_reason,
-        StopReason::Aborted
+    let result = waiting.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Aborted);
+    assert!(
+        !result
+            .diagnostic
+            .as_deref()
+            .is_some_and(|d| d.contains("enforced")),
+        "the agent stopped on session/cancel itself: {result:?}"
     );
     waiting.dispose().await;
     assert_eq!(host.live_processes(), 0);
@@ -518,4 +532,164 @@ async fn dispose_ends_what_the_agent_started_too() {
     assert_eq!(still_in_proc(&pids), Vec::<String>::new());
     assert_eq!(host.live_processes(), 0);
     eprintln!("dispose to the last reap: {took:?}");
+}
+
+/// An ACP entry running the fixture with extra `key=value` arguments (see the fixture's doc).
+fn acp_entry_with(id: &str, args: &[String]) -> String {
+    let mut argv = vec![
+        python().display().to_string(),
+        fixture().display().to_string(),
+    ];
+    argv.extend(args.iter().cloned());
+    let argv: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "[[plugin]]\nid = \"{id}\"\nkind = \"acp\"\ncommand = [{}]\n",
+        argv.join(", ")
+    )
+}
+
+/// A remote child exists once it has a session: `started` stays pending while the agent holds
+/// its `session/new` answer, and resolves once it has answered.
+#[tokio::test]
+async fn started_waits_for_the_session_to_exist() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("hold.sock");
+    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+    let host = host_with(&acp_entry_with(
+        "agent",
+        &[format!("hold-session={}", socket.display())],
+    ))
+    .await;
+    let events = watch_events(&host);
+    let run = host
+        .subagents()
+        .start("agent", request("echo made"))
+        .unwrap();
+    // The barrier: the agent has been asked for a session and holds its answer.
+    let (stream, _) = tokio::time::timeout(BARRIER_TIMEOUT, listener.accept())
+        .await
+        .expect("the agent asks for its session")
+        .unwrap();
+    let (read, mut write) = stream.into_split();
+    let mut line = String::new();
+    BufReader::new(read).read_line(&mut line).await.unwrap();
+    assert_eq!(line, "session/new\n");
+    assert_eq!(host.live_processes(), 1, "the agent process runs");
+    let mut started = std::pin::pin!(run.started());
+    assert!(
+        futures::poll!(&mut started).is_pending(),
+        "`started` before the session exists"
+    );
+    tokio::task::yield_now().await;
+    assert!(futures::poll!(&mut started).is_pending());
+    assert!(
+        !events
+            .borrow()
+            .iter()
+            .any(|e| matches!(e, Event::SubagentStart { .. })),
+        "no subagent/start before the session exists"
+    );
+    write.write_all(b"go\n").await.unwrap();
+    tokio::time::timeout(BARRIER_TIMEOUT, started)
+        .await
+        .expect("`started` resolves once the session exists")
+        .unwrap();
+    let result = run.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");
+    assert_eq!(result.output_text(), "made");
+    run.dispose().await;
+    assert_eq!(host.live_processes(), 0);
+}
+
+/// An already-aborted signal starts no agent process, directly or through the subagent tool;
+/// the same entry with a live signal does start one (the marker shows it).
+#[tokio::test]
+async fn an_already_aborted_signal_starts_no_agent_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let host = host_with(
+        &(acp_entry_with("agent", &[format!("marker={}", marker.display())])
+            + &entry(
+                "ask",
+                "subagent_tool",
+                "provider = \"agent\", toolName = \"ask_agent\"",
+            )),
+    )
+    .await;
+    let seen = record(&host);
+    let aborted = CancellationToken::new();
+    aborted.cancel();
+
+    let mut r = request("echo never");
+    r.signal = Some(aborted.clone());
+    let run = host.subagents().start("agent", r).unwrap();
+    assert_eq!(host.live_processes(), 0, "no process was spawned");
+    assert_eq!(run.started().await.unwrap_err().code(), "ABORTED");
+    let result = run.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Aborted);
+    assert!(result.output.is_empty(), "{result:?}");
+    run.dispose().await;
+
+    let through_tool = host
+        .call_tool(
+            "ask_agent",
+            seam_host::ParentRef::top_level("p", "/w"),
+            &json!({"description": "d", "prompt": "echo never"}).to_string(),
+            aborted,
+        )
+        .await
+        .unwrap();
+    assert!(through_tool.is_error, "{through_tool:?}");
+    assert_eq!(host.live_processes(), 0);
+    assert_eq!(host.live_runs(), 0);
+    assert!(
+        !names(&seen).iter().any(|n| n.starts_with("subagent/")),
+        "no run started: {:?}",
+        names(&seen)
+    );
+    assert!(!marker.exists(), "the agent never started");
+
+    // The control: a live signal starts the agent, which writes its marker first.
+    let answered = run_answer(&host, "echo once").await;
+    assert_eq!(answered, "once");
+    let pid: u32 = std::fs::read_to_string(&marker)
+        .expect("a started agent writes its marker")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(pid > 0);
+    assert_eq!(host.live_processes(), 0);
+}
+
+async fn run_answer(host: &Host, prompt: &str) -> String {
+    run(host, "agent", prompt).await.output_text()
+}
+
+// Dropping a live run's agent process hands its tree to a task; a runtime shutting down drops
+// that task unpolled, and the drop used to hand the tree to a new task, again and again, until
+// the stack overflowed (the whole test binary aborted). Now the tree is ended at once.
+#[test]
+fn a_live_agent_left_to_a_runtime_shutting_down_is_ended() {
+    let tag = "acp-runtime-shutdown";
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let host = host_with(&acp_entry("agent", tag, "", "")).await;
+        let mut events = watch_events(&host);
+        let run = host.subagents().start("agent", request("wait")).unwrap();
+        first_chunk(&mut events).await;
+        assert_eq!(processes_tagged(tag).len(), 1, "the agent runs");
+        // Neither disposed nor unloaded: the run's task still holds the process.
+        drop(run);
+        drop(host);
+    });
+    drop(rt);
+    assert_eq!(
+        processes_tagged(tag),
+        Vec::<u32>::new(),
+        "the agent was ended"
+    );
 }

@@ -141,37 +141,57 @@ async fn a_failing_or_panicking_listener_is_contained() {
 #[tokio::test]
 async fn each_listener_gets_its_own_copy() {
     let host = host_with(&mock("m", "reply = \"truth\"")).await;
-    // The first listener vandalises its copy; nobody else may notice.
-    host.events().subscribe(|mut e| {
+    // Listeners before and after the vandal, which rewrites its copy of the end in place (the
+    // answer's blocks, the reason, the diagnostic): nobody else may notice.
+    let before = record(&host);
+    let vandalised = Arc::new(AtomicUsize::new(0));
+    let v = vandalised.clone();
+    host.events().subscribe(move |mut e| {
         if let Event::SubagentEnd {
             stop_reason,
             last_assistant_message,
+            diagnostic,
             ..
         } = &mut e
         {
             *stop_reason = StopReason::Error;
-            *last_assistant_message = None;
+            let blocks = last_assistant_message
+                .as_mut()
+                .ok_or("no message to vandalise")?;
+            blocks[0] = seam_host::ContentBlock::text("lies");
+            blocks.push(seam_host::ContentBlock::text("more lies"));
+            *diagnostic = Some("vandalised".into());
+            v.fetch_add(1, Ordering::SeqCst);
         }
         Ok(())
     });
-    let seen = record(&host);
+    let after = record(&host);
     let run = host.subagents().start("m", request("x")).unwrap();
     let result = run.result().await.unwrap();
-    run.dispose().await;
-    assert_eq!(result.answer_text(), "truth");
-    assert!(result.stop_reason.is_success());
-    let events = seen.lock().unwrap();
-    match &events[1] {
-        Event::SubagentEnd {
-            stop_reason,
-            last_assistant_message,
-            ..
-        } => {
-            assert_eq!(*stop_reason, StopReason::Completed);
-            assert!(last_assistant_message.is_some());
-        }
-        e => panic!("{e:?}"),
+    assert_eq!(
+        vandalised.load(Ordering::SeqCst),
+        1,
+        "the vandal saw the end"
+    );
+    let original = Event::SubagentEnd {
+        provider: "m".into(),
+        id: run.id().into(),
+        parent: request("x").parent,
+        stop_reason: StopReason::Completed,
+        last_assistant_message: Some(vec![seam_host::ContentBlock::text("truth")]),
+        diagnostic: None,
+    };
+    for (who, seen) in [("before", &before), ("after", &after)] {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 2, "{who}: {seen:?}");
+        assert_eq!(seen[1], original, "the listener {who} the vandal");
     }
+    // The caller's result, read twice, is the child's.
+    assert_eq!(result.stop_reason, StopReason::Completed);
+    assert_eq!(result.output, [seam_host::ContentBlock::text("truth")]);
+    assert_eq!(result.diagnostic, None);
+    assert_eq!(run.try_result().unwrap().unwrap(), result);
+    run.dispose().await;
 }
 
 #[tokio::test]
@@ -303,5 +323,105 @@ async fn observer_components_see_every_event_in_order_and_faulty_ones_are_contai
         "an unloaded observer's listener is gone, not just its task"
     );
     host.unload_all().await;
+    assert_eq!(host.live_instances(), 0);
+}
+
+/// A native provider whose future panics once its child exists: a bug on the host's side, the
+/// one infrastructure fault a run can meet (no guest can cause it: a guest's trap or panic is
+/// `stop-reason: error`).
+struct PanicsAfterReady;
+
+impl Provider for PanicsAfterReady {
+    fn run(
+        &self,
+        ctx: RunContext,
+        _request: StartRequest,
+    ) -> BoxFuture<'static, Result<SubagentResult, RunFailure>> {
+        Box::pin(async move {
+            ctx.ready();
+            panic!("a bug in a host-side provider");
+        })
+    }
+}
+
+// seam-core's tests cover this with a fake; here it goes through the host, and through the
+// subagent tool component, which sees `result` fail over the WIT interface.
+#[tokio::test]
+async fn an_infrastructure_fault_fails_result_and_ends_without_a_last_message() {
+    let host = host_with(&entry(
+        "ask",
+        "subagent_tool",
+        "provider = \"buggy\", toolName = \"ask\"",
+    ))
+    .await;
+    host.register_provider(
+        ProviderDescriptor {
+            name: "buggy".into(),
+            capabilities: Capabilities::default(),
+            features: RuntimeFeatures::default(),
+            inherits_parent_context: false,
+        },
+        Arc::new(PanicsAfterReady),
+    )
+    .await
+    .unwrap();
+    let seen = record(&host);
+    let run = host.subagents().start("buggy", request("x")).unwrap();
+    run.started().await.unwrap();
+    let fault = run.result().await.unwrap_err();
+    assert_eq!(fault.code(), "INTERNAL", "{fault}");
+    assert!(
+        fault.to_string().contains("a bug in a host-side provider"),
+        "{fault}"
+    );
+    run.dispose().await;
+    let events = seen.lock().unwrap().clone();
+    match &events[..] {
+        [Event::SubagentStart { id: a, .. }, Event::SubagentEnd {
+            id: b,
+            stop_reason,
+            last_assistant_message,
+            diagnostic,
+            ..
+        }] => {
+            assert_eq!((a.as_str(), b.as_str()), (run.id(), run.id()));
+            assert_eq!(*stop_reason, StopReason::Error);
+            assert_eq!(*last_assistant_message, None, "no last message on a fault");
+            assert!(
+                diagnostic
+                    .as_deref()
+                    .is_some_and(|d| d.contains("a bug in a host-side provider")),
+                "{diagnostic:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // The tool component's `result` call fails; it answers an error result and does not trap.
+    let r = host
+        .call_tool(
+            "ask",
+            seam_host::ParentRef::top_level("p", "/w"),
+            &serde_json::json!({"description": "d", "prompt": "p"}).to_string(),
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(r.is_error, "{r:?}");
+    assert!(r.text().contains("a bug in a host-side provider"), "{r:?}");
+    let ends: Vec<Option<Vec<seam_host::ContentBlock>>> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentEnd {
+                last_assistant_message,
+                ..
+            } => Some(last_assistant_message.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends, [None, None]);
+    assert_eq!(host.live_runs(), 0);
     assert_eq!(host.live_instances(), 0);
 }

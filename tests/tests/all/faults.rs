@@ -180,3 +180,48 @@ async fn a_faulty_observer_is_logged_with_its_cause() {
     host.unload_all().await;
     assert_eq!(host.live_instances(), 0);
 }
+
+/// A long line of multibyte text on stderr before a trap: the diagnostic shows its tail, cut on
+/// a character boundary (no replacement character where a character was split) and marked.
+#[tokio::test]
+async fn a_multibyte_stderr_tail_is_cut_on_a_character_boundary_and_marked() {
+    // Nine bytes (2 + 3 + 4) a time: the last 1 KiB of stderr begins inside a character.
+    let piece = "é日🦀";
+    let host = host_with(&entry(
+        "bad",
+        "hostile_provider",
+        &format!(
+            "name = \"bad\", mode = \"fault\", at = \"result\", how = \"trap\", \
+             stderr = \"{piece}\", count = 2000"
+        ),
+    ))
+    .await;
+    let run = host.subagents().start("bad", request("x")).unwrap();
+    let result = run.result().await.unwrap();
+    run.dispose().await;
+    assert_eq!(result.stop_reason, StopReason::Error);
+    assert!(result.output.is_empty(), "{result:?}");
+    let diagnostic = result.diagnostic.unwrap_or_default();
+    assert_names_a_cause(&diagnostic);
+    assert!(
+        !diagnostic.contains('\u{FFFD}'),
+        "a character was split: {diagnostic}"
+    );
+    let tail = diagnostic
+        .split("(stderr: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no stderr tail: {diagnostic}"));
+    let tail = tail.strip_suffix(')').unwrap_or(tail);
+    let kept = tail
+        .strip_prefix('…')
+        .unwrap_or_else(|| panic!("the cut is marked: {tail}"));
+    // What is kept is whole pieces of the text, but perhaps the first.
+    let whole = kept.trim_start_matches(|c| c != 'é');
+    assert!(piece.ends_with(&kept[..kept.len() - whole.len()]), "{kept}");
+    assert!(
+        whole.len() > 900 && whole.len() % piece.len() == 0,
+        "{}",
+        whole.len()
+    );
+    assert_eq!(whole, piece.repeat(whole.len() / piece.len()));
+}

@@ -102,6 +102,8 @@ async fn a_stuck_observer_holds_at_most_its_byte_cap_and_runs_go_on() {
         "a stuck observer cannot make the host keep everything"
     );
     host.unload_all().await;
+    // An observer's store may still be held by a delivery in flight, which ends on its own
+    // after the unload; no event announces a dropped store, so this polls the count.
     assert!(eventually(|| host.live_instances() == 0).await);
 }
 
@@ -153,6 +155,8 @@ async fn a_slow_observer_sees_progress_coalesced_in_order() {
         "the last one carries the latest seq: {lines:#?}"
     );
     host.unload_all().await;
+    // An observer's store may still be held by a delivery in flight, which ends on its own
+    // after the unload; no event announces a dropped store, so this polls the count.
     assert!(eventually(|| host.live_instances() == 0).await);
 }
 
@@ -196,6 +200,8 @@ async fn an_observer_past_its_time_limit_is_abandoned_and_gets_the_next_event() 
     // The wall clock, not the CPU budget (10 s by default), stopped the spinner.
     assert!(log.of_plugin("spinner", "cpu_ms_per_call").is_empty());
     host.unload_all().await;
+    // An observer's store may still be held by a delivery in flight, which ends on its own
+    // after the unload; no event announces a dropped store, so this polls the count.
     assert!(eventually(|| host.live_instances() == 0).await);
 }
 
@@ -216,6 +222,8 @@ async fn unloading_a_stuck_observer_drops_its_instance() {
     .await;
     assert!(host.live_instances() >= 1, "`stuck` holds an instance");
     host.unload_all().await;
+    // The stuck delivery's store is dropped by its task after the unload; no event announces
+    // it, so this polls the count.
     assert!(
         eventually(|| host.live_instances() == 0).await,
         "the stuck delivery's store went with its observer"

@@ -107,6 +107,8 @@ async fn a_provider_delegates_as_its_own_child_and_is_depth_checked() {
         "{result:?}"
     );
     run.dispose().await;
+    // The nested runs the guest started go when its instance's handles are dropped, after its
+    // own run settled; no event announces a run's disposal, so this polls the count.
     assert!(eventually(|| host.live_runs() == 0).await);
     assert_eq!(host.live_instances(), 0);
 }
@@ -381,7 +383,7 @@ async fn a_background_run_outlives_its_call_and_is_read_steered_and_listed_by_it
 
 #[tokio::test]
 async fn an_agent_disposed_takes_its_background_runs_with_it() {
-    let host = host_with(&background_host_toml()).await;
+    let host = patient_host_with(&background_host_toml()).await;
     let owner = host.create_agent(None, "/w").unwrap();
     let me = owner.as_parent();
     let mut ids = Vec::new();
@@ -405,6 +407,23 @@ async fn an_agent_disposed_takes_its_background_runs_with_it() {
     )
     .await;
     assert!(!stopped.is_error, "{}", stopped.text());
+    assert_eq!(stopped.text(), format!("run `{}` stopped", ids[0]));
+    // The stop reached the run, with its reason: it ended `aborted`, cooperatively.
+    let read = call(
+        &host,
+        "subagent_output",
+        &me,
+        &format!(r#"{{"id": "{}", "timeout_ms": 60000}}"#, ids[0]),
+    )
+    .await;
+    assert!(!read.is_error, "{}", read.text());
+    assert_eq!(
+        read.text(),
+        format!(
+            "run `{}` finished: aborted\ncause: cancelled: enough; the provider said: cancelled",
+            ids[0]
+        )
+    );
     // The rest go with their owner.
     host.agents().dispose(owner.id()).await;
     assert_eq!(host.live_runs(), 0);

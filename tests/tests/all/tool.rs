@@ -463,3 +463,59 @@ async fn a_provider_that_comes_back_changed_rederives_the_tools_wording() {
         ]
     );
 }
+
+#[tokio::test]
+async fn without_tool_name_the_tool_mounts_as_subagent_with_description_and_prompt() {
+    let toml = mock("m", "reply = \"did: {prompt}\"")
+        + &entry("plain", "subagent_tool", "provider = \"m\"");
+    let host = host_with(&toml).await;
+    let tools = host.tool_descriptors();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["subagent"]);
+    assert_eq!(host.tools().get("subagent").unwrap().plugin, "plain");
+    // Exactly these parameters, the model may add nothing else.
+    assert_eq!(
+        tools[0].parameters,
+        json!({
+            "type": "object",
+            "properties": {
+                "description": tools[0].parameters["properties"]["description"],
+                "prompt": tools[0].parameters["properties"]["prompt"],
+            },
+            "required": ["description", "prompt"],
+            "additionalProperties": false,
+        }),
+        "{:#}",
+        tools[0].parameters
+    );
+    for key in ["description", "prompt"] {
+        assert_eq!(
+            tools[0].parameters["properties"][key]["type"],
+            json!("string"),
+            "{key}"
+        );
+    }
+    let r = host
+        .call_tool(
+            "subagent",
+            caller(),
+            &args("the task"),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{r:?}");
+    assert_eq!(r.text(), "did: the task");
+    // An extra argument is refused, not passed on.
+    let r = host
+        .call_tool(
+            "subagent",
+            caller(),
+            &json!({"description": "d", "prompt": "p", "model": "x"}).to_string(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(r.is_error, "{r:?}");
+    assert_eq!(host.live_runs(), 0);
+}

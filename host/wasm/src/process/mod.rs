@@ -458,8 +458,24 @@ impl Drop for Contained {
         };
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
+                // A runtime shutting down drops what is spawned on it unpolled: dropping `rest`
+                // there would spawn it again, and again, until the stack overflows. So the task
+                // holds it in a guard that ends the tree at once if the task never ran.
+                struct EndNow(Option<Contained>);
+                impl Drop for EndNow {
+                    fn drop(&mut self) {
+                        if let Some(mut rest) = self.0.take() {
+                            let child = rest.child.take();
+                            rest.tree.end_now();
+                            drop(child);
+                        }
+                    }
+                }
+                let mut guard = EndNow(Some(rest));
                 runtime.spawn(async move {
-                    rest.end(|| {}).await;
+                    if let Some(rest) = guard.0.take() {
+                        rest.end(|| {}).await;
+                    }
                 });
             }
             Err(_) => {

@@ -151,6 +151,38 @@ pub(crate) enum Stdio {
 /// See [`LogBudget::stderr_tail`]; `cut` says the bytes may begin inside a line, which is then
 /// marked with `…`.
 fn render_tail(bytes: &[u8], cut: bool) -> Option<String> {
+    // The bytes were cut by count, so a character may be split at either end: the front of a
+    // tail that was cut, the back of a first line kept to its bound. Its pieces are dropped
+    // rather than shown as replacement characters.
+    let mut bytes = bytes;
+    if cut {
+        let partial = bytes
+            .iter()
+            .take(3)
+            .take_while(|b| (**b & 0xC0) == 0x80)
+            .count();
+        bytes = &bytes[partial..];
+    }
+    let len = bytes.len();
+    for back in 1..=len.min(3) {
+        let b = bytes[len - back];
+        if b & 0xC0 == 0xC0 {
+            let needs = if b >= 0xF0 {
+                4
+            } else if b >= 0xE0 {
+                3
+            } else {
+                2
+            };
+            if needs > back {
+                bytes = &bytes[..len - back];
+            }
+            break;
+        }
+        if b & 0x80 == 0 {
+            break;
+        }
+    }
     let text = String::from_utf8_lossy(bytes);
     let kept: Vec<String> = text
         .split('\n')
