@@ -537,7 +537,7 @@ async fn dispose_ends_what_the_agent_started_too() {
 /// An ACP entry running the fixture with extra `key=value` arguments (see the fixture's doc).
 fn acp_entry_with(id: &str, args: &[String]) -> String {
     let mut argv = vec![
-        python().display().to_string(),
+        seam_tests::acp_python().display().to_string(),
         fixture().display().to_string(),
     ];
     argv.extend(args.iter().cloned());

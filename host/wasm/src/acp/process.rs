@@ -53,6 +53,19 @@ impl Tail {
     }
 }
 
+/// The text of a stderr tail, trimmed. The tail is cut by bytes: a character split at its start
+/// is dropped, not shown as a replacement character.
+fn tail_text(bytes: &[u8]) -> Option<String> {
+    // The first byte that is not a UTF-8 continuation byte (0b10xx_xxxx).
+    let start = bytes
+        .iter()
+        .position(|b| b & 0xC0 != 0x80)
+        .unwrap_or(bytes.len());
+    let text = String::from_utf8_lossy(&bytes[start..]);
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_string())
+}
+
 /// Why an agent could not be started.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SpawnError {
@@ -169,10 +182,7 @@ impl AgentProcess {
 
     /// The last lines the agent wrote to stderr, trimmed, for a diagnostic.
     pub(crate) fn stderr_tail(&self) -> Option<String> {
-        let tail = lock(&self.stderr);
-        let text = String::from_utf8_lossy(&tail.bytes);
-        let text = text.trim();
-        (!text.is_empty()).then(|| text.to_string())
+        tail_text(&lock(&self.stderr).bytes)
     }
 
     /// How the process ended, if it ends within `within` (after its stdout closed).
@@ -196,5 +206,24 @@ impl Drop for AgentProcess {
     fn drop(&mut self) {
         drop(self.writer.take());
         drop(self.tree.take());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tail_cut_inside_a_character_drops_the_piece() {
+        let mut tail = Tail::default();
+        tail.push("x".repeat(STDERR_TAIL).as_bytes());
+        // `é` is two bytes: the tail keeps only its second.
+        tail.push("é!".as_bytes());
+        tail.push("y".repeat(STDERR_TAIL - 2).as_bytes());
+        assert_eq!(tail.bytes.len(), STDERR_TAIL);
+        let text = tail_text(&tail.bytes).expect("text");
+        assert!(text.starts_with('!'), "{text}");
+        assert!(!text.contains('\u{fffd}'));
+        assert_eq!(tail_text(b"  \n"), None);
     }
 }
