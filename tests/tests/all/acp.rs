@@ -42,6 +42,9 @@ pub fn processes_tagged(tag: &str) -> Vec<u32> {
 /// No process of `tag` is left and the host counts none. Unloads the host: `unload_all`
 /// returns once every process its providers started has been reaped, so /proc shows none of
 /// them at once (no polling).
+/// No agent process is left: the host counts none, and once it has unloaded every plugin (which
+/// returns only when every agent is reaped) none with `tag` is in /proc. The host serves
+/// nothing after it.
 pub async fn assert_no_agent_left(host: &Host, tag: &str) {
     assert_eq!(
         host.live_processes(),

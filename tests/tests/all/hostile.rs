@@ -1077,7 +1077,6 @@ async fn an_acp_agent_flooding_output_is_stopped_at_the_output_limit() {
         diagnostic.contains("ACP agent `flood`") && diagnostic.contains("max_output_bytes"),
         "{diagnostic}"
     );
-    assert_no_agent_left(&host, tag).await;
     let calm = host
         .subagents()
         .start("calm", request("still here"))
@@ -1087,6 +1086,7 @@ async fn an_acp_agent_flooding_output_is_stopped_at_the_output_limit() {
         StopReason::Completed
     );
     calm.dispose().await;
+    assert_no_agent_left(&host, tag).await;
 }
 
 /// An ACP agent's file requests stay beneath their grant: writes and reads through dangling,

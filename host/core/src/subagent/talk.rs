@@ -186,7 +186,7 @@ mod tests {
         assert_eq!(
             inbox.push(text(INBOX_BYTES + 1)),
             Err(InboxFull::Bytes {
-                bytes: INBOX_BYTES + 1
+                bytes: INBOX_BYTES + 1 + UPDATE_OVERHEAD
             })
         );
         assert!(inbox.pop().is_none());

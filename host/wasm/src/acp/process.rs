@@ -13,7 +13,7 @@ use std::time::Duration;
 use seam_core::live::LiveCounts;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdout, Command};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 use super::rpc::LineReader;
 use crate::process::Contained;
@@ -22,6 +22,12 @@ use crate::process::Contained;
 const STDERR_TAIL: usize = 2048;
 /// Lines waiting to be written to the agent; past this the run waits for the agent to read.
 const WRITE_QUEUE: usize = 64;
+/// Bytes of lines waiting for the agent's stdin, each charged [`LINE_OVERHEAD`] beyond its
+/// text: an agent that asks for files and never reads the answers makes the host hold at most
+/// this much (a line larger than all of it waits for the queue to be empty).
+const WRITE_BYTES: usize = 8 << 20;
+/// What one queued line costs beyond its text.
+const LINE_OVERHEAD: usize = 256;
 
 /// A spawned agent.
 pub(crate) struct AgentProcess {
@@ -29,7 +35,9 @@ pub(crate) struct AgentProcess {
     /// whole tree is ended and reaped.
     tree: Option<Contained>,
     /// Dropping it ends the writer task, which closes the agent's stdin.
-    writer: Option<mpsc::Sender<String>>,
+    writer: Option<mpsc::Sender<(String, OwnedSemaphorePermit)>>,
+    /// The bytes left of [`WRITE_BYTES`]; a queued line holds its share until it is written.
+    room: Arc<Semaphore>,
     /// The agent's stdout, line by line.
     pub(crate) lines: LineReader<BufReader<ChildStdout>>,
     stderr: Arc<Mutex<Tail>>,
@@ -133,10 +141,10 @@ impl AgentProcess {
         let Some((Some(stdin), Some(stdout), Some(mut stderr))) = pipes else {
             return Err(os(std::io::Error::other("the process has no pipes")));
         };
-        let (writer, mut queue) = mpsc::channel::<String>(WRITE_QUEUE);
+        let (writer, mut queue) = mpsc::channel::<(String, OwnedSemaphorePermit)>(WRITE_QUEUE);
         tokio::spawn(async move {
             let mut stdin = stdin;
-            while let Some(line) = queue.recv().await {
+            while let Some((line, _room)) = queue.recv().await {
                 if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
                     break;
                 }
@@ -159,6 +167,7 @@ impl AgentProcess {
         Ok(Self {
             tree: Some(tree),
             writer: Some(writer),
+            room: Arc::new(Semaphore::new(WRITE_BYTES)),
             lines: LineReader::new(BufReader::new(stdout), max_line),
             stderr: tail,
             stderr_done,
@@ -167,10 +176,19 @@ impl AgentProcess {
 
     /// Queues a line for the agent's stdin; `false` once the agent no longer reads.
     pub(crate) async fn send(&self, line: String) -> bool {
-        match &self.writer {
-            Some(writer) => writer.send(line).await.is_ok(),
-            None => false,
-        }
+        let Some(writer) = &self.writer else {
+            return false;
+        };
+        let cost = line.len().saturating_add(LINE_OVERHEAD).min(WRITE_BYTES);
+        let Ok(room) = self
+            .room
+            .clone()
+            .acquire_many_owned(u32::try_from(cost).unwrap_or(u32::MAX))
+            .await
+        else {
+            return false;
+        };
+        writer.send((line, room)).await.is_ok()
     }
 
     /// Waits at most `within` for the agent's stderr to reach its end (a process that exited
@@ -212,6 +230,32 @@ impl Drop for AgentProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn lines_for_an_agent_that_does_not_read_are_bounded_by_bytes() {
+        use futures::FutureExt;
+        let live = Arc::new(LiveCounts::default());
+        // An agent that never reads its stdin.
+        let argv = ["sleep".to_string(), "30".to_string()];
+        let agent = AgentProcess::spawn(
+            &argv,
+            &[],
+            Path::new("/"),
+            1 << 20,
+            Duration::from_millis(10),
+            &live,
+        )
+        .expect("sleep starts");
+        let line = "x".repeat(1 << 20);
+        // Nothing yields to the writer task here, so exactly what the budget holds is queued.
+        let mut queued = 0;
+        while agent.send(line.clone()).now_or_never() == Some(true) {
+            queued += 1;
+            assert!(queued < WRITE_QUEUE, "the queue is bounded by count only");
+        }
+        assert_eq!(queued, WRITE_BYTES / ((1 << 20) + LINE_OVERHEAD));
+        agent.finish().await;
+    }
 
     #[test]
     fn a_tail_cut_inside_a_character_drops_the_piece() {
