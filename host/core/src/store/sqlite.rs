@@ -491,6 +491,7 @@ impl SessionStore for SqliteStore {
     }
 
     fn gc(&self, cutoff_ms: u64) -> Result<usize, StoreError> {
+        let cutoff_ms = cutoff_ms.min(i64::MAX as u64);
         let mut conn = lock(&self.conn);
         let tx = conn.transaction().map_err(backend)?;
         let old: Vec<String> = {
