@@ -286,10 +286,7 @@ where
     with_host_in(Host::with_store(HostOptions::default(), store), body).await
 }
 
-async fn with_host_in<T, F, Fut>(
-    host: Result<Host, seam_host::EngineError>,
-    body: F,
-) -> Result<T>
+async fn with_host_in<T, F, Fut>(host: Result<Host, seam_host::EngineError>, body: F) -> Result<T>
 where
     F: FnOnce(Host) -> Fut,
     Fut: Future<Output = Result<T>>,

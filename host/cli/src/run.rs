@@ -14,8 +14,8 @@ use seam_host::{ContentBlock, Event, Host};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    load_for_use, print_events, read_config, sessions, with_host_store, working_directory,
-    EXIT_OK, EXIT_UNSUCCESSFUL,
+    load_for_use, print_events, read_config, sessions, with_host_store, working_directory, EXIT_OK,
+    EXIT_UNSUCCESSFUL,
 };
 
 #[derive(Debug, clap::Args)]

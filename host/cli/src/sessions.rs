@@ -60,11 +60,18 @@ pub(crate) fn open(spec: Option<&StoreSpec>, config: &SessionsConfig) -> Result<
     let store = SqliteStore::open(&path, limits)?;
     if config.retain_days > 0 {
         let cutoff = now_ms().saturating_sub(config.retain_days.saturating_mul(86_400_000));
-        let gone = store
-            .gc(cutoff)
-            .with_context(|| format!("cannot apply `[sessions] retain_days` to {}", path.display()))?;
+        let gone = store.gc(cutoff).with_context(|| {
+            format!(
+                "cannot apply `[sessions] retain_days` to {}",
+                path.display()
+            )
+        })?;
         if gone > 0 {
-            tracing::info!(gone, days = config.retain_days, "sessions past their retention removed");
+            tracing::info!(
+                gone,
+                days = config.retain_days,
+                "sessions past their retention removed"
+            );
         }
     }
     Ok(OpenStore {
@@ -126,7 +133,9 @@ pub(crate) fn run(args: Args) -> Result<u8> {
         None => (SessionsConfig::default(), PathBuf::from(".")),
     };
     let spec = match &args.store {
-        Some(text) => Some(StoreSpec::parse(text, &base).map_err(|e| anyhow::anyhow!("--store: {e}"))?),
+        Some(text) => {
+            Some(StoreSpec::parse(text, &base).map_err(|e| anyhow::anyhow!("--store: {e}"))?)
+        }
         None => config.store.clone(),
     };
     // Listing never removes anything: retention is for the commands that write.
@@ -292,6 +301,5 @@ fn print_tree(runs: &[serde_json::Value], depth: usize) {
 
 /// A time, as RFC 3339 in UTC to the second.
 fn time(ms: u64) -> String {
-    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_millis(ms))
-        .to_string()
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }

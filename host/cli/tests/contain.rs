@@ -43,7 +43,10 @@ fn seam() -> Command {
             root().join("target").join("seam-test-cache"),
         )
         // `seam run` keeps its sessions here, never in the user's state folder.
-        .env("XDG_STATE_HOME", root().join("target").join("seam-test-state"));
+        .env(
+            "XDG_STATE_HOME",
+            root().join("target").join("seam-test-state"),
+        );
     command
 }
 

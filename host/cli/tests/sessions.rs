@@ -238,7 +238,11 @@ fn sessions_commands_list_show_tree_remove_and_collect() {
     let (code, list, _) = sessions(&["list", "--json"]);
     assert_eq!(code, Some(0));
     let list: serde_json::Value = serde_json::from_str(&list).unwrap();
-    assert_eq!(list.as_array().unwrap().len(), 1, "children are not listed: {list}");
+    assert_eq!(
+        list.as_array().unwrap().len(),
+        1,
+        "children are not listed: {list}"
+    );
     assert_eq!(list[0]["id"], id.as_str());
 
     let (code, show, _) = sessions(&["show", &id, "--json"]);
@@ -258,12 +262,21 @@ fn sessions_commands_list_show_tree_remove_and_collect() {
     assert_eq!(code, Some(0));
     let tree: serde_json::Value = serde_json::from_str(&tree).unwrap();
     let runs = tree["runs"].as_array().unwrap();
-    let providers: Vec<&str> = runs.iter().map(|r| r["provider"].as_str().unwrap()).collect();
+    let providers: Vec<&str> = runs
+        .iter()
+        .map(|r| r["provider"].as_str().unwrap())
+        .collect();
     assert_eq!(providers, ["spawn", "fork"], "{tree}");
     for run in runs {
         assert_eq!(run["stop-reason"], "completed", "{tree}");
-        assert!(run["ended-ms"].as_u64() >= run["started-ms"].as_u64(), "{tree}");
-        assert!(run["session"].is_string(), "each child's session is linked: {tree}");
+        assert!(
+            run["ended-ms"].as_u64() >= run["started-ms"].as_u64(),
+            "{tree}"
+        );
+        assert!(
+            run["session"].is_string(),
+            "each child's session is linked: {tree}"
+        );
     }
     let (code, tree_text, _) = sessions(&["tree", &id]);
     assert_eq!(code, Some(0));
@@ -271,7 +284,10 @@ fn sessions_commands_list_show_tree_remove_and_collect() {
 
     let (code, _, err) = sessions(&["show", "no-such-session"]);
     assert_eq!(code, Some(1));
-    assert!(err.contains("no-such-session") && err.contains("sessions.db"), "{err}");
+    assert!(
+        err.contains("no-such-session") && err.contains("sessions.db"),
+        "{err}"
+    );
     let (code, _, err) = sessions(&["gc", "--older-than", "soon"]);
     assert_eq!(code, Some(1), "{err}");
 
@@ -315,7 +331,10 @@ fn a_store_that_cannot_be_opened_fails_the_run_at_its_start_naming_the_path() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
-    assert!(err.contains("[sessions]") && err.contains("`store`"), "{err}");
+    assert!(
+        err.contains("[sessions]") && err.contains("`store`"),
+        "{err}"
+    );
 
     // Without `[sessions] store`, the default file is under XDG_STATE_HOME.
     std::fs::write(

@@ -26,10 +26,10 @@ pub use seed::{ChildSession, RunSessionSeed};
 use tool_layer::{CallOutcome, ToolLayer};
 
 use crate::events::{Event, EventBus};
-use crate::store::{StoreError, Write};
 use crate::model::{
     ChatMessage, FinishReason, Model, ModelError, ModelRegistry, ModelRequest, Role,
 };
+use crate::store::{StoreError, Write};
 use crate::subagent::{RunContext, SubagentService};
 use crate::sync::lock;
 use crate::tool::ToolRegistry;
@@ -250,7 +250,8 @@ impl Agent {
     }
 
     fn refuse(&self, e: StoreError) {
-        lock(&self.refused).get_or_insert_with(|| format!("the session store refused a write: {e}"));
+        lock(&self.refused)
+            .get_or_insert_with(|| format!("the session store refused a write: {e}"));
     }
 
     /// Why the store refused this agent's session, if it did.

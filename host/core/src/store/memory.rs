@@ -50,9 +50,9 @@ impl Inner {
         let mut grown: HashMap<&str, u64> = HashMap::new();
         for w in writes {
             if let Write::Append { session, body, .. } = w {
-                let opened = writes.iter().any(
-                    |o| matches!(o, Write::OpenSession { id, .. } if id == session),
-                );
+                let opened = writes
+                    .iter()
+                    .any(|o| matches!(o, Write::OpenSession { id, .. } if id == session));
                 let base = match self.sessions.get(session) {
                     Some((s, _)) => s.bytes,
                     None if opened => 0,
@@ -148,7 +148,12 @@ impl Inner {
                 .filter(|r| r.start.parent_session == out[i])
                 .filter_map(|r| r.child_session.clone())
                 .collect();
-            out.extend(children.into_iter().filter(|c| !out.contains(c)).collect::<Vec<_>>());
+            out.extend(
+                children
+                    .into_iter()
+                    .filter(|c| !out.contains(c))
+                    .collect::<Vec<_>>(),
+            );
             i += 1;
         }
         out

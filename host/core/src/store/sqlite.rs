@@ -117,11 +117,13 @@ impl SqliteStore {
             message,
         };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| open_err(format!("cannot create {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| open_err(format!("cannot create {}: {e}", dir.display())))?;
         }
         let mut conn = Connection::open(path).map_err(|e| open_err(e.to_string()))?;
         let sql = |e: rusqlite::Error| open_err(e.to_string());
-        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(sql)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(sql)?;
         let found: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(sql)?;
@@ -139,7 +141,8 @@ impl SqliteStore {
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(open_err(format!("cannot use WAL mode (got `{mode}`)")));
         }
-        conn.pragma_update(None, "synchronous", "NORMAL").map_err(sql)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sql)?;
         migrate(&mut conn, found).map_err(sql)?;
 
         let dir = holders_dir(path);
@@ -260,7 +263,10 @@ impl SqliteStore {
             } => {
                 let row: Option<(i64, i64)> = tx
                     .prepare_cached("SELECT events, bytes FROM sessions WHERE id = ?1")
-                    .and_then(|mut s| s.query_row([&session], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+                    .and_then(|mut s| {
+                        s.query_row([&session], |r| Ok((r.get(0)?, r.get(1)?)))
+                            .optional()
+                    })
                     .map_err(backend)?;
                 let Some((events, bytes)) = row else {
                     return Err(StoreError::NoSession(session));
@@ -287,7 +293,14 @@ impl SqliteStore {
                      open_turn = COALESCE(?5, open_turn), holder = ?6 WHERE id = ?1",
                 )
                 .and_then(|mut s| {
-                    s.execute(params![session, events + 1, grown as i64, now, open_turn, self.holder])
+                    s.execute(params![
+                        session,
+                        events + 1,
+                        grown as i64,
+                        now,
+                        open_turn,
+                        self.holder
+                    ])
                 })
                 .map_err(backend)?;
             }
@@ -332,7 +345,8 @@ fn summary(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionSummary> {
     })
 }
 
-const SUMMARY: &str = "SELECT id, agent, parent, working_directory, created_ms, updated_ms, events, \
+const SUMMARY: &str =
+    "SELECT id, agent, parent, working_directory, created_ms, updated_ms, events, \
                        bytes, interrupted FROM sessions";
 
 /// `session` and the child sessions of every run below it.

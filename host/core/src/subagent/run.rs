@@ -365,23 +365,23 @@ impl RunShared {
     /// The `subagent/end` of `outcome`, and the write that settles the run's record.
     fn end_event(&self, outcome: &Result<SubagentResult, SubagentError>) -> (Event, Vec<Write>) {
         let event = match outcome {
-                Ok(result) => Event::SubagentEnd {
-                    provider: self.provider.clone(),
-                    id: self.id.clone(),
-                    parent: self.parent.clone(),
-                    stop_reason: result.stop_reason.clone(),
-                    last_assistant_message: Some(result.output.clone()),
-                    diagnostic: result.diagnostic.clone(),
-                },
-                Err(fault) => Event::SubagentEnd {
-                    provider: self.provider.clone(),
-                    id: self.id.clone(),
-                    parent: self.parent.clone(),
-                    stop_reason: StopReason::Error,
-                    last_assistant_message: None,
-                    diagnostic: Some(fault.to_string()),
-                },
-            };
+            Ok(result) => Event::SubagentEnd {
+                provider: self.provider.clone(),
+                id: self.id.clone(),
+                parent: self.parent.clone(),
+                stop_reason: result.stop_reason.clone(),
+                last_assistant_message: Some(result.output.clone()),
+                diagnostic: result.diagnostic.clone(),
+            },
+            Err(fault) => Event::SubagentEnd {
+                provider: self.provider.clone(),
+                id: self.id.clone(),
+                parent: self.parent.clone(),
+                stop_reason: StopReason::Error,
+                last_assistant_message: None,
+                diagnostic: Some(fault.to_string()),
+            },
+        };
         let record = match &event {
             Event::SubagentEnd {
                 stop_reason,

@@ -106,22 +106,37 @@ fn both_backends_keep_sessions_runs_and_the_journal_and_remove_whole_trees() {
                 body: "{\"event\":\"x\"}".into(),
             }])
             .unwrap();
-        assert_eq!(store.journal().unwrap(), vec!["{\"event\":\"x\"}"], "{name}");
+        assert_eq!(
+            store.journal().unwrap(),
+            vec!["{\"event\":\"x\"}"],
+            "{name}"
+        );
 
         // An append to a session the store does not have is refused, and so is its batch.
         let refused = store.commit(vec![append(odd, "lost"), append("ghost", "x")]);
-        assert_eq!(refused, Err(StoreError::NoSession("ghost".into())), "{name}");
+        assert_eq!(
+            refused,
+            Err(StoreError::NoSession("ghost".into())),
+            "{name}"
+        );
         assert_eq!(store.events(odd).unwrap().len(), 2, "{name}: all or none");
 
         assert!(store.remove(odd).unwrap(), "{name}");
         assert!(store.session(odd).unwrap().is_none(), "{name}");
-        assert!(store.session("child").unwrap().is_none(), "{name}: the child goes too");
+        assert!(
+            store.session("child").unwrap().is_none(),
+            "{name}: the child goes too"
+        );
         assert!(store.runs_of(odd).unwrap().is_empty(), "{name}");
         assert!(!store.remove(odd).unwrap(), "{name}");
 
         // gc takes top-level sessions last written before the cutoff, with their children.
         store.commit(vec![open("old", None)]).unwrap();
-        assert_eq!(store.gc(0).unwrap(), 0, "{name}: nothing is older than the epoch");
+        assert_eq!(
+            store.gc(0).unwrap(),
+            0,
+            "{name}: nothing is older than the epoch"
+        );
         assert_eq!(store.gc(u64::MAX).unwrap(), 1, "{name}");
         assert!(store.sessions().unwrap().is_empty(), "{name}");
     }
@@ -131,7 +146,9 @@ fn both_backends_keep_sessions_runs_and_the_journal_and_remove_whole_trees() {
 fn an_append_past_the_session_limit_is_refused_naming_the_session_and_changes_nothing() {
     for (store, _dir) in backends(10) {
         let name = format!("{store:?}");
-        store.commit(vec![open("s", None), append("s", "12345")]).unwrap();
+        store
+            .commit(vec![open("s", None), append("s", "12345")])
+            .unwrap();
         let err = store
             .commit(vec![append("s", "123"), append("s", "456")])
             .unwrap_err();
@@ -181,7 +198,10 @@ fn a_store_that_cannot_be_created_fails_naming_its_path() {
     let path = file.join("sessions.db");
     let err = SqliteStore::open(&path, StoreLimits::default()).unwrap_err();
     assert!(matches!(err, StoreError::Open { .. }), "{err}");
-    assert!(err.to_string().contains(&path.display().to_string()), "{err}");
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
 }
 
 #[test]
@@ -193,12 +213,19 @@ fn runs_are_interrupted_when_their_store_closes_and_not_while_another_opener_hol
     first.start_run(run_start("spawn-1", "top")).unwrap();
     // A second opener (another process, say) sees the first one's run as live.
     let second = SqliteStore::open(&path, StoreLimits::default()).unwrap();
-    assert_ne!(first.id_prefix(), second.id_prefix(), "session ids never collide");
+    assert_ne!(
+        first.id_prefix(),
+        second.id_prefix(),
+        "session ids never collide"
+    );
     assert_eq!(second.runs_of("top").unwrap()[0].status, RunStatus::Running);
     drop(first);
     let run = &second.runs_of("top").unwrap()[0];
     assert_eq!(run.status, RunStatus::Interrupted);
-    assert!(run.diagnostic.as_deref().unwrap().contains("interrupted"), "{run:?}");
+    assert!(
+        run.diagnostic.as_deref().unwrap().contains("interrupted"),
+        "{run:?}"
+    );
     assert_eq!(second.integrity_check().unwrap(), "ok");
 }
 
@@ -244,7 +271,10 @@ async fn the_bus_writes_before_it_delivers_and_a_stored_session_continues() {
     // A run through the service, as a tool would start it.
     let run = core
         .subagents
-        .start("spawn", seam_core::StartRequest::new("go", agent.as_parent()))
+        .start(
+            "spawn",
+            seam_core::StartRequest::new("go", agent.as_parent()),
+        )
         .unwrap();
     let result = within("the run", run.result()).await.unwrap();
     assert_eq!(result.stop_reason, StopReason::Completed);
@@ -262,10 +292,15 @@ async fn the_bus_writes_before_it_delivers_and_a_stored_session_continues() {
     let runs = store.runs_of("chat").unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].stop_reason.as_deref(), Some("completed"));
-    let child = runs[0].child_session.clone().expect("the child's session is linked");
+    let child = runs[0]
+        .child_session
+        .clone()
+        .expect("the child's session is linked");
     let child_events = store.events(&child).unwrap();
     assert!(
-        child_events.iter().any(|e| e.body.contains("child says hi")),
+        child_events
+            .iter()
+            .any(|e| e.body.contains("child says hi")),
         "{child_events:?}"
     );
 

@@ -324,7 +324,7 @@ const DENIAL_WARNINGS: usize = 8;
 /// Logs, once per address and store, that `plugin` tried to reach `addr` outside its grant, and
 /// what to add to allow it.
 fn warn_denied(plugin: &str, warned: &std::sync::Mutex<Vec<SocketAddr>>, addr: SocketAddr) {
-    let mut warned = lock(&warned);
+    let mut warned = lock(warned);
     if warned.len() >= DENIAL_WARNINGS || warned.contains(&addr) {
         return;
     }
