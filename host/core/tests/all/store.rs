@@ -335,3 +335,40 @@ async fn a_turn_whose_session_outgrows_its_limit_ends_error_naming_the_limit() {
     assert!(store.session(&id).unwrap().unwrap().bytes <= 400);
     core.agents.dispose(agent.id()).await;
 }
+
+/// Figures for the report (`cargo test -p seam-core --release --test all store::figures --
+/// --ignored --nocapture`): appends per second, one commit each, and reloading 10,000 events.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db"), StoreLimits::default()).unwrap();
+    store.commit(vec![open("s", None)]).unwrap();
+    let body = SessionEvent::UserMessage {
+        content: vec![ContentBlock::text(
+            "a message of about sixty bytes, like a short reply",
+        )],
+    }
+    .to_json();
+    let n = 10_000;
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        store.commit(vec![append("s", &body)]).unwrap();
+    }
+    let took = t.elapsed();
+    println!(
+        "{n} appends, one commit each: {took:?} ({:.0}/s)",
+        n as f64 / took.as_secs_f64()
+    );
+    let t = std::time::Instant::now();
+    let events = store.events("s").unwrap();
+    let parsed: Vec<SessionEvent> = events
+        .iter()
+        .map(|e| serde_json::from_str(&e.body).unwrap())
+        .collect();
+    println!(
+        "reload and parse {} events: {:?}",
+        parsed.len(),
+        t.elapsed()
+    );
+}
