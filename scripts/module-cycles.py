@@ -33,6 +33,8 @@ USE_GROUP = re.compile(r"\buse\s+(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)
 LAYERS = {
     "core": [
         ["types", "sync", "live", "budget"],
+        # Durable sessions: opaque JSON bodies, so that the bus can write before it delivers.
+        ["store"],
         ["events"],
         ["subagent"],
         ["tool"],

@@ -33,6 +33,7 @@ mod dev;
 mod inspect;
 mod new;
 mod run;
+mod sessions;
 mod wit;
 
 use std::future::Future;
@@ -68,6 +69,8 @@ const ENVIRONMENT: &str = "Environment:
   SEAM_COMPILER      cranelift (default) or winch: winch compiles large guests faster, for development
   SEAM_CONTAINMENT   how the processes of ACP agents are contained: cgroup (a cgroup v2 each, the
                      default where one can be made) or subreaper
+  XDG_STATE_HOME     where `seam run` keeps its sessions without `[sessions] store`
+                     (default ~/.local/state; the file is seam/sessions.db)
   RUST_LOG           log filter, to stderr (default warn; seam_host=debug shows what plugins log)";
 
 /// Seam: a host in which subagent providers and tools are WebAssembly components.
@@ -91,6 +94,8 @@ enum Command {
     Call(call::Args),
     /// Load a config and let a top-level agent answer a prompt with the mounted tools.
     Run(run::Args),
+    /// List, show, and remove the sessions `seam run` kept; print a session's delegation tree.
+    Sessions(sessions::Args),
     /// Write the WIT package this host supports (for a plugin's `wit/` folder).
     Wit(wit::Args),
     /// Create a plugin project (provider, tool or observer) that builds outside this repository.
@@ -139,6 +144,7 @@ fn main() -> ExitCode {
             Command::Call(args) => call::run(args, interrupt.clone()).await,
             Command::Run(args) => run::run(args, interrupt.clone()).await,
             Command::Wit(args) => wit::run(args),
+            Command::Sessions(args) => sessions::run(args),
             Command::Cache(args) => cache::run_cache(args),
             Command::Test(args) => conformance::run(args, &interrupt).await,
             Command::New(args) => new::run(args),
@@ -265,7 +271,27 @@ where
     F: FnOnce(Host) -> Fut,
     Fut: Future<Output = Result<T>>,
 {
-    let host = Host::new(options).context("cannot create the host")?;
+    with_host_in(Host::new(options), body).await
+}
+
+/// [`with_host`] on a host that keeps its sessions in `store`.
+pub(crate) async fn with_host_store<T, F, Fut>(
+    store: std::sync::Arc<dyn seam_host::session_store::SessionStore>,
+    body: F,
+) -> Result<T>
+where
+    F: FnOnce(Host) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    with_host_in(Host::with_store(HostOptions::default(), store), body).await
+}
+
+async fn with_host_in<T, F, Fut>(host: Result<Host, seam_host::EngineError>, body: F) -> Result<T>
+where
+    F: FnOnce(Host) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let host = host.context("cannot create the host")?;
     let outcome = body(host.clone()).await;
     host.unload_all().await;
     outcome

@@ -1,5 +1,7 @@
-//! `seam run CONFIG [PROMPT] [--model M] [--events] [--json]`: a top-level agent whose tools are
-//! the mounted tool plugins answers one prompt.
+//! `seam run CONFIG [PROMPT] [--model M] [--session ID] [--events] [--json]`: a top-level agent
+//! whose tools are the mounted tool plugins answers one prompt. Its session, the runs it
+//! delegates and the event stream are kept in the session store (see `sessions`); `--session`
+//! continues a kept session.
 
 use seam_host::sync::lock;
 use std::io::IsTerminal;
@@ -12,7 +14,7 @@ use seam_host::{ContentBlock, Event, Host};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    load_for_use, print_events, read_config, with_host, working_directory, EXIT_OK,
+    load_for_use, print_events, read_config, sessions, with_host_store, working_directory, EXIT_OK,
     EXIT_UNSUCCESSFUL,
 };
 
@@ -25,6 +27,10 @@ pub(crate) struct Args {
     /// The model string of the top-level agent, overriding `[agent] model`.
     #[arg(long, value_name = "M")]
     model: Option<String>,
+    /// Continue the kept session ID (`seam sessions list` shows them): the agent starts from
+    /// its completed turns.
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
     /// Print the whole event stream (agent, tool, subagent) as JSON lines on stderr.
     #[arg(long)]
     events: bool,
@@ -42,7 +48,17 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         .or_else(|| config.agent.prompt.clone())
         .context("no prompt: give one on the command line or set `prompt` under [agent]")?;
     let cwd = working_directory()?;
-    with_host(|host| async move {
+    // Opened first: a store that cannot be written fails the command before anything runs.
+    let store = sessions::open(config.sessions.store.as_ref(), &config.sessions)?;
+    if let Some(id) = &args.session {
+        if store.store.session(id)?.is_none() {
+            anyhow::bail!(
+                "no session `{id}` in {} (`seam sessions list` shows them)",
+                store.name
+            );
+        }
+    }
+    with_host_store(store.store.clone(), |host| async move {
         load_for_use(&host, &config, &interrupt).await?;
         let listener = args.events.then(|| print_events(&host));
         let progress =
@@ -67,8 +83,9 @@ async fn answer(
     progress: Option<Progress>,
 ) -> Result<u8> {
     let agent = host
-        .create_agent(args.model.as_deref(), cwd)
+        .create_agent_in(args.model.as_deref(), cwd, args.session.as_deref())
         .context("cannot create the top-level agent")?;
+    let session = agent.as_parent().session_id;
     // Ctrl-C aborts the whole tree: the agent's model call, its tool calls, their runs.
     let watcher = {
         let agent = agent.clone();
@@ -93,6 +110,7 @@ async fn answer(
     if args.json {
         let mut json = serde_json::json!({
             "agent": agent.id(),
+            "session": session,
             "stop-reason": outcome.stop_reason.as_str(),
             "output": text,
             "structured": outcome.structured,
@@ -104,6 +122,9 @@ async fn answer(
         outln!("{json}");
     } else {
         outln!("{text}");
+        if std::io::stderr().is_terminal() {
+            errln!("(session {session}: continue it with --session {session})");
+        }
     }
     if outcome.stop_reason.is_success() {
         Ok(EXIT_OK)

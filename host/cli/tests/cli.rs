@@ -17,6 +17,11 @@ fn seam(args: &[&str]) -> Output {
             "SEAM_CACHE_DIR",
             root().join("target").join("seam-test-cache"),
         )
+        // `seam run` keeps its sessions here, never in the user's state folder.
+        .env(
+            "XDG_STATE_HOME",
+            root().join("target").join("seam-test-state"),
+        )
         .output()
         .expect("the seam binary runs")
 }

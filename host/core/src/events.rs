@@ -3,6 +3,9 @@
 //! Events are observe-only. Each listener receives its own clone of the payload, so nothing a
 //! listener does can reach the run or another listener; a listener that returns an error or
 //! panics is logged and skipped, and the listeners after it still run.
+//!
+//! The bus owns the host's [`SessionStore`]: an event, and the session writes of the step that
+//! led to it, are committed there in one transaction before any listener sees the event.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,6 +13,7 @@ use std::sync::{Arc, RwLock};
 
 use serde::Serialize;
 
+use crate::store::{MemoryStore, SessionStore, StoreError, Write};
 use crate::sync;
 use crate::types::{ContentBlock, ParentRef, PluginKind, StopReason};
 
@@ -195,14 +199,37 @@ type Listener = Arc<dyn Fn(Event) -> Result<(), ListenerError> + Send + Sync>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ListenerId(u64);
 
-/// Delivers events to listeners, in subscription order, each contained.
-#[derive(Default)]
+/// Delivers events to listeners, in subscription order, each contained, after writing them to
+/// its store.
 pub struct EventBus {
     listeners: RwLock<Vec<(ListenerId, Listener)>>,
     next_id: AtomicU64,
+    store: Arc<dyn SessionStore>,
+}
+
+impl Default for EventBus {
+    /// A bus on an in-memory store.
+    fn default() -> Self {
+        Self::with_store(Arc::new(MemoryStore::default()))
+    }
 }
 
 impl EventBus {
+    /// A bus that journals to `store`, which the agents and runs on it write their sessions and
+    /// records to.
+    pub fn with_store(store: Arc<dyn SessionStore>) -> Self {
+        Self {
+            listeners: RwLock::default(),
+            next_id: AtomicU64::new(0),
+            store,
+        }
+    }
+
+    /// The store this bus writes to.
+    pub fn store(&self) -> &Arc<dyn SessionStore> {
+        &self.store
+    }
+
     /// Adds a listener. It is called synchronously on the emitting task, so it should be quick;
     /// to do async work, spawn a task from it.
     pub fn subscribe<F>(&self, listener: F) -> ListenerId
@@ -222,8 +249,38 @@ impl EventBus {
         listeners.len() != before
     }
 
-    /// Delivers `event` to every listener, each with its own copy.
+    /// Journals `event`, then delivers it to every listener, each with its own copy.
     pub fn emit(&self, event: &Event) {
+        let _ = self.emit_with(event, Vec::new());
+    }
+
+    /// Commits `writes` and the journal entry of `event` in one transaction, then delivers the
+    /// event. If the commit fails (a session past its size limit, a failing disk), the event
+    /// alone is journaled and delivered all the same (an observer must not miss what happened)
+    /// and the error is returned, for the writer to stop what it is doing.
+    pub fn emit_with(&self, event: &Event, mut writes: Vec<Write>) -> Result<(), StoreError> {
+        let entry = Write::Bus {
+            name: event.name().to_string(),
+            body: event.to_json(),
+        };
+        let outcome = if writes.is_empty() {
+            self.store.commit(vec![entry])
+        } else {
+            writes.push(entry.clone());
+            self.store.commit(writes).inspect_err(|_| {
+                if let Err(e) = self.store.commit(vec![entry]) {
+                    tracing::error!(event = event.name(), error = %e, "cannot journal an event");
+                }
+            })
+        };
+        if let Err(e) = &outcome {
+            tracing::warn!(event = event.name(), error = %e, "session store refused a write");
+        }
+        self.deliver(event);
+        outcome
+    }
+
+    fn deliver(&self, event: &Event) {
         // Snapshot the list so a listener may (un)subscribe without deadlocking the bus.
         let listeners: Vec<Listener> = sync::read(&self.listeners)
             .iter()

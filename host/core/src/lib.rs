@@ -1,6 +1,8 @@
 //! Seam's core: everything about subagents that does not need a WebAssembly engine.
 //!
 //! - [`types`]: the seam's vocabulary (content blocks, stop reasons, descriptors, requests).
+//! - [`store`]: durable sessions: the [`SessionStore`](store::SessionStore) trait, in memory
+//!   (the default) and in SQLite; the bus writes an event to it before any listener sees it.
 //! - [`events`]: the lifecycle event bus, with contained listeners.
 //! - [`subagent`]: the registry of providers behind the [`Provider`] trait, and the runs the
 //!   host owns (readiness, result, cancel, dispose).
@@ -11,7 +13,7 @@
 //!
 //! Dependencies inside the crate run one way, layer by layer (`scripts/module-cycles.py` checks
 //! it): `agent` > `session`, `model` > `tool` > `subagent` > `events` > `types`, `sync`,
-//! `live`, `budget`. `subagent` talks to a run's child only through the [`Steer`] trait, and
+//! `live`, `budget`, with `store` between `events` and those. `subagent` talks to a run's child only through the [`Steer`] trait, and
 //! keeps what a child leaves for `resume` as an opaque [`ResumeSeed`](subagent::ResumeSeed).
 
 #![warn(missing_docs)]
@@ -22,6 +24,7 @@ pub mod events;
 pub mod live;
 pub mod model;
 pub mod session;
+pub mod store;
 pub mod subagent;
 pub mod sync;
 pub mod tool;

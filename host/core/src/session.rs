@@ -1,7 +1,7 @@
 //! Sessions: an append-only log of what happened in an agent, with a header saying where it
 //! came from.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::types::{ContentBlock, StopReason, ToolCall};
 
@@ -18,7 +18,7 @@ pub struct SessionHeader {
 }
 
 /// One entry of a session log.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum SessionEvent {
     /// A turn began.
@@ -58,6 +58,25 @@ pub enum SessionEvent {
         /// Why.
         reason: StopReason,
     },
+}
+
+impl SessionEvent {
+    /// Its type, as its JSON says (`turn/start`, `user-message`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::TurnStart { .. } => "turn/start",
+            Self::UserMessage { .. } => "user-message",
+            Self::AssistantMessage { .. } => "assistant-message",
+            Self::ToolResult { .. } => "tool-result",
+            Self::TurnEnd { .. } => "turn/end",
+        }
+    }
+
+    /// The event as one JSON line.
+    pub fn to_json(&self) -> String {
+        // Plain data with string keys: serialising cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
 }
 
 /// An append-only session log.

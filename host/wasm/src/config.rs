@@ -119,6 +119,80 @@ pub struct Config {
     pub agent: AgentConfig,
     /// `[models]`: scripts and the OpenAI-compatible endpoint.
     pub models: ModelsConfig,
+    /// `[sessions]`: where sessions are kept, and their limits.
+    pub sessions: SessionsConfig,
+}
+
+/// Where sessions are kept (`[sessions] store`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// `"memory"`: nothing outlives the process.
+    Memory,
+    /// `"sqlite:PATH"`: one SQLite file (a relative path is the config's folder's).
+    Sqlite(PathBuf),
+}
+
+impl StoreSpec {
+    /// Parses `memory` or `sqlite:PATH`, a relative path resolved against `base`.
+    pub fn parse(text: &str, base: &Path) -> Result<Self, String> {
+        match text.split_once(':') {
+            _ if text == "memory" => Ok(Self::Memory),
+            Some(("sqlite", path)) if !path.is_empty() => Ok(Self::Sqlite(base.join(path))),
+            _ => Err(format!(
+                "`{text}` is not a store: write \"memory\" or \"sqlite:PATH\""
+            )),
+        }
+    }
+}
+
+/// `[sessions]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionsConfig {
+    /// `store`; absent, the embedder's default (the CLI's SQLite file in the state folder).
+    pub store: Option<StoreSpec>,
+    /// `max_session_mb`: most megabytes of events one session may hold.
+    pub max_session_mb: u64,
+    /// `retain_days`: sessions not written for this many days are removed when the store is
+    /// opened; 0 keeps them.
+    pub retain_days: u64,
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        Self {
+            store: None,
+            max_session_mb: seam_core::store::DEFAULT_MAX_SESSION_MB,
+            retain_days: DEFAULT_RETAIN_DAYS,
+        }
+    }
+}
+
+/// Default of `[sessions] retain_days`.
+pub const DEFAULT_RETAIN_DAYS: u64 = 30;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSessions {
+    store: Option<String>,
+    max_session_mb: Option<u64>,
+    retain_days: Option<u64>,
+}
+
+fn sessions_config(raw: RawSessions, base: &Path) -> Result<SessionsConfig, String> {
+    let mut out = SessionsConfig::default();
+    if let Some(store) = raw.store {
+        out.store = Some(StoreSpec::parse(&store, base).map_err(|e| format!("key `store`: {e}"))?);
+    }
+    if let Some(mb) = raw.max_session_mb {
+        if mb == 0 {
+            return Err("key `max_session_mb` must be at least 1 (megabytes)".into());
+        }
+        out.max_session_mb = mb;
+    }
+    if let Some(days) = raw.retain_days {
+        out.retain_days = days;
+    }
+    Ok(out)
 }
 
 #[derive(Deserialize)]
@@ -130,6 +204,8 @@ struct RawConfig {
     agent: Option<toml::Value>,
     #[serde(default)]
     models: Option<toml::Value>,
+    #[serde(default)]
+    sessions: Option<toml::Value>,
 }
 
 impl Config {
@@ -229,11 +305,22 @@ impl Config {
                     .into(),
             });
         }
+        let sessions = match raw.sessions {
+            Some(v) => {
+                let raw: RawSessions = v.try_into().map_err(|e| section("sessions", e))?;
+                sessions_config(raw, base).map_err(|message| ConfigError::Parse {
+                    path: name.to_path_buf(),
+                    message: format!("[sessions]: {message}"),
+                })?
+            }
+            None => SessionsConfig::default(),
+        };
         Ok(Self {
             source: Some(name.to_path_buf()),
             plugins,
             agent,
             models,
+            sessions,
         })
     }
 }

@@ -89,12 +89,21 @@ pub struct ComponentInfo {
 }
 
 impl Host {
-    /// Creates a host: the engine, its epoch ticker and empty registries.
+    /// Creates a host: the engine, its epoch ticker and empty registries, keeping its sessions
+    /// in memory.
     pub fn new(options: HostOptions) -> Result<Self, EngineError> {
+        Self::with_store(options, Arc::new(seam_core::store::MemoryStore::default()))
+    }
+
+    /// [`Host::new`], keeping sessions, run records and the event journal in `store`.
+    pub fn with_store(
+        options: HostOptions,
+        store: Arc<dyn seam_core::store::SessionStore>,
+    ) -> Result<Self, EngineError> {
         let engine = SeamEngine::new(&options.engine)?;
         let linkers = Linkers::new(&engine.engine)
             .map_err(|e| EngineError::Config(format!("cannot build the linkers: {e:#}")))?;
-        let events = Arc::new(EventBus::default());
+        let events = Arc::new(EventBus::with_store(store));
         let live = Arc::new(LiveCounts::default());
         let subagents = Arc::new(SubagentService::new(
             events.clone(),
@@ -236,6 +245,17 @@ impl Host {
         model: Option<&str>,
         working_directory: &str,
     ) -> Result<Arc<Agent>, AgentError> {
+        self.create_agent_in(model, working_directory, None)
+    }
+
+    /// [`Host::create_agent`], keeping the session `session`: one the store has is continued
+    /// from its completed turns.
+    pub fn create_agent_in(
+        &self,
+        model: Option<&str>,
+        working_directory: &str,
+        session: Option<&str>,
+    ) -> Result<Arc<Agent>, AgentError> {
         let defaults = self.inner.runtime.agents.defaults();
         let mut spec = AgentSpec::top_level(
             model.map(str::to_string).unwrap_or(defaults.model.clone()),
@@ -244,6 +264,7 @@ impl Host {
         spec.system_prompt = defaults.system_prompt;
         spec.persona = defaults.persona;
         spec.max_turns = defaults.max_turns;
+        spec.session_id = session.map(str::to_string);
         self.inner.runtime.agents.create(spec, None)
     }
 

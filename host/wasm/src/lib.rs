@@ -27,6 +27,8 @@ mod store;
 pub mod versions;
 mod wasi;
 
+/// `seam-core`'s session store (`store` there; here `store` is the plugin stores' module).
+pub use seam_core::store as session_store;
 pub use seam_core::{agent, events, live, model, session, subagent, sync, tool, types};
 
 pub use cache::{cache_entries, clear_cache, prune_cache, CacheEntry, CacheStats};

@@ -26,6 +26,15 @@ impl RunChild {
     /// Takes ownership of `agent` for the run `ctx`, and records it as the run's child.
     pub fn new(agent: Arc<Agent>, agents: Arc<AgentRegistry>, ctx: RunContext) -> Self {
         ctx.set_child(&agent);
+        if let Some(run) = ctx.record() {
+            let link = crate::store::Write::LinkChild {
+                run,
+                session: agent.as_parent().session_id,
+            };
+            if let Err(e) = agents.store().commit(vec![link]) {
+                tracing::warn!(run = %ctx.id(), error = %e, "cannot link the run to its child's session");
+            }
+        }
         agent.report_progress_to(ctx.clone());
         Self {
             agent,

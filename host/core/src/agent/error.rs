@@ -33,4 +33,7 @@ pub enum AgentError {
         /// The cap.
         max: usize,
     },
+    /// The session store could not read or write the agent's session.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
 }

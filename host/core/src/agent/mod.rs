@@ -29,6 +29,7 @@ use crate::events::{Event, EventBus};
 use crate::model::{
     ChatMessage, FinishReason, Model, ModelError, ModelRegistry, ModelRequest, Role,
 };
+use crate::store::{StoreError, Write};
 use crate::subagent::{RunContext, SubagentService};
 use crate::sync::lock;
 use crate::tool::ToolRegistry;
@@ -61,6 +62,9 @@ pub struct AgentSpec {
     pub max_turns: u32,
     /// Events the session starts with (a balanced prefix).
     pub seed: Vec<SessionEvent>,
+    /// The session to keep: one the host's store has is continued (its completed turns are
+    /// the seed); another is opened under this id. Generated when absent.
+    pub session_id: Option<String>,
 }
 
 impl AgentSpec {
@@ -79,6 +83,7 @@ impl AgentSpec {
             output_schema: None,
             max_turns: 16,
             seed: Vec::new(),
+            session_id: None,
         }
     }
 }
@@ -115,6 +120,11 @@ pub struct Agent {
     progress: Mutex<Option<RunContext>>,
     /// Where its background runs are, to tell it when one settles.
     subagents: Weak<SubagentService>,
+    /// Session writes not yet committed: they go with the next event this agent emits (or
+    /// before its next progress report), in one transaction.
+    unsaved: Mutex<Vec<Write>>,
+    /// Why the store refused this agent's session, once it has: the turn then ends `error`.
+    refused: Mutex<Option<String>>,
 }
 
 impl Agent {
@@ -210,7 +220,43 @@ impl Agent {
     }
 
     fn push(&self, event: SessionEvent) {
-        lock(&self.session).push(event);
+        let mut session = lock(&self.session);
+        lock(&self.unsaved).push(Write::Append {
+            session: session.header.session_id.clone(),
+            kind: event.kind().to_string(),
+            body: event.to_json(),
+        });
+        session.push(event);
+    }
+
+    /// Emits `event` after committing the session writes that led to it.
+    fn emit(&self, event: Event) {
+        let writes = std::mem::take(&mut *lock(&self.unsaved));
+        if let Err(e) = self.events.emit_with(&event, writes) {
+            self.refuse(e);
+        }
+    }
+
+    /// Commits the session writes not yet committed.
+    fn save(&self) {
+        let writes = std::mem::take(&mut *lock(&self.unsaved));
+        if writes.is_empty() {
+            return;
+        }
+        if let Err(e) = self.events.store().commit(writes) {
+            tracing::warn!(agent = %self.id, error = %e, "session store refused a write");
+            self.refuse(e);
+        }
+    }
+
+    fn refuse(&self, e: StoreError) {
+        lock(&self.refused)
+            .get_or_insert_with(|| format!("the session store refused a write: {e}"));
+    }
+
+    /// Why the store refused this agent's session, if it did.
+    fn refusal(&self) -> Option<String> {
+        lock(&self.refused).clone()
     }
 
     /// Reports this agent's progress (each model reply, tool call and result) to `run`.
@@ -219,6 +265,8 @@ impl Agent {
     }
 
     fn report(&self, text: String) {
+        // What the report tells of is durable before anyone hears of it.
+        self.save();
         if let Some(run) = lock(&self.progress).as_ref() {
             run.progress(vec![ContentBlock::text(text)]);
         }
@@ -246,18 +294,23 @@ impl Agent {
             }
         }
         self.push(SessionEvent::UserMessage { content: prompt });
-        self.events.emit(&Event::AgentTurnStart {
+        self.emit(Event::AgentTurnStart {
             id: self.id.clone(),
             turn,
         });
         let (stop_reason, diagnostic) = self.turn_loop(&abort).await;
         // A cancel from now on is for the next turn.
         *lock(&self.turn_abort) = self.abort.child_token();
+        // A refused session ends its turn `error`, saying why.
+        let (stop_reason, diagnostic) = match self.refusal() {
+            Some(why) if stop_reason.is_success() => (StopReason::Error, Some(why)),
+            _ => (stop_reason, diagnostic),
+        };
         self.push(SessionEvent::TurnEnd {
             turn,
             reason: stop_reason.clone(),
         });
-        self.events.emit(&Event::AgentTurnEnd {
+        self.emit(Event::AgentTurnEnd {
             id: self.id.clone(),
             turn,
             stop_reason: stop_reason.clone(),
@@ -309,6 +362,9 @@ impl Agent {
         loop {
             if abort.is_cancelled() {
                 return (StopReason::Aborted, Some(self.aborted()));
+            }
+            if let Some(why) = self.refusal() {
+                return (StopReason::Error, Some(why));
             }
             for message in std::mem::take(&mut *lock(&self.steering)) {
                 self.push(SessionEvent::UserMessage { content: message });
@@ -391,7 +447,7 @@ impl Agent {
         let caller = self.as_parent();
         let pending: Vec<usize> = (0..calls.len()).filter(|i| results[*i].is_none()).collect();
         for i in &pending {
-            self.events.emit(&Event::AgentToolCall {
+            self.emit(Event::AgentToolCall {
                 id: self.id.clone(),
                 call: calls[*i].id.clone(),
                 tool: calls[*i].name.clone(),
@@ -413,27 +469,24 @@ impl Agent {
         }
         for (call, result) in calls.iter().zip(results) {
             let result = result.unwrap_or_else(|| crate::types::ToolResult::error("not run"));
-            self.events.emit(&Event::AgentToolResult {
-                id: self.id.clone(),
-                call: call.id.clone(),
-                tool: call.name.clone(),
-                is_error: result.is_error,
-            });
-            self.report(format!(
-                "tool `{}` {}",
-                call.name,
-                if result.is_error {
-                    "failed"
-                } else {
-                    "answered"
-                }
-            ));
+            let is_error = result.is_error;
             self.push(SessionEvent::ToolResult {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 content: result.content,
-                is_error: result.is_error,
+                is_error,
             });
+            self.emit(Event::AgentToolResult {
+                id: self.id.clone(),
+                call: call.id.clone(),
+                tool: call.name.clone(),
+                is_error,
+            });
+            self.report(format!(
+                "tool `{}` {}",
+                call.name,
+                if is_error { "failed" } else { "answered" }
+            ));
         }
         captured
     }
@@ -447,6 +500,29 @@ impl crate::subagent::Steer for Agent {
     fn queued(&self) -> usize {
         self.queued_steering()
     }
+}
+
+/// The completed turns of a stored session, as the agent starts from them.
+fn stored_prefix(
+    session: &str,
+    events: &[crate::store::StoredEvent],
+) -> Result<Vec<SessionEvent>, AgentError> {
+    let mut parsed = Vec::with_capacity(events.len());
+    for e in events {
+        let event: SessionEvent = serde_json::from_str(&e.body).map_err(|err| {
+            AgentError::Store(StoreError::Backend(format!(
+                "session `{session}`, event {}: cannot read it: {err}",
+                e.seq
+            )))
+        })?;
+        parsed.push(event);
+    }
+    let end = parsed
+        .iter()
+        .rposition(|e| matches!(e, SessionEvent::TurnEnd { .. }))
+        .map_or(0, |i| i + 1);
+    parsed.truncate(end);
+    Ok(parsed)
 }
 
 /// The host's live agents.
@@ -487,6 +563,11 @@ impl AgentRegistry {
 
     fn subagents(&self) -> Option<Arc<SubagentService>> {
         self.subagents.get().and_then(Weak::upgrade)
+    }
+
+    /// The session store the agents write to (the bus's).
+    pub fn store(&self) -> &Arc<dyn crate::store::SessionStore> {
+        self.events.store()
     }
 
     /// The `[agent]` config: defaults for children and the top-level agent.
@@ -535,15 +616,60 @@ impl AgentRegistry {
                 "an agent `{id}` already exists"
             )));
         }
-        let header = SessionHeader {
-            session_id: format!("session-{n}"),
-            working_directory: spec.working_directory.clone(),
-            parent_session: spec.parent_session.clone(),
+        let store = self.events.store();
+        let session_id = spec
+            .session_id
+            .clone()
+            .unwrap_or_else(|| format!("{}-{n}", store.id_prefix()));
+        let stored = store.session(&session_id)?;
+        let mut seed = spec.seed.clone();
+        let mut unsaved = Vec::new();
+        let header = match stored {
+            Some(stored) => {
+                if !seed.is_empty() {
+                    return Err(AgentError::Invalid(format!(
+                        "session `{session_id}` is in the store: it cannot also be seeded"
+                    )));
+                }
+                seed = stored_prefix(&session_id, &store.events(&session_id)?)?;
+                // The session moves to this process: a later crash marks it, not the last.
+                unsaved.push(Write::OpenSession {
+                    id: session_id.clone(),
+                    agent: id.clone(),
+                    parent: stored.parent.clone(),
+                    working_directory: stored.working_directory.clone(),
+                });
+                SessionHeader {
+                    session_id,
+                    working_directory: stored.working_directory,
+                    parent_session: stored.parent,
+                }
+            }
+            None => {
+                unsaved.push(Write::OpenSession {
+                    id: session_id.clone(),
+                    agent: id.clone(),
+                    parent: spec.parent_session.clone(),
+                    working_directory: spec.working_directory.clone(),
+                });
+                for event in &seed {
+                    unsaved.push(Write::Append {
+                        session: session_id.clone(),
+                        kind: event.kind().to_string(),
+                        body: event.to_json(),
+                    });
+                }
+                SessionHeader {
+                    session_id,
+                    working_directory: spec.working_directory.clone(),
+                    parent_session: spec.parent_session.clone(),
+                }
+            }
         };
         let abort: CancellationToken = abort.map(|a| a.child_token()).unwrap_or_default();
         let agent = Arc::new(Agent {
             id: id.clone(),
-            session: Mutex::new(Session::new(header, spec.seed.clone())),
+            session: Mutex::new(Session::new(header, seed)),
             spec,
             model,
             tools,
@@ -554,9 +680,11 @@ impl AgentRegistry {
             events: self.events.clone(),
             progress: Mutex::new(None),
             subagents: self.subagents.get().cloned().unwrap_or_default(),
+            unsaved: Mutex::new(unsaved),
+            refused: Mutex::new(None),
         });
         lock(&self.agents).insert(id.clone(), agent.clone());
-        self.events.emit(&Event::AgentCreated {
+        agent.emit(Event::AgentCreated {
             id,
             parent: agent.spec.parent.clone(),
             depth: agent.spec.depth,

@@ -20,6 +20,7 @@ use super::talk::{Inbox, Progress};
 use super::SubagentError;
 use crate::events::{Event, EventBus};
 use crate::live::LiveCounts;
+use crate::store::{RunKey, RunStart, Write};
 use crate::sync::lock;
 use crate::types::{
     ContentBlock, ParentRef, ProviderDescriptor, RunInfo, RunState, RuntimeFeatures, StartRequest,
@@ -178,6 +179,8 @@ pub(crate) struct RunShared {
     inbox: Mutex<Inbox>,
     /// When the run started, in milliseconds since the Unix epoch.
     started_at_ms: u64,
+    /// The run's record in the store, if the store took it.
+    record: Option<RunKey>,
 }
 
 /// What a run gets from the service that starts it.
@@ -204,7 +207,19 @@ impl RunShared {
             on_disposed,
         } = hooks;
         live.run_started();
+        let record = events
+            .store()
+            .start_run(RunStart {
+                run_id: id.clone(),
+                provider: descriptor.name.clone(),
+                parent_agent: request.parent.id.clone(),
+                parent_session: request.parent.session_id.clone(),
+                request: request_snapshot(request),
+            })
+            .inspect_err(|e| tracing::warn!(run = %id, error = %e, "cannot record the run"))
+            .ok();
         Arc::new(Self {
+            record,
             id,
             provider: descriptor.name.clone(),
             parent: request.parent.clone(),
@@ -234,6 +249,18 @@ impl RunShared {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
         })
+    }
+
+    /// The store's write that settles this run's record.
+    fn record_end(&self, stop_reason: &StopReason, diagnostic: Option<String>) -> Vec<Write> {
+        self.record
+            .map(|run| Write::RunEnded {
+                run,
+                stop_reason: stop_reason.as_str().to_string(),
+                diagnostic,
+            })
+            .into_iter()
+            .collect()
     }
 
     pub(crate) fn cancel(&self, reason: Option<String>) {
@@ -300,9 +327,10 @@ impl RunShared {
         drop(phase);
     }
 
-    fn emit_end(&self, event: &Event) {
+    /// Emits `subagent/end`, the run's record settled in the same commit.
+    fn emit_end(&self, event: &Event, record: Vec<Write>) {
         let _emitting = Emitting::start(self);
-        self.events.emit(event);
+        let _ = self.events.emit_with(event, record);
     }
 
     /// Publishes the outcome once. A started run emits `subagent/end` first, so that a caller
@@ -318,30 +346,51 @@ impl RunShared {
         let mut phase = lock(&self.phase);
         match *phase {
             Phase::Settled => return,
-            Phase::Ready => self.emit_end(&match &outcome {
-                Ok(result) => Event::SubagentEnd {
-                    provider: self.provider.clone(),
-                    id: self.id.clone(),
-                    parent: self.parent.clone(),
-                    stop_reason: result.stop_reason.clone(),
-                    last_assistant_message: Some(result.output.clone()),
-                    diagnostic: result.diagnostic.clone(),
-                },
-                Err(fault) => Event::SubagentEnd {
-                    provider: self.provider.clone(),
-                    id: self.id.clone(),
-                    parent: self.parent.clone(),
-                    stop_reason: StopReason::Error,
-                    last_assistant_message: None,
-                    diagnostic: Some(fault.to_string()),
-                },
-            }),
+            Phase::Ready => {
+                let (end, record) = self.end_event(&outcome);
+                self.emit_end(&end, record);
+            }
             Phase::Pending => {
+                let (_, record) = self.end_event(&outcome);
+                if let Err(e) = self.events.store().commit(record) {
+                    tracing::warn!(run = %self.id, error = %e, "cannot settle the run's record");
+                }
                 self.started.send_replace(Some(Err(not_started)));
             }
         }
         *phase = Phase::Settled;
         self.result.send_replace(Some(outcome));
+    }
+
+    /// The `subagent/end` of `outcome`, and the write that settles the run's record.
+    fn end_event(&self, outcome: &Result<SubagentResult, SubagentError>) -> (Event, Vec<Write>) {
+        let event = match outcome {
+            Ok(result) => Event::SubagentEnd {
+                provider: self.provider.clone(),
+                id: self.id.clone(),
+                parent: self.parent.clone(),
+                stop_reason: result.stop_reason.clone(),
+                last_assistant_message: Some(result.output.clone()),
+                diagnostic: result.diagnostic.clone(),
+            },
+            Err(fault) => Event::SubagentEnd {
+                provider: self.provider.clone(),
+                id: self.id.clone(),
+                parent: self.parent.clone(),
+                stop_reason: StopReason::Error,
+                last_assistant_message: None,
+                diagnostic: Some(fault.to_string()),
+            },
+        };
+        let record = match &event {
+            Event::SubagentEnd {
+                stop_reason,
+                diagnostic,
+                ..
+            } => self.record_end(stop_reason, diagnostic.clone()),
+            _ => Vec::new(),
+        };
+        (event, record)
     }
 
     fn aborted_result(&self, detail: &str) -> (SubagentResult, SubagentError) {
@@ -570,6 +619,20 @@ impl RunShared {
     }
 }
 
+/// The request as the run's record keeps it: everything but the signal.
+fn request_snapshot(request: &StartRequest) -> String {
+    serde_json::json!({
+        "prompt": request.prompt,
+        "parent": request.parent,
+        "agent-options": request.agent_options,
+        "output-schema": request.output_schema,
+        "max-depth": request.max_depth,
+        "tool-filter": request.tool_filter,
+        "persona": request.persona,
+    })
+    .to_string()
+}
+
 /// The message a panic carried.
 fn panic_text(panic: &(dyn Any + Send)) -> String {
     panic
@@ -646,6 +709,11 @@ impl RunContext {
     /// The run id (the child's agent id).
     pub fn id(&self) -> &str {
         &self.0.id
+    }
+
+    /// The run's record in the host's session store, if it took it.
+    pub fn record(&self) -> Option<RunKey> {
+        self.0.record
     }
 
     /// The calling agent.

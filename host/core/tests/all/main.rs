@@ -8,5 +8,6 @@ mod loopback;
 mod openai;
 mod runs;
 mod service;
+mod store;
 mod support;
 mod tools;

@@ -42,7 +42,12 @@ pub struct Core {
 impl Core {
     /// A core whose cancelled runs get `grace` to wind down.
     pub fn new(grace: Duration) -> Self {
-        let events = Arc::new(EventBus::default());
+        Self::with_store(grace, Arc::new(seam_core::store::MemoryStore::default()))
+    }
+
+    /// [`Core::new`], keeping sessions in `store`.
+    pub fn with_store(grace: Duration, store: Arc<dyn seam_core::store::SessionStore>) -> Self {
+        let events = Arc::new(EventBus::with_store(store));
         let live = Arc::new(LiveCounts::default());
         let subagents = Arc::new(SubagentService::new(events.clone(), live.clone(), grace));
         let tools = Arc::new(ToolRegistry::new(events.clone(), subagents.clone()));

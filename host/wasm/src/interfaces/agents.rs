@@ -93,6 +93,7 @@ fn create(env: &RunEnv, options: ChildOptions) -> Result<Arc<Agent>, AgentError>
         output_schema,
         max_turns: defaults.max_turns,
         seed,
+        session_id: None,
     };
     env.agents.create(spec, Some(env.ctx.token()))
 }

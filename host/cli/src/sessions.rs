@@ -1,0 +1,305 @@
+//! `seam sessions list | show ID | tree ID | rm ID | gc --older-than D`, and the store every
+//! command that keeps sessions opens (`seam run`).
+//!
+//! The store is `[sessions] store` of the config when given (`"memory"` or `"sqlite:PATH"`),
+//! else the SQLite file `$XDG_STATE_HOME/seam/sessions.db` (`~/.local/state/seam/...`). It is
+//! opened before anything runs, so that a store that cannot be written fails the command at
+//! its start, naming the file.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use seam_host::config::{SessionsConfig, StoreSpec};
+use seam_host::session_store::{
+    now_ms, MemoryStore, RunRecord, SessionStore, SqliteStore, StoreLimits,
+};
+
+use super::{read_config, EXIT_OK};
+
+/// The session store a command uses, and what to call it in messages.
+pub(crate) struct OpenStore {
+    /// The store.
+    pub(crate) store: Arc<dyn SessionStore>,
+    /// `memory`, or the database file.
+    pub(crate) name: String,
+}
+
+/// The CLI's default database: `$XDG_STATE_HOME/seam/sessions.db`, else
+/// `~/.local/state/seam/sessions.db`.
+fn default_path() -> Result<PathBuf> {
+    let state = match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let home = std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .context("neither XDG_STATE_HOME nor HOME is set: set `[sessions] store`")?;
+            Path::new(&home).join(".local").join("state")
+        }
+    };
+    Ok(state.join("seam").join("sessions.db"))
+}
+
+/// Opens the store `spec` names (the default file when `None`), applying `config`'s limits and
+/// its retention.
+pub(crate) fn open(spec: Option<&StoreSpec>, config: &SessionsConfig) -> Result<OpenStore> {
+    let limits = StoreLimits {
+        max_session_bytes: config.max_session_mb.saturating_mul(1024 * 1024),
+    };
+    let path = match spec {
+        Some(StoreSpec::Memory) => {
+            return Ok(OpenStore {
+                store: Arc::new(MemoryStore::new(limits)),
+                name: "memory".into(),
+            })
+        }
+        Some(StoreSpec::Sqlite(path)) => path.clone(),
+        None => default_path()?,
+    };
+    let store = SqliteStore::open(&path, limits)?;
+    if config.retain_days > 0 {
+        let cutoff = now_ms().saturating_sub(config.retain_days.saturating_mul(86_400_000));
+        let gone = store.gc(cutoff).with_context(|| {
+            format!(
+                "cannot apply `[sessions] retain_days` to {}",
+                path.display()
+            )
+        })?;
+        if gone > 0 {
+            tracing::info!(
+                gone,
+                days = config.retain_days,
+                "sessions past their retention removed"
+            );
+        }
+    }
+    Ok(OpenStore {
+        store: Arc::new(store),
+        name: path.display().to_string(),
+    })
+}
+
+/// `seam sessions`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The store: `sqlite:PATH` or `memory` (default: `[sessions] store` of `--config`, else
+    /// $XDG_STATE_HOME/seam/sessions.db).
+    #[arg(long, value_name = "STORE", global = true)]
+    store: Option<String>,
+    /// A config whose `[sessions]` names the store.
+    #[arg(long, value_name = "CONFIG", global = true)]
+    config: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: SessionsCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum SessionsCommand {
+    /// List the top-level sessions, most recent first.
+    List,
+    /// Print a session's events.
+    Show {
+        /// The session id.
+        id: String,
+    },
+    /// Print the delegation tree of a session: every run, its provider, stop reason and times.
+    Tree {
+        /// The session id.
+        id: String,
+    },
+    /// Remove a session with its runs and their children's sessions.
+    Rm {
+        /// The session id.
+        id: String,
+    },
+    /// Remove every session not written for longer than DURATION (`7d`, `12h`, `30m`).
+    Gc {
+        /// How old a session must be to go.
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        older_than: Duration,
+    },
+}
+
+pub(crate) fn run(args: Args) -> Result<u8> {
+    let (config, base) = match &args.config {
+        Some(path) => (
+            read_config(path)?.sessions,
+            path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        ),
+        None => (SessionsConfig::default(), PathBuf::from(".")),
+    };
+    let spec = match &args.store {
+        Some(text) => {
+            Some(StoreSpec::parse(text, &base).map_err(|e| anyhow::anyhow!("--store: {e}"))?)
+        }
+        None => config.store.clone(),
+    };
+    // Listing never removes anything: retention is for the commands that write.
+    let config = SessionsConfig {
+        retain_days: 0,
+        ..config
+    };
+    let open = open(spec.as_ref(), &config)?;
+    let store = open.store.as_ref();
+    match args.command {
+        SessionsCommand::List => list(store, args.json)?,
+        SessionsCommand::Show { id } => {
+            known(&open, &id)?;
+            let events = store.events(&id)?;
+            if args.json {
+                let events: Vec<serde_json::Value> = events
+                    .iter()
+                    .map(|e| {
+                        let body: serde_json::Value =
+                            serde_json::from_str(&e.body).unwrap_or(serde_json::Value::Null);
+                        serde_json::json!({"seq": e.seq, "at-ms": e.at_ms, "event": body})
+                    })
+                    .collect();
+                outln!("{}", serde_json::Value::Array(events));
+            } else {
+                for e in events {
+                    outln!("{:>5} {} {} {}", e.seq, time(e.at_ms), e.kind, e.body);
+                }
+            }
+        }
+        SessionsCommand::Tree { id } => {
+            known(&open, &id)?;
+            let tree = tree(store, &id, 0)?;
+            if args.json {
+                outln!("{}", serde_json::json!({"session": id, "runs": tree}));
+            } else {
+                let summary = store.session(&id)?;
+                let state = if summary.is_some_and(|s| s.interrupted) {
+                    " (its last turn was interrupted)"
+                } else {
+                    ""
+                };
+                outln!("session {id}{state}");
+                print_tree(&tree, 1);
+            }
+        }
+        SessionsCommand::Rm { id } => {
+            if !store.remove(&id)? {
+                bail!("no session `{id}` in {}", open.name);
+            }
+            outln!("removed session {id}");
+        }
+        SessionsCommand::Gc { older_than } => {
+            let cutoff = now_ms().saturating_sub(older_than.as_millis() as u64);
+            let gone = store.gc(cutoff)?;
+            outln!("removed {gone} session(s)");
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+fn known(open: &OpenStore, id: &str) -> Result<()> {
+    if open.store.session(id)?.is_none() {
+        bail!(
+            "no session `{id}` in {} (`seam sessions list` shows them)",
+            open.name
+        );
+    }
+    Ok(())
+}
+
+fn list(store: &dyn SessionStore, json: bool) -> Result<()> {
+    let sessions: Vec<_> = store
+        .sessions()?
+        .into_iter()
+        .filter(|s| s.parent.is_none())
+        .collect();
+    if json {
+        let rows: Vec<serde_json::Value> = sessions
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "id": s.id, "agent": s.agent, "working-directory": s.working_directory,
+                    "created-ms": s.created_ms, "updated-ms": s.updated_ms,
+                    "events": s.events, "bytes": s.bytes, "interrupted": s.interrupted,
+                })
+            })
+            .collect();
+        outln!("{}", serde_json::Value::Array(rows));
+        return Ok(());
+    }
+    for s in sessions {
+        let state = if s.interrupted { "  interrupted" } else { "" };
+        outln!(
+            "{}  {}  {} events  {}{state}",
+            s.id,
+            time(s.updated_ms),
+            s.events,
+            s.working_directory
+        );
+    }
+    Ok(())
+}
+
+/// The runs `session`'s agent started, each with the runs below it.
+fn tree(store: &dyn SessionStore, session: &str, depth: usize) -> Result<Vec<serde_json::Value>> {
+    // Sessions link one way, parent to child; a bound keeps a damaged store from looping.
+    if depth > 64 {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for run in store.runs_of(session)? {
+        let children = match &run.child_session {
+            Some(child) => tree(store, child, depth + 1)?,
+            None => Vec::new(),
+        };
+        out.push(run_json(&run, children));
+    }
+    Ok(out)
+}
+
+fn run_json(run: &RunRecord, children: Vec<serde_json::Value>) -> serde_json::Value {
+    serde_json::json!({
+        "run": run.start.run_id,
+        "provider": run.start.provider,
+        "status": run.status.as_str(),
+        "stop-reason": run.stop_reason,
+        "diagnostic": run.diagnostic,
+        "session": run.child_session,
+        "started-ms": run.started_ms,
+        "ended-ms": run.ended_ms,
+        "runs": children,
+    })
+}
+
+fn print_tree(runs: &[serde_json::Value], depth: usize) {
+    for run in runs {
+        let indent = "  ".repeat(depth);
+        let field = |k: &str| run[k].as_str().unwrap_or("").to_string();
+        let outcome = match run["stop-reason"].as_str() {
+            Some(reason) => reason.to_string(),
+            None => field("status"),
+        };
+        let took = match (run["started-ms"].as_u64(), run["ended-ms"].as_u64()) {
+            (Some(a), Some(b)) => format!(" in {} ms", b.saturating_sub(a)),
+            _ => String::new(),
+        };
+        let why = run["diagnostic"]
+            .as_str()
+            .map(|d| format!(": {d}"))
+            .unwrap_or_default();
+        outln!(
+            "{indent}{} on `{}`: {outcome}, started {}{took}{why}",
+            field("run"),
+            field("provider"),
+            time(run["started-ms"].as_u64().unwrap_or(0)),
+        );
+        if let Some(children) = run["runs"].as_array() {
+            print_tree(children, depth + 1);
+        }
+    }
+}
+
+/// A time, as RFC 3339 in UTC to the second.
+fn time(ms: u64) -> String {
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}

@@ -1,0 +1,352 @@
+//! Durable sessions through the real `seam` binary: `seam run` killed with SIGKILL at points
+//! chosen by the events it printed, the store reopened after each kill, `--session` continuing,
+//! and the `seam sessions` commands.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::Duration;
+
+use seam_host::session_store::{RunStatus, SessionStore, SqliteStore, StoreLimits};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `seam` with the test cache, and a state folder of the test's own.
+fn seam(state: &Path) -> Command {
+    assert!(seam_tests::guest("spawn_provider").is_file());
+    let mut command = Command::new(env!("CARGO_BIN_EXE_seam"));
+    command
+        .current_dir(root())
+        .env(
+            "SEAM_CACHE_DIR",
+            root().join("target").join("seam-test-cache"),
+        )
+        .env("XDG_STATE_HOME", state);
+    command
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A turn with a background child (`research`, slow) and a foreground one (`second_opinion`,
+/// on `fork`), then an answer; the store is `sessions.db` next to the config.
+fn crash_config(dir: &Path) -> PathBuf {
+    let guest = |name: &str| seam_tests::guest(name).display().to_string();
+    let config = format!(
+        r#"
+[agent]
+model = "scripted:lead"
+
+[sessions]
+store = "sqlite:sessions.db"
+
+[models.scripts.lead]
+steps = [
+    {{ text = "research in the background", tool_calls = [
+        {{ name = "research", arguments = {{ description = "d", prompt = "dig", run_in_background = true }} }},
+    ] }},
+    {{ text = "a second opinion", tool_calls = [
+        {{ name = "second_opinion", arguments = {{ description = "d", prompt = "doubt" }} }},
+    ] }},
+    {{ text = "done: {{tool_results}}" }},
+]
+
+[models.scripts.researcher]
+steps = [{{ text = "research result", delay_ms = 1500 }}]
+
+[models.scripts.critic]
+steps = [{{ text = "critic result", delay_ms = 300 }}]
+
+[models.scripts.after]
+steps = [{{ text = "continued: {{prompt}}" }}]
+
+[[plugin]]
+id = "spawn"
+component = "{spawn}"
+
+[[plugin]]
+id = "fork"
+component = "{fork}"
+
+[[plugin]]
+id = "research"
+component = "{tool}"
+config = {{ provider = "spawn", toolName = "research", agentOptions = {{ model = "scripted:researcher" }}, runInBackground = true }}
+
+[[plugin]]
+id = "second-opinion"
+component = "{tool}"
+config = {{ provider = "fork", toolName = "second_opinion", agentOptions = {{ model = "scripted:critic" }} }}
+"#,
+        spawn = guest("spawn_provider"),
+        fork = guest("fork_provider"),
+        tool = guest("subagent_tool"),
+    );
+    let path = dir.join("crash.toml");
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+fn lines_of(stream: impl std::io::Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Runs the crash config and kills `seam` with SIGKILL once it has printed `after` event lines
+/// past its turn's start; returns every event line it printed.
+fn run_and_kill(config: &Path, state: &Path, after: usize) -> Vec<String> {
+    let mut child = seam(state)
+        .args(["run", config.to_str().unwrap(), "go", "--events"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = lines_of(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    let mut past_start: Option<usize> = None;
+    loop {
+        if past_start.is_some_and(|n| n >= after) {
+            break;
+        }
+        let Ok(line) = rx.recv_timeout(Duration::from_secs(60)) else {
+            panic!("seam printed no more events: {seen:#?}");
+        };
+        if !line.starts_with('{') {
+            continue;
+        }
+        if let Some(n) = &mut past_start {
+            *n += 1;
+        } else if line.contains("\"event\":\"agent/turn-start\"") {
+            past_start = Some(0);
+        }
+        seen.push(line);
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // What it printed before it died was received by a listener too.
+    seen.extend(rx.iter().filter(|l| l.starts_with('{')));
+    seen
+}
+
+#[test]
+fn a_run_killed_at_any_point_leaves_a_sound_store_that_continues() {
+    let mut interrupted_seen = 0;
+    for after in [0, 2, 4, 6, 9] {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let config = crash_config(dir.path());
+        let printed = run_and_kill(&config, &state, after);
+
+        let db = dir.path().join("sessions.db");
+        let session = {
+            let store = SqliteStore::open(&db, StoreLimits::default()).unwrap();
+            assert_eq!(store.integrity_check().unwrap(), "ok", "kill after {after}");
+            let journal = store.journal().unwrap();
+            for line in &printed {
+                assert!(
+                    journal.contains(line),
+                    "kill after {after}: a printed event is not in the store: {line}"
+                );
+            }
+            let sessions = store.sessions().unwrap();
+            let top = sessions
+                .iter()
+                .find(|s| s.parent.is_none())
+                .expect("the top-level session is kept");
+            // Every run, at every depth: settled, or interrupted with a diagnostic.
+            let mut pending = vec![top.id.clone()];
+            while let Some(session) = pending.pop() {
+                for run in store.runs_of(&session).unwrap() {
+                    match run.status {
+                        RunStatus::Ended => assert!(run.stop_reason.is_some(), "{run:?}"),
+                        RunStatus::Interrupted => {
+                            interrupted_seen += 1;
+                            assert!(run.diagnostic.is_some(), "{run:?}");
+                            assert!(run.stop_reason.is_none(), "never completed: {run:?}");
+                        }
+                        RunStatus::Running => panic!("kill after {after}: still running: {run:?}"),
+                    }
+                    pending.extend(run.child_session.clone());
+                }
+            }
+            top.id.clone()
+        };
+
+        // The session continues from its completed turns.
+        let out = seam(&state)
+            .args([
+                "run",
+                config.to_str().unwrap(),
+                "--session",
+                &session,
+                "--model",
+                "scripted:after",
+                "--json",
+                "again",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(answer["session"], session.as_str());
+        assert_eq!(answer["output"], "continued: again");
+        let store = SqliteStore::open(&db, StoreLimits::default()).unwrap();
+        let last = store.events(&session).unwrap();
+        assert!(last.last().unwrap().body.contains("turn/end"), "{last:?}");
+    }
+    assert!(
+        interrupted_seen > 0,
+        "no kill point caught a run live: the kill points are too late to test anything"
+    );
+}
+
+#[test]
+fn sessions_commands_list_show_tree_remove_and_collect() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = crash_config(dir.path());
+    let store = format!("sqlite:{}", dir.path().join("sessions.db").display());
+    let out = seam(&state)
+        .args(["run", config.to_str().unwrap(), "go", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = answer["session"].as_str().unwrap().to_string();
+
+    let sessions = |args: &[&str]| {
+        let out = seam(&state)
+            .arg("sessions")
+            .args(["--store", &store])
+            .args(args)
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let (code, list, _) = sessions(&["list", "--json"]);
+    assert_eq!(code, Some(0));
+    let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+    assert_eq!(
+        list.as_array().unwrap().len(),
+        1,
+        "children are not listed: {list}"
+    );
+    assert_eq!(list[0]["id"], id.as_str());
+
+    let (code, show, _) = sessions(&["show", &id, "--json"]);
+    assert_eq!(code, Some(0));
+    let show: serde_json::Value = serde_json::from_str(&show).unwrap();
+    let kinds: Vec<&str> = show
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"turn/start"));
+    assert_eq!(kinds.last(), Some(&"turn/end"));
+    assert!(kinds.contains(&"tool-result"), "{kinds:?}");
+
+    let (code, tree, _) = sessions(&["tree", &id, "--json"]);
+    assert_eq!(code, Some(0));
+    let tree: serde_json::Value = serde_json::from_str(&tree).unwrap();
+    let runs = tree["runs"].as_array().unwrap();
+    let providers: Vec<&str> = runs
+        .iter()
+        .map(|r| r["provider"].as_str().unwrap())
+        .collect();
+    assert_eq!(providers, ["spawn", "fork"], "{tree}");
+    for run in runs {
+        assert_eq!(run["stop-reason"], "completed", "{tree}");
+        assert!(
+            run["ended-ms"].as_u64() >= run["started-ms"].as_u64(),
+            "{tree}"
+        );
+        assert!(
+            run["session"].is_string(),
+            "each child's session is linked: {tree}"
+        );
+    }
+    let (code, tree_text, _) = sessions(&["tree", &id]);
+    assert_eq!(code, Some(0));
+    assert!(tree_text.contains("on `spawn`: completed"), "{tree_text}");
+
+    let (code, _, err) = sessions(&["show", "no-such-session"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("no-such-session") && err.contains("sessions.db"),
+        "{err}"
+    );
+    let (code, _, err) = sessions(&["gc", "--older-than", "soon"]);
+    assert_eq!(code, Some(1), "{err}");
+
+    let (code, out, _) = sessions(&["gc", "--older-than", "1h"]);
+    assert_eq!((code, out.trim()), (Some(0), "removed 0 session(s)"));
+    let (code, _, _) = sessions(&["rm", &id]);
+    assert_eq!(code, Some(0));
+    let (_, list, _) = sessions(&["list", "--json"]);
+    assert_eq!(list.trim(), "[]");
+    let (code, _, err) = sessions(&["rm", &id]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains(&id), "{err}");
+}
+
+#[test]
+fn a_store_that_cannot_be_opened_fails_the_run_at_its_start_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("not-a-folder");
+    std::fs::write(&blocker, "").unwrap();
+    let config = dir.path().join("c.toml");
+    std::fs::write(
+        &config,
+        "[agent]\nmodel = \"scripted:x\"\n[sessions]\nstore = \"sqlite:not-a-folder/s.db\"\n\
+         [models.scripts.x]\nsteps = [{ text = \"hi\" }]\n",
+    )
+    .unwrap();
+    let out = seam(&dir.path().join("state"))
+        .args(["run", config.to_str().unwrap(), "go", "--events"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("not-a-folder/s.db"), "{err}");
+    assert!(!err.contains("agent/turn-start"), "nothing ran: {err}");
+
+    // A bad `[sessions] store` names the key.
+    std::fs::write(&config, "[sessions]\nstore = \"postgres://x\"\n").unwrap();
+    let out = seam(&dir.path().join("state"))
+        .args(["run", config.to_str().unwrap(), "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("[sessions]") && err.contains("`store`"),
+        "{err}"
+    );
+
+    // Without `[sessions] store`, the default file is under XDG_STATE_HOME.
+    std::fs::write(
+        &config,
+        "[agent]\nmodel = \"scripted:x\"\n[models.scripts.x]\nsteps = [{ text = \"hi\" }]\n",
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let out = seam(&state)
+        .args(["run", config.to_str().unwrap(), "go"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(state.join("seam").join("sessions.db").is_file());
+}

@@ -1,0 +1,49 @@
+//! What a session store refuses or fails with.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+/// A store's error. Every variant names what it is about: the file, the session, the limit.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum StoreError {
+    /// The database could not be opened, created or prepared.
+    #[error("cannot open the session store {}: {message}", path.display())]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// Why, in words.
+        message: String,
+    },
+    /// The database was written by a newer Seam.
+    #[error(
+        "the session store {} has schema version {found}, newer than the {supported} this seam \
+         supports: use a newer seam, or another store",
+        path.display()
+    )]
+    TooNew {
+        /// The database file.
+        path: PathBuf,
+        /// Its `user_version`.
+        found: i64,
+        /// The newest this build knows.
+        supported: i64,
+    },
+    /// An append would take a session past its size limit.
+    #[error(
+        "session `{session}` would grow past its limit of {limit_bytes} bytes \
+         (`[sessions] max_session_mb`)"
+    )]
+    SessionFull {
+        /// The session.
+        session: String,
+        /// The limit in force.
+        limit_bytes: u64,
+    },
+    /// A write or read named a session the store does not have.
+    #[error("no session `{0}` in the store")]
+    NoSession(String),
+    /// A write or read failed.
+    #[error("session store: {0}")]
+    Backend(String),
+}

@@ -1,0 +1,257 @@
+//! The in-memory store: the library's default. Nothing outlives the process; the journal keeps
+//! only the latest [`MemoryStore::JOURNAL`] events, so that a long-lived host does not grow
+//! without bound.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use super::{
+    now_ms, RunKey, RunRecord, RunStart, RunStatus, SessionStore, SessionSummary, StoreError,
+    StoreLimits, StoredEvent, Write,
+};
+use crate::sync::lock;
+
+#[derive(Default)]
+struct Inner {
+    sessions: HashMap<String, (SessionSummary, Vec<StoredEvent>)>,
+    runs: Vec<RunRecord>,
+    journal: VecDeque<String>,
+}
+
+/// Sessions, runs and the journal in memory.
+#[derive(Default)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+    limits: StoreLimits,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore").finish_non_exhaustive()
+    }
+}
+
+impl MemoryStore {
+    /// Journal entries kept (the oldest go first).
+    pub const JOURNAL: usize = 10_000;
+
+    /// An empty store enforcing `limits`.
+    pub fn new(limits: StoreLimits) -> Self {
+        Self {
+            inner: Mutex::default(),
+            limits,
+        }
+    }
+}
+
+impl Inner {
+    /// Applies one write to a copy-on-failure-free state: every check runs before any change.
+    fn check(&self, writes: &[Write], limits: &StoreLimits) -> Result<(), StoreError> {
+        let mut grown: HashMap<&str, u64> = HashMap::new();
+        for w in writes {
+            if let Write::Append { session, body, .. } = w {
+                let opened = writes
+                    .iter()
+                    .any(|o| matches!(o, Write::OpenSession { id, .. } if id == session));
+                let base = match self.sessions.get(session) {
+                    Some((s, _)) => s.bytes,
+                    None if opened => 0,
+                    None => return Err(StoreError::NoSession(session.clone())),
+                };
+                let total = grown.entry(session).or_insert(base);
+                *total += body.len() as u64;
+                if *total > limits.max_session_bytes {
+                    return Err(StoreError::SessionFull {
+                        session: session.clone(),
+                        limit_bytes: limits.max_session_bytes,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, write: Write, now: u64) {
+        match write {
+            Write::OpenSession {
+                id,
+                agent,
+                parent,
+                working_directory,
+            } => {
+                self.sessions.entry(id.clone()).or_insert_with(|| {
+                    let summary = SessionSummary {
+                        id,
+                        agent,
+                        parent,
+                        working_directory,
+                        created_ms: now,
+                        updated_ms: now,
+                        events: 0,
+                        bytes: 0,
+                        interrupted: false,
+                    };
+                    (summary, Vec::new())
+                });
+            }
+            Write::Append {
+                session,
+                kind,
+                body,
+            } => {
+                if let Some((summary, events)) = self.sessions.get_mut(&session) {
+                    summary.events += 1;
+                    summary.bytes += body.len() as u64;
+                    summary.updated_ms = now;
+                    events.push(StoredEvent {
+                        seq: summary.events,
+                        kind,
+                        body,
+                        at_ms: now,
+                    });
+                }
+            }
+            Write::Bus { body, .. } => {
+                if self.journal.len() >= MemoryStore::JOURNAL {
+                    self.journal.pop_front();
+                }
+                self.journal.push_back(body);
+            }
+            Write::RunEnded {
+                run,
+                stop_reason,
+                diagnostic,
+            } => {
+                if let Some(r) = self.runs.iter_mut().find(|r| r.key == run) {
+                    r.status = RunStatus::Ended;
+                    r.stop_reason = Some(stop_reason);
+                    r.diagnostic = diagnostic;
+                    r.ended_ms = Some(now);
+                }
+            }
+            Write::LinkChild { run, session } => {
+                if let Some(r) = self.runs.iter_mut().find(|r| r.key == run) {
+                    r.child_session = Some(session);
+                }
+            }
+        }
+    }
+
+    /// `session` and the sessions of every run below it.
+    fn subtree(&self, session: &str) -> Vec<String> {
+        let mut out = vec![session.to_string()];
+        let mut i = 0;
+        while i < out.len() {
+            let children: Vec<String> = self
+                .runs
+                .iter()
+                .filter(|r| r.start.parent_session == out[i])
+                .filter_map(|r| r.child_session.clone())
+                .collect();
+            out.extend(
+                children
+                    .into_iter()
+                    .filter(|c| !out.contains(c))
+                    .collect::<Vec<_>>(),
+            );
+            i += 1;
+        }
+        out
+    }
+
+    fn remove_tree(&mut self, session: &str) -> bool {
+        let tree = self.subtree(session);
+        let had = self.sessions.remove(session).is_some();
+        for s in &tree {
+            self.sessions.remove(s);
+        }
+        self.runs
+            .retain(|r| !tree.contains(&r.start.parent_session));
+        had
+    }
+}
+
+impl SessionStore for MemoryStore {
+    fn id_prefix(&self) -> &str {
+        "session"
+    }
+
+    fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        let mut inner = lock(&self.inner);
+        inner.check(&writes, &self.limits)?;
+        let now = now_ms();
+        for w in writes {
+            inner.apply(w, now);
+        }
+        Ok(())
+    }
+
+    fn start_run(&self, run: RunStart) -> Result<RunKey, StoreError> {
+        let mut inner = lock(&self.inner);
+        let key = inner.runs.last().map_or(1, |r| r.key + 1);
+        inner.runs.push(RunRecord {
+            key,
+            start: run,
+            status: RunStatus::Running,
+            stop_reason: None,
+            diagnostic: None,
+            child_session: None,
+            started_ms: now_ms(),
+            ended_ms: None,
+        });
+        Ok(key)
+    }
+
+    fn session(&self, id: &str) -> Result<Option<SessionSummary>, StoreError> {
+        Ok(lock(&self.inner).sessions.get(id).map(|(s, _)| s.clone()))
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError> {
+        let mut out: Vec<SessionSummary> = lock(&self.inner)
+            .sessions
+            .values()
+            .map(|(s, _)| s.clone())
+            .collect();
+        out.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms).then(b.id.cmp(&a.id)));
+        Ok(out)
+    }
+
+    fn events(&self, session: &str) -> Result<Vec<StoredEvent>, StoreError> {
+        Ok(lock(&self.inner)
+            .sessions
+            .get(session)
+            .map(|(_, e)| e.clone())
+            .unwrap_or_default())
+    }
+
+    fn runs_of(&self, session: &str) -> Result<Vec<RunRecord>, StoreError> {
+        Ok(lock(&self.inner)
+            .runs
+            .iter()
+            .filter(|r| r.start.parent_session == session)
+            .cloned()
+            .collect())
+    }
+
+    fn journal(&self) -> Result<Vec<String>, StoreError> {
+        Ok(lock(&self.inner).journal.iter().cloned().collect())
+    }
+
+    fn remove(&self, session: &str) -> Result<bool, StoreError> {
+        Ok(lock(&self.inner).remove_tree(session))
+    }
+
+    fn gc(&self, cutoff_ms: u64) -> Result<usize, StoreError> {
+        let mut inner = lock(&self.inner);
+        let old: Vec<String> = inner
+            .sessions
+            .values()
+            .filter(|(s, _)| s.parent.is_none() && s.updated_ms < cutoff_ms)
+            .map(|(s, _)| s.id.clone())
+            .collect();
+        for id in &old {
+            inner.remove_tree(id);
+        }
+        Ok(old.len())
+    }
+}

@@ -1,0 +1,240 @@
+//! Durable sessions: the [`SessionStore`] trait every backend implements, what is written to it,
+//! and what is read back.
+//!
+//! A store holds three things: sessions (an agent's log of turns, messages, tool calls and
+//! results, each event as JSON), run records (a delegation: its request snapshot, its state,
+//! its stop reason and diagnostic, and the child session it ran), and the journal of bus events.
+//! The event bus commits an event's writes before any listener sees it (see
+//! [`EventBus::emit_with`](crate::events::EventBus::emit_with)), so whatever an observer saw is in
+//! the store after a crash. Bodies are opaque JSON text here: the layers above define them.
+//!
+//! [`MemoryStore`] is the library's default; [`SqliteStore`] is the CLI's.
+
+mod error;
+mod memory;
+mod sqlite;
+
+pub use error::StoreError;
+pub use memory::MemoryStore;
+pub use sqlite::{SqliteStore, SCHEMA_VERSION};
+
+/// A run record's key in its store: assigned by the store, unique in it across processes (run
+/// ids are not: every process numbers its runs from 1).
+pub type RunKey = i64;
+
+/// Default of `[sessions] max_session_mb`.
+pub const DEFAULT_MAX_SESSION_MB: u64 = 64;
+
+/// What a store enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreLimits {
+    /// Most bytes of event bodies one session may hold; an append past it is refused.
+    pub max_session_bytes: u64,
+}
+
+impl Default for StoreLimits {
+    fn default() -> Self {
+        Self {
+            max_session_bytes: DEFAULT_MAX_SESSION_MB * 1024 * 1024,
+        }
+    }
+}
+
+/// One write; a [`SessionStore::commit`] applies its writes all or none.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// A new session.
+    OpenSession {
+        /// Its id.
+        id: String,
+        /// The agent whose session it is.
+        agent: String,
+        /// The parent's session, for a child.
+        parent: Option<String>,
+        /// The agent's working directory.
+        working_directory: String,
+    },
+    /// One session event, appended after the session's last.
+    Append {
+        /// The session.
+        session: String,
+        /// The event's type (`turn/start`, `user-message`, ...).
+        kind: String,
+        /// The event as JSON.
+        body: String,
+    },
+    /// A bus event, journaled before its listeners see it.
+    Bus {
+        /// The event's name (`subagent/start`, ...).
+        name: String,
+        /// The event as JSON (one line).
+        body: String,
+    },
+    /// A run settled.
+    RunEnded {
+        /// The run.
+        run: RunKey,
+        /// Its stop reason.
+        stop_reason: String,
+        /// Why it failed or was stopped, if it was.
+        diagnostic: Option<String>,
+    },
+    /// The session a run's child agent keeps.
+    LinkChild {
+        /// The run.
+        run: RunKey,
+        /// The child's session.
+        session: String,
+    },
+}
+
+/// A run as it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunStart {
+    /// The run id (unique in its process only).
+    pub run_id: String,
+    /// The provider.
+    pub provider: String,
+    /// The calling agent.
+    pub parent_agent: String,
+    /// The calling agent's session.
+    pub parent_session: String,
+    /// The request, as JSON (prompt, options, schema, filter; no signal).
+    pub request: String,
+}
+
+/// A run record's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Started in a process that still holds the store.
+    Running,
+    /// Settled; its stop reason says how.
+    Ended,
+    /// The process running it ended before it did.
+    Interrupted,
+}
+
+impl RunStatus {
+    /// Its name in listings and in the SQLite schema.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Ended => "ended",
+            Self::Interrupted => "interrupted",
+        }
+    }
+
+    /// Parses [`RunStatus::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "running" => Some(Self::Running),
+            "ended" => Some(Self::Ended),
+            "interrupted" => Some(Self::Interrupted),
+            _ => None,
+        }
+    }
+}
+
+/// A run record, read back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRecord {
+    /// Its key.
+    pub key: RunKey,
+    /// What it started with.
+    pub start: RunStart,
+    /// Its state.
+    pub status: RunStatus,
+    /// Its stop reason, once settled.
+    pub stop_reason: Option<String>,
+    /// Why it failed, was stopped or was interrupted.
+    pub diagnostic: Option<String>,
+    /// The session its child agent kept, if it had one.
+    pub child_session: Option<String>,
+    /// When it started, in milliseconds since the Unix epoch.
+    pub started_ms: u64,
+    /// When it settled or was found interrupted.
+    pub ended_ms: Option<u64>,
+}
+
+/// A session, as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    /// Its id.
+    pub id: String,
+    /// The agent whose session it is.
+    pub agent: String,
+    /// The parent's session, for a child.
+    pub parent: Option<String>,
+    /// The agent's working directory.
+    pub working_directory: String,
+    /// When it was opened, in milliseconds since the Unix epoch.
+    pub created_ms: u64,
+    /// When it was last written.
+    pub updated_ms: u64,
+    /// How many events it holds.
+    pub events: u64,
+    /// Bytes of event bodies it holds (what `max_session_mb` bounds).
+    pub bytes: u64,
+    /// Whether its last turn was cut short by the end of the process that ran it.
+    pub interrupted: bool,
+}
+
+/// One session event, read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEvent {
+    /// Its place in the session, from 1.
+    pub seq: u64,
+    /// Its type.
+    pub kind: String,
+    /// The event as JSON.
+    pub body: String,
+    /// When it was written, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+}
+
+/// Where sessions, run records and journaled events are kept.
+///
+/// Every method is synchronous and quick (a local write); a backend that is remote batches
+/// behind it. Ids are data: a backend never formats them into a query or a path.
+pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
+    /// The prefix of the session ids this store's agents get; unique per opening of a durable
+    /// store, so that ids never collide across processes.
+    fn id_prefix(&self) -> &str;
+
+    /// Applies `writes` atomically, in order. An append past the session's size limit refuses
+    /// the whole batch with [`StoreError::SessionFull`].
+    fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError>;
+
+    /// Records a run as started and running.
+    fn start_run(&self, run: RunStart) -> Result<RunKey, StoreError>;
+
+    /// A session's summary, if the store has it.
+    fn session(&self, id: &str) -> Result<Option<SessionSummary>, StoreError>;
+
+    /// Every session, most recently written first.
+    fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError>;
+
+    /// A session's events, oldest first.
+    fn events(&self, session: &str) -> Result<Vec<StoredEvent>, StoreError>;
+
+    /// The runs a session's agent started, oldest first.
+    fn runs_of(&self, session: &str) -> Result<Vec<RunRecord>, StoreError>;
+
+    /// The journaled bus events (JSON lines), oldest first.
+    fn journal(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Removes a session, its runs and the sessions of their children; returns whether it was
+    /// there.
+    fn remove(&self, session: &str) -> Result<bool, StoreError>;
+
+    /// Removes every top-level session (with its descendants) last written before `cutoff_ms`,
+    /// and journal entries older than it; returns how many top-level sessions went.
+    fn gc(&self, cutoff_ms: u64) -> Result<usize, StoreError>;
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,0 +1,546 @@
+//! The SQLite store: one database file in WAL mode, one transaction per commit.
+//!
+//! Each opening registers as a holder (a row, and an exclusively locked file in
+//! `PATH.holders/`, which the kernel unlocks when the process dies however it dies). Opening the
+//! store finds the holders whose lock is free: their runs still `running` are marked
+//! `interrupted` with a diagnostic, and so are their sessions cut short mid-turn. The schema is
+//! versioned with `PRAGMA user_version`; a newer database is refused, an older one migrated.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+
+use super::{
+    now_ms, RunKey, RunRecord, RunStart, RunStatus, SessionStore, SessionSummary, StoreError,
+    StoreLimits, StoredEvent, Write,
+};
+use crate::sync::lock;
+
+/// The schema version this build writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Migrations, oldest first: `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE holders (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        pid INTEGER NOT NULL,
+        opened_ms INTEGER NOT NULL
+    );
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        parent TEXT,
+        working_directory TEXT NOT NULL,
+        holder INTEGER,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL,
+        events INTEGER NOT NULL DEFAULT 0,
+        bytes INTEGER NOT NULL DEFAULT 0,
+        open_turn INTEGER NOT NULL DEFAULT 0,
+        interrupted INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE events (
+        session TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        body TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        PRIMARY KEY (session, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE runs (
+        key INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        parent_agent TEXT NOT NULL,
+        parent_session TEXT NOT NULL,
+        request TEXT NOT NULL,
+        status TEXT NOT NULL,
+        stop_reason TEXT,
+        diagnostic TEXT,
+        child_session TEXT,
+        holder INTEGER NOT NULL,
+        started_ms INTEGER NOT NULL,
+        ended_ms INTEGER
+    );
+    CREATE INDEX runs_by_parent ON runs (parent_session);
+    CREATE TABLE journal (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL,
+        body TEXT NOT NULL,
+        at_ms INTEGER NOT NULL
+    );
+"];
+
+/// Sessions, runs and the journal in one SQLite file.
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+    limits: StoreLimits,
+    holder: i64,
+    prefix: String,
+    /// Locked for as long as this store is open: the proof, to other openers, that its runs are
+    /// live.
+    _lock: File,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .field("holder", &self.holder)
+            .finish_non_exhaustive()
+    }
+}
+
+fn holders_dir(path: &Path) -> PathBuf {
+    let mut dir = path.as_os_str().to_owned();
+    dir.push(".holders");
+    PathBuf::from(dir)
+}
+
+fn lock_file(path: &Path, holder: i64) -> PathBuf {
+    holders_dir(path).join(format!("{holder}.lock"))
+}
+
+/// The diagnostic of a run found live in a process that is gone.
+const INTERRUPTED: &str = "interrupted: the process running it ended before the run did";
+
+impl SqliteStore {
+    /// Opens (creating it and its folder if needed) the database at `path`, migrates it, and
+    /// marks what a dead process left running as interrupted. Fails, naming the path, if the
+    /// file cannot be created, opened or written, or was written by a newer schema.
+    pub fn open(path: &Path, limits: StoreLimits) -> Result<Self, StoreError> {
+        let open_err = |message: String| StoreError::Open {
+            path: path.to_path_buf(),
+            message,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| open_err(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let mut conn = Connection::open(path).map_err(|e| open_err(e.to_string()))?;
+        let sql = |e: rusqlite::Error| open_err(e.to_string());
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(sql)?;
+        let found: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(sql)?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        // WAL: a writer never blocks readers, and a commit survives the process being killed.
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+            .map_err(sql)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(open_err(format!("cannot use WAL mode (got `{mode}`)")));
+        }
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sql)?;
+        migrate(&mut conn, found).map_err(sql)?;
+
+        let dir = holders_dir(path);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| open_err(format!("cannot create {}: {e}", dir.display())))?;
+        let now = now_ms() as i64;
+        conn.execute(
+            "INSERT INTO holders (pid, opened_ms) VALUES (?1, ?2)",
+            params![std::process::id(), now],
+        )
+        .map_err(sql)?;
+        let holder = conn.last_insert_rowid();
+        let file = lock_file(path, holder);
+        let lock = File::create(&file)
+            .map_err(|e| open_err(format!("cannot create {}: {e}", file.display())))?;
+        lock.try_lock()
+            .map_err(|e| open_err(format!("cannot lock {}: {e}", file.display())))?;
+        recover(&mut conn, path, holder).map_err(sql)?;
+        Ok(Self {
+            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+            limits,
+            holder,
+            prefix: format!("s{holder}"),
+            _lock: lock,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `PRAGMA integrity_check`: `ok`, or what is wrong.
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        lock(&self.conn)
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .map_err(backend)
+    }
+}
+
+fn backend(e: rusqlite::Error) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+fn migrate(conn: &mut Connection, from: i64) -> rusqlite::Result<()> {
+    if from >= SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction()?;
+    for step in &MIGRATIONS[from as usize..SCHEMA_VERSION as usize] {
+        tx.execute_batch(step)?;
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()
+}
+
+/// Marks the runs and open turns of every holder whose lock is free as interrupted.
+fn recover(conn: &mut Connection, path: &Path, me: i64) -> rusqlite::Result<()> {
+    let holders: Vec<i64> = {
+        let mut stmt = conn.prepare("SELECT id FROM holders WHERE id != ?1")?;
+        let rows = stmt.query_map([me], |r| r.get(0))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    let dead: Vec<i64> = holders
+        .into_iter()
+        .filter(|h| match File::open(lock_file(path, *h)) {
+            // Free: its process is gone (the kernel released the lock with it).
+            Ok(f) => f.try_lock().is_ok(),
+            Err(_) => true,
+        })
+        .collect();
+    if dead.is_empty() {
+        return Ok(());
+    }
+    let tx = conn.transaction()?;
+    let now = now_ms() as i64;
+    for h in &dead {
+        tx.execute(
+            "UPDATE runs SET status = 'interrupted', diagnostic = ?1, ended_ms = ?2
+             WHERE holder = ?3 AND status = 'running'",
+            params![INTERRUPTED, now, h],
+        )?;
+        tx.execute(
+            "UPDATE sessions SET interrupted = 1, open_turn = 0 WHERE holder = ?1 AND open_turn = 1",
+            [h],
+        )?;
+        tx.execute("DELETE FROM holders WHERE id = ?1", [h])?;
+    }
+    tx.commit()?;
+    for h in dead {
+        let _ = std::fs::remove_file(lock_file(path, h));
+    }
+    Ok(())
+}
+
+impl SqliteStore {
+    fn apply(&self, tx: &Transaction<'_>, write: Write, now: i64) -> Result<(), StoreError> {
+        match write {
+            Write::OpenSession {
+                id,
+                agent,
+                parent,
+                working_directory,
+            } => {
+                tx.execute(
+                    "INSERT INTO sessions (id, agent, parent, working_directory, holder, created_ms, updated_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+                     ON CONFLICT (id) DO UPDATE SET holder = ?5, interrupted = 0",
+                    params![id, agent, parent, working_directory, self.holder, now],
+                )
+                .map_err(backend)?;
+            }
+            Write::Append {
+                session,
+                kind,
+                body,
+            } => {
+                let row: Option<(i64, i64)> = tx
+                    .prepare_cached("SELECT events, bytes FROM sessions WHERE id = ?1")
+                    .and_then(|mut s| {
+                        s.query_row([&session], |r| Ok((r.get(0)?, r.get(1)?)))
+                            .optional()
+                    })
+                    .map_err(backend)?;
+                let Some((events, bytes)) = row else {
+                    return Err(StoreError::NoSession(session));
+                };
+                let grown = bytes as u64 + body.len() as u64;
+                if grown > self.limits.max_session_bytes {
+                    return Err(StoreError::SessionFull {
+                        session,
+                        limit_bytes: self.limits.max_session_bytes,
+                    });
+                }
+                let open_turn = match kind.as_str() {
+                    "turn/start" => Some(1),
+                    "turn/end" => Some(0),
+                    _ => None,
+                };
+                tx.prepare_cached(
+                    "INSERT INTO events (session, seq, kind, body, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .and_then(|mut s| s.execute(params![session, events + 1, kind, body, now]))
+                .map_err(backend)?;
+                tx.prepare_cached(
+                    "UPDATE sessions SET events = ?2, bytes = ?3, updated_ms = ?4,
+                     open_turn = COALESCE(?5, open_turn), holder = ?6 WHERE id = ?1",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        session,
+                        events + 1,
+                        grown as i64,
+                        now,
+                        open_turn,
+                        self.holder
+                    ])
+                })
+                .map_err(backend)?;
+            }
+            Write::Bus { name, body } => {
+                tx.prepare_cached("INSERT INTO journal (name, body, at_ms) VALUES (?1, ?2, ?3)")
+                    .and_then(|mut s| s.execute(params![name, body, now]))
+                    .map_err(backend)?;
+            }
+            Write::RunEnded {
+                run,
+                stop_reason,
+                diagnostic,
+            } => {
+                tx.prepare_cached(
+                    "UPDATE runs SET status = 'ended', stop_reason = ?2, diagnostic = ?3, ended_ms = ?4
+                     WHERE key = ?1",
+                )
+                .and_then(|mut s| s.execute(params![run, stop_reason, diagnostic, now]))
+                .map_err(backend)?;
+            }
+            Write::LinkChild { run, session } => {
+                tx.prepare_cached("UPDATE runs SET child_session = ?2 WHERE key = ?1")
+                    .and_then(|mut s| s.execute(params![run, session]))
+                    .map_err(backend)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn summary(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionSummary> {
+    Ok(SessionSummary {
+        id: r.get(0)?,
+        agent: r.get(1)?,
+        parent: r.get(2)?,
+        working_directory: r.get(3)?,
+        created_ms: r.get::<_, i64>(4)? as u64,
+        updated_ms: r.get::<_, i64>(5)? as u64,
+        events: r.get::<_, i64>(6)? as u64,
+        bytes: r.get::<_, i64>(7)? as u64,
+        interrupted: r.get::<_, i64>(8)? != 0,
+    })
+}
+
+const SUMMARY: &str =
+    "SELECT id, agent, parent, working_directory, created_ms, updated_ms, events, \
+                       bytes, interrupted FROM sessions";
+
+/// `session` and the child sessions of every run below it.
+fn subtree(tx: &Transaction<'_>, session: &str) -> rusqlite::Result<Vec<String>> {
+    let mut out = vec![session.to_string()];
+    let mut i = 0;
+    let mut stmt = tx.prepare(
+        "SELECT child_session FROM runs WHERE parent_session = ?1 AND child_session IS NOT NULL",
+    )?;
+    while i < out.len() {
+        let children: Vec<String> = stmt
+            .query_map([&out[i]], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        for c in children {
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        i += 1;
+    }
+    Ok(out)
+}
+
+fn remove_tree(tx: &Transaction<'_>, session: &str) -> rusqlite::Result<bool> {
+    let tree = subtree(tx, session)?;
+    let mut had = false;
+    for s in &tree {
+        tx.execute("DELETE FROM events WHERE session = ?1", [s])?;
+        tx.execute("DELETE FROM runs WHERE parent_session = ?1", [s])?;
+        let n = tx.execute("DELETE FROM sessions WHERE id = ?1", [s])?;
+        had |= s == session && n > 0;
+    }
+    Ok(had)
+}
+
+impl SessionStore for SqliteStore {
+    fn id_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        let mut conn = lock(&self.conn);
+        let tx = conn.transaction().map_err(backend)?;
+        let now = now_ms() as i64;
+        for w in writes {
+            self.apply(&tx, w, now)?;
+        }
+        tx.commit().map_err(backend)
+    }
+
+    fn start_run(&self, run: RunStart) -> Result<RunKey, StoreError> {
+        let conn = lock(&self.conn);
+        conn.prepare_cached(
+            "INSERT INTO runs (run_id, provider, parent_agent, parent_session, request, status, holder, started_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                run.run_id,
+                run.provider,
+                run.parent_agent,
+                run.parent_session,
+                run.request,
+                self.holder,
+                now_ms() as i64
+            ])
+        })
+        .map_err(backend)?;
+        Ok(conn.last_insert_rowid())
+    }
+
+    fn session(&self, id: &str) -> Result<Option<SessionSummary>, StoreError> {
+        lock(&self.conn)
+            .query_row(&format!("{SUMMARY} WHERE id = ?1"), [id], summary)
+            .optional()
+            .map_err(backend)
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError> {
+        let conn = lock(&self.conn);
+        let mut stmt = conn
+            .prepare(&format!("{SUMMARY} ORDER BY updated_ms DESC, id DESC"))
+            .map_err(backend)?;
+        let rows = stmt.query_map([], summary).map_err(backend)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(backend)
+    }
+
+    fn events(&self, session: &str) -> Result<Vec<StoredEvent>, StoreError> {
+        let conn = lock(&self.conn);
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT seq, kind, body, at_ms FROM events WHERE session = ?1 ORDER BY seq",
+            )
+            .map_err(backend)?;
+        let rows = stmt
+            .query_map([session], |r| {
+                Ok(StoredEvent {
+                    seq: r.get::<_, i64>(0)? as u64,
+                    kind: r.get(1)?,
+                    body: r.get(2)?,
+                    at_ms: r.get::<_, i64>(3)? as u64,
+                })
+            })
+            .map_err(backend)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(backend)
+    }
+
+    fn runs_of(&self, session: &str) -> Result<Vec<RunRecord>, StoreError> {
+        let conn = lock(&self.conn);
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT key, run_id, provider, parent_agent, parent_session, request, status,
+                        stop_reason, diagnostic, child_session, started_ms, ended_ms
+                 FROM runs WHERE parent_session = ?1 ORDER BY key",
+            )
+            .map_err(backend)?;
+        let rows = stmt
+            .query_map([session], |r| {
+                let status: String = r.get(6)?;
+                Ok(RunRecord {
+                    key: r.get(0)?,
+                    start: RunStart {
+                        run_id: r.get(1)?,
+                        provider: r.get(2)?,
+                        parent_agent: r.get(3)?,
+                        parent_session: r.get(4)?,
+                        request: r.get(5)?,
+                    },
+                    status: RunStatus::parse(&status).unwrap_or(RunStatus::Interrupted),
+                    stop_reason: r.get(7)?,
+                    diagnostic: r.get(8)?,
+                    child_session: r.get(9)?,
+                    started_ms: r.get::<_, i64>(10)? as u64,
+                    ended_ms: r.get::<_, Option<i64>>(11)?.map(|v| v as u64),
+                })
+            })
+            .map_err(backend)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(backend)
+    }
+
+    fn journal(&self) -> Result<Vec<String>, StoreError> {
+        let conn = lock(&self.conn);
+        let mut stmt = conn
+            .prepare("SELECT body FROM journal ORDER BY seq")
+            .map_err(backend)?;
+        let rows = stmt.query_map([], |r| r.get(0)).map_err(backend)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(backend)
+    }
+
+    fn remove(&self, session: &str) -> Result<bool, StoreError> {
+        let mut conn = lock(&self.conn);
+        let tx = conn.transaction().map_err(backend)?;
+        let had = remove_tree(&tx, session).map_err(backend)?;
+        tx.commit().map_err(backend)?;
+        Ok(had)
+    }
+
+    fn gc(&self, cutoff_ms: u64) -> Result<usize, StoreError> {
+        let cutoff_ms = cutoff_ms.min(i64::MAX as u64);
+        let mut conn = lock(&self.conn);
+        let tx = conn.transaction().map_err(backend)?;
+        let old: Vec<String> = {
+            let mut stmt = tx
+                .prepare("SELECT id FROM sessions WHERE parent IS NULL AND updated_ms < ?1")
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([cutoff_ms as i64], |r| r.get(0))
+                .map_err(backend)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(backend)?
+        };
+        for id in &old {
+            remove_tree(&tx, id).map_err(backend)?;
+        }
+        tx.execute("DELETE FROM journal WHERE at_ms < ?1", [cutoff_ms as i64])
+            .map_err(backend)?;
+        tx.commit().map_err(backend)?;
+        Ok(old.len())
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // A clean close: whatever is still running did not settle, and no process holds it now.
+        let conn = lock(&self.conn);
+        let _ = conn.execute(
+            "UPDATE runs SET status = 'interrupted', diagnostic = ?1, ended_ms = ?2
+             WHERE holder = ?3 AND status = 'running'",
+            params![
+                "interrupted: the host closed its session store before the run settled",
+                now_ms() as i64,
+                self.holder
+            ],
+        );
+        let _ = conn.execute("DELETE FROM holders WHERE id = ?1", [self.holder]);
+        let _ = std::fs::remove_file(lock_file(&self.path, self.holder));
+    }
+}

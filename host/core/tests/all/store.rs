@@ -1,0 +1,374 @@
+//! Durable sessions (contract section 12): the store trait on both backends, write-before-
+//! deliver on the bus, continuing a stored session, the size limit, the schema version.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use seam_core::agent::{AgentSpec, SessionEvent};
+use seam_core::store::{
+    MemoryStore, RunStart, RunStatus, SessionStore, SqliteStore, StoreError, StoreLimits, Write,
+    SCHEMA_VERSION,
+};
+use seam_core::{ContentBlock, Event, StopReason};
+use serde_json::json;
+
+use super::support::*;
+
+fn limits(bytes: u64) -> StoreLimits {
+    StoreLimits {
+        max_session_bytes: bytes,
+    }
+}
+
+/// Both backends, each fresh; the SQLite one in a temporary folder (kept alive by the return).
+fn backends(max: u64) -> Vec<(Arc<dyn SessionStore>, Option<tempfile::TempDir>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = SqliteStore::open(&dir.path().join("s.db"), limits(max)).unwrap();
+    vec![
+        (Arc::new(MemoryStore::new(limits(max))), None),
+        (Arc::new(sqlite), Some(dir)),
+    ]
+}
+
+fn open(id: &str, parent: Option<&str>) -> Write {
+    Write::OpenSession {
+        id: id.into(),
+        agent: format!("agent-of-{id}"),
+        parent: parent.map(str::to_string),
+        working_directory: "/work".into(),
+    }
+}
+
+fn append(session: &str, body: &str) -> Write {
+    Write::Append {
+        session: session.into(),
+        kind: "user-message".into(),
+        body: body.into(),
+    }
+}
+
+fn run_start(run: &str, parent_session: &str) -> RunStart {
+    RunStart {
+        run_id: run.into(),
+        provider: "spawn".into(),
+        parent_agent: "agent:1".into(),
+        parent_session: parent_session.into(),
+        request: json!({"prompt": "x"}).to_string(),
+    }
+}
+
+#[test]
+fn both_backends_keep_sessions_runs_and_the_journal_and_remove_whole_trees() {
+    for (store, _dir) in backends(1 << 20) {
+        let name = format!("{store:?}");
+        // An id that would break a formatted query is only data.
+        let odd = "s'; DROP TABLE sessions; --";
+        store
+            .commit(vec![open(odd, None), append(odd, "a"), append(odd, "bb")])
+            .unwrap();
+        let events = store.events(odd).unwrap();
+        assert_eq!(events.len(), 2, "{name}");
+        assert_eq!((events[0].seq, events[1].seq), (1, 2), "{name}");
+        assert_eq!(events[1].body, "bb", "{name}");
+        let summary = store.session(odd).unwrap().expect("the session is kept");
+        assert_eq!((summary.events, summary.bytes), (2, 3), "{name}");
+
+        let run = store.start_run(run_start("spawn-1", odd)).unwrap();
+        store
+            .commit(vec![
+                open("child", Some(odd)),
+                Write::LinkChild {
+                    run,
+                    session: "child".into(),
+                },
+                append("child", "c"),
+            ])
+            .unwrap();
+        let runs = store.runs_of(odd).unwrap();
+        assert_eq!(runs.len(), 1, "{name}");
+        assert_eq!(runs[0].status, RunStatus::Running, "{name}");
+        assert_eq!(runs[0].child_session.as_deref(), Some("child"), "{name}");
+        store
+            .commit(vec![Write::RunEnded {
+                run,
+                stop_reason: "completed".into(),
+                diagnostic: None,
+            }])
+            .unwrap();
+        let ended = &store.runs_of(odd).unwrap()[0];
+        assert_eq!(ended.status, RunStatus::Ended, "{name}");
+        assert_eq!(ended.stop_reason.as_deref(), Some("completed"), "{name}");
+        assert!(ended.ended_ms.is_some(), "{name}");
+
+        store
+            .commit(vec![Write::Bus {
+                name: "x".into(),
+                body: "{\"event\":\"x\"}".into(),
+            }])
+            .unwrap();
+        assert_eq!(
+            store.journal().unwrap(),
+            vec!["{\"event\":\"x\"}"],
+            "{name}"
+        );
+
+        // An append to a session the store does not have is refused, and so is its batch.
+        let refused = store.commit(vec![append(odd, "lost"), append("ghost", "x")]);
+        assert_eq!(
+            refused,
+            Err(StoreError::NoSession("ghost".into())),
+            "{name}"
+        );
+        assert_eq!(store.events(odd).unwrap().len(), 2, "{name}: all or none");
+
+        assert!(store.remove(odd).unwrap(), "{name}");
+        assert!(store.session(odd).unwrap().is_none(), "{name}");
+        assert!(
+            store.session("child").unwrap().is_none(),
+            "{name}: the child goes too"
+        );
+        assert!(store.runs_of(odd).unwrap().is_empty(), "{name}");
+        assert!(!store.remove(odd).unwrap(), "{name}");
+
+        // gc takes top-level sessions last written before the cutoff, with their children.
+        store.commit(vec![open("old", None)]).unwrap();
+        assert_eq!(
+            store.gc(0).unwrap(),
+            0,
+            "{name}: nothing is older than the epoch"
+        );
+        assert_eq!(store.gc(u64::MAX).unwrap(), 1, "{name}");
+        assert!(store.sessions().unwrap().is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn an_append_past_the_session_limit_is_refused_naming_the_session_and_changes_nothing() {
+    for (store, _dir) in backends(10) {
+        let name = format!("{store:?}");
+        store
+            .commit(vec![open("s", None), append("s", "12345")])
+            .unwrap();
+        let err = store
+            .commit(vec![append("s", "123"), append("s", "456")])
+            .unwrap_err();
+        assert_eq!(
+            err,
+            StoreError::SessionFull {
+                session: "s".into(),
+                limit_bytes: 10
+            },
+            "{name}"
+        );
+        assert!(err.to_string().contains("max_session_mb"), "{err}");
+        assert_eq!(store.session("s").unwrap().unwrap().bytes, 5, "{name}");
+        // Up to the limit is fine.
+        store.commit(vec![append("s", "12345")]).unwrap();
+    }
+}
+
+#[test]
+fn a_database_of_a_newer_schema_is_refused_naming_the_file_and_both_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("newer.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+            .unwrap();
+    }
+    let err = SqliteStore::open(&path, StoreLimits::default()).unwrap_err();
+    assert!(matches!(err, StoreError::TooNew { found, supported, .. }
+        if found == SCHEMA_VERSION + 1 && supported == SCHEMA_VERSION));
+    let text = err.to_string();
+    assert!(text.contains(&path.display().to_string()), "{text}");
+    assert!(text.contains(&format!("{}", SCHEMA_VERSION + 1)), "{text}");
+    // Nothing was written to it.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(tables, 0);
+}
+
+#[test]
+fn a_store_that_cannot_be_created_fails_naming_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "not a folder").unwrap();
+    let path = file.join("sessions.db");
+    let err = SqliteStore::open(&path, StoreLimits::default()).unwrap_err();
+    assert!(matches!(err, StoreError::Open { .. }), "{err}");
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn runs_are_interrupted_when_their_store_closes_and_not_while_another_opener_holds_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let first = SqliteStore::open(&path, StoreLimits::default()).unwrap();
+    first.commit(vec![open("top", None)]).unwrap();
+    first.start_run(run_start("spawn-1", "top")).unwrap();
+    // A second opener (another process, say) sees the first one's run as live.
+    let second = SqliteStore::open(&path, StoreLimits::default()).unwrap();
+    assert_ne!(
+        first.id_prefix(),
+        second.id_prefix(),
+        "session ids never collide"
+    );
+    assert_eq!(second.runs_of("top").unwrap()[0].status, RunStatus::Running);
+    drop(first);
+    let run = &second.runs_of("top").unwrap()[0];
+    assert_eq!(run.status, RunStatus::Interrupted);
+    assert!(
+        run.diagnostic.as_deref().unwrap().contains("interrupted"),
+        "{run:?}"
+    );
+    assert_eq!(second.integrity_check().unwrap(), "ok");
+}
+
+/// Every event a listener receives is already in the store's journal, and so is the session
+/// step that led to it.
+#[tokio::test]
+async fn the_bus_writes_before_it_delivers_and_a_stored_session_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let store: Arc<dyn SessionStore> =
+        Arc::new(SqliteStore::open(&path, StoreLimits::default()).unwrap());
+    let core = Core::with_store(Duration::from_millis(100), store.clone());
+    core.register(
+        "spawn",
+        all_caps(),
+        Arc::new(Spawn {
+            agents: core.agents.clone(),
+            model: "scripted:child".into(),
+        }),
+    );
+    core.scripts(&[
+        ("child", vec![say("child says hi")]),
+        ("lead", vec![say("first answer")]),
+        ("later", vec![say("second: {prompt}")]),
+    ]);
+    let missing = Arc::new(Mutex::new(Vec::new()));
+    {
+        let store = store.clone();
+        let missing = missing.clone();
+        core.events.subscribe(move |event: Event| {
+            let journal = store.journal()?;
+            if !journal.contains(&event.to_json()) {
+                seam_core::sync::lock(&missing).push(event.to_json());
+            }
+            Ok(())
+        });
+    }
+    let mut spec = AgentSpec::top_level("scripted:lead", "/work");
+    spec.session_id = Some("chat".into());
+    let agent = core.agents.create(spec.clone(), None).unwrap();
+    let first = agent.run_turn(vec![ContentBlock::text("hello")]).await;
+    assert_eq!(first.stop_reason, StopReason::Completed);
+    // A run through the service, as a tool would start it.
+    let run = core
+        .subagents
+        .start(
+            "spawn",
+            seam_core::StartRequest::new("go", agent.as_parent()),
+        )
+        .unwrap();
+    let result = within("the run", run.result()).await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Completed);
+    run.dispose().await;
+    core.agents.dispose(agent.id()).await;
+    assert!(seam_core::sync::lock(&missing).is_empty(), "{missing:?}");
+
+    let stored: Vec<SessionEvent> = store
+        .events("chat")
+        .unwrap()
+        .iter()
+        .map(|e| serde_json::from_str(&e.body).unwrap())
+        .collect();
+    assert_eq!(stored, agent.session().events());
+    let runs = store.runs_of("chat").unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].stop_reason.as_deref(), Some("completed"));
+    let child = runs[0]
+        .child_session
+        .clone()
+        .expect("the child's session is linked");
+    let child_events = store.events(&child).unwrap();
+    assert!(
+        child_events
+            .iter()
+            .any(|e| e.body.contains("child says hi")),
+        "{child_events:?}"
+    );
+
+    // A new agent on the same session starts from its completed turns and appends after them.
+    spec.model = "scripted:later".into();
+    let again = core.agents.create(spec, None).unwrap();
+    assert_eq!(again.session().turns(), 1);
+    let second = again.run_turn(vec![ContentBlock::text("more")]).await;
+    assert_eq!(seam_core::blocks_text(&second.output), "second: more");
+    assert_eq!(again.session().turns(), 2);
+    let stored = store.events("chat").unwrap();
+    assert_eq!(stored.len(), again.session().events().len());
+    assert!(stored.last().unwrap().body.contains("turn/end"));
+    core.agents.dispose(again.id()).await;
+}
+
+/// A session past its limit ends the turn `error`, naming the limit, instead of growing.
+#[tokio::test]
+async fn a_turn_whose_session_outgrows_its_limit_ends_error_naming_the_limit() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new(limits(400)));
+    let core = Core::with_store(Duration::from_millis(100), store.clone());
+    core.scripts(&[("big", vec![say(&"x".repeat(1000))])]);
+    let agent = core
+        .agents
+        .create(AgentSpec::top_level("scripted:big", "/work"), None)
+        .unwrap();
+    let outcome = agent.run_turn(vec![ContentBlock::text("hi")]).await;
+    assert_eq!(outcome.stop_reason, StopReason::Error);
+    let why = outcome.diagnostic.unwrap();
+    assert!(why.contains("max_session_mb"), "{why}");
+    let id = agent.as_parent().session_id;
+    assert!(store.session(&id).unwrap().unwrap().bytes <= 400);
+    core.agents.dispose(agent.id()).await;
+}
+
+/// Figures for the report (`cargo test -p seam-core --release --test all store::figures --
+/// --ignored --nocapture`): appends per second, one commit each, and reloading 10,000 events.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db"), StoreLimits::default()).unwrap();
+    store.commit(vec![open("s", None)]).unwrap();
+    let body = SessionEvent::UserMessage {
+        content: vec![ContentBlock::text(
+            "a message of about sixty bytes, like a short reply",
+        )],
+    }
+    .to_json();
+    let n = 10_000;
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        store.commit(vec![append("s", &body)]).unwrap();
+    }
+    let took = t.elapsed();
+    println!(
+        "{n} appends, one commit each: {took:?} ({:.0}/s)",
+        n as f64 / took.as_secs_f64()
+    );
+    let t = std::time::Instant::now();
+    let events = store.events("s").unwrap();
+    let parsed: Vec<SessionEvent> = events
+        .iter()
+        .map(|e| serde_json::from_str(&e.body).unwrap())
+        .collect();
+    println!(
+        "reload and parse {} events: {:?}",
+        parsed.len(),
+        t.elapsed()
+    );
+}
