@@ -134,16 +134,21 @@ pub enum StoreSpec {
 
 impl StoreSpec {
     /// Parses `memory` or `sqlite:PATH`, a relative path resolved against `base`.
-    pub fn parse(text: &str, base: &Path) -> Result<Self, String> {
+    pub fn parse(text: &str, base: &Path) -> Result<Self, BadStore> {
         match text.split_once(':') {
             _ if text == "memory" => Ok(Self::Memory),
             Some(("sqlite", path)) if !path.is_empty() => Ok(Self::Sqlite(base.join(path))),
-            _ => Err(format!(
-                "`{text}` is not a store: write \"memory\" or \"sqlite:PATH\""
-            )),
+            _ => Err(BadStore(text.to_string())),
         }
     }
 }
+
+/// A `store` that is neither `memory` nor `sqlite:PATH`.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("`{0}` is not a store: write \"memory\" or \"sqlite:PATH\"")]
+pub struct BadStore(pub String);
+
+impl StoreSpec {}
 
 /// `[sessions]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,14 +183,20 @@ struct RawSessions {
     retain_days: Option<u64>,
 }
 
-fn sessions_config(raw: RawSessions, base: &Path) -> Result<SessionsConfig, String> {
+fn sessions_config(raw: RawSessions, base: &Path) -> Result<SessionsConfig, EntryError> {
     let mut out = SessionsConfig::default();
     if let Some(store) = raw.store {
-        out.store = Some(StoreSpec::parse(&store, base).map_err(|e| format!("key `store`: {e}"))?);
+        out.store = Some(
+            StoreSpec::parse(&store, base)
+                .map_err(|e| EntryError::new("store", format!("key `store`: {e}")))?,
+        );
     }
     if let Some(mb) = raw.max_session_mb {
         if mb == 0 {
-            return Err("key `max_session_mb` must be at least 1 (megabytes)".into());
+            return Err(EntryError::new(
+                "max_session_mb",
+                "key `max_session_mb` must be at least 1 (megabytes)".into(),
+            ));
         }
         out.max_session_mb = mb;
     }

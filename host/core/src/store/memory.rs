@@ -1,8 +1,11 @@
-//! The in-memory store: the library's default. Nothing outlives the process; the journal keeps
-//! only the latest [`MemoryStore::JOURNAL`] events, so that a long-lived host does not grow
-//! without bound.
+//! The in-memory store: the library's default. Nothing outlives the process, and nothing the
+//! runtime does reads it back, so it keeps only the latest of everything, so that a long-lived
+//! host does not grow without bound: [`MemoryStore::JOURNAL`] events, [`MemoryStore::RUNS`] run
+//! records (a live run is never dropped) and [`MemoryStore::SESSIONS`] sessions (the least
+//! recently written go first; once one has gone, an append to a session the store no longer
+//! holds is dropped rather than refused).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 
 use super::{
@@ -14,7 +17,13 @@ use crate::sync::lock;
 #[derive(Default)]
 struct Inner {
     sessions: HashMap<String, (SessionSummary, Vec<StoredEvent>)>,
-    runs: Vec<RunRecord>,
+    /// By key, which only grows: the oldest first.
+    runs: BTreeMap<RunKey, RunRecord>,
+    next_run: RunKey,
+    /// Whether a session was ever dropped to stay within [`MemoryStore::SESSIONS`]: from then
+    /// on, an append to a session the store does not hold is taken as one to a dropped session
+    /// (a live agent that has not written for long) and ignored, not refused.
+    evicted: bool,
     journal: VecDeque<String>,
 }
 
@@ -34,6 +43,10 @@ impl std::fmt::Debug for MemoryStore {
 impl MemoryStore {
     /// Journal entries kept (the oldest go first).
     pub const JOURNAL: usize = 10_000;
+    /// Run records kept (the oldest ended ones go first).
+    pub const RUNS: usize = 10_000;
+    /// Sessions kept (the least recently written go first, a tenth at a time).
+    pub const SESSIONS: usize = 1_000;
 
     /// An empty store enforcing `limits`.
     pub fn new(limits: StoreLimits) -> Self {
@@ -55,7 +68,7 @@ impl Inner {
                     .any(|o| matches!(o, Write::OpenSession { id, .. } if id == session));
                 let base = match self.sessions.get(session) {
                     Some((s, _)) => s.bytes,
-                    None if opened => 0,
+                    None if opened || self.evicted => 0,
                     None => return Err(StoreError::NoSession(session.clone())),
                 };
                 let total = grown.entry(session).or_insert(base);
@@ -122,7 +135,7 @@ impl Inner {
                 stop_reason,
                 diagnostic,
             } => {
-                if let Some(r) = self.runs.iter_mut().find(|r| r.key == run) {
+                if let Some(r) = self.runs.get_mut(&run) {
                     r.status = RunStatus::Ended;
                     r.stop_reason = Some(stop_reason);
                     r.diagnostic = diagnostic;
@@ -130,7 +143,7 @@ impl Inner {
                 }
             }
             Write::LinkChild { run, session } => {
-                if let Some(r) = self.runs.iter_mut().find(|r| r.key == run) {
+                if let Some(r) = self.runs.get_mut(&run) {
                     r.child_session = Some(session);
                 }
             }
@@ -144,7 +157,7 @@ impl Inner {
         while i < out.len() {
             let children: Vec<String> = self
                 .runs
-                .iter()
+                .values()
                 .filter(|r| r.start.parent_session == out[i])
                 .filter_map(|r| r.child_session.clone())
                 .collect();
@@ -166,8 +179,40 @@ impl Inner {
             self.sessions.remove(s);
         }
         self.runs
-            .retain(|r| !tree.contains(&r.start.parent_session));
+            .retain(|_, r| !tree.contains(&r.start.parent_session));
         had
+    }
+
+    /// Drops the oldest ended runs past [`MemoryStore::RUNS`], and the least recently written
+    /// sessions past [`MemoryStore::SESSIONS`] (down to nine tenths of it, so that the scan is
+    /// paid once per hundred new sessions).
+    fn trim(&mut self) {
+        while self.runs.len() > MemoryStore::RUNS {
+            let oldest_ended = self
+                .runs
+                .iter()
+                .find(|(_, r)| r.status != RunStatus::Running)
+                .map(|(k, _)| *k);
+            match oldest_ended {
+                Some(key) => {
+                    self.runs.remove(&key);
+                }
+                None => break,
+            }
+        }
+        if self.sessions.len() > MemoryStore::SESSIONS {
+            let mut by_age: Vec<(u64, String)> = self
+                .sessions
+                .values()
+                .map(|(s, _)| (s.updated_ms, s.id.clone()))
+                .collect();
+            by_age.sort();
+            let excess = self.sessions.len() - MemoryStore::SESSIONS * 9 / 10;
+            for (_, id) in by_age.into_iter().take(excess) {
+                self.sessions.remove(&id);
+            }
+            self.evicted = true;
+        }
     }
 }
 
@@ -183,22 +228,28 @@ impl SessionStore for MemoryStore {
         for w in writes {
             inner.apply(w, now);
         }
+        inner.trim();
         Ok(())
     }
 
     fn start_run(&self, run: RunStart) -> Result<RunKey, StoreError> {
         let mut inner = lock(&self.inner);
-        let key = inner.runs.last().map_or(1, |r| r.key + 1);
-        inner.runs.push(RunRecord {
+        inner.next_run += 1;
+        let key = inner.next_run;
+        inner.runs.insert(
             key,
-            start: run,
-            status: RunStatus::Running,
-            stop_reason: None,
-            diagnostic: None,
-            child_session: None,
-            started_ms: now_ms(),
-            ended_ms: None,
-        });
+            RunRecord {
+                key,
+                start: run,
+                status: RunStatus::Running,
+                stop_reason: None,
+                diagnostic: None,
+                child_session: None,
+                started_ms: now_ms(),
+                ended_ms: None,
+            },
+        );
+        inner.trim();
         Ok(key)
     }
 
@@ -227,7 +278,7 @@ impl SessionStore for MemoryStore {
     fn runs_of(&self, session: &str) -> Result<Vec<RunRecord>, StoreError> {
         Ok(lock(&self.inner)
             .runs
-            .iter()
+            .values()
             .filter(|r| r.start.parent_session == session)
             .cloned()
             .collect())
@@ -253,5 +304,51 @@ impl SessionStore for MemoryStore {
             inner.remove_tree(id);
         }
         Ok(old.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(id: &str) -> Write {
+        Write::OpenSession {
+            id: id.into(),
+            agent: "a".into(),
+            parent: None,
+            working_directory: "/".into(),
+        }
+    }
+
+    fn append(id: &str) -> Write {
+        Write::Append {
+            session: id.into(),
+            kind: "message".into(),
+            body: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn a_long_lived_store_keeps_only_the_latest_sessions_and_takes_writes_to_dropped_ones() {
+        let store = MemoryStore::default();
+        let sessions = MemoryStore::SESSIONS * 3;
+        for i in 0..sessions {
+            let id = format!("s{i}");
+            store.commit(vec![open(&id), append(&id)]).expect("a write");
+        }
+        let kept = lock(&store.inner).sessions.len();
+        assert!(kept <= MemoryStore::SESSIONS, "{kept} sessions kept");
+        assert!(
+            store.session("s0").expect("a lookup").is_none(),
+            "the oldest went"
+        );
+        assert!(store
+            .session(&format!("s{}", sessions - 1))
+            .expect("a lookup")
+            .is_some());
+        // A live agent whose session went can still write: the append is dropped.
+        store
+            .commit(vec![append("s0")])
+            .expect("an append to a dropped session");
     }
 }
