@@ -305,3 +305,23 @@ pub fn acp_python() -> PathBuf {
     );
     python
 }
+
+/// The `seam` binary at `bin` (a CLI test's `env!("CARGO_BIN_EXE_seam")`), run from the
+/// repository's root with the tests' compile cache and, unless the caller sets another, a state
+/// folder under `target/` (so `seam run` never writes to the user's). The guests are built.
+pub fn seam_command(bin: &str) -> std::process::Command {
+    assert!(guest("spawn_provider").is_file());
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut command = std::process::Command::new(bin);
+    command
+        .current_dir(&root)
+        .env(
+            "SEAM_CACHE_DIR",
+            root.join("target").join("seam-test-cache"),
+        )
+        .env(
+            "XDG_STATE_HOME",
+            root.join("target").join("seam-test-state"),
+        );
+    command
+}

@@ -8,20 +8,8 @@ fn root() -> PathBuf {
 }
 
 fn seam(args: &[&str]) -> Output {
-    // Make sure the guests exist (the seam-tests build script builds them).
-    assert!(seam_tests::guest("spawn_provider").is_file());
-    Command::new(env!("CARGO_BIN_EXE_seam"))
+    seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
         .args(args)
-        .current_dir(root())
-        .env(
-            "SEAM_CACHE_DIR",
-            root().join("target").join("seam-test-cache"),
-        )
-        // `seam run` keeps its sessions here, never in the user's state folder.
-        .env(
-            "XDG_STATE_HOME",
-            root().join("target").join("seam-test-state"),
-        )
         .output()
         .expect("the seam binary runs")
 }

@@ -19,20 +19,7 @@ fn root() -> PathBuf {
 }
 
 fn seam() -> Command {
-    assert!(seam_tests::guest("spawn_provider").is_file());
-    let mut command = Command::new(env!("CARGO_BIN_EXE_seam"));
-    command
-        .current_dir(root())
-        .env(
-            "SEAM_CACHE_DIR",
-            root().join("target").join("seam-test-cache"),
-        )
-        // `seam run` keeps its sessions here, never in the user's state folder.
-        .env(
-            "XDG_STATE_HOME",
-            root().join("target").join("seam-test-state"),
-        );
-    command
+    seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
 }
 
 fn lines_of(stream: impl std::io::Read + Send + 'static) -> Receiver<String> {

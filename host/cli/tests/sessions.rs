@@ -10,21 +10,10 @@ use std::time::Duration;
 
 use seam_host::session_store::{RunStatus, SessionStore, SqliteStore, StoreLimits};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// `seam` with the test cache, and a state folder of the test's own.
 fn seam(state: &Path) -> Command {
-    assert!(seam_tests::guest("spawn_provider").is_file());
-    let mut command = Command::new(env!("CARGO_BIN_EXE_seam"));
-    command
-        .current_dir(root())
-        .env(
-            "SEAM_CACHE_DIR",
-            root().join("target").join("seam-test-cache"),
-        )
-        .env("XDG_STATE_HOME", state);
+    let mut command = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"));
+    command.env("XDG_STATE_HOME", state);
     command
 }
 
