@@ -14,10 +14,6 @@ fn seam(args: &[&str]) -> Output {
         .expect("the seam binary runs")
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 #[test]
 fn check_reports_every_plugin_of_the_examples() {
     for config in [
@@ -37,9 +33,13 @@ fn check_reports_every_plugin_of_the_examples() {
             .collect();
         assert!(!ids.is_empty(), "{config} lists plugins");
         let out = seam(&["check", config, "--json"]);
-        assert!(out.status.success(), "{config}: {}", text(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{config}: {}",
+            seam_tests::text(&out.stderr)
+        );
         let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{config}: {e}: {}", text(&out.stdout)));
+            .unwrap_or_else(|e| panic!("{config}: {e}: {}", seam_tests::text(&out.stdout)));
         let states: Vec<(&str, &str)> = report["plugins"]
             .as_array()
             .unwrap()
@@ -47,7 +47,12 @@ fn check_reports_every_plugin_of_the_examples() {
             .map(|p| (p["id"].as_str().unwrap(), p["state"].as_str().unwrap()))
             .collect();
         let expected: Vec<(&str, &str)> = ids.iter().map(|id| (*id, "active")).collect();
-        assert_eq!(states, expected, "{config}: {}", text(&out.stdout));
+        assert_eq!(
+            states,
+            expected,
+            "{config}: {}",
+            seam_tests::text(&out.stdout)
+        );
         assert_eq!(report["errors"], serde_json::json!([]), "{config}");
     }
 }
@@ -59,7 +64,7 @@ fn check_fails_naming_the_entry_and_key() {
     std::fs::write(&bad, "[[plugin]]\nid = \"x\"\ncomponnt = \"a.wasm\"\n").unwrap();
     let out = seam(&["check", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
-    let err = text(&out.stderr);
+    let err = seam_tests::text(&out.stderr);
     assert!(err.contains("id `x`") && err.contains("componnt"), "{err}");
 
     // A tool whose provider never appears.
@@ -75,13 +80,17 @@ fn check_fails_naming_the_entry_and_key() {
     .unwrap();
     let out = seam(&["check", lonely.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("ghost"), "{}", text(&out.stderr));
+    assert!(
+        seam_tests::text(&out.stderr).contains("ghost"),
+        "{}",
+        seam_tests::text(&out.stderr)
+    );
 }
 
 #[test]
 fn run_shows_the_delegation_demo() {
     let out = seam(&["run", "examples/demo.toml", "--events", "--json"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
     let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(answer["stop-reason"], "completed");
     let output = answer["output"].as_str().unwrap();
@@ -89,7 +98,7 @@ fn run_shows_the_delegation_demo() {
         output.contains("research:") && output.contains("second opinion:"),
         "{output}"
     );
-    let events = text(&out.stderr);
+    let events = seam_tests::text(&out.stderr);
     for provider in ["spawn", "fork"] {
         assert!(
             events.contains(&format!(
@@ -128,7 +137,7 @@ fn inspect_says_first_when_this_host_cannot_run_a_component() {
     std::fs::write(&path, renamed).unwrap();
     let out = seam(&["inspect", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
-    let stdout = text(&out.stdout);
+    let stdout = seam_tests::text(&out.stdout);
     assert!(
         stdout.starts_with("this host cannot run it: ")
             && stdout
@@ -144,7 +153,7 @@ fn inspect_says_first_when_this_host_cannot_run_a_component() {
     std::fs::write(&junk, [0x8eu8, 0xf6, 0x97, 0xd3, 1, 2, 3, 4, 5, 6]).unwrap();
     let out = seam(&["inspect", junk.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
-    let stderr = text(&out.stderr);
+    let stderr = seam_tests::text(&out.stderr);
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(
         stderr.contains("not a valid WebAssembly component"),
@@ -162,8 +171,8 @@ fn delegate_and_call_print_the_child_answer() {
         "--prompt",
         "sources",
     ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("Research notes on \"sources\""));
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    assert!(seam_tests::text(&out.stdout).contains("Research notes on \"sources\""));
     let out = seam(&[
         "call",
         "examples/seam.toml",
@@ -172,8 +181,8 @@ fn delegate_and_call_print_the_child_answer() {
         "--args",
         r#"{"description":"d","prompt":"the plan"}"#,
     ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("the plan"));
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    assert!(seam_tests::text(&out.stdout).contains("the plan"));
     let out = seam(&[
         "delegate",
         "examples/seam.toml",
@@ -183,7 +192,7 @@ fn delegate_and_call_print_the_child_answer() {
         "x",
     ]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("NO_PROVIDER"));
+    assert!(seam_tests::text(&out.stderr).contains("NO_PROVIDER"));
 }
 
 #[test]
@@ -193,7 +202,7 @@ fn inspect_tells_provider_from_tool() {
         seam_tests::guest("fork_provider").to_str().unwrap(),
         "--json",
     ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
     let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(info["kind"], "provider");
     assert_eq!(info["provider"]["inherits-parent-context"], true);
@@ -211,23 +220,27 @@ fn compile_warms_the_cache_and_cache_lists_prunes_and_clears_it() {
             .expect("the seam binary runs")
     };
     let first = with_cache(&["compile", "examples/demo.toml"]);
-    assert!(first.status.success(), "{}", text(&first.stderr));
-    let out = text(&first.stdout);
+    assert!(
+        first.status.success(),
+        "{}",
+        seam_tests::text(&first.stderr)
+    );
+    let out = seam_tests::text(&first.stdout);
     assert!(
         out.contains("spawn: compiled") && out.contains("research: compiled"),
         "{out}"
     );
-    let again = text(&with_cache(&["compile", "examples/demo.toml"]).stdout);
+    let again = seam_tests::text(&with_cache(&["compile", "examples/demo.toml"]).stdout);
     assert!(again.contains("spawn: cached"), "{again}");
 
-    let ls = text(&with_cache(&["cache", "ls"]).stdout);
+    let ls = seam_tests::text(&with_cache(&["cache", "ls"]).stdout);
     assert!(ls.contains("4 artifacts"), "{ls}");
-    let pruned = text(&with_cache(&["cache", "prune", "--max-mb", "0"]).stdout);
+    let pruned = seam_tests::text(&with_cache(&["cache", "prune", "--max-mb", "0"]).stdout);
     assert!(pruned.contains("removed 4 artifacts"), "{pruned}");
-    let ls = text(&with_cache(&["cache", "ls"]).stdout);
+    let ls = seam_tests::text(&with_cache(&["cache", "ls"]).stdout);
     assert!(ls.contains("0 artifacts"), "{ls}");
     with_cache(&["compile", "examples/demo.toml"]);
-    let cleared = text(&with_cache(&["cache", "clear"]).stdout);
+    let cleared = seam_tests::text(&with_cache(&["cache", "clear"]).stdout);
     assert!(cleared.contains("removed 4 artifacts"), "{cleared}");
 }
 
@@ -242,8 +255,12 @@ fn test_checks_a_provider_and_a_tool_and_fails_a_broken_one() {
         "--config",
         r#"{"delayMs": 300}"#,
     ]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let stdout = seam_tests::text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        seam_tests::text(&out.stderr)
+    );
     for check in [
         "load",
         "describe",
@@ -265,7 +282,7 @@ fn test_checks_a_provider_and_a_tool_and_fails_a_broken_one() {
         r#"{"provider": "helper"}"#,
         "--json",
     ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["ok"], true);
     let call = report["checks"]
@@ -286,7 +303,7 @@ fn test_checks_a_provider_and_a_tool_and_fails_a_broken_one() {
         r#"{"mode": "trap-after-ready"}"#,
     ]);
     assert_eq!(out.status.code(), Some(1));
-    let stdout = text(&out.stdout);
+    let stdout = seam_tests::text(&out.stdout);
     assert!(
         stdout.contains("[FAIL] run: ended `error`") && stdout.contains("guest fault"),
         "{stdout}"
@@ -338,8 +355,8 @@ fn follow_the_printed_steps(
         .args(["new", kind, name, "--lang", lang])
         .output()
         .expect("seam runs from PATH");
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let printed = text(&out.stdout);
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    let printed = seam_tests::text(&out.stdout);
     let steps: Vec<&str> = printed
         .lines()
         .skip_while(|line| *line != STEPS_HEADER)
@@ -358,7 +375,11 @@ fn follow_the_printed_steps(
         .args(["-e", "-x", "-c", &script])
         .output()
         .expect("sh runs");
-    let output = format!("{}{}", text(&ran.stdout), text(&ran.stderr));
+    let output = format!(
+        "{}{}",
+        seam_tests::text(&ran.stdout),
+        seam_tests::text(&ran.stderr)
+    );
     assert!(
         ran.status.success(),
         "{name}: the printed steps failed ({}):\n{script}\n---\n{output}",
@@ -418,11 +439,11 @@ fn generated_projects_build_and_pass_seam_test(lang: &str) {
                 .env("SEAM_COMPILER", "winch")
                 .output()
                 .expect("the seam binary runs");
-            let stdout = text(&out.stdout);
+            let stdout = seam_tests::text(&out.stdout);
             assert!(
                 out.status.success() && stdout.contains("all checks passed"),
                 "{name}: {stdout}{}",
-                text(&out.stderr)
+                seam_tests::text(&out.stderr)
             );
             assert!(
                 stdout.contains("aborted"),
@@ -447,11 +468,11 @@ fn wit_writes_the_package_this_host_supports() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("wit");
     let o = seam(&["wit", "--out", out.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(o.status.success(), "{}", seam_tests::text(&o.stderr));
     let written = std::fs::read_to_string(out.join("seam.wit")).unwrap();
     let source = std::fs::read_to_string(root().join("wit/seam.wit")).unwrap();
     assert_eq!(written, source, "the embedded WIT is the repository's");
-    assert!(text(&o.stdout).contains("seam.wit"));
+    assert!(seam_tests::text(&o.stdout).contains("seam.wit"));
     // Its dependency goes where wit-bindgen and componentize-py look for it.
     let poll = std::fs::read_to_string(out.join("deps/io/poll.wit")).unwrap();
     assert!(poll.contains("package wasi:io@0.2.0;"));
@@ -459,7 +480,7 @@ fn wit_writes_the_package_this_host_supports() {
     // The frozen 0.1.0, unedited.
     let old = dir.path().join("old");
     let o = seam(&["wit", "--out", old.to_str().unwrap(), "--version", "0.1.0"]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(o.status.success(), "{}", seam_tests::text(&o.stderr));
     assert_eq!(
         std::fs::read_to_string(old.join("seam.wit")).unwrap(),
         std::fs::read_to_string(root().join("wit/v0.1.0/seam.wit")).unwrap()
@@ -468,27 +489,10 @@ fn wit_writes_the_package_this_host_supports() {
     let o = seam(&["wit", "--out", out.to_str().unwrap(), "--version", "9.9.9"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        text(&o.stderr).contains("does not support `seam:plugin@9.9.9`"),
+        seam_tests::text(&o.stderr).contains("does not support `seam:plugin@9.9.9`"),
         "{}",
-        text(&o.stderr)
+        seam_tests::text(&o.stderr)
     );
-}
-
-/// Lines a child process prints, as they come.
-fn lines_of(stream: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stream)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }
 
 /// Waits for a line containing `needle`, returning the lines before it; fails, naming `what`
@@ -520,7 +524,7 @@ fn dev_picks_up_a_rebuilt_component_and_keeps_the_last_good_one_serving() {
         "--dir",
         project.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
     let build = || {
         let out = Command::new(env!("CARGO"))
             .args(["build", "--release", "--target", "wasm32-wasip2"])
@@ -528,7 +532,7 @@ fn dev_picks_up_a_rebuilt_component_and_keeps_the_last_good_one_serving() {
             .env("CARGO_TARGET_DIR", &target)
             .output()
             .expect("cargo runs");
-        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
     };
     build();
     let wasm = target.join("wasm32-wasip2/release/devhello.wasm");
@@ -553,8 +557,8 @@ fn dev_picks_up_a_rebuilt_component_and_keeps_the_last_good_one_serving() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("seam dev starts");
-    let stdout = lines_of(child.stdout.take().unwrap());
-    let stderr = lines_of(child.stderr.take().unwrap());
+    let stdout = seam_tests::lines_of(child.stdout.take().unwrap());
+    let stderr = seam_tests::lines_of(child.stderr.take().unwrap());
     wait_line(&stdout, "loaded hello: loaded", "the first load");
     let before = wait_line(&stdout, "watching", "the first answer");
     assert!(before.iter().any(|l| l == "hi"), "{before:?}");
@@ -610,9 +614,14 @@ fn acp_client(config: &Path, mode: &str, prompt: &str) -> serde_json::Value {
         )
         .output()
         .expect("the ACP client runs");
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}\n{}", text(&out.stdout), text(&out.stderr)))
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            seam_tests::text(&out.stdout),
+            seam_tests::text(&out.stderr)
+        )
+    })
 }
 
 #[test]
@@ -747,10 +756,10 @@ fn acp_answers_what_it_cannot_serve_with_json_rpc_errors() {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut out = AcpOutput {
-        lines: lines_of(child.stdout.take().unwrap()),
+        lines: seam_tests::lines_of(child.stdout.take().unwrap()),
         backlog: Vec::new(),
     };
-    let err = lines_of(child.stderr.take().unwrap());
+    let err = seam_tests::lines_of(child.stderr.take().unwrap());
     let mut send = |line: &str| {
         stdin.write_all(line.as_bytes()).unwrap();
         stdin.write_all(b"\n").unwrap();
@@ -900,7 +909,11 @@ fn hostile_a_progress_flood_to_a_slow_acp_client_is_dropped_not_queued() {
     .unwrap();
     // Compiled beforehand, so that the compiler's memory is not in the figures.
     let compiled = seam(&["compile", config.to_str().unwrap()]);
-    assert!(compiled.status.success(), "{}", text(&compiled.stderr));
+    assert!(
+        compiled.status.success(),
+        "{}",
+        seam_tests::text(&compiled.stderr)
+    );
     let started = std::time::Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_seam"))
         .args(["acp", config.to_str().unwrap()])
@@ -918,7 +931,7 @@ fn hostile_a_progress_flood_to_a_slow_acp_client_is_dropped_not_queued() {
     let pid = child.id();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let err = lines_of(child.stderr.take().unwrap());
+    let err = seam_tests::lines_of(child.stderr.take().unwrap());
     let mut send = |line: &str| {
         stdin.write_all(line.as_bytes()).unwrap();
         stdin.write_all(b"\n").unwrap();
@@ -944,7 +957,7 @@ fn hostile_a_progress_flood_to_a_slow_acp_client_is_dropped_not_queued() {
     let said = wait_line(&err, "flooded 400000", "the end of the flood");
     let flooded_after = started.elapsed();
     let full = said.iter().any(|l| l.contains("dropping progress"));
-    let out = lines_of(stdout);
+    let out = seam_tests::lines_of(stdout);
     let mut updates = 0u64;
     let mut chunks = Vec::new();
     let answer = loop {
@@ -1036,8 +1049,8 @@ fn hostile_a_guest_never_reads_a_host_backtrace() {
         )
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let answer = text(&out.stdout);
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    let answer = seam_tests::text(&out.stdout);
     eprintln!("the guest read {} bytes: {}", answer.len(), answer.trim());
     assert!(
         answer.contains("error: ") && answer.contains("os error 9"),

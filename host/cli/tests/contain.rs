@@ -22,22 +22,6 @@ fn seam() -> Command {
     seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
 }
 
-fn lines_of(stream: impl std::io::Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stream)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
 /// Reads `lines` until one contains `needle`; returns everything read.
 fn wait_for(lines: &Receiver<String>, needle: &str) -> Vec<String> {
     let mut seen = Vec::new();
@@ -79,7 +63,7 @@ fn delegate(config: &Path, prompt: &str) -> (Child, Receiver<String>) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let err = lines_of(child.stderr.take().unwrap());
+    let err = seam_tests::lines_of(child.stderr.take().unwrap());
     (child, err)
 }
 
@@ -174,7 +158,7 @@ fn seam_acp_ends_the_tree_when_its_stdin_closes_mid_turn() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let out = lines_of(child.stdout.take().unwrap());
+    let out = seam_tests::lines_of(child.stdout.take().unwrap());
     let mut send = |line: &str| {
         stdin.write_all(line.as_bytes()).unwrap();
         stdin.write_all(b"\n").unwrap();

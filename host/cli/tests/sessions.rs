@@ -2,10 +2,8 @@
 //! chosen by the events it printed, the store reopened after each kill, `--session` continuing,
 //! and the `seam sessions` commands.
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
 
 use seam_host::session_store::{RunStatus, SessionStore, SqliteStore, StoreLimits};
@@ -15,10 +13,6 @@ fn seam(state: &Path) -> Command {
     let mut command = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"));
     command.env("XDG_STATE_HOME", state);
     command
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// A turn with a background child (`research`, slow) and a foreground one (`second_opinion`,
@@ -80,19 +74,6 @@ config = {{ provider = "fork", toolName = "second_opinion", agentOptions = {{ mo
     path
 }
 
-fn lines_of(stream: impl std::io::Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stream).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
 /// Runs the crash config and kills `seam` with SIGKILL once it has printed `after` event lines
 /// past its turn's start; returns every event line it printed.
 fn run_and_kill(config: &Path, state: &Path, after: usize) -> Vec<String> {
@@ -102,7 +83,7 @@ fn run_and_kill(config: &Path, state: &Path, after: usize) -> Vec<String> {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let rx = lines_of(child.stderr.take().unwrap());
+    let rx = seam_tests::lines_of(child.stderr.take().unwrap());
     let mut seen = Vec::new();
     let mut past_start: Option<usize> = None;
     loop {
@@ -187,7 +168,7 @@ fn a_run_killed_at_any_point_leaves_a_sound_store_that_continues() {
             ])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
         let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(answer["session"], session.as_str());
         assert_eq!(answer["output"], "continued: again");
@@ -211,7 +192,7 @@ fn sessions_commands_list_show_tree_remove_and_collect() {
         .args(["run", config.to_str().unwrap(), "go", "--json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
     let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = answer["session"].as_str().unwrap().to_string();
 
@@ -222,7 +203,11 @@ fn sessions_commands_list_show_tree_remove_and_collect() {
             .args(args)
             .output()
             .unwrap();
-        (out.status.code(), text(&out.stdout), text(&out.stderr))
+        (
+            out.status.code(),
+            seam_tests::text(&out.stdout),
+            seam_tests::text(&out.stderr),
+        )
     };
     let (code, list, _) = sessions(&["list", "--json"]);
     assert_eq!(code, Some(0));
@@ -308,7 +293,7 @@ fn a_store_that_cannot_be_opened_fails_the_run_at_its_start_naming_the_path() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    let err = text(&out.stderr);
+    let err = seam_tests::text(&out.stderr);
     assert!(err.contains("not-a-folder/s.db"), "{err}");
     assert!(!err.contains("agent/turn-start"), "nothing ran: {err}");
 
@@ -319,7 +304,7 @@ fn a_store_that_cannot_be_opened_fails_the_run_at_its_start_naming_the_path() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    let err = text(&out.stderr);
+    let err = seam_tests::text(&out.stderr);
     assert!(
         err.contains("[sessions]") && err.contains("`store`"),
         "{err}"
@@ -336,6 +321,6 @@ fn a_store_that_cannot_be_opened_fails_the_run_at_its_start_naming_the_path() {
         .args(["run", config.to_str().unwrap(), "go"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
     assert!(state.join("seam").join("sessions.db").is_file());
 }

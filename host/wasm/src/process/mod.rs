@@ -83,6 +83,15 @@ fn state() -> &'static State {
             );
         }
         let wanted = std::env::var(STRATEGY_VAR).ok();
+        if let Some(other) = wanted
+            .as_deref()
+            .filter(|w| !matches!(*w, "cgroup" | "subreaper"))
+        {
+            tracing::warn!(
+                "{STRATEGY_VAR}={other:?} is neither `cgroup` nor `subreaper`; using the \
+                 default (a cgroup where one can be made)"
+            );
+        }
         let cgroups = if wanted.as_deref() == Some("subreaper") {
             None
         } else {
