@@ -394,3 +394,118 @@ impl std::fmt::Display for PluginKind {
         f.write_str(self.as_str())
     }
 }
+
+/// Which of the caller's agents [`list_agents`](crate::SubagentService::list_agents) reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentScope {
+    /// The agents the caller started.
+    Children,
+    /// Those, their children, and so on down.
+    Descendants,
+}
+
+/// Where a child agent stands, as its latest activation left it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentStatus {
+    /// An activation is going (in this process or another that holds the store).
+    Running,
+    /// Finished, its answer already announced to its parent: it waits for a message.
+    Idle,
+    /// Finished with an answer its parent has not been told of yet.
+    Ready,
+    /// Its latest activation failed (error, refusal, max-tokens or a provider's own reason).
+    Failed,
+    /// Its turn was stopped (`interrupt_agent`, a cancel) or the process running it ended
+    /// first; it keeps its session and inbox and can be sent a message.
+    Interrupted,
+}
+
+impl AgentStatus {
+    /// Every status, in the order the tools list them.
+    pub const ALL: [AgentStatus; 5] = [
+        Self::Running,
+        Self::Idle,
+        Self::Ready,
+        Self::Failed,
+        Self::Interrupted,
+    ];
+
+    /// Its name in tool arguments and listings.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Idle => "idle",
+            Self::Ready => "ready",
+            Self::Failed => "failed",
+            Self::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// A child agent, read from the session store and the live runs; reading it resumes nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct AgentInfo {
+    /// Its durable id: the child's session id, the same across activations and restarts (a run
+    /// id for a child that keeps no session, such as a remote provider's).
+    pub id: String,
+    /// The run of its latest activation (an id in the process that ran it).
+    pub run_id: String,
+    /// The provider it runs on.
+    pub provider: String,
+    /// The label it was started with (empty for a foreground run).
+    pub label: String,
+    /// The session of the agent that started it.
+    pub parent_session: String,
+    /// Where it stands.
+    pub status: AgentStatus,
+    /// How its latest activation ended, once it has.
+    pub stop_reason: Option<StopReason>,
+    /// Why it failed or was stopped, if it was.
+    pub diagnostic: Option<String>,
+    /// Its latest report (`report`), if it made one.
+    pub report: Option<String>,
+    /// Messages waiting in its inbox for its next activation.
+    pub queued: u32,
+    /// When its latest activation started, in milliseconds since the Unix epoch.
+    pub started_at_ms: u64,
+    /// When its latest activation ended, if it has.
+    pub ended_at_ms: Option<u64>,
+}
+
+/// What [`send_to_agent`](crate::SubagentService::send_to_agent) did with a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Delivery {
+    /// The child is running: the message waits in its inbox and wakes it when its activation
+    /// ends.
+    Queued,
+    /// The child was waiting in this process: a new activation runs the message (and any
+    /// inbox).
+    Woken,
+    /// No process held the child: it was resumed from the store in a new activation.
+    Resumed,
+}
+
+impl Delivery {
+    /// Its name in tool answers.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Woken => "woken",
+            Self::Resumed => "resumed",
+        }
+    }
+}
+
+/// How a child's [`report`](crate::SubagentService::report) reaches its parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReportMode {
+    /// Stored with the child's run: its parent sees it in `list_agents`.
+    Quiet,
+    /// Stored, and delivered to the parent before its next model step.
+    NextStep,
+}

@@ -5,6 +5,7 @@
 //! the host owns (see its `run` module).
 
 mod background;
+mod durable;
 mod error;
 mod run;
 pub mod structured;
