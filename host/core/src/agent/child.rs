@@ -26,15 +26,7 @@ impl RunChild {
     /// Takes ownership of `agent` for the run `ctx`, and records it as the run's child.
     pub fn new(agent: Arc<Agent>, agents: Arc<AgentRegistry>, ctx: RunContext) -> Self {
         ctx.set_child(&agent);
-        if let Some(run) = ctx.record() {
-            let link = crate::store::Write::LinkChild {
-                run,
-                session: agent.as_parent().session_id,
-            };
-            if let Err(e) = agents.store().commit(vec![link]) {
-                tracing::warn!(run = %ctx.id(), error = %e, "cannot link the run to its child's session");
-            }
-        }
+        ctx.link_child_session(&agent.as_parent().session_id);
         agent.report_progress_to(ctx.clone());
         Self {
             agent,
@@ -84,8 +76,11 @@ impl RunChild {
 
 impl Drop for RunChild {
     fn drop(&mut self) {
-        self.ctx
-            .record_child_session(self.agent.session().completed_prefix());
+        let session = self.agent.session();
+        self.ctx.record_child_session(
+            session.header.session_id.clone(),
+            session.completed_prefix(),
+        );
         self.agents.dispose_now(self.agent.id());
     }
 }

@@ -229,6 +229,17 @@ impl Agent {
         session.push(event);
     }
 
+    /// Tells the agent what its children did (each notice a user message), recording that it
+    /// was told in the same commit as the messages.
+    fn tell(&self, notices: crate::subagent::Notices) {
+        for text in notices.texts {
+            self.push(SessionEvent::UserMessage {
+                content: vec![ContentBlock::text(text)],
+            });
+        }
+        lock(&self.unsaved).extend(notices.writes);
+    }
+
     /// Emits `event` after committing the session writes that led to it.
     fn emit(&self, event: Event) {
         let writes = std::mem::take(&mut *lock(&self.unsaved));
@@ -280,18 +291,7 @@ impl Agent {
         let turn = lock(&self.session).turns() + 1;
         self.push(SessionEvent::TurnStart { turn });
         if let Some(subagents) = self.subagents.upgrade() {
-            for info in subagents.settled_background(&self.id) {
-                let reason = info
-                    .stop_reason
-                    .as_ref()
-                    .map_or("unknown", StopReason::as_str);
-                self.push(SessionEvent::UserMessage {
-                    content: vec![ContentBlock::text(format!(
-                        "[background run `{}` ({}) on `{}` has settled: {reason}]",
-                        info.id, info.label, info.provider
-                    ))],
-                });
-            }
+            self.tell(subagents.announcements(&self.as_parent()));
         }
         self.push(SessionEvent::UserMessage { content: prompt });
         self.emit(Event::AgentTurnStart {
@@ -368,6 +368,9 @@ impl Agent {
             }
             for message in std::mem::take(&mut *lock(&self.steering)) {
                 self.push(SessionEvent::UserMessage { content: message });
+            }
+            if let Some(subagents) = self.subagents.upgrade() {
+                self.tell(subagents.pending_reports(&self.as_parent(), false));
             }
             if calls >= self.spec.max_turns {
                 return (
@@ -517,12 +520,34 @@ fn stored_prefix(
         })?;
         parsed.push(event);
     }
-    let end = parsed
-        .iter()
-        .rposition(|e| matches!(e, SessionEvent::TurnEnd { .. }))
-        .map_or(0, |i| i + 1);
-    parsed.truncate(end);
-    Ok(parsed)
+    Ok(completed_turns(parsed))
+}
+
+/// The events of completed turns only: a turn cut short by the end of a process (a
+/// `turn/start` with no `turn/end` before the next one, or at the end) is left out wherever it
+/// is, so that every tool call kept has its result. Events before the first turn (a seed) stay.
+fn completed_turns(events: Vec<SessionEvent>) -> Vec<SessionEvent> {
+    let mut out = Vec::with_capacity(events.len());
+    let mut turn: Vec<SessionEvent> = Vec::new();
+    let mut in_turn = false;
+    for event in events {
+        match event {
+            SessionEvent::TurnStart { .. } => {
+                // An open turn here never ended: dropped.
+                turn.clear();
+                in_turn = true;
+                turn.push(event);
+            }
+            SessionEvent::TurnEnd { .. } if in_turn => {
+                turn.push(event);
+                out.append(&mut turn);
+                in_turn = false;
+            }
+            other if in_turn => turn.push(other),
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// The host's live agents.
@@ -765,5 +790,61 @@ impl AgentRegistry {
             self.events
                 .emit(&Event::AgentDisposed { id: id.to_string() });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(text: &str) -> SessionEvent {
+        SessionEvent::UserMessage {
+            content: vec![ContentBlock::text(text)],
+        }
+    }
+
+    #[test]
+    fn a_turn_a_dead_process_cut_short_is_left_out_wherever_it_is() {
+        let call = crate::model::ToolCall {
+            id: "c1".into(),
+            name: "t".into(),
+            arguments: "{}".into(),
+        };
+        let events = vec![
+            user("seed"),
+            SessionEvent::TurnStart { turn: 1 },
+            user("one"),
+            SessionEvent::TurnEnd {
+                turn: 1,
+                reason: StopReason::Completed,
+            },
+            // Cut short: a call with no result, no end.
+            SessionEvent::TurnStart { turn: 2 },
+            user("two"),
+            SessionEvent::AssistantMessage {
+                text: String::new(),
+                tool_calls: vec![call],
+            },
+            SessionEvent::TurnStart { turn: 2 },
+            user("three"),
+            SessionEvent::TurnEnd {
+                turn: 2,
+                reason: StopReason::Completed,
+            },
+            SessionEvent::TurnStart { turn: 3 },
+            user("four"),
+        ];
+        let kept = completed_turns(events);
+        let texts: Vec<String> = kept
+            .iter()
+            .filter_map(|e| match e {
+                SessionEvent::UserMessage { content } => Some(blocks_text(content)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(texts, ["seed", "one", "three"]);
+        assert!(!kept
+            .iter()
+            .any(|e| matches!(e, SessionEvent::AssistantMessage { .. })));
     }
 }

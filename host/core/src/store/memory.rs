@@ -25,6 +25,7 @@ struct Inner {
     /// (a live agent that has not written for long) and ignored, not refused.
     evicted: bool,
     journal: VecDeque<String>,
+    inboxes: HashMap<String, String>,
 }
 
 /// Sessions, runs and the journal in memory.
@@ -147,6 +148,34 @@ impl Inner {
                     r.child_session = Some(session);
                 }
             }
+            Write::Announced { run } => {
+                if let Some(r) = self.runs.get_mut(&run) {
+                    r.announced = true;
+                }
+            }
+            Write::Report {
+                run,
+                text,
+                next_step,
+            } => {
+                if let Some(r) = self.runs.get_mut(&run) {
+                    r.report = Some(text);
+                    r.report_pending |= next_step;
+                }
+            }
+            Write::ReportDelivered { run } => {
+                if let Some(r) = self.runs.get_mut(&run) {
+                    r.report_pending = false;
+                }
+            }
+            Write::Inbox { session, body } => match body {
+                Some(body) => {
+                    self.inboxes.insert(session, body);
+                }
+                None => {
+                    self.inboxes.remove(&session);
+                }
+            },
         }
     }
 
@@ -177,6 +206,7 @@ impl Inner {
         let had = self.sessions.remove(session).is_some();
         for s in &tree {
             self.sessions.remove(s);
+            self.inboxes.remove(s);
         }
         self.runs
             .retain(|_, r| !tree.contains(&r.start.parent_session));
@@ -247,6 +277,9 @@ impl SessionStore for MemoryStore {
                 child_session: None,
                 started_ms: now_ms(),
                 ended_ms: None,
+                announced: false,
+                report: None,
+                report_pending: false,
             },
         );
         inner.trim();
@@ -282,6 +315,19 @@ impl SessionStore for MemoryStore {
             .filter(|r| r.start.parent_session == session)
             .cloned()
             .collect())
+    }
+
+    fn runs_of_child(&self, session: &str) -> Result<Vec<RunRecord>, StoreError> {
+        Ok(lock(&self.inner)
+            .runs
+            .values()
+            .filter(|r| r.child_session.as_deref() == Some(session))
+            .cloned()
+            .collect())
+    }
+
+    fn inbox(&self, session: &str) -> Result<Option<String>, StoreError> {
+        Ok(lock(&self.inner).inboxes.get(session).cloned())
     }
 
     fn journal(&self) -> Result<Vec<String>, StoreError> {

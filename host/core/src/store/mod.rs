@@ -86,6 +86,32 @@ pub enum Write {
         /// The child's session.
         session: String,
     },
+    /// The run's parent was told that it ended (once: also after a restart).
+    Announced {
+        /// The run.
+        run: RunKey,
+    },
+    /// The run's child reported to its parent.
+    Report {
+        /// The run.
+        run: RunKey,
+        /// What it reported (text).
+        text: String,
+        /// Whether the parent is to be told before its next model step.
+        next_step: bool,
+    },
+    /// The parent was given the run's pending report.
+    ReportDelivered {
+        /// The run.
+        run: RunKey,
+    },
+    /// A child session's inbox: messages sent to it and not yet run (`None` empties it).
+    Inbox {
+        /// The child's session.
+        session: String,
+        /// The messages, as JSON.
+        body: Option<String>,
+    },
 }
 
 /// A run as it starts.
@@ -101,6 +127,10 @@ pub struct RunStart {
     pub parent_session: String,
     /// The request, as JSON (prompt, options, schema, filter; no signal).
     pub request: String,
+    /// Whether the run belongs to its parent agent rather than to a call (a background run).
+    pub background: bool,
+    /// The label it was started with (empty for a foreground run).
+    pub label: String,
 }
 
 /// A run record's state.
@@ -154,6 +184,12 @@ pub struct RunRecord {
     pub started_ms: u64,
     /// When it settled or was found interrupted.
     pub ended_ms: Option<u64>,
+    /// Whether its parent was told that it ended.
+    pub announced: bool,
+    /// The child's latest report.
+    pub report: Option<String>,
+    /// Whether that report waits to be given to the parent at its next model step.
+    pub report_pending: bool,
 }
 
 /// A session, as listed.
@@ -219,6 +255,12 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// The runs a session's agent started, oldest first.
     fn runs_of(&self, session: &str) -> Result<Vec<RunRecord>, StoreError>;
+
+    /// The runs that ran the child session `session` (its activations), oldest first.
+    fn runs_of_child(&self, session: &str) -> Result<Vec<RunRecord>, StoreError>;
+
+    /// A child session's inbox (JSON), if it has one.
+    fn inbox(&self, session: &str) -> Result<Option<String>, StoreError>;
 
     /// The journaled bus events (JSON lines), oldest first.
     fn journal(&self) -> Result<Vec<String>, StoreError>;

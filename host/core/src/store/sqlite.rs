@@ -19,10 +19,11 @@ use super::{
 use crate::sync::lock;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Migrations, oldest first: `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE holders (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         pid INTEGER NOT NULL,
@@ -71,7 +72,20 @@ const MIGRATIONS: &[&str] = &["
         body TEXT NOT NULL,
         at_ms INTEGER NOT NULL
     );
-"];
+",
+    "
+    ALTER TABLE runs ADD COLUMN background INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN label TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN announced INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN report TEXT;
+    ALTER TABLE runs ADD COLUMN report_pending INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX runs_by_child ON runs (child_session);
+    CREATE TABLE inbox (
+        session TEXT PRIMARY KEY,
+        body TEXT NOT NULL
+    ) WITHOUT ROWID;
+",
+];
 
 /// Sessions, runs and the journal in one SQLite file.
 pub struct SqliteStore {
@@ -326,8 +340,87 @@ impl SqliteStore {
                     .and_then(|mut s| s.execute(params![run, session]))
                     .map_err(backend)?;
             }
+            Write::Announced { run } => {
+                tx.prepare_cached("UPDATE runs SET announced = 1 WHERE key = ?1")
+                    .and_then(|mut s| s.execute([run]))
+                    .map_err(backend)?;
+            }
+            Write::Report {
+                run,
+                text,
+                next_step,
+            } => {
+                tx.prepare_cached(
+                    "UPDATE runs SET report = ?2, report_pending = MAX(report_pending, ?3)
+                     WHERE key = ?1",
+                )
+                .and_then(|mut s| s.execute(params![run, text, i64::from(next_step)]))
+                .map_err(backend)?;
+            }
+            Write::ReportDelivered { run } => {
+                tx.prepare_cached("UPDATE runs SET report_pending = 0 WHERE key = ?1")
+                    .and_then(|mut s| s.execute([run]))
+                    .map_err(backend)?;
+            }
+            Write::Inbox { session, body } => match body {
+                Some(body) => {
+                    tx.prepare_cached(
+                        "INSERT INTO inbox (session, body) VALUES (?1, ?2)
+                         ON CONFLICT (session) DO UPDATE SET body = ?2",
+                    )
+                    .and_then(|mut s| s.execute(params![session, body]))
+                    .map_err(backend)?;
+                }
+                None => {
+                    tx.prepare_cached("DELETE FROM inbox WHERE session = ?1")
+                        .and_then(|mut s| s.execute([session]))
+                        .map_err(backend)?;
+                }
+            },
         }
         Ok(())
+    }
+}
+
+/// The columns [`run_record`] reads, in its order.
+const RUN: &str = "SELECT key, run_id, provider, parent_agent, parent_session, request, status, \
+                   stop_reason, diagnostic, child_session, started_ms, ended_ms, background, label, \
+                   announced, report, report_pending FROM runs";
+
+fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
+    let status: String = r.get(6)?;
+    Ok(RunRecord {
+        key: r.get(0)?,
+        start: RunStart {
+            run_id: r.get(1)?,
+            provider: r.get(2)?,
+            parent_agent: r.get(3)?,
+            parent_session: r.get(4)?,
+            request: r.get(5)?,
+            background: r.get::<_, i64>(12)? != 0,
+            label: r.get(13)?,
+        },
+        status: RunStatus::parse(&status).unwrap_or(RunStatus::Interrupted),
+        stop_reason: r.get(7)?,
+        diagnostic: r.get(8)?,
+        child_session: r.get(9)?,
+        started_ms: r.get::<_, i64>(10)? as u64,
+        ended_ms: r.get::<_, Option<i64>>(11)?.map(|v| v as u64),
+        announced: r.get::<_, i64>(14)? != 0,
+        report: r.get(15)?,
+        report_pending: r.get::<_, i64>(16)? != 0,
+    })
+}
+
+impl SqliteStore {
+    /// The runs whose `column` (a constant of this file, never input) is `value`, oldest first.
+    fn runs_where(&self, column: &'static str, value: &str) -> Result<Vec<RunRecord>, StoreError> {
+        let conn = lock(&self.conn);
+        let mut stmt = conn
+            .prepare_cached(&format!("{RUN} WHERE {column} = ?1 ORDER BY key"))
+            .map_err(backend)?;
+        let rows = stmt.query_map([value], run_record).map_err(backend)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(backend)
     }
 }
 
@@ -375,6 +468,7 @@ fn remove_tree(tx: &Transaction<'_>, session: &str) -> rusqlite::Result<bool> {
     let mut had = false;
     for s in &tree {
         tx.execute("DELETE FROM events WHERE session = ?1", [s])?;
+        tx.execute("DELETE FROM inbox WHERE session = ?1", [s])?;
         tx.execute("DELETE FROM runs WHERE parent_session = ?1", [s])?;
         let n = tx.execute("DELETE FROM sessions WHERE id = ?1", [s])?;
         had |= s == session && n > 0;
@@ -400,8 +494,9 @@ impl SessionStore for SqliteStore {
     fn start_run(&self, run: RunStart) -> Result<RunKey, StoreError> {
         let conn = lock(&self.conn);
         conn.prepare_cached(
-            "INSERT INTO runs (run_id, provider, parent_agent, parent_session, request, status, holder, started_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7)",
+            "INSERT INTO runs (run_id, provider, parent_agent, parent_session, request, status, holder,
+                               started_ms, background, label)
+             VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9)",
         )
         .and_then(|mut s| {
             s.execute(params![
@@ -411,7 +506,9 @@ impl SessionStore for SqliteStore {
                 run.parent_session,
                 run.request,
                 self.holder,
-                now_ms() as i64
+                now_ms() as i64,
+                i64::from(run.background),
+                run.label
             ])
         })
         .map_err(backend)?;
@@ -455,36 +552,22 @@ impl SessionStore for SqliteStore {
     }
 
     fn runs_of(&self, session: &str) -> Result<Vec<RunRecord>, StoreError> {
-        let conn = lock(&self.conn);
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT key, run_id, provider, parent_agent, parent_session, request, status,
-                        stop_reason, diagnostic, child_session, started_ms, ended_ms
-                 FROM runs WHERE parent_session = ?1 ORDER BY key",
+        self.runs_where("parent_session", session)
+    }
+
+    fn runs_of_child(&self, session: &str) -> Result<Vec<RunRecord>, StoreError> {
+        self.runs_where("child_session", session)
+    }
+
+    fn inbox(&self, session: &str) -> Result<Option<String>, StoreError> {
+        lock(&self.conn)
+            .query_row(
+                "SELECT body FROM inbox WHERE session = ?1",
+                [session],
+                |r| r.get(0),
             )
-            .map_err(backend)?;
-        let rows = stmt
-            .query_map([session], |r| {
-                let status: String = r.get(6)?;
-                Ok(RunRecord {
-                    key: r.get(0)?,
-                    start: RunStart {
-                        run_id: r.get(1)?,
-                        provider: r.get(2)?,
-                        parent_agent: r.get(3)?,
-                        parent_session: r.get(4)?,
-                        request: r.get(5)?,
-                    },
-                    status: RunStatus::parse(&status).unwrap_or(RunStatus::Interrupted),
-                    stop_reason: r.get(7)?,
-                    diagnostic: r.get(8)?,
-                    child_session: r.get(9)?,
-                    started_ms: r.get::<_, i64>(10)? as u64,
-                    ended_ms: r.get::<_, Option<i64>>(11)?.map(|v| v as u64),
-                })
-            })
-            .map_err(backend)?;
-        rows.collect::<rusqlite::Result<_>>().map_err(backend)
+            .optional()
+            .map_err(backend)
     }
 
     fn journal(&self) -> Result<Vec<String>, StoreError> {
@@ -542,5 +625,38 @@ impl Drop for SqliteStore {
         );
         let _ = conn.execute("DELETE FROM holders WHERE id = ?1", [self.holder]);
         let _ = std::fs::remove_file(lock_file(&self.path, self.holder));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_one_database_is_migrated_and_its_runs_read_as_foreground() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("old.db");
+        {
+            let conn = Connection::open(&path).expect("a database");
+            conn.execute_batch(MIGRATIONS[0]).expect("the first schema");
+            conn.execute(
+                "INSERT INTO runs (run_id, provider, parent_agent, parent_session, request, status,
+                                   holder, started_ms, stop_reason)
+                 VALUES ('spawn-1', 'spawn', 'agent:1', 'p', '{}', 'ended', 0, 1, 'completed')",
+                [],
+            )
+            .expect("a run");
+            conn.pragma_update(None, "user_version", 1)
+                .expect("the version");
+        }
+        let store = SqliteStore::open(&path, StoreLimits::default()).expect("migrated");
+        let runs = store.runs_of("p").expect("the runs");
+        assert_eq!(runs.len(), 1);
+        assert!(!runs[0].start.background && !runs[0].announced && !runs[0].report_pending);
+        assert_eq!(store.inbox("p").expect("an inbox lookup"), None);
+        let version: i64 = lock(&store.conn)
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .expect("the version");
+        assert_eq!(version, SCHEMA_VERSION);
     }
 }

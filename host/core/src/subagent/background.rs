@@ -108,6 +108,21 @@ impl Backgrounds {
             .collect()
     }
 
+    /// `owner`'s runs that settled since it was last told, with their labels, marked as told.
+    pub(crate) fn take_settled_runs(&self, owner: &str) -> Vec<(SubagentRun, String)> {
+        let mut all = self.lock();
+        let Some(runs) = all.get_mut(owner) else {
+            return Vec::new();
+        };
+        runs.iter_mut()
+            .filter(|e| !e.notified && e.run.try_result().is_some())
+            .map(|e| {
+                e.notified = true;
+                (e.run.clone(), e.label.clone())
+            })
+            .collect()
+    }
+
     /// Removes and returns all of `owner`'s runs.
     pub(crate) fn remove_owner(&self, owner: &str) -> Vec<SubagentRun> {
         self.lock()

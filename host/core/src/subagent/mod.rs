@@ -18,8 +18,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 pub use background::{MAX_BACKGROUND_RUNS, MAX_SETTLED_BACKGROUND_RUNS};
+pub use durable::{Notices, StoredSession, MAX_INBOX, MAX_REPORT_BYTES};
 pub use error::{code, SubagentError};
-pub use run::{Provider, ResumeSeed, RunContext, RunFailure, Steer, SubagentRun};
+pub use run::{Provider, RequestSnapshot, ResumeSeed, RunContext, RunFailure, Steer, SubagentRun};
 use run::{RunHooks, RunShared};
 
 use crate::events::{Event, EventBus};
@@ -52,6 +53,8 @@ pub struct SubagentService {
     max_tree_depth: AtomicU32,
     /// Runs that belong to agents rather than calls.
     background: background::Backgrounds,
+    /// What continuable children keep in memory.
+    durable: durable::Durable,
 }
 
 impl SubagentService {
@@ -66,6 +69,7 @@ impl SubagentService {
             cancel_grace,
             max_tree_depth: AtomicU32::new(DEFAULT_MAX_TREE_DEPTH),
             background: background::Backgrounds::default(),
+            durable: durable::Durable::default(),
         }
     }
 
@@ -180,7 +184,7 @@ impl SubagentService {
     /// `INVALID_REQUEST` or `DEPTH_EXCEEDED` before any instance exists. An already-aborted
     /// signal yields a run that has settled `aborted` without running anything.
     pub fn start(&self, name: &str, request: StartRequest) -> Result<SubagentRun, SubagentError> {
-        self.start_inner(name, request, None)
+        self.start_inner(name, request, None, None)
     }
 
     /// Continues a finished run's child with a new prompt, as a new run on the same provider
@@ -211,14 +215,16 @@ impl SubagentService {
         })?;
         let mut request = shared.request.clone();
         request.prompt = prompt;
-        self.start_inner(run.provider(), request, Some(seed))
+        self.start_inner(run.provider(), request, Some(seed), None)
     }
 
+    /// `background` is the label of a run that belongs to its parent agent.
     fn start_inner(
         &self,
         name: &str,
         request: StartRequest,
         resume_seed: Option<ResumeSeed>,
+        background: Option<&str>,
     ) -> Result<SubagentRun, SubagentError> {
         let (descriptor, provider, runs) = {
             let providers = self.read();
@@ -266,7 +272,14 @@ impl SubagentService {
                 }
             }),
         };
-        let shared = RunShared::new(id.clone(), &descriptor, &request, hooks, resume_seed);
+        let shared = RunShared::new(
+            id.clone(),
+            &descriptor,
+            &request,
+            hooks,
+            resume_seed,
+            background,
+        );
         lock(&runs).insert(id, shared.clone());
 
         if request.signal.as_ref().is_some_and(|s| s.is_cancelled()) {
@@ -285,8 +298,19 @@ impl SubagentService {
         &self,
         owner: &str,
         name: &str,
+        request: StartRequest,
+        label: String,
+    ) -> Result<SubagentRun, SubagentError> {
+        self.start_background_inner(owner, name, request, label, None)
+    }
+
+    fn start_background_inner(
+        &self,
+        owner: &str,
+        name: &str,
         mut request: StartRequest,
         label: String,
+        resume_seed: Option<ResumeSeed>,
     ) -> Result<SubagentRun, SubagentError> {
         if self.background.running(owner) >= MAX_BACKGROUND_RUNS {
             return Err(SubagentError::InvalidState(format!(
@@ -295,7 +319,7 @@ impl SubagentService {
         }
         // Not tied to the call's signal: the owner's disposal ends it.
         request.signal = None;
-        let run = self.start(name, request)?;
+        let run = self.start_inner(name, request, resume_seed, Some(&label))?;
         let evicted = self.background.add(owner, run.clone(), label);
         if !evicted.is_empty() {
             tokio::spawn(async move {

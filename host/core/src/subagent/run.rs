@@ -180,7 +180,9 @@ pub(crate) struct RunShared {
     /// When the run started, in milliseconds since the Unix epoch.
     started_at_ms: u64,
     /// The run's record in the store, if the store took it.
-    record: Option<RunKey>,
+    pub(crate) record: Option<RunKey>,
+    /// The session its child agent keeps (in-process providers), once the child exists.
+    child_session: Mutex<Option<String>>,
 }
 
 /// What a run gets from the service that starts it.
@@ -199,6 +201,7 @@ impl RunShared {
         request: &StartRequest,
         hooks: RunHooks,
         resume_seed: Option<ResumeSeed>,
+        background: Option<&str>,
     ) -> Arc<Self> {
         let RunHooks {
             events,
@@ -214,12 +217,15 @@ impl RunShared {
                 provider: descriptor.name.clone(),
                 parent_agent: request.parent.id.clone(),
                 parent_session: request.parent.session_id.clone(),
-                request: request_snapshot(request),
+                request: RequestSnapshot::of(request).to_json(),
+                background: background.is_some(),
+                label: background.unwrap_or_default().to_string(),
             })
             .inspect_err(|e| tracing::warn!(run = %id, error = %e, "cannot record the run"))
             .ok();
         Arc::new(Self {
             record,
+            child_session: Mutex::new(None),
             id,
             provider: descriptor.name.clone(),
             parent: request.parent.clone(),
@@ -620,17 +626,59 @@ impl RunShared {
 }
 
 /// The request as the run's record keeps it: everything but the signal.
-fn request_snapshot(request: &StartRequest) -> String {
-    serde_json::json!({
-        "prompt": request.prompt,
-        "parent": request.parent,
-        "agent-options": request.agent_options,
-        "output-schema": request.output_schema,
-        "max-depth": request.max_depth,
-        "tool-filter": request.tool_filter,
-        "persona": request.persona,
-    })
-    .to_string()
+/// A run's request as its record keeps it: everything but the signal. Read back to continue
+/// the run's child in a later process.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RequestSnapshot {
+    /// The task.
+    pub prompt: Vec<ContentBlock>,
+    /// The calling agent, as it was.
+    pub parent: ParentRef,
+    /// Child agent options.
+    pub agent_options: Option<crate::types::AgentOptions>,
+    /// The structured answer's schema.
+    pub output_schema: Option<serde_json::Value>,
+    /// The depth cap.
+    pub max_depth: Option<i64>,
+    /// Tool visibility.
+    pub tool_filter: Option<crate::types::ToolFilter>,
+    /// The persona.
+    pub persona: Option<String>,
+}
+
+impl RequestSnapshot {
+    /// The snapshot of `request`.
+    pub fn of(request: &StartRequest) -> Self {
+        Self {
+            prompt: request.prompt.clone(),
+            parent: request.parent.clone(),
+            agent_options: request.agent_options.clone(),
+            output_schema: request.output_schema.clone(),
+            max_depth: request.max_depth,
+            tool_filter: request.tool_filter.clone(),
+            persona: request.persona.clone(),
+        }
+    }
+
+    /// As the store keeps it.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The request again, for `parent` and with `prompt`.
+    pub fn into_request(self, parent: ParentRef, prompt: Vec<ContentBlock>) -> StartRequest {
+        StartRequest {
+            prompt,
+            parent,
+            signal: None,
+            agent_options: self.agent_options,
+            output_schema: self.output_schema,
+            max_depth: self.max_depth,
+            tool_filter: self.tool_filter,
+            persona: self.persona,
+        }
+    }
 }
 
 /// The message a panic carried.
@@ -689,6 +737,21 @@ impl RunContext {
         let child: Weak<S> = Arc::downgrade(child);
         let child: Weak<dyn Steer> = child;
         *lock(&self.0.child) = Some(child);
+    }
+
+    /// Records that the run's child keeps the session `session`: in the store (the run's
+    /// activations of one child are found by it) and on the run.
+    pub fn link_child_session(&self, session: &str) {
+        *lock(&self.0.child_session) = Some(session.to_string());
+        if let Some(run) = self.0.record {
+            let link = Write::LinkChild {
+                run,
+                session: session.to_string(),
+            };
+            if let Err(e) = self.0.events.store().commit(vec![link]) {
+                tracing::warn!(run = %self.0.id, error = %e, "cannot link the run to its child's session");
+            }
+        }
     }
 
     /// Whether the run already owns a child.
@@ -901,6 +964,21 @@ impl SubagentRun {
     /// The live child, for an in-process provider.
     fn child(&self) -> Option<Arc<dyn Steer>> {
         lock(&self.0.child).as_ref().and_then(Weak::upgrade)
+    }
+
+    /// The run's record in the store, if the store took it.
+    pub fn record(&self) -> Option<RunKey> {
+        self.0.record
+    }
+
+    /// The calling agent.
+    pub fn parent(&self) -> &ParentRef {
+        &self.0.parent
+    }
+
+    /// The session its child agent keeps, once the child exists (in-process providers).
+    pub fn child_session_id(&self) -> Option<String> {
+        lock(&self.0.child_session).clone()
     }
 
     /// What the child left for `resume`, once it was torn down (in-process providers).

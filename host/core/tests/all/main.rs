@@ -3,6 +3,7 @@
 //! seam-core` needs neither the wasm32 target nor the guests. One binary, a module per area.
 
 mod agent;
+mod durable;
 mod log;
 mod loopback;
 mod openai;

@@ -54,6 +54,8 @@ fn run_start(run: &str, parent_session: &str) -> RunStart {
         parent_agent: "agent:1".into(),
         parent_session: parent_session.into(),
         request: json!({"prompt": "x"}).to_string(),
+        background: false,
+        label: String::new(),
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use seam_core::agent::{AgentRegistry, AgentSpec, RunChild};
+use seam_core::agent::{AgentRegistry, AgentSpec, RunChild, RunSessionSeed};
 use seam_core::model::{ModelRegistry, ModelsConfig, Script, ScriptStep};
 use seam_core::subagent::{Provider, RunContext, RunFailure, SubagentService};
 use seam_core::tool::{DescribeError, Tool, ToolBinding, ToolRegistry, ToolSource};
@@ -174,6 +174,20 @@ impl EventLog {
         self.seen.lock().unwrap().clone()
     }
 
+    /// Waits (at most [`BARRIER`]) until the events so far satisfy `done`.
+    pub async fn wait_for(&self, what: &str, done: impl Fn(&[Event]) -> bool) {
+        let mut changed = self.count.subscribe();
+        within(what, async {
+            loop {
+                if done(&self.seen.lock().unwrap()) {
+                    return;
+                }
+                changed.changed().await.expect("the log lives");
+            }
+        })
+        .await
+    }
+
     /// The names of the events about run `id`, in order.
     pub fn of_run(&self, id: &str) -> Vec<&'static str> {
         self.all()
@@ -282,7 +296,8 @@ impl Provider for Fake {
 }
 
 /// An in-process provider like the host's `spawn`: each run's child is an agent on the core's
-/// agent runtime, with the request's options, running one turn on the prompt.
+/// agent runtime, with the request's options, running one turn on the prompt. A resumed run's
+/// child continues the session of the child it resumes.
 pub struct Spawn {
     pub agents: Arc<AgentRegistry>,
     pub model: String,
@@ -308,6 +323,14 @@ impl Provider for Spawn {
             spec.output_schema = request.output_schema.clone();
             spec.tool_filter = request.tool_filter.clone();
             spec.persona = request.persona.clone();
+            spec.parent_session = Some(request.parent.session_id.clone());
+            if let Some(resumed) = ctx.resume_seed() {
+                let (seed, session) = resumed
+                    .start_from(agents.store().as_ref())
+                    .map_err(|e| RunFailure::Refused(e.to_string()))?;
+                spec.seed = seed;
+                spec.session_id = session;
+            }
             let agent = agents
                 .create(spec, Some(ctx.token()))
                 .map_err(|e| RunFailure::Refused(e.to_string()))?;

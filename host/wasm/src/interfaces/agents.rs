@@ -69,13 +69,17 @@ fn create(env: &RunEnv, options: ChildOptions) -> Result<Arc<Agent>, AgentError>
             })?),
             None => None,
         };
-    let seed = match (env.ctx.resume_seed(), options.seed) {
-        (Some(resumed), _) => resumed,
-        (None, Seed::ParentCompletedTurns) => parent
-            .as_ref()
-            .map(|p| p.session().completed_prefix())
-            .unwrap_or_default(),
-        (None, Seed::None) => Vec::new(),
+    // A resumed child continues its session (from the store, whichever process wrote it).
+    let (seed, session_id) = match (env.ctx.resume_seed(), options.seed) {
+        (Some(resumed), _) => resumed.start_from(env.agents.store().as_ref())?,
+        (None, Seed::ParentCompletedTurns) => (
+            parent
+                .as_ref()
+                .map(|p| p.session().completed_prefix())
+                .unwrap_or_default(),
+            None,
+        ),
+        (None, Seed::None) => (Vec::new(), None),
     };
     let spec = AgentSpec {
         id: Some(env.ctx.id().to_string()),
@@ -93,7 +97,7 @@ fn create(env: &RunEnv, options: ChildOptions) -> Result<Arc<Agent>, AgentError>
         output_schema,
         max_turns: defaults.max_turns,
         seed,
-        session_id: None,
+        session_id,
     };
     env.agents.create(spec, Some(env.ctx.token()))
 }
@@ -215,8 +219,11 @@ impl wit_agents::HostChild for StoreData {
     async fn dispose(&mut self, handle: Resource<RunChild>) -> wasmtime::Result<()> {
         let agent = child_of(self, &handle)?;
         if let Some(env) = &self.serving.run {
-            env.ctx
-                .record_child_session(agent.session().completed_prefix());
+            let session = agent.session();
+            env.ctx.record_child_session(
+                session.header.session_id.clone(),
+                session.completed_prefix(),
+            );
             env.agents.dispose(agent.id()).await;
         }
         Ok(())
