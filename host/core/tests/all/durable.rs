@@ -138,7 +138,7 @@ async fn a_finished_child_is_ready_then_idle_once_announced_and_a_message_wakes_
     // Two turns of the parent: the end is announced in the first only.
     lead.run_turn(text("carry on")).await;
     lead.run_turn(text("and again")).await;
-    let announced: Vec<String> = user_messages(&lead.session().events().to_vec())
+    let announced: Vec<String> = user_messages(lead.session().events())
         .into_iter()
         .filter(|m| m.contains("has settled"))
         .collect();
@@ -364,7 +364,7 @@ async fn a_later_process_lists_resumes_and_announces_a_child_from_the_store() {
     assert_eq!(core.live.runs(), 0);
 
     lead.run_turn(text("what happened?")).await;
-    let told: Vec<String> = user_messages(&lead.session().events().to_vec())
+    let told: Vec<String> = user_messages(lead.session().events())
         .into_iter()
         .filter(|m| m.contains(&first_run))
         .collect();
@@ -554,7 +554,8 @@ async fn a_next_step_report_reaches_the_parent_before_its_next_model_call_and_a_
     gate.open.notify_one();
     within("the parent's turn", turn).await.unwrap();
 
-    let events = lead.session().events().to_vec();
+    let session = lead.session();
+    let events = session.events();
     let reports: Vec<(usize, String)> = events
         .iter()
         .enumerate()
