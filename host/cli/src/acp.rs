@@ -2,7 +2,9 @@
 //! stdio, so that an editor speaking ACP can drive a Seam agent tree.
 //!
 //! Each `session/new` creates a top-level agent (`[agent]` of the config) in the session's
-//! working directory; `session/prompt` runs one turn of it. The tree's tool calls and
+//! working directory, keeping its session in the config's session store (`[sessions]`);
+//! `session/load` continues a kept one, replaying its conversation first (the `loadSession`
+//! capability); `session/prompt` runs one turn of it. The tree's tool calls and
 //! delegations stream as `tool_call` / `tool_call_update`s, the answer as an
 //! `agent_message_chunk`; `session/cancel` aborts the whole tree. Stdout carries only the
 //! protocol: everything else Seam says goes to stderr.
@@ -15,12 +17,13 @@ use anyhow::Result;
 use seam_host::acp::outbox::{self, Kind, Outbox};
 use seam_host::acp::rpc::{self, Incoming, LineReader};
 use seam_host::agent::Agent;
+use seam_host::agent::SessionEvent;
 use seam_host::{ContentBlock, Event, Host, StopReason};
 use serde_json::{json, Value};
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio_util::sync::CancellationToken;
 
-use super::{load_for_use, read_config, with_host, EXIT_OK};
+use super::{load_for_use, read_config, sessions as store, with_host_store, EXIT_OK};
 
 /// The longest line accepted from the client.
 const MAX_LINE: usize = 8 << 20;
@@ -38,7 +41,9 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
     let config = read_config(&args.config)?;
-    with_host(|host| async move {
+    // Opened first: a store that cannot be written fails the command before anything runs.
+    let opened = store::open(config.sessions.store.as_ref(), &config.sessions)?;
+    with_host_store(opened.store, |host| async move {
         load_for_use(&host, &config, &interrupt).await?;
         serve(&host, interrupt).await;
         Ok(EXIT_OK)
@@ -46,7 +51,8 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
     .await
 }
 
-/// One ACP session: a top-level agent, and whether a prompt is running on it.
+/// One ACP session (keyed by its id in the session store): a top-level agent, and whether a
+/// prompt is running on it.
 struct Session {
     agent: Arc<Agent>,
     busy: bool,
@@ -136,7 +142,7 @@ fn handle(host: &Host, sessions: &Sessions, out: &Outbox, id: Value, method: &st
             json!({
                 "protocolVersion": seam_host::acp::PROTOCOL_VERSION,
                 "agentCapabilities": {
-                    "loadSession": false,
+                    "loadSession": true,
                     "promptCapabilities": {"image": false, "audio": false, "embeddedContext": false}
                 },
                 "authMethods": [],
@@ -147,7 +153,7 @@ fn handle(host: &Host, sessions: &Sessions, out: &Outbox, id: Value, method: &st
             let cwd = params.get("cwd").and_then(Value::as_str).unwrap_or("/");
             match host.create_agent(None, cwd) {
                 Ok(agent) => {
-                    let session = agent.id().to_string();
+                    let session = agent.as_parent().session_id;
                     lock(sessions).insert(session.clone(), Session { agent, busy: false });
                     reply(rpc::response(&id, json!({"sessionId": session})));
                 }
@@ -158,6 +164,7 @@ fn handle(host: &Host, sessions: &Sessions, out: &Outbox, id: Value, method: &st
                 )),
             }
         }
+        "session/load" => reply(load(host, sessions, out, &id, &params)),
         "session/prompt" => {
             let session = params
                 .get("sessionId")
@@ -240,6 +247,72 @@ fn handle(host: &Host, sessions: &Sessions, out: &Outbox, id: Value, method: &st
     }
 }
 
+/// `session/load`: continues the kept session `sessionId` in a new top-level agent, after
+/// replaying its completed turns as `session/update`s (user and agent messages, and each tool
+/// call with how it ended). Returns the answer line.
+fn load(host: &Host, sessions: &Sessions, out: &Outbox, id: &Value, params: &Value) -> String {
+    let Some(session) = params.get("sessionId").and_then(Value::as_str) else {
+        return rpc::error_response(id, rpc::INVALID_PARAMS, "`sessionId` is missing");
+    };
+    if lock(sessions).contains_key(session) {
+        return rpc::error_response(
+            id,
+            rpc::INVALID_PARAMS,
+            &format!("session `{session}` is already open"),
+        );
+    }
+    match host.agents().store().session(session) {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return rpc::error_response(
+                id,
+                rpc::INVALID_PARAMS,
+                &format!("no session `{session}` in the session store"),
+            )
+        }
+        Err(e) => {
+            return rpc::error_response(id, rpc::INTERNAL_ERROR, &format!("the session store: {e}"))
+        }
+    }
+    let cwd = params.get("cwd").and_then(Value::as_str).unwrap_or("/");
+    let agent = match host.create_agent_in(None, cwd, Some(session)) {
+        Ok(agent) => agent,
+        Err(e) => {
+            return rpc::error_response(
+                id,
+                rpc::INTERNAL_ERROR,
+                &format!("cannot continue session `{session}`: {e}"),
+            )
+        }
+    };
+    let text = |kind: &str, text: String| {
+        json!({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+    };
+    for event in agent.session().events() {
+        let body = match event {
+            SessionEvent::UserMessage { content } => {
+                text("user_message_chunk", seam_host::blocks_text(content))
+            }
+            SessionEvent::AssistantMessage { text: said, .. } if !said.is_empty() => {
+                text("agent_message_chunk", said.clone())
+            }
+            SessionEvent::ToolResult {
+                call_id,
+                name,
+                is_error,
+                ..
+            } => json!({"sessionUpdate": "tool_call", "toolCallId": call_id,
+                        "title": format!("tool `{name}`"), "kind": "other",
+                        "status": if *is_error { "failed" } else { "completed" }}),
+            _ => continue,
+        };
+        // The history is the answer's: never dropped, in order, before it.
+        out.offer(update(session, body), Kind::Answer);
+    }
+    lock(sessions).insert(session.to_string(), Session { agent, busy: false });
+    rpc::response(id, json!({}))
+}
+
 /// A `session/update` notification line.
 fn update(session: &str, update: Value) -> String {
     rpc::notification(
@@ -262,9 +335,13 @@ fn stream_updates(host: &Host, sessions: Sessions, out: Outbox) -> seam_host::Li
             _ => return Ok(()),
         };
         let lineage = agents.lineage(owner);
-        let Some(session) = lineage
-            .last()
-            .filter(|root| lock(&sessions).contains_key(*root))
+        let Some(root) = lineage.last() else {
+            return Ok(());
+        };
+        let Some(session) = lock(&sessions)
+            .iter()
+            .find(|(_, s)| s.agent.id() == root)
+            .map(|(id, _)| id.clone())
         else {
             return Ok(());
         };
@@ -275,7 +352,7 @@ fn stream_updates(host: &Host, sessions: Sessions, out: Outbox) -> seam_host::Li
         };
         let body = match &event {
             Event::AgentToolCall { id, call, tool } => {
-                let title = if id == session {
+                let title = if id == root {
                     format!("tool `{tool}`")
                 } else {
                     format!("{id}: tool `{tool}`")
@@ -303,7 +380,7 @@ fn stream_updates(host: &Host, sessions: Sessions, out: Outbox) -> seam_host::Li
                         "status": status(stop_reason.is_success())}),
             _ => return Ok(()),
         };
-        out.offer(update(session, body), kind);
+        out.offer(update(&session, body), kind);
         Ok(())
     })
 }

@@ -38,7 +38,16 @@ pub(crate) struct Args {
     /// `diagnostic` (why the run failed or was stopped) when there is one.
     #[arg(long)]
     json: bool,
+    /// Do not wait for background children still running when the turn ends: they are left
+    /// `interrupted` in the session store, to be continued with `--session` (as Ctrl-C does
+    /// while they are waited for).
+    #[arg(long)]
+    detach: bool,
 }
+
+/// The diagnostic of a background child `seam run` let go of.
+const DETACHED: &str = "interrupted: `seam run` ended before it (--detach or Ctrl-C); \
+                        send_message continues it in a later `seam run --session`";
 
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
     let config = read_config(&args.config)?;
@@ -86,19 +95,29 @@ async fn answer(
         .create_agent_in(args.model.as_deref(), cwd, args.session.as_deref())
         .context("cannot create the top-level agent")?;
     let session = agent.as_parent().session_id;
-    // Ctrl-C aborts the whole tree: the agent's model call, its tool calls, their runs.
+    // Ctrl-C aborts the whole tree: the agent's model call, its tool calls, their runs; the
+    // background children going are left interrupted, to be continued.
     let watcher = {
         let agent = agent.clone();
         let interrupt = interrupt.clone();
+        let host = host.clone();
         tokio::spawn(async move {
             interrupt.cancelled().await;
+            host.subagents().detach_background_of(agent.id(), DETACHED);
             agent.abort();
         })
     };
     let outcome = agent.run_turn(vec![ContentBlock::text(prompt)]).await;
-    // Background runs the agent started are waited for (Ctrl-C stops them: they are disposed
-    // with the agent).
-    wait_for_background(host, agent.id(), &interrupt).await;
+    let left = if args.detach {
+        host.subagents().detach_background_of(agent.id(), DETACHED)
+    } else {
+        wait_for_background(host, agent.id(), &session, &interrupt, progress.as_ref()).await;
+        if interrupt.is_cancelled() {
+            host.subagents().detach_background_of(agent.id(), DETACHED)
+        } else {
+            Vec::new()
+        }
+    };
     watcher.abort();
     host.agents().dispose(agent.id()).await;
     // The progress line is erased (and its ticker has stopped writing) before the answer.
@@ -106,6 +125,16 @@ async fn answer(
         p.stop(host).await;
     }
 
+    if !left.is_empty() {
+        errln!(
+            "{} left interrupted ({}): continue with --session {session}",
+            match left.len() {
+                1 => "1 background run".to_string(),
+                n => format!("{n} background runs"),
+            },
+            runs_named(&left)
+        );
+    }
     let text = seam_host::blocks_text(&outcome.output);
     if args.json {
         let mut json = serde_json::json!({
@@ -140,25 +169,80 @@ async fn answer(
     }
 }
 
-/// Waits until every background run of `agent` has settled, or the user interrupts.
-async fn wait_for_background(host: &Host, agent: &str, interrupt: &CancellationToken) {
-    let settled = || {
+/// `spawn-1 (label), ...`.
+fn runs_named(runs: &[seam_host::RunInfo]) -> String {
+    runs.iter()
+        .map(|r| {
+            if r.label.is_empty() {
+                format!("`{}`", r.id)
+            } else {
+                format!("`{}` {}", r.id, r.label)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Waits until every background run of `agent` has settled, or the user interrupts, saying
+/// what it waits for: on the progress line on a terminal, else once on stderr.
+async fn wait_for_background(
+    host: &Host,
+    agent: &str,
+    session: &str,
+    interrupt: &CancellationToken,
+    progress: Option<&Progress>,
+) {
+    let going = || {
         host.subagents()
             .background_runs(agent)
-            .iter()
-            .all(|r| r.state == seam_host::RunState::Settled)
+            .into_iter()
+            .filter(|r| r.state != seam_host::RunState::Settled)
+            .collect::<Vec<_>>()
     };
-    while !settled() {
+    // Woken by every end; the check after subscribing catches one that came before.
+    let ended = Arc::new(tokio::sync::Notify::new());
+    let listener = {
+        let ended = ended.clone();
+        host.events().subscribe(move |event| {
+            if matches!(event, Event::SubagentEnd { .. }) {
+                ended.notify_one();
+            }
+            Ok(())
+        })
+    };
+    let mut told = false;
+    loop {
+        let runs = going();
+        if runs.is_empty() {
+            break;
+        }
+        let line = format!(
+            "waiting for {} ({}); Ctrl-C leaves {} interrupted, to continue with --session {session}",
+            match runs.len() {
+                1 => "1 background run".to_string(),
+                n => format!("{n} background runs"),
+            },
+            runs_named(&runs),
+            if runs.len() == 1 { "it" } else { "them" },
+        );
+        match progress {
+            Some(p) => p.say(line),
+            None if !told => errln!("{line}"),
+            None => {}
+        }
+        told = true;
         tokio::select! {
-            () = interrupt.cancelled() => return,
-            () = tokio::time::sleep(Duration::from_millis(20)) => {}
+            () = interrupt.cancelled() => break,
+            () = ended.notified() => {}
         }
     }
+    host.events().unsubscribe(listener);
 }
 
 /// A one-line spinner on stderr saying what the agent tree is doing, and how many background
 /// runs are going.
 struct Progress {
+    status: Arc<Mutex<String>>,
     listener: seam_host::ListenerId,
     ticker: tokio::task::JoinHandle<()>,
     done: CancellationToken,
@@ -167,6 +251,7 @@ struct Progress {
 impl Progress {
     fn start(host: &Host) -> Self {
         let status = Arc::new(Mutex::new(String::from("thinking")));
+        let status_line = status.clone();
         let sink = status.clone();
         let listener = host.events().subscribe(move |event| {
             let line = match &event {
@@ -212,10 +297,16 @@ impl Progress {
             }
         });
         Self {
+            status: status_line,
             listener,
             ticker,
             done,
         }
+    }
+
+    /// Shows `line` until the next event changes it.
+    fn say(&self, line: String) {
+        *lock(&self.status) = line;
     }
 
     /// Stops the ticker, waits until it can write no more, and erases the line.

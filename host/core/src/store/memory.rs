@@ -143,6 +143,14 @@ impl Inner {
                     r.ended_ms = Some(now);
                 }
             }
+            Write::RunInterrupted { run, diagnostic } => {
+                if let Some(r) = self.runs.get_mut(&run) {
+                    r.status = RunStatus::Interrupted;
+                    r.stop_reason = Some("aborted".into());
+                    r.diagnostic = Some(diagnostic);
+                    r.ended_ms = Some(now);
+                }
+            }
             Write::LinkChild { run, session } => {
                 if let Some(r) = self.runs.get_mut(&run) {
                     r.child_session = Some(session);

@@ -79,6 +79,14 @@ pub enum Write {
         /// Why it failed or was stopped, if it was.
         diagnostic: Option<String>,
     },
+    /// A run ended because its process let go of it (`seam run --detach`, Ctrl-C): it counts
+    /// as interrupted, and its child can be continued.
+    RunInterrupted {
+        /// The run.
+        run: RunKey,
+        /// Why.
+        diagnostic: String,
+    },
     /// The session a run's child agent keeps.
     LinkChild {
         /// The run.

@@ -335,6 +335,14 @@ impl SqliteStore {
                 .and_then(|mut s| s.execute(params![run, stop_reason, diagnostic, now]))
                 .map_err(backend)?;
             }
+            Write::RunInterrupted { run, diagnostic } => {
+                tx.prepare_cached(
+                    "UPDATE runs SET status = 'interrupted', stop_reason = 'aborted', diagnostic = ?2,
+                     ended_ms = ?3 WHERE key = ?1",
+                )
+                .and_then(|mut s| s.execute(params![run, diagnostic, now]))
+                .map_err(backend)?;
+            }
             Write::LinkChild { run, session } => {
                 tx.prepare_cached("UPDATE runs SET child_session = ?2 WHERE key = ?1")
                     .and_then(|mut s| s.execute(params![run, session]))

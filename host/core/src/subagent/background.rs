@@ -123,6 +123,16 @@ impl Backgrounds {
             .collect()
     }
 
+    /// `owner`'s runs that have not settled, with their labels.
+    pub(crate) fn running_runs(&self, owner: &str) -> Vec<(SubagentRun, String)> {
+        self.lock().get(owner).map_or(Vec::new(), |runs| {
+            runs.iter()
+                .filter(|e| e.run.try_result().is_none())
+                .map(|e| (e.run.clone(), e.label.clone()))
+                .collect()
+        })
+    }
+
     /// Removes and returns all of `owner`'s runs.
     pub(crate) fn remove_owner(&self, owner: &str) -> Vec<SubagentRun> {
         self.lock()

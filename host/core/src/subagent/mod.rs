@@ -356,6 +356,17 @@ impl SubagentService {
         self.background.take_settled(owner)
     }
 
+    /// Lets go of `owner`'s background runs that are going (`seam run --detach`, Ctrl-C): once
+    /// they are disposed, their records say interrupted with `why`, and their children can be
+    /// continued with `send_to_agent` by a later process. Returns them.
+    pub fn detach_background_of(&self, owner: &str, why: &str) -> Vec<RunInfo> {
+        let runs = self.background.running_runs(owner);
+        for (run, _) in &runs {
+            run.0.detach(why.to_string());
+        }
+        runs.iter().map(|(run, label)| run.info(label)).collect()
+    }
+
     /// Cancels and disposes every background run of `owner`.
     pub async fn dispose_background_of(&self, owner: &str) {
         let runs = self.background.remove_owner(owner);

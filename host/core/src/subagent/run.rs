@@ -183,6 +183,8 @@ pub(crate) struct RunShared {
     pub(crate) record: Option<RunKey>,
     /// The session its child agent keeps (in-process providers), once the child exists.
     child_session: Mutex<Option<String>>,
+    /// Why its process let go of it, if it did: its record then ends interrupted, not ended.
+    detached: Mutex<Option<String>>,
 }
 
 /// What a run gets from the service that starts it.
@@ -226,6 +228,7 @@ impl RunShared {
         Arc::new(Self {
             record,
             child_session: Mutex::new(None),
+            detached: Mutex::new(None),
             id,
             provider: descriptor.name.clone(),
             parent: request.parent.clone(),
@@ -259,14 +262,26 @@ impl RunShared {
 
     /// The store's write that settles this run's record.
     fn record_end(&self, stop_reason: &StopReason, diagnostic: Option<String>) -> Vec<Write> {
+        let detached = lock(&self.detached).clone();
         self.record
-            .map(|run| Write::RunEnded {
-                run,
-                stop_reason: stop_reason.as_str().to_string(),
-                diagnostic,
+            .map(|run| match detached {
+                Some(diagnostic) if !stop_reason.is_success() => {
+                    Write::RunInterrupted { run, diagnostic }
+                }
+                _ => Write::RunEnded {
+                    run,
+                    stop_reason: stop_reason.as_str().to_string(),
+                    diagnostic,
+                },
             })
             .into_iter()
             .collect()
+    }
+
+    /// Marks the run as let go of by its process (`why`): if it ends other than `completed`
+    /// from now on, its record says interrupted, and its child can be continued later.
+    pub(crate) fn detach(&self, why: String) {
+        *lock(&self.detached) = Some(why);
     }
 
     pub(crate) fn cancel(&self, reason: Option<String>) {

@@ -591,3 +591,41 @@ async fn a_next_step_report_reaches_the_parent_before_its_next_model_call_and_a_
     assert!(matches!(not_a_child, Err(SubagentError::InvalidState(_))));
     run.cancel(None);
 }
+
+#[tokio::test]
+async fn a_detached_child_is_left_interrupted_and_can_be_continued() {
+    let (core, gate) = setup(None).await;
+    core.scripts(&[
+        ("child", vec![call("gate", json!({})), say("picked up")]),
+        ("parent", vec![say("ok")]),
+    ]);
+    let lead = parent(&core, None);
+    let me = lead.as_parent();
+    let run = core
+        .subagents
+        .start_background(
+            lead.id(),
+            "spawn",
+            StartRequest::new("keep going", me.clone()),
+            "detached".into(),
+        )
+        .unwrap();
+    within("the gate", gate.entered.notified()).await;
+    let let_go = core
+        .subagents
+        .detach_background_of(lead.id(), "interrupted: detached");
+    assert_eq!(let_go.len(), 1);
+    assert_eq!(let_go[0].id, run.id());
+    core.subagents.dispose_background_of(lead.id()).await;
+    let listed = core.subagents.list_agents(&me, AgentScope::Children, None).unwrap();
+    assert_eq!(listed[0].status, AgentStatus::Interrupted);
+    assert_eq!(listed[0].diagnostic.as_deref(), Some("interrupted: detached"));
+    let delivery = core
+        .subagents
+        .send_to_agent(&me, &listed[0].id, text("carry on"))
+        .unwrap();
+    assert_eq!(delivery, Delivery::Resumed, "no live run holds it any more");
+    within("the second gate", gate.entered.notified()).await;
+    gate.open.notify_one();
+    ends(&core, 2).await;
+}
