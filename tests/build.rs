@@ -26,6 +26,7 @@ const GUESTS: &[&str] = &[
     "fuzz-provider",
     "legacy-provider",
     "legacy-tool",
+    "legacy-background-tool",
     "subagent-control",
     "http-agent-provider",
 ];

@@ -25,7 +25,8 @@
 //! What is here:
 //! - [`bindings`]: the latest contract's imports (`host`, `run-context`, `agents`, `subagents`,
 //!   `wasi:io/poll`) and its types, re-exported as [`types`], [`host`], [`run_context`],
-//!   [`agents`], [`subagents`] and [`poll`];
+//!   [`agents`], [`subagents`] and [`poll`] (`seam:plugin@0.3.0`: [`subagents`] has the
+//!   continuable children's `list_agents`, `send_to_agent`, `interrupt_agent` and `report`);
 //! - [`Provider`], [`Tool`] and [`Observer`], with [`export_provider!`], [`export_tool!`] and
 //!   [`export_observer!`];
 //! - [`config::typed`]: the plugin's JSON config into a serde type, unknown keys refused (and
@@ -60,10 +61,10 @@ pub mod bindings {
         inline: "
             package seam:sdk;
             world imports {
-                import seam:plugin/host@0.2.0;
-                import seam:plugin/run-context@0.2.0;
-                import seam:plugin/agents@0.2.0;
-                import seam:plugin/subagents@0.2.0;
+                import seam:plugin/host@0.3.0;
+                import seam:plugin/run-context@0.3.0;
+                import seam:plugin/agents@0.3.0;
+                import seam:plugin/subagents@0.3.0;
             }
         ",
         path: "../../wit",
@@ -86,13 +87,13 @@ pub mod exports {
     pub mod provider {
         wit_bindgen::generate!({
             path: "../../wit",
-            world: "seam:plugin/provider-plugin@0.2.0",
+            world: "seam:plugin/provider-plugin@0.3.0",
             with: {
-                "seam:plugin/types@0.2.0": crate::bindings::seam::plugin::types,
-                "seam:plugin/host@0.2.0": crate::bindings::seam::plugin::host,
-                "seam:plugin/run-context@0.2.0": crate::bindings::seam::plugin::run_context,
-                "seam:plugin/agents@0.2.0": crate::bindings::seam::plugin::agents,
-                "seam:plugin/subagents@0.2.0": crate::bindings::seam::plugin::subagents,
+                "seam:plugin/types@0.3.0": crate::bindings::seam::plugin::types,
+                "seam:plugin/host@0.3.0": crate::bindings::seam::plugin::host,
+                "seam:plugin/run-context@0.3.0": crate::bindings::seam::plugin::run_context,
+                "seam:plugin/agents@0.3.0": crate::bindings::seam::plugin::agents,
+                "seam:plugin/subagents@0.3.0": crate::bindings::seam::plugin::subagents,
                 "wasi:io/poll@0.2.0": crate::bindings::wasi::io::poll,
             },
             pub_export_macro: true,
@@ -105,11 +106,11 @@ pub mod exports {
     pub mod tool {
         wit_bindgen::generate!({
             path: "../../wit",
-            world: "seam:plugin/tool-plugin@0.2.0",
+            world: "seam:plugin/tool-plugin@0.3.0",
             with: {
-                "seam:plugin/types@0.2.0": crate::bindings::seam::plugin::types,
-                "seam:plugin/host@0.2.0": crate::bindings::seam::plugin::host,
-                "seam:plugin/subagents@0.2.0": crate::bindings::seam::plugin::subagents,
+                "seam:plugin/types@0.3.0": crate::bindings::seam::plugin::types,
+                "seam:plugin/host@0.3.0": crate::bindings::seam::plugin::host,
+                "seam:plugin/subagents@0.3.0": crate::bindings::seam::plugin::subagents,
             },
             pub_export_macro: true,
             export_macro_name: "export_tool_world",
@@ -121,10 +122,10 @@ pub mod exports {
     pub mod observer {
         wit_bindgen::generate!({
             path: "../../wit",
-            world: "seam:plugin/observer-plugin@0.2.0",
+            world: "seam:plugin/observer-plugin@0.3.0",
             with: {
-                "seam:plugin/types@0.2.0": crate::bindings::seam::plugin::types,
-                "seam:plugin/host@0.2.0": crate::bindings::seam::plugin::host,
+                "seam:plugin/types@0.3.0": crate::bindings::seam::plugin::types,
+                "seam:plugin/host@0.3.0": crate::bindings::seam::plugin::host,
             },
             pub_export_macro: true,
             export_macro_name: "export_observer_world",

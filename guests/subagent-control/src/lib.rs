@@ -1,5 +1,5 @@
-//! Subagent control: the model's side of background runs. One component, loaded once per
-//! action, each entry one tool:
+//! Subagent control: the model's side of background runs and continuable child agents. One
+//! component, loaded once per action, each entry one tool (its default name in brackets):
 //!
 //! - `action = "list"` (`subagent_list`): the calling agent's background runs;
 //! - `action = "output"` (`subagent_output`, `{id, timeout_ms?}`): waits up to `timeout_ms`
@@ -11,13 +11,30 @@
 //!   conversation with a new prompt, in a new run this call waits for (providers declaring
 //!   `resume`).
 //!
-//! Only the calling agent's own runs are reachable: the host answers `no-run` for any other id.
+//! The continuable children of `seam:plugin@0.3.0` (a child agent keeps its session across
+//! activations, and is known by a durable id):
+//!
+//! - `action = "list_agents"` (`list_agents`, `{scope?, status?}`): the calling agent's children
+//!   (`scope = "children"`, the default) or all its descendants (`"descendants"`), optionally
+//!   only those of one status (`running`, `idle`, `ready`, `failed`, `interrupted`), one line
+//!   each: id, provider, label, status, stop reason, report, queued messages;
+//! - `action = "send_message"` (`send_message`, `{id, message}`): sends a child a message, and
+//!   answers what happened to it: queued (the child is running), woken (it was waiting) or
+//!   resumed (no process held it);
+//! - `action = "interrupt_agent"` (`interrupt_agent`, `{id}`): stops a child's current
+//!   activation, keeping its session and inbox;
+//! - `action = "report"` (`report`, `{message, mode?}`): for a child to call: reports to its
+//!   parent, kept for its listing (`mode = "quiet"`, the default) or also delivered before the
+//!   parent's next step (`"next-step"`).
+//!
+//! Only the calling agent's own runs and children are reachable: the host answers `no-run` for
+//! any other id. A missing or mistyped argument is answered as a tool error naming it.
 
 use seam_plugin::subagents::{self, Run};
 use seam_plugin::tool::{self, ToolBinding, ToolDescriptor, ToolResult};
 use seam_plugin::types::{
-    ContentBlock, ParentRef, ProviderDescriptor, RunInfo, RunState, StopReason, SubagentError,
-    SubagentResult,
+    AgentInfo, AgentScope, AgentStatus, ContentBlock, Delivery, ParentRef, ProviderDescriptor,
+    ReportMode, RunInfo, RunState, StopReason, SubagentError, SubagentResult,
 };
 use seam_plugin::Tool;
 use serde::Deserialize;
@@ -26,15 +43,23 @@ use serde_json::{json, Map, Value};
 /// Longest wait `subagent_output` accepts.
 const MAX_TIMEOUT_MS: u64 = 600_000;
 
+/// The config's `action`: which tool this entry is.
 #[derive(Clone, Copy, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 enum Action {
     List,
     Output,
     Stop,
     Send,
     Resume,
+    ListAgents,
+    SendMessage,
+    InterruptAgent,
+    Report,
 }
+
+/// The statuses `list_agents` filters by, as its schema and its errors name them.
+const STATUSES: [&str; 5] = ["running", "idle", "ready", "failed", "interrupted"];
 
 /// The entry's config; an unknown key refuses the plugin.
 #[derive(Deserialize)]
@@ -51,19 +76,26 @@ impl Config {
                 Err("config key `toolName`: expected a non-empty string".into())
             }
             Some(name) => Ok(name.clone()),
-            None => Ok(format!("subagent_{}", self.action.name())),
+            None => Ok(self.action.default_tool_name()),
         }
     }
 }
 
 impl Action {
-    fn name(self) -> &'static str {
+    /// The tool's name when the config gives none: `subagent_*` for the background-run actions,
+    /// the action itself for the continuable-children ones.
+    fn default_tool_name(self) -> String {
+        let run = |name: &str| format!("subagent_{name}");
         match self {
-            Action::List => "list",
-            Action::Output => "output",
-            Action::Stop => "stop",
-            Action::Send => "send",
-            Action::Resume => "resume",
+            Action::List => run("list"),
+            Action::Output => run("output"),
+            Action::Stop => run("stop"),
+            Action::Send => run("send"),
+            Action::Resume => run("resume"),
+            Action::ListAgents => "list_agents".into(),
+            Action::SendMessage => "send_message".into(),
+            Action::InterruptAgent => "interrupt_agent".into(),
+            Action::Report => "report".into(),
         }
     }
 
@@ -107,8 +139,49 @@ impl Action {
                     "message": {"type": "string", "description": "What to tell it."}
                 }, "required": ["id", "message"], "additionalProperties": false}),
             ),
+            Action::ListAgents => (
+                "List your child agents (or all your descendants): one line each with its id, \
+                 provider, label, status, how its latest activation ended, its latest report \
+                 and how many messages wait for it. Listing resumes nothing.",
+                json!({"type": "object", "properties": {
+                    "scope": {"type": "string", "enum": ["children", "descendants"],
+                              "description": "Your children (default), or all your descendants."},
+                    "status": {"type": "string", "enum": STATUSES,
+                               "description": "Only the agents of this status."}
+                }, "additionalProperties": false}),
+            ),
+            Action::SendMessage => (
+                "Send a message to one of your child agents, by its id: it is queued while the \
+                 child runs, wakes it if it waits, and resumes it if no process holds it. \
+                 Answers which of these happened.",
+                json!({"type": "object", "properties": {
+                    "id": agent_id(),
+                    "message": {"type": "string", "description": "What to tell it."}
+                }, "required": ["id", "message"], "additionalProperties": false}),
+            ),
+            Action::InterruptAgent => (
+                "Stop the current activation of one of your child agents. It keeps its session \
+                 and its waiting messages; send it a message to continue it.",
+                json!({"type": "object", "properties": {
+                    "id": agent_id()
+                }, "required": ["id"], "additionalProperties": false}),
+            ),
+            Action::Report => (
+                "Report to the agent that started you. `quiet` (default) keeps the report for \
+                 its listing of its agents; `next-step` also delivers it before its next step.",
+                json!({"type": "object", "properties": {
+                    "message": {"type": "string", "description": "What to report."},
+                    "mode": {"type": "string", "enum": ["quiet", "next-step"],
+                             "description": "How it reaches your parent (default quiet)."}
+                }, "required": ["message"], "additionalProperties": false}),
+            ),
         }
     }
+}
+
+/// The schema of a child agent's `id` argument.
+fn agent_id() -> Value {
+    json!({"type": "string", "description": "The child agent's id (as `list_agents` shows it)."})
 }
 
 fn text(blocks: &[ContentBlock]) -> String {
@@ -140,6 +213,60 @@ fn error(e: &SubagentError) -> String {
         }
         SubagentError::InvalidState(why) => format!("INVALID_STATE: {why}"),
         other => format!("{other:?}"),
+    }
+}
+
+/// A child agent's failure in words; `NO_RUN` names an id that is not one of the caller's
+/// children.
+fn agent_error(e: &SubagentError) -> String {
+    match e {
+        SubagentError::NoRun(id) => format!("NO_RUN: you have no child agent `{id}`"),
+        other => error(other),
+    }
+}
+
+fn status_name(s: AgentStatus) -> &'static str {
+    match s {
+        AgentStatus::Running => "running",
+        AgentStatus::Idle => "idle",
+        AgentStatus::Ready => "ready",
+        AgentStatus::Failed => "failed",
+        AgentStatus::Interrupted => "interrupted",
+    }
+}
+
+/// One child agent on one line: its free text (label, report) with line breaks folded.
+fn agent_line(a: &AgentInfo) -> String {
+    let one_line = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let stop = a.stop_reason.as_ref().map_or("-", reason);
+    let report = a.report.as_deref().map_or("-".to_string(), one_line);
+    format!(
+        "{} | {} | {} | {} | stop: {stop} | report: {report} | queued: {}",
+        a.id,
+        a.provider,
+        one_line(&a.label),
+        status_name(a.status),
+        a.queued
+    )
+}
+
+/// An optional string argument that must be one of `allowed`.
+fn choice<'a>(
+    args: &'a Map<String, Value>,
+    key: &str,
+    allowed: &[&str],
+) -> Result<Option<&'a str>, String> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if allowed.contains(&s.as_str()) => Ok(Some(s)),
+        Some(_) => Err(format!(
+            "argument `{key}` must be one of {}",
+            allowed
+                .iter()
+                .map(|a| format!("\"{a}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
     }
 }
 
@@ -233,6 +360,64 @@ fn act(action: Action, args: &Map<String, Value>) -> Result<String, String> {
             run.send_message(&[ContentBlock::Text(message)])
                 .map_err(|e| error(&e))?;
             Ok(format!("message sent to run `{id}`"))
+        }
+        Action::ListAgents => {
+            let scope = match choice(args, "scope", &["children", "descendants"])? {
+                Some("descendants") => AgentScope::Descendants,
+                _ => AgentScope::Children,
+            };
+            let status = choice(args, "status", &STATUSES)?.map(|s| match s {
+                "running" => AgentStatus::Running,
+                "idle" => AgentStatus::Idle,
+                "ready" => AgentStatus::Ready,
+                "failed" => AgentStatus::Failed,
+                _ => AgentStatus::Interrupted,
+            });
+            let agents = subagents::list_agents(scope, status).map_err(|e| agent_error(&e))?;
+            if agents.is_empty() {
+                return Ok("no agents".into());
+            }
+            Ok(agents.iter().map(agent_line).collect::<Vec<_>>().join("\n"))
+        }
+        Action::SendMessage => {
+            let id = string_arg(args, "id")?;
+            let message = string_arg(args, "message")?;
+            let delivery = subagents::send_to_agent(&id, &[ContentBlock::Text(message)])
+                .map_err(|e| agent_error(&e))?;
+            Ok(match delivery {
+                Delivery::Queued => format!(
+                    "queued: agent `{id}` is running; it reads the message when its current \
+                     activation ends"
+                ),
+                Delivery::Woken => {
+                    format!("woken: agent `{id}` was waiting; it is now reading the message")
+                }
+                Delivery::Resumed => format!(
+                    "resumed: no process held agent `{id}`; it was resumed from its session to \
+                     read the message"
+                ),
+            })
+        }
+        Action::InterruptAgent => {
+            let id = string_arg(args, "id")?;
+            let agent = subagents::interrupt_agent(&id).map_err(|e| agent_error(&e))?;
+            Ok(format!(
+                "agent `{id}` interrupted; it keeps its session and waiting messages\n{}",
+                agent_line(&agent)
+            ))
+        }
+        Action::Report => {
+            let message = string_arg(args, "message")?;
+            let mode = match choice(args, "mode", &["quiet", "next-step"])? {
+                Some("next-step") => ReportMode::NextStep,
+                _ => ReportMode::Quiet,
+            };
+            subagents::report(mode, &[ContentBlock::Text(message)]).map_err(|e| error(&e))?;
+            Ok(match mode {
+                ReportMode::Quiet => "reported: your parent sees it when it lists its agents",
+                ReportMode::NextStep => "reported: your parent reads it before its next step",
+            }
+            .into())
         }
     }
 }

@@ -136,6 +136,7 @@ fn plugin_json(p: &PluginInfo) -> serde_json::Value {
         "id": p.id,
         "component": p.component,
         "kind": p.kind,
+        "version": p.version,
         "state": state_name(&p.state),
         "error": error,
         "name": p.name,
@@ -190,7 +191,11 @@ fn print_human(config: &std::path::Path, plugins: &[PluginInfo], tools: &[ToolLi
         .map(|p| {
             [
                 p.id.clone(),
-                p.kind.map(|k| k.to_string()).unwrap_or_else(|| "-".into()),
+                match (p.kind, p.version) {
+                    (Some(kind), Some(version)) => format!("{kind} {version}"),
+                    (Some(kind), None) => kind.to_string(),
+                    (None, _) => "-".into(),
+                },
                 state_name(&p.state).to_string(),
                 what(p, tools),
             ]

@@ -122,6 +122,68 @@ fn run_shows_the_delegation_demo() {
 }
 
 #[test]
+fn check_and_inspect_show_the_version_each_component_was_built_against() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("versions.toml");
+    let entry = |id: &str, guest: &str, config: &str| {
+        format!(
+            "[[plugin]]\nid = \"{id}\"\ncomponent = \"{}\"\nconfig = {{ {config} }}\n\n",
+            seam_tests::guest(guest).display()
+        )
+    };
+    std::fs::write(
+        &config,
+        entry("v1", "legacy_provider", r#"name = "v1""#)
+            + &entry(
+                "v2",
+                "legacy_background_tool",
+                r#"toolName = "bg", provider = "v3""#,
+            )
+            + &entry("v3", "mock_provider", r#"name = "v3""#),
+    )
+    .unwrap();
+    let expected = [("v1", "0.1.0"), ("v2", "0.2.0"), ("v3", "0.3.0")];
+
+    let out = seam(&["check", config.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let versions: Vec<(&str, &str)> = report["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap(), p["version"].as_str().unwrap()))
+        .collect();
+    assert_eq!(versions, expected);
+
+    let out = seam(&["check", config.to_str().unwrap()]);
+    let human = seam_tests::text(&out.stdout);
+    for (id, version) in expected {
+        let line = human
+            .lines()
+            .find(|l| l.trim_start().starts_with(id))
+            .unwrap_or_else(|| panic!("{id} is listed: {human}"));
+        assert!(line.contains(version), "{line}");
+    }
+
+    for (guest, version) in [
+        ("legacy_provider", "0.1.0"),
+        ("legacy_background_tool", "0.2.0"),
+        ("mock_provider", "0.3.0"),
+    ] {
+        let path = seam_tests::guest(guest);
+        let out = seam(&["inspect", path.to_str().unwrap()]);
+        let stdout = seam_tests::text(&out.stdout);
+        assert!(
+            stdout.contains(&format!("seam:plugin@{version})")),
+            "{guest}: {stdout}"
+        );
+        let out = seam(&["inspect", path.to_str().unwrap(), "--json"]);
+        let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(info["version"], version, "{guest}");
+    }
+}
+
+#[test]
 fn inspect_says_first_when_this_host_cannot_run_a_component() {
     let dir = tempfile::tempdir().unwrap();
     // A provider whose `run-context` import is renamed: nothing on this host provides it.
@@ -477,7 +539,9 @@ fn wit_writes_the_package_this_host_supports() {
     let poll = std::fs::read_to_string(out.join("deps/io/poll.wit")).unwrap();
     assert!(poll.contains("package wasi:io@0.2.0;"));
 
-    // The frozen 0.1.0, unedited.
+    assert!(written.contains("package seam:plugin@0.3.0;"));
+
+    // The frozen 0.1.0 and 0.2.0, unedited (0.2.0 with its dependency).
     let old = dir.path().join("old");
     let o = seam(&["wit", "--out", old.to_str().unwrap(), "--version", "0.1.0"]);
     assert!(o.status.success(), "{}", seam_tests::text(&o.stderr));
@@ -485,6 +549,22 @@ fn wit_writes_the_package_this_host_supports() {
         std::fs::read_to_string(old.join("seam.wit")).unwrap(),
         std::fs::read_to_string(root().join("wit/v0.1.0/seam.wit")).unwrap()
     );
+    let older = dir.path().join("v2");
+    let o = seam(&[
+        "wit",
+        "--out",
+        older.to_str().unwrap(),
+        "--version",
+        "0.2.0",
+    ]);
+    assert!(o.status.success(), "{}", seam_tests::text(&o.stderr));
+    for file in ["seam.wit", "deps/io/poll.wit"] {
+        assert_eq!(
+            std::fs::read_to_string(older.join(file)).unwrap(),
+            std::fs::read_to_string(root().join("wit/v0.2.0").join(file)).unwrap(),
+            "{file}"
+        );
+    }
 
     let o = seam(&["wit", "--out", out.to_str().unwrap(), "--version", "9.9.9"]);
     assert_eq!(o.status.code(), Some(1));

@@ -43,7 +43,8 @@ fn world(
     let mut linker = base(engine)?;
     match version {
         WitVersion::V0_1_0 => crate::versions::v0_1_0::imports::add_to_linker(&mut linker, kind)?,
-        WitVersion::V0_2_0 => crate::interfaces::add_to_linker(&mut linker, kind)?,
+        WitVersion::V0_2_0 => crate::versions::v0_2_0::imports::add_to_linker(&mut linker, kind)?,
+        WitVersion::V0_3_0 => crate::interfaces::add_to_linker(&mut linker, kind)?,
     }
     Ok(linker)
 }

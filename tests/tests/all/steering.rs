@@ -433,3 +433,70 @@ async fn an_agent_disposed_takes_its_background_runs_with_it() {
         .text()
         .contains("no background runs"));
 }
+
+#[tokio::test]
+async fn the_child_agent_tools_describe_themselves_check_their_arguments_and_reach_the_host() {
+    let host = host_with(
+        &(entry("la", "subagent_control", r#"action = "list_agents""#)
+            + &entry("sm", "subagent_control", r#"action = "send_message""#)
+            + &entry("ia", "subagent_control", r#"action = "interrupt_agent""#)
+            + &entry("rp", "subagent_control", r#"action = "report""#)),
+    )
+    .await;
+    let tools = host.tool_descriptors();
+    let schema = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("`{name}` is mounted under its default name: {tools:?}"))
+            .parameters
+            .clone()
+    };
+    let list = schema("list_agents");
+    assert_eq!(
+        list["properties"]["scope"]["enum"],
+        serde_json::json!(["children", "descendants"])
+    );
+    assert_eq!(
+        list["properties"]["status"]["enum"],
+        serde_json::json!(["running", "idle", "ready", "failed", "interrupted"])
+    );
+    assert_eq!(
+        schema("send_message")["required"],
+        serde_json::json!(["id", "message"])
+    );
+    assert_eq!(
+        schema("interrupt_agent")["required"],
+        serde_json::json!(["id"])
+    );
+    let report = schema("report");
+    assert_eq!(report["required"], serde_json::json!(["message"]));
+    assert_eq!(
+        report["properties"]["mode"]["enum"],
+        serde_json::json!(["quiet", "next-step"])
+    );
+
+    let me = ParentRef::top_level("agent:1", "/w");
+    // A bad argument is a tool error naming it, before anything reaches the host.
+    for (tool, args, named) in [
+        ("list_agents", r#"{"scope": "everyone"}"#, "`scope`"),
+        ("list_agents", r#"{"status": "asleep"}"#, "`status`"),
+        ("send_message", r#"{"id": "a"}"#, "`message`"),
+        ("send_message", r#"{"message": "hi"}"#, "`id`"),
+        ("interrupt_agent", r#"{"id": 7}"#, "`id`"),
+        ("report", r#"{"message": "m", "mode": "loud"}"#, "`mode`"),
+        ("report", r#"{}"#, "`message`"),
+    ] {
+        let r = call(&host, tool, &me, args).await;
+        assert!(
+            r.is_error && r.text().contains(named),
+            "{tool} {args}: {}",
+            r.text()
+        );
+    }
+    // `list-agents` is linked for a 0.3.0 tool: the call answers (whatever the service says)
+    // instead of trapping on a missing import.
+    let listed = call(&host, "list_agents", &me, r#"{"scope": "descendants"}"#).await;
+    assert!(!listed.text().contains("guest fault"), "{}", listed.text());
+    assert!(!listed.text().is_empty());
+}

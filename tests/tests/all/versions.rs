@@ -1,7 +1,8 @@
-//! CONTRACT section 11: versions. Components built against the frozen 0.1.0 WIT load and serve
-//! next to 0.2.0 ones; a component built for a version outside the range is refused, naming it.
+//! CONTRACT section 11: versions. Components built against the frozen 0.1.0 and 0.2.0 WITs load
+//! and serve next to 0.3.0 ones; a component built for a version outside the range is refused,
+//! naming it.
 
-use seam_host::StopReason;
+use seam_host::{ContentBlock, ParentRef, StopReason, WitVersion};
 use seam_tests::*;
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +23,15 @@ fn legacy_tool(id: &str, provider: &str) -> String {
     )
 }
 
+/// The tool built against the frozen 0.2.0 WIT, delegating in the background to `provider`.
+fn legacy_background_tool(id: &str, provider: &str) -> String {
+    entry(
+        id,
+        "legacy_background_tool",
+        &format!("toolName = \"{id}\", provider = \"{provider}\""),
+    )
+}
+
 #[tokio::test]
 async fn a_0_1_0_provider_loads_serves_and_cancels() {
     let host =
@@ -34,7 +44,7 @@ async fn a_0_1_0_provider_loads_serves_and_cancels() {
         )
         .await
         .unwrap();
-    assert_eq!(info.version, seam_host::WitVersion::V0_1_0);
+    assert_eq!(info.version, WitVersion::V0_1_0);
     assert!(
         info.exports
             .iter()
@@ -64,7 +74,7 @@ async fn a_0_1_0_provider_loads_serves_and_cancels() {
 async fn a_0_1_0_tool_delegates_to_old_and_new_providers_alike() {
     let host = host_with(
         &(legacy_provider("old", "")
-            + &mock("new", "reply = \"from 0.2\"")
+            + &mock("new", "reply = \"from 0.3\"")
             + &entry(
                 "broken",
                 "faulty_provider",
@@ -93,7 +103,7 @@ async fn a_0_1_0_tool_delegates_to_old_and_new_providers_alike() {
     assert_eq!(old.text(), "legacy: hi");
     let new = call("ask_new").await;
     assert!(!new.is_error, "{}", new.text());
-    assert_eq!(new.text(), "from 0.2");
+    assert_eq!(new.text(), "from 0.3");
     // 0.1.0 has no `diagnostic`: a failure's text reaches an old tool as the output, as it did.
     let broken = call("ask_broken").await;
     assert!(broken.is_error);
@@ -101,10 +111,132 @@ async fn a_0_1_0_tool_delegates_to_old_and_new_providers_alike() {
     assert_eq!(host.live_runs(), 0);
 }
 
-/// Rewrites every `seam:plugin/...@0.2.0` name in a built 0.2.0 component to `version` (same
+#[tokio::test]
+async fn a_0_2_0_tool_runs_background_runs_with_their_diagnostic() {
+    let host = host_with(
+        &(mock("new", "reply = \"from 0.3\"")
+            + &entry(
+                "broken",
+                "faulty_provider",
+                "name = \"broken\", mode = \"trap-after-ready\"",
+            )
+            + &legacy_background_tool("bg_new", "new")
+            + &legacy_background_tool("bg_broken", "broken")),
+    )
+    .await;
+    let info = host
+        .inspect(
+            &guest("legacy_background_tool"),
+            Some(serde_json::json!({"toolName": "x", "provider": "new"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(info.version, WitVersion::V0_2_0);
+    assert!(
+        info.exports.iter().any(|e| e == "seam:plugin/tool@0.2.0"),
+        "{:?}",
+        info.exports
+    );
+    let caller = ParentRef::top_level("agent:1", "/w");
+    let call = |tool: &'static str, args: &'static str| {
+        let host = host.clone();
+        let caller = caller.clone();
+        async move {
+            host.call_tool(tool, caller, args, CancellationToken::new())
+                .await
+                .unwrap()
+        }
+    };
+    // `start-background`, `list`, `get`, `wait-result` and `info`, each through the 0.2.0
+    // imports, on a 0.3.0 provider.
+    let ok = call("bg_new", r#"{"prompt": "hi", "label": "greeting"}"#).await;
+    assert!(!ok.is_error, "{}", ok.text());
+    let text = ok.text();
+    let fields: Vec<&str> = text.splitn(7, " | ").collect();
+    assert_eq!(
+        fields[1..],
+        [
+            "greeting",
+            "listed: yes",
+            "settled",
+            "completed",
+            "from 0.3",
+            "-"
+        ],
+        "{text}"
+    );
+    // The run is the calling agent's, as the host sees it too.
+    let runs = host.subagents().background_runs("agent:1");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(
+        (runs[0].id.as_str(), runs[0].label.as_str()),
+        (fields[0], "greeting")
+    );
+
+    // 0.2.0 has `diagnostic`: the failure text reaches it there, not folded into the output as
+    // for 0.1.0.
+    let broken = call("bg_broken", r#"{"prompt": "hi"}"#).await;
+    assert!(broken.is_error, "{}", broken.text());
+    let text = broken.text();
+    let fields: Vec<&str> = text.splitn(7, " | ").collect();
+    assert_eq!(fields[4..6], ["error", ""], "{text}");
+    assert!(fields[6].contains("guest fault"), "{text}");
+
+    host.subagents().dispose_background_of("agent:1").await;
+    assert_eq!(host.live_runs(), 0);
+}
+
+#[tokio::test]
+async fn a_0_2_0_provider_reports_progress_takes_steering_and_delegates() {
+    // The built 0.3.0 mock provider calls nothing 0.2.0 lacks, so relabelled 0.2.0 it is a
+    // 0.2.0 provider: its `run-context` (progress, the message and cancel pollables) and its
+    // `subagents` go through the 0.2.0 imports.
+    let dir = tempfile::tempdir().unwrap();
+    let path = relabelled("mock_provider", "0.3.0", "0.2.0", dir.path());
+    let host = test_host();
+    let info = host.inspect(&path, None).await.unwrap();
+    assert_eq!(info.version, WitVersion::V0_2_0);
+    assert_eq!(info.link_error, None);
+    let old = |id: &str, extra: &str| {
+        format!(
+            "[[plugin]]\nid = \"{id}\"\ncomponent = \"{}\"\nconfig = {{ name = \"{id}\", {extra} }}\n\n",
+            path.display()
+        )
+    };
+    let toml = old(
+        "old",
+        r#"steering = true, progress = ["working"], awaitMessages = 1, reply = "heard: {messages}""#,
+    ) + &old(
+        "old_outer",
+        r#"delegateTo = "new", reply = "outer: {delegated}""#,
+    ) + &mock("new", "reply = \"from 0.3\"");
+    loaded(host.load(&config(&toml)).await);
+
+    let run = host.subagents().start("old", request("x")).unwrap();
+    run.started().await.unwrap();
+    run.send_message(vec![ContentBlock::text("go")]).unwrap();
+    let result = run.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Completed);
+    assert_eq!(result.output_text(), "heard: go");
+    let progress: Vec<String> = run
+        .progress()
+        .iter()
+        .map(|b| b.as_text().to_string())
+        .collect();
+    assert_eq!(progress, ["working"]);
+    run.dispose().await;
+
+    let run = host.subagents().start("old_outer", request("x")).unwrap();
+    let result = run.result().await.unwrap();
+    assert_eq!(result.output_text(), "outer: from 0.3", "{result:?}");
+    run.dispose().await;
+    assert_eq!(host.live_runs(), 0);
+}
+
+/// Rewrites every `seam:plugin/...@0.3.0` name in a built 0.3.0 component to `version` (same
 /// length, so the binary stays well-formed).
 fn rebuilt_for(version: &str, dir: &std::path::Path) -> std::path::PathBuf {
-    relabelled("mock_provider", "0.2.0", version, dir)
+    relabelled("mock_provider", "0.3.0", version, dir)
 }
 
 /// `guest` with its `seam:plugin` names moved from version `from` to `to`.
@@ -164,12 +296,12 @@ async fn a_component_whose_types_do_not_match_its_version_is_refused_naming_the_
 async fn a_component_for_an_unknown_version_is_refused_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let host = host_with(&mock("good", "")).await;
-    for version in ["0.1.1", "0.3.0", "1.0.0"] {
+    for version in ["0.1.1", "0.4.0", "1.0.0"] {
         let path = rebuilt_for(version, dir.path());
         let err = host.inspect(&path, None).await.unwrap_err().to_string();
         assert!(
             err.contains(&format!("built for seam:plugin@{version}"))
-                && err.contains("this host supports 0.1.0 and 0.2.0"),
+                && err.contains("this host supports 0.1.0, 0.2.0 and 0.3.0"),
             "{err}"
         );
         let toml = format!(

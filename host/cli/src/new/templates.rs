@@ -137,6 +137,11 @@ fn fill(template: &str, name: &str, kind: Kind, wasm: &str) -> String {
         .replace("{{KIND}}", kind.name())
         .replace("{{WASM}}", wasm)
         .replace("{{TEST_CONFIG}}", test_config(kind))
+        // The JS templates import interfaces by their versioned names: the WIT `seam new` writes.
+        .replace(
+            "{{WIT_VERSION}}",
+            seam_host::versions::WitVersion::LATEST.as_str(),
+        )
 }
 
 fn rust(kind: Kind, name: &str) -> Project {

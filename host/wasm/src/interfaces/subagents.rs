@@ -1,7 +1,9 @@
 //! The `subagents` interface: a tool call, or a provider's run, starts runs on providers,
-//! awaits, steers, cancels and disposes them, and keeps background runs for its agent. The host,
-//! not the guest, says who the caller is; every run a call or run starts in the foreground is
-//! disposed when it ends, and background runs are disposed with their owner.
+//! awaits, steers, cancels and disposes them, and keeps background runs for its agent; and it
+//! lists, messages and interrupts the caller's child agents, and carries a child's report to its
+//! parent (`SubagentService`'s continuable children). The host, not the guest, says who the
+//! caller is; every run a call or run starts in the foreground is disposed when it ends, and
+//! background runs are disposed with their owner.
 
 use seam_core::sync::lock;
 use std::sync::{Arc, Mutex};
@@ -276,6 +278,72 @@ impl wit_subagents::Host for StoreData {
             Some((run, _)) => Ok(Ok(self.table().push(run)?)),
             None => Ok(Err(SubagentError::NoRun(id).into())),
         }
+    }
+
+    async fn list_agents(
+        &mut self,
+        scope: wit::AgentScope,
+        status: Option<wit::AgentStatus>,
+    ) -> wasmtime::Result<Result<Vec<wit::AgentInfo>, wit::SubagentError>> {
+        let Some(caller) = self.caller() else {
+            return Ok(Err(no_caller()));
+        };
+        Ok(caller
+            .subagents
+            .list_agents(&caller.parent, scope.into(), status.map(Into::into))
+            .map(|agents| agents.into_iter().map(Into::into).collect())
+            .map_err(SubagentError::into))
+    }
+
+    async fn send_to_agent(
+        &mut self,
+        id: String,
+        prompt: Vec<wit::ContentBlock>,
+    ) -> wasmtime::Result<Result<wit::Delivery, wit::SubagentError>> {
+        let Some(caller) = self.caller() else {
+            return Ok(Err(no_caller()));
+        };
+        let prompt: Vec<ContentBlock> = prompt.into_iter().map(Into::into).collect();
+        if let Err(hit) = caller.gate.check_size(blocks_size(&prompt)) {
+            return Ok(Err(wit::SubagentError::InvalidRequest(hit.to_string())));
+        }
+        Ok(caller
+            .subagents
+            .send_to_agent(&caller.parent, &id, prompt)
+            .map(Into::into)
+            .map_err(SubagentError::into))
+    }
+
+    async fn interrupt_agent(
+        &mut self,
+        id: String,
+    ) -> wasmtime::Result<Result<wit::AgentInfo, wit::SubagentError>> {
+        let Some(caller) = self.caller() else {
+            return Ok(Err(no_caller()));
+        };
+        Ok(caller
+            .subagents
+            .interrupt_agent(&caller.parent, &id)
+            .map(Into::into)
+            .map_err(SubagentError::into))
+    }
+
+    async fn report(
+        &mut self,
+        mode: wit::ReportMode,
+        content: Vec<wit::ContentBlock>,
+    ) -> wasmtime::Result<Result<(), wit::SubagentError>> {
+        let Some(caller) = self.caller() else {
+            return Ok(Err(no_caller()));
+        };
+        let content: Vec<ContentBlock> = content.into_iter().map(Into::into).collect();
+        if let Err(hit) = caller.gate.check_size(blocks_size(&content)) {
+            return Ok(Err(wit::SubagentError::InvalidRequest(hit.to_string())));
+        }
+        Ok(caller
+            .subagents
+            .report(&caller.parent, mode.into(), content)
+            .map_err(SubagentError::into))
     }
 }
 

@@ -243,6 +243,7 @@ impl Loader {
             id: entry.id.clone(),
             component: entry.component.clone(),
             kind: None,
+            version: None,
             state: PluginState::Pending,
             name: None,
             follows: None,

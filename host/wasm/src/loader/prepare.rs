@@ -44,6 +44,7 @@ impl Loader {
             .await
             .map_err(engine_err)?;
         info.kind = Some(kind);
+        info.version = Some(version);
         if let Some(expected) = entry.kind.filter(|k| *k != kind) {
             return Err(engine_err(EngineError::KindMismatch {
                 path: entry.component.clone(),

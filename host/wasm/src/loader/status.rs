@@ -13,6 +13,7 @@ use thiserror::Error;
 use crate::engine::EngineError;
 use crate::kinds::PluginError;
 use crate::sandbox::{EntryError, Granted, Limits, SandboxError};
+use crate::versions::WitVersion;
 
 /// Where a plugin is in its life.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -95,6 +96,10 @@ pub struct PluginInfo {
     pub component: PathBuf,
     /// Provider, tool or observer, once known.
     pub kind: Option<PluginKind>,
+    /// The `seam:plugin` version its component was built against, once known (none for an ACP
+    /// entry, which has no component).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<WitVersion>,
     /// Its state.
     pub state: PluginState,
     /// The provider name it registered, or the tool name it mounts under.

@@ -6,7 +6,7 @@ use seam_core::types::{ParentRef, ProviderDescriptor, StartRequest, SubagentResu
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::Store;
 
-use super::{v0_1_0 as v1, v0_2_0 as v2, WitVersion};
+use super::{v0_1_0 as v1, v0_2_0 as v2, v0_3_0 as v3, WitVersion};
 use crate::store::StoreData;
 
 /// A tool's description as the guest gave it, before the host checks its size and parses its
@@ -84,7 +84,7 @@ fn named(error: wasmtime::Error, mismatch: Option<String>) -> wasmtime::Error {
 /// Declares a pre-instantiated component of one kind over every supported version (each given
 /// as its `Pre` type and its instance type), and its instance.
 macro_rules! versioned {
-    ($pre:ident, $instance:ident, [$v1pre:ty, $v1:ty], [$v2pre:ty, $v2:ty]) => {
+    ($pre:ident, $instance:ident, [$v1pre:ty, $v1:ty], [$v2pre:ty, $v2:ty], [$v3pre:ty, $v3:ty]) => {
         /// A component ready to instantiate, for each supported version.
         #[derive(Clone)]
         pub(crate) enum $pre {
@@ -92,6 +92,8 @@ macro_rules! versioned {
             V0_1($v1pre),
             /// Built against 0.2.0.
             V0_2($v2pre),
+            /// Built against 0.3.0.
+            V0_3($v3pre),
         }
 
         /// A live instance, for each supported version.
@@ -100,6 +102,8 @@ macro_rules! versioned {
             V0_1($v1),
             /// Built against 0.2.0.
             V0_2($v2),
+            /// Built against 0.3.0.
+            V0_3($v3),
         }
 
         impl $pre {
@@ -111,6 +115,7 @@ macro_rules! versioned {
                 Ok(match version {
                     WitVersion::V0_1_0 => Self::V0_1(<$v1pre>::new(pre)?),
                     WitVersion::V0_2_0 => Self::V0_2(<$v2pre>::new(pre)?),
+                    WitVersion::V0_3_0 => Self::V0_3(<$v3pre>::new(pre)?),
                 })
             }
 
@@ -119,6 +124,7 @@ macro_rules! versioned {
                 match self {
                     Self::V0_1(_) => WitVersion::V0_1_0,
                     Self::V0_2(_) => WitVersion::V0_2_0,
+                    Self::V0_3(_) => WitVersion::V0_3_0,
                 }
             }
 
@@ -137,6 +143,10 @@ macro_rules! versioned {
                         .instantiate_async(&mut *store)
                         .await
                         .map($instance::V0_2),
+                    Self::V0_3(pre) => pre
+                        .instantiate_async(&mut *store)
+                        .await
+                        .map($instance::V0_3),
                 };
                 match made {
                     Ok(instance) => Ok(instance),
@@ -161,13 +171,18 @@ versioned!(
     [
         v2::provider_world::ProviderPluginPre<StoreData>,
         v2::provider_world::ProviderPlugin
+    ],
+    [
+        v3::provider_world::ProviderPluginPre<StoreData>,
+        v3::provider_world::ProviderPlugin
     ]
 );
 versioned!(
     ToolPre,
     ToolInstance,
     [v1::tool_world::ToolPluginPre<StoreData>, v1::tool_world::ToolPlugin],
-    [v2::tool_world::ToolPluginPre<StoreData>, v2::tool_world::ToolPlugin]
+    [v2::tool_world::ToolPluginPre<StoreData>, v2::tool_world::ToolPlugin],
+    [v3::tool_world::ToolPluginPre<StoreData>, v3::tool_world::ToolPlugin]
 );
 versioned!(
     ObserverPre,
@@ -179,6 +194,10 @@ versioned!(
     [
         v2::observer_world::ObserverPluginPre<StoreData>,
         v2::observer_world::ObserverPlugin
+    ],
+    [
+        v3::observer_world::ObserverPluginPre<StoreData>,
+        v3::observer_world::ObserverPlugin
     ]
 );
 
@@ -198,6 +217,12 @@ macro_rules! per_version {
                 // A body that needs no version-specific item leaves it unused.
                 #[allow(unused_imports)]
                 use super::v0_2_0 as $v;
+                $body
+            }
+            Self::V0_3($i) => {
+                // A body that needs no version-specific item leaves it unused.
+                #[allow(unused_imports)]
+                use super::v0_3_0 as $v;
                 $body
             }
         }

@@ -19,8 +19,9 @@
 pub(crate) mod exports;
 pub(crate) mod v0_1_0;
 pub(crate) mod v0_2_0;
+pub(crate) mod v0_3_0;
 
-pub(crate) use v0_2_0 as latest;
+pub(crate) use v0_3_0 as latest;
 
 use std::path::{Path, PathBuf};
 
@@ -35,21 +36,24 @@ pub const PACKAGE: &str = "seam:plugin";
 pub enum WitVersion {
     /// `seam:plugin@0.1.0`, frozen in `wit/v0.1.0`.
     V0_1_0,
-    /// `seam:plugin@0.2.0`, the latest, in `wit/`.
+    /// `seam:plugin@0.2.0`, frozen in `wit/v0.2.0`.
     V0_2_0,
+    /// `seam:plugin@0.3.0`, the latest, in `wit/`.
+    V0_3_0,
 }
 
 impl WitVersion {
     /// Every supported version, oldest first.
-    pub const ALL: [WitVersion; 2] = [Self::V0_1_0, Self::V0_2_0];
+    pub const ALL: [WitVersion; 3] = [Self::V0_1_0, Self::V0_2_0, Self::V0_3_0];
     /// The version new components are built against.
-    pub const LATEST: WitVersion = Self::V0_2_0;
+    pub const LATEST: WitVersion = Self::V0_3_0;
 
-    /// The version as the package spells it (`0.2.0`).
+    /// The version as the package spells it (`0.3.0`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::V0_1_0 => v0_1_0::VERSION,
             Self::V0_2_0 => v0_2_0::VERSION,
+            Self::V0_3_0 => v0_3_0::VERSION,
         }
     }
 
@@ -58,6 +62,7 @@ impl WitVersion {
         match self {
             Self::V0_1_0 => 0,
             Self::V0_2_0 => 1,
+            Self::V0_3_0 => 2,
         }
     }
 
@@ -66,6 +71,13 @@ impl WitVersion {
         let files: &'static [(&'static str, &'static str)] = match self {
             Self::V0_1_0 => &[("seam.wit", include_str!("../../../../wit/v0.1.0/seam.wit"))],
             Self::V0_2_0 => &[
+                ("seam.wit", include_str!("../../../../wit/v0.2.0/seam.wit")),
+                (
+                    "deps/io/poll.wit",
+                    include_str!("../../../../wit/v0.2.0/deps/io/poll.wit"),
+                ),
+            ],
+            Self::V0_3_0 => &[
                 ("seam.wit", include_str!("../../../../wit/seam.wit")),
                 (
                     "deps/io/poll.wit",
@@ -116,7 +128,7 @@ impl std::str::FromStr for WitVersion {
     }
 }
 
-/// The supported versions in words: `0.1.0 and 0.2.0`.
+/// The supported versions in words: `0.1.0, 0.2.0 and 0.3.0`.
 pub fn supported_versions() -> String {
     let names: Vec<&str> = WitVersion::ALL.iter().map(|v| v.as_str()).collect();
     match names.split_last() {
@@ -154,7 +166,7 @@ pub fn export_name(kind: PluginKind, version: WitVersion) -> String {
 pub enum Recognised {
     /// A plugin of this kind, built against this supported version.
     Plugin(PluginKind, WitVersion),
-    /// A Seam world of a version this host does not link (`0.3.0`).
+    /// A Seam world of a version this host does not link (`0.4.0`).
     Unsupported(String),
     /// No Seam world at all.
     Foreign,
@@ -280,10 +292,14 @@ mod tests {
         assert_eq!(recognise(["seam:plugin/types@0.3.0"]), Recognised::Foreign);
         // The newest supported version wins, whatever the order of the exports.
         assert_eq!(
-            recognise(["seam:plugin/tool@0.2.0", "seam:plugin/tool@0.1.0"]),
-            Recognised::Plugin(PluginKind::Tool, WitVersion::V0_2_0)
+            recognise([
+                "seam:plugin/tool@0.2.0",
+                "seam:plugin/tool@0.3.0",
+                "seam:plugin/tool@0.1.0"
+            ]),
+            Recognised::Plugin(PluginKind::Tool, WitVersion::V0_3_0)
         );
-        assert_eq!(supported_versions(), "0.1.0 and 0.2.0");
+        assert_eq!(supported_versions(), "0.1.0, 0.2.0 and 0.3.0");
     }
 
     #[test]
@@ -297,9 +313,9 @@ mod tests {
         // A new variant made LATEST without joining ALL is caught here.
         assert_eq!(WitVersion::LATEST.index(), WitVersion::ALL.len() - 1);
         assert_eq!(
-            "0.3.0".parse::<WitVersion>(),
+            "0.4.0".parse::<WitVersion>(),
             Err(UnsupportedVersion {
-                version: "0.3.0".into()
+                version: "0.4.0".into()
             })
         );
     }

@@ -5,7 +5,7 @@
 // camelCase and an enum case is its WIT name as a string. An export returns `err(text)` when
 // it throws a *string* (throwing an `Error` object traps the component instead).
 
-import { log } from 'seam:plugin/host@0.2.0';
+import { log } from 'seam:plugin/host@{{WIT_VERSION}}';
 
 export const observer = {
   onEvent(config, event) {

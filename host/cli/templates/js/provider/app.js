@@ -6,7 +6,7 @@
 // `undefined`. An export returns `err(text)` when it throws a *string* (throwing an `Error`
 // object traps the component instead).
 
-import { ready, progress, sleep, cancelReason } from 'seam:plugin/run-context@0.2.0';
+import { ready, progress, sleep, cancelReason } from 'seam:plugin/run-context@{{WIT_VERSION}}';
 
 // The config keys this provider reads; any other key is refused, so a typo is caught at load.
 const KEYS = ['name', 'reply', 'delayMs'];

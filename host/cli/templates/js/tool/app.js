@@ -6,7 +6,7 @@
 // `err(text)` when it throws a *string* (throwing an `Error` object traps the component
 // instead); an import that returns `err(e)` throws an object whose `payload` is `e`.
 
-import { start } from 'seam:plugin/subagents@0.2.0';
+import { start } from 'seam:plugin/subagents@{{WIT_VERSION}}';
 
 // The config keys this tool reads; any other key is refused, so a typo is caught at load.
 const KEYS = ['toolName', 'provider'];

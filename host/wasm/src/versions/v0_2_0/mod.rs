@@ -1,5 +1,5 @@
-//! Bindings for `seam:plugin@0.2.0`, the latest version, and conversions between its types and
-//! `seam-core`'s.
+//! Bindings for `seam:plugin@0.2.0`, frozen (`wit/v0.2.0`), conversions between its types and
+//! `seam-core`'s, and its host imports, which delegate to the latest implementation.
 //!
 //! The provider world owns the shared `types` and `host` interfaces; the tool and observer
 //! worlds reuse them through `with`, so one Rust type stands for each WIT type. WIT resources map
@@ -7,9 +7,11 @@
 
 #![allow(missing_docs)]
 
+pub(crate) mod imports;
+
 pub(crate) mod provider_world {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "../../wit/v0.2.0",
         world: "provider-plugin",
         // Resource handles are looked up in a table, which can fail: imports may trap.
         imports: { default: async | trappable },
@@ -24,7 +26,7 @@ pub(crate) mod provider_world {
 
 pub(crate) mod tool_world {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "../../wit/v0.2.0",
         world: "tool-plugin",
         imports: { default: async | trappable },
         exports: { default: async },
@@ -38,7 +40,7 @@ pub(crate) mod tool_world {
 
 pub(crate) mod observer_world {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "../../wit/v0.2.0",
         world: "observer-plugin",
         imports: { default: async | trappable },
         exports: { default: async },
@@ -57,7 +59,7 @@ use seam_core::types::{
     RuntimeFeatures, StartRequest, StopReason, SubagentResult, ToolFilter,
 };
 
-/// The package version these bindings were generated from (the `wit/` folder's).
+/// The package version these bindings were generated from (the `wit/v0.2.0` folder's).
 pub(crate) const VERSION: &str = "0.2.0";
 
 impl From<wit::ContentBlock> for ContentBlock {
