@@ -285,9 +285,7 @@ fn load(host: &Host, sessions: &Sessions, out: &Outbox, id: &Value, params: &Val
             )
         }
     };
-    let text = |kind: &str, text: String| {
-        json!({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
-    };
+    let text = |kind: &str, text: String| json!({"sessionUpdate": kind, "content": {"type": "text", "text": text}});
     for event in agent.session().events() {
         let body = match event {
             SessionEvent::UserMessage { content } => {

@@ -617,9 +617,15 @@ async fn a_detached_child_is_left_interrupted_and_can_be_continued() {
     assert_eq!(let_go.len(), 1);
     assert_eq!(let_go[0].id, run.id());
     core.subagents.dispose_background_of(lead.id()).await;
-    let listed = core.subagents.list_agents(&me, AgentScope::Children, None).unwrap();
+    let listed = core
+        .subagents
+        .list_agents(&me, AgentScope::Children, None)
+        .unwrap();
     assert_eq!(listed[0].status, AgentStatus::Interrupted);
-    assert_eq!(listed[0].diagnostic.as_deref(), Some("interrupted: detached"));
+    assert_eq!(
+        listed[0].diagnostic.as_deref(),
+        Some("interrupted: detached")
+    );
     let delivery = core
         .subagents
         .send_to_agent(&me, &listed[0].id, text("carry on"))

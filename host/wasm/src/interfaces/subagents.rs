@@ -324,6 +324,7 @@ impl wit_subagents::Host for StoreData {
         Ok(caller
             .subagents
             .interrupt_agent(&caller.parent, &id)
+            .await
             .map(Into::into)
             .map_err(SubagentError::into))
     }
