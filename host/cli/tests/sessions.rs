@@ -324,3 +324,218 @@ fn a_store_that_cannot_be_opened_fails_the_run_at_its_start_naming_the_path() {
     assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
     assert!(state.join("seam").join("sessions.db").is_file());
 }
+
+/// The repository's root (the examples' component paths are relative to `examples/`).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The user messages of a stored session, as text.
+fn user_messages(store: &SqliteStore, session: &str) -> Vec<String> {
+    store
+        .events(session)
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == "user-message")
+        .map(|e| {
+            let v: serde_json::Value = serde_json::from_str(&e.body).unwrap();
+            v["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b["text"].as_str().unwrap_or_default().to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect()
+}
+
+/// Runs `seam run` to its end; returns (exit code, stdout, stderr).
+fn run(state: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = seam(state).arg("run").args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        seam_tests::text(&out.stdout),
+        seam_tests::text(&out.stderr),
+    )
+}
+
+/// `examples/continue.toml`, as documented: a background child started by one process is
+/// listed by a later one without being resumed, then resumed from the store in its own
+/// session by `send_message`, and read with `subagent_output`.
+#[test]
+fn a_background_child_is_continued_by_a_later_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = root().join("examples/continue.toml");
+    let config = config.to_str().unwrap();
+    let (code, out, err) = run(&state, &[config, "--json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let first: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let session = first["session"].as_str().unwrap().to_string();
+
+    let (code, out, err) = run(
+        &state,
+        &[
+            config,
+            "--session",
+            &session,
+            "--model",
+            "scripted:followup",
+            "Anything new?",
+        ],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("researcher (seeing"), "{out}\n{err}");
+
+    let store = SqliteStore::open(&state.join("seam/sessions.db"), StoreLimits::default()).unwrap();
+    let runs = store.runs_of(&session).unwrap();
+    assert_eq!(runs.len(), 2, "two activations: {runs:#?}");
+    let child = runs[0]
+        .child_session
+        .clone()
+        .expect("the child keeps a session");
+    assert_eq!(runs[1].child_session.as_deref(), Some(child.as_str()));
+    assert!(runs
+        .iter()
+        .all(|r| r.stop_reason.as_deref() == Some("completed")));
+    assert_eq!(
+        user_messages(&store, &child),
+        [
+            "How do Wasm hosts isolate plugins?",
+            "Now the weakest point, briefly."
+        ]
+    );
+    // Listed from the store by the second process, after the end was announced to it once.
+    let lead = user_messages(&store, &session);
+    let announced = lead.iter().filter(|m| m.contains("has settled")).count();
+    assert_eq!(announced, 1, "{lead:#?}");
+    let listing = store
+        .events(&session)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.kind == "tool-result" && e.body.contains("list_agents"))
+        .expect("the list_agents result");
+    assert!(
+        listing.body.contains(&child) && listing.body.contains("idle"),
+        "{}",
+        listing.body
+    );
+}
+
+/// `--detach` leaves a running background child `interrupted`; a later process resumes it
+/// with `send_message` and stops its turn with `interrupt_agent`, which keeps it continuable.
+#[test]
+fn a_detached_child_is_left_interrupted_and_a_later_process_continues_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let guest = |name: &str| seam_tests::guest(name).display().to_string();
+    let config = format!(
+        r#"
+[agent]
+model = "scripted:lead"
+
+[sessions]
+store = "sqlite:sessions.db"
+
+[models.scripts.lead]
+steps = [
+    {{ text = "dig in the background", tool_calls = [
+        {{ name = "research", arguments = {{ description = "d", prompt = "dig", run_in_background = true }} }},
+    ] }},
+    {{ text = "left it digging" }},
+]
+
+[models.scripts.followup]
+steps = [
+    {{ text = "wake it", tool_calls = [{{ name = "send_message", arguments = {{ id = "spawn-1", message = "wrap up" }} }}] }},
+    {{ text = "stop it", tool_calls = [{{ name = "interrupt_agent", arguments = {{ id = "spawn-1" }} }}] }},
+    {{ text = "{{tool_results}}" }},
+]
+
+[models.scripts.researcher]
+steps = [{{ text = "never in time", delay_ms = 600000 }}]
+
+[[plugin]]
+id = "spawn"
+component = "{spawn}"
+
+[[plugin]]
+id = "research"
+component = "{tool}"
+config = {{ provider = "spawn", toolName = "research", agentOptions = {{ model = "scripted:researcher" }}, runInBackground = true }}
+
+[[plugin]]
+id = "send-message"
+component = "{control}"
+config = {{ action = "send_message" }}
+
+[[plugin]]
+id = "interrupt-agent"
+component = "{control}"
+config = {{ action = "interrupt_agent" }}
+"#,
+        spawn = guest("spawn_provider"),
+        tool = guest("subagent_tool"),
+        control = guest("subagent_control"),
+    );
+    let path = dir.path().join("detach.toml");
+    std::fs::write(&path, config).unwrap();
+    let path = path.to_str().unwrap();
+
+    let (code, out, err) = run(&state, &[path, "go", "--detach", "--json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("1 background run left interrupted"), "{err}");
+    let session = serde_json::from_str::<serde_json::Value>(out.trim()).unwrap()["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let db = dir.path().join("sessions.db");
+    {
+        let store = SqliteStore::open(&db, StoreLimits::default()).unwrap();
+        let runs = store.runs_of(&session).unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].status, RunStatus::Interrupted);
+        assert!(
+            runs[0]
+                .diagnostic
+                .as_deref()
+                .unwrap_or_default()
+                .contains("--detach"),
+            "{runs:#?}"
+        );
+    }
+
+    let (code, out, err) = run(
+        &state,
+        &[
+            path,
+            "--session",
+            &session,
+            "--model",
+            "scripted:followup",
+            "again",
+        ],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("interrupted"),
+        "the interrupt's answer: {out}\n{err}"
+    );
+    let store = SqliteStore::open(&db, StoreLimits::default()).unwrap();
+    let runs = store.runs_of(&session).unwrap();
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    let child = runs[0].child_session.clone().unwrap();
+    assert_eq!(runs[1].child_session.as_deref(), Some(child.as_str()));
+    assert_eq!(runs[1].stop_reason.as_deref(), Some("aborted"));
+    assert_eq!(user_messages(&store, &child), ["dig", "wrap up"]);
+    // The interrupted first activation was announced to the second process once, with how to
+    // continue it.
+    let lead = user_messages(&store, &session);
+    let told: Vec<&String> = lead
+        .iter()
+        .filter(|m| m.contains("was interrupted"))
+        .collect();
+    assert_eq!(told.len(), 1, "{lead:#?}");
+    assert!(told[0].contains(&child), "{told:?}");
+}

@@ -176,8 +176,9 @@ impl SubagentService {
         }
     }
 
-    /// Finds the child `id` names among the caller's: a background run id of the caller's, or a
-    /// durable id (the child's session, or a run id) of a run its session started.
+    /// Finds the child `id` names among the caller's: a background run id of the caller's in
+    /// this process, a durable id (the child's session), or the id of a run the caller's session
+    /// started in an earlier process (the latest by that id).
     fn resolve(&self, caller: &ParentRef, id: &str) -> Result<Target, SubagentError> {
         let store = self.store();
         let mut session = self
@@ -185,6 +186,15 @@ impl SubagentService {
             .and_then(|(run, _)| run.child_session_id());
         if session.is_none() && store.session(id).map_err(store_error)?.is_some() {
             session = Some(id.to_string());
+        }
+        if session.is_none() {
+            // A run id of an earlier process: the latest run by that id in the caller's session.
+            session = store
+                .runs_of(&caller.session_id)
+                .map_err(store_error)?
+                .into_iter()
+                .rfind(|r| r.start.run_id == id)
+                .and_then(|r| r.child_session);
         }
         let records = match &session {
             Some(s) => store.runs_of_child(s).map_err(store_error)?,
