@@ -62,7 +62,8 @@ async fn grow_tree(
     tokio::sync::watch::Receiver<Vec<Event>>,
 ) {
     let mut events = watch_events(host);
-    let owner = host.create_agent(None, "/w").unwrap();
+    // The owner takes no turn: its model is never called.
+    let owner = host.create_agent(Some("scripted:level3"), "/w").unwrap();
     let started = host
         .call_tool(
             "bg1",
@@ -159,6 +160,31 @@ async fn unloading_the_first_levels_provider_ends_the_levels_below_on_another() 
     assert!(host.subagents().descriptor("inner").is_some());
     host.agents().dispose(owner.id()).await;
     assert_eq!(host.live_agents(), 0);
+}
+
+/// With a cancel grace of a millisecond or less a run's cancel is enforced while its child is
+/// winding down: the run's future, with its store and the child agent in it, is dropped midway,
+/// maybe halfway through disposing the level below. Unloading still returns only once every
+/// level has ended and gone: it once returned with the deepest run still live, its dispose left
+/// to a task nobody waited for. Where the cut falls is the host's timing, so this sweeps the
+/// grace over many trees (before the fix, about one sweep in five caught it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unloading_ends_every_level_even_when_the_cancel_is_enforced_midway() {
+    for round in 0..100u64 {
+        let mut options = test_options();
+        options.cancel_grace = std::time::Duration::from_micros((round % 50) * 20);
+        let host = Host::new(options).unwrap();
+        loaded(host.load(&config(&tree_config(&(outer() + &inner())))).await);
+        let (owner, events) = grow_tree(&host).await;
+        let report = loaded(host.reconfigure(&config(&tree_config(&inner()))).await);
+        assert_eq!(report.unloaded, ["outer"], "round {round}");
+        every_run_ended_aborted(&events.borrow());
+        assert_eq!(host.live_runs(), 0, "runs, round {round}");
+        assert_eq!(host.live_agents(), 1, "agents, round {round}");
+        assert_eq!(host.subagents().running_background(), 0, "round {round}");
+        host.agents().dispose(owner.id()).await;
+        assert_eq!(host.live_instances(), 0, "round {round}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

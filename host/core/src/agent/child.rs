@@ -86,6 +86,8 @@ impl Drop for RunChild {
     fn drop(&mut self) {
         self.ctx
             .record_child_session(self.agent.session().completed_prefix());
-        self.agents.dispose_now(self.agent.id());
+        if let Some(teardown) = self.agents.dispose_now(self.agent.id()) {
+            self.ctx.wait_on_dispose(teardown);
+        }
     }
 }

@@ -108,6 +108,14 @@ impl Backgrounds {
             .collect()
     }
 
+    /// All of `owner`'s runs, left in place.
+    pub(crate) fn runs_of(&self, owner: &str) -> Vec<SubagentRun> {
+        self.lock()
+            .get(owner)
+            .map(|runs| runs.iter().map(|e| e.run.clone()).collect())
+            .unwrap_or_default()
+    }
+
     /// Removes and returns all of `owner`'s runs.
     pub(crate) fn remove_owner(&self, owner: &str) -> Vec<SubagentRun> {
         self.lock()

@@ -333,6 +333,11 @@ impl SubagentService {
 
     /// Cancels and disposes every background run of `owner`.
     pub async fn dispose_background_of(&self, owner: &str) {
+        // Disposed before they are forgotten: a teardown of the same owner that overlaps this
+        // one (the drop of a run cut short while its child was being disposed) still finds
+        // them, and its dispose waits for theirs.
+        let runs = self.background.runs_of(owner);
+        futures::future::join_all(runs.iter().map(|r| r.dispose())).await;
         let runs = self.background.remove_owner(owner);
         futures::future::join_all(runs.iter().map(|r| r.dispose())).await;
     }
