@@ -181,10 +181,7 @@ async fn permission_requests_follow_the_entry_policy() {
     }
     // The default is to reject.
     let host = host_with(&acp_entry("agent", "acp-permission", "", "")).await;
-    assert_eq!(
-        words(&run(&host, "agent", "permission read").await),
-        "no"
-    );
+    assert_eq!(words(&run(&host, "agent", "permission read").await), "no");
 }
 
 #[tokio::test]

@@ -696,10 +696,20 @@ async fn a_model_error_ends_the_child_with_error_and_max_turns_bounds_a_turn() {
     // Where each needle is: the host's words in the diagnostic, the model's in the output.
     for (model, reason, in_diagnostic, needle) in [
         ("scripted:broken", StopReason::Error, true, "boom"),
-        ("scripted:loop", StopReason::Error, true, "bound of 2 model calls"),
+        (
+            "scripted:loop",
+            StopReason::Error,
+            true,
+            "bound of 2 model calls",
+        ),
         ("scripted:tokens", StopReason::MaxTokens, false, "trunc"),
         ("scripted:no", StopReason::Refusal, false, "I won't"),
-        ("scripted:missing", StopReason::Error, true, "no script `missing`"),
+        (
+            "scripted:missing",
+            StopReason::Error,
+            true,
+            "no script `missing`",
+        ),
     ] {
         let run = host
             .subagents()
@@ -831,10 +841,7 @@ async fn a_child_inherits_the_parents_model_unless_agent_options_name_one() {
     assert_eq!(r.text(), "lead ran: via tool");
     // A parent that is not a live agent has no model to hand down: the deployment default.
     let run = host.subagents().start("spawn", request("orphan")).unwrap();
-    assert_eq!(
-        words(&run.result().await.unwrap()),
-        "fallback ran: orphan"
-    );
+    assert_eq!(words(&run.result().await.unwrap()), "fallback ran: orphan");
     run.dispose().await;
     host.agents().dispose(parent.id()).await;
     assert_quiescent(&host);

@@ -1,8 +1,8 @@
 //! A chat-completions endpoint on 127.0.0.1 (hyper) for agents on the `openai` model: it
 //! records the body of every request, which is exactly what the agent's model was sent, and
-//! answers each one from the test's function of that body. Requests are answered in groups: each
-//! waits until its group has arrived, so a group of two is a barrier proving that two agents were
-//! inside a model call at the same time.
+//! answers each one from the test's function of that body. The requests the test picks are held
+//! in groups: each waits until its group has arrived, so a group of two is a barrier proving
+//! that two agents were inside a model call at the same time. The others are answered at once.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -21,6 +21,7 @@ use tokio::task::JoinSet;
 use seam_tests::BARRIER_TIMEOUT;
 
 type Answer = dyn Fn(&Value) -> Value + Send + Sync;
+type Hold = dyn Fn(&Value) -> bool + Send + Sync;
 
 /// The endpoint; dropping it ends its connections.
 pub struct ChatServer {
@@ -36,16 +37,18 @@ impl Drop for ChatServer {
 }
 
 impl ChatServer {
-    /// Serves on a free port; the request bodies are answered by `answer`, in groups of `group`
-    /// requests (1: at once).
+    /// Serves on a free port; the request bodies are answered by `answer`, those for which
+    /// `hold` is true in groups of `group`.
     pub async fn start(
         group: usize,
+        hold: impl Fn(&Value) -> bool + Send + Sync + 'static,
         answer: impl Fn(&Value) -> Value + Send + Sync + 'static,
     ) -> ChatServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base_url = format!("http://{}/v1", listener.local_addr().expect("address"));
         let seen = Arc::new(Mutex::new(Vec::new()));
         let answer: Arc<Answer> = Arc::new(answer);
+        let hold: Arc<Hold> = Arc::new(hold);
         let (arrived, _) = watch::channel(0usize);
         let arrived = Arc::new(arrived);
         let task = {
@@ -53,11 +56,16 @@ impl ChatServer {
             tokio::spawn(async move {
                 let mut connections = JoinSet::new();
                 while let Ok((stream, _)) = listener.accept().await {
-                    let (seen, answer, arrived) = (seen.clone(), answer.clone(), arrived.clone());
+                    let server = Shared {
+                        group,
+                        seen: seen.clone(),
+                        hold: hold.clone(),
+                        answer: answer.clone(),
+                        arrived: arrived.clone(),
+                    };
                     let service = service_fn(move |request: Request<Incoming>| {
-                        let (seen, answer, arrived) =
-                            (seen.clone(), answer.clone(), arrived.clone());
-                        async move { handle(request, group, &seen, &*answer, &arrived).await }
+                        let server = server.clone();
+                        async move { handle(request, &server).await }
                     });
                     connections.spawn(async move {
                         // An agent cancelled mid-call hangs up; that is no failure here.
@@ -89,12 +97,20 @@ impl ChatServer {
     }
 }
 
+/// What every connection of the server shares.
+#[derive(Clone)]
+struct Shared {
+    group: usize,
+    seen: Arc<Mutex<Vec<Value>>>,
+    hold: Arc<Hold>,
+    answer: Arc<Answer>,
+    /// How many held requests have arrived.
+    arrived: Arc<watch::Sender<usize>>,
+}
+
 async fn handle(
     request: Request<Incoming>,
-    group: usize,
-    seen: &Mutex<Vec<Value>>,
-    answer: &Answer,
-    arrived: &watch::Sender<usize>,
+    server: &Shared,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let bytes = request
         .into_body()
@@ -103,22 +119,30 @@ async fn handle(
         .map(|b| b.to_bytes())
         .unwrap_or_default();
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    seen.lock().unwrap().push(body.clone());
-    let mut index = 0;
-    arrived.send_modify(|n| {
-        *n += 1;
-        index = *n;
-    });
-    // This request's group is complete once `index` rounded up to a whole group has arrived.
-    let complete = index.div_ceil(group.max(1)) * group.max(1);
-    let mut rx = arrived.subscribe();
-    let waited = tokio::time::timeout(BARRIER_TIMEOUT, rx.wait_for(|n| *n >= complete)).await;
-    let (status, reply) = match waited {
-        Ok(Ok(_)) => (200, answer(&body)),
-        _ => (
-            500,
-            json!({"error": {"message": format!("request {index}: its group never arrived")}}),
-        ),
+    server.seen.lock().unwrap().push(body.clone());
+    let (status, reply) = if (server.hold)(&body) {
+        let mut index = 0;
+        server.arrived.send_modify(|n| {
+            *n += 1;
+            index = *n;
+        });
+        // This request's group is complete once `index` rounded up to a whole group has arrived.
+        let group = server.group.max(1);
+        let complete = index.div_ceil(group) * group;
+        let mut rx = server.arrived.subscribe();
+        let waited = tokio::time::timeout(BARRIER_TIMEOUT, rx.wait_for(|n| *n >= complete))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        if waited {
+            (200, (server.answer)(&body))
+        } else {
+            (
+                500,
+                json!({"error": {"message": format!("held request {index}: its group never arrived")}}),
+            )
+        }
+    } else {
+        (200, (server.answer)(&body))
     };
     Ok(Response::builder()
         .status(status)

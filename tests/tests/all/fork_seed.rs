@@ -23,7 +23,9 @@ fn args(prompt: &str) -> String {
 /// `call-STEP-K`.
 fn parent_script() -> String {
     let x = |prompt: &str| {
-        format!("{{ name = \"x\", arguments = {{ description = \"task\", prompt = \"{prompt}\" }} }}")
+        format!(
+            "{{ name = \"x\", arguments = {{ description = \"task\", prompt = \"{prompt}\" }} }}"
+        )
     };
     format!(
         "[agent]\nmodel = \"scripted:parent\"\n\n[models.scripts.parent]\nsteps = [ \
@@ -41,7 +43,7 @@ fn parent_script() -> String {
 
 #[tokio::test]
 async fn a_fork_child_is_sent_every_completed_turn_with_each_call_then_its_result() {
-    let server = ChatServer::start(1, |_| text_reply("forked answer")).await;
+    let server = ChatServer::start(1, |_| false, |_| text_reply("forked answer")).await;
     let toml = parent_script()
         + &server.models_section()
         + &mock("m", "reply = \"m says {prompt}\"")
@@ -66,7 +68,10 @@ async fn a_fork_child_is_sent_every_completed_turn_with_each_call_then_its_resul
             } = e
             {
                 let child = agents.get(&id).ok_or("the child is not published")?;
-                seeds.lock().unwrap().push(child.session().events().to_vec());
+                seeds
+                    .lock()
+                    .unwrap()
+                    .push(child.session().events().to_vec());
             }
             Ok(())
         });
@@ -77,7 +82,9 @@ async fn a_fork_child_is_sent_every_completed_turn_with_each_call_then_its_resul
         assert_eq!(outcome.stop_reason, StopReason::Completed, "{outcome:?}");
         assert_eq!(seam_host::blocks_text(&outcome.output), answer);
     }
-    let third = parent.run_turn(vec![ContentBlock::text("turn three")]).await;
+    let third = parent
+        .run_turn(vec![ContentBlock::text("turn three")])
+        .await;
     assert_eq!(third.stop_reason, StopReason::Completed, "{third:?}");
     assert_eq!(
         seam_host::blocks_text(&third.output),
@@ -86,10 +93,9 @@ async fn a_fork_child_is_sent_every_completed_turn_with_each_call_then_its_resul
 
     // What the parent did in its two completed turns, as the chat wire carries it: each
     // assistant message with its calls, then one tool message per call, in call order.
-    let call = |id: &str, prompt: &str| {
-        json!({"id": id, "type": "function", "function": {"name": "x", "arguments": args(prompt)}})
-    };
-    let result = |id: &str, text: &str| json!({"role": "tool", "content": text, "tool_call_id": id});
+    let call = |id: &str, prompt: &str| json!({"id": id, "type": "function", "function": {"name": "x", "arguments": args(prompt)}});
+    let result =
+        |id: &str, text: &str| json!({"role": "tool", "content": text, "tool_call_id": id});
     let completed_turns = vec![
         json!({"role": "user", "content": "turn one"}),
         json!({"role": "assistant", "content": null, "tool_calls": [call("call-0-0", "one")]}),

@@ -272,10 +272,7 @@ async fn entries_of_one_component_compile_it_once() {
     assert_eq!(hits + shared, 2);
     for id in ["a", "b", "c"] {
         let run = host.subagents().start(id, request("x")).unwrap();
-        assert_eq!(
-            words(&run.result().await.unwrap()),
-            format!("from {id}")
-        );
+        assert_eq!(words(&run.result().await.unwrap()), format!("from {id}"));
         run.dispose().await;
     }
     host.unload_all().await;

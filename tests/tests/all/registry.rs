@@ -310,10 +310,7 @@ async fn resume_reuses_the_request_snapshotted_at_start() {
     mine.parent.depth = 9;
     let first = run.result().await.unwrap();
     run.dispose().await;
-    assert_eq!(
-        words(&first),
-        "echo <be exact\n\nPersona: pirate> first"
-    );
+    assert_eq!(words(&first), "echo <be exact\n\nPersona: pirate> first");
 
     let resumed = host
         .subagents()

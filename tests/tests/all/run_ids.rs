@@ -53,7 +53,11 @@ async fn start_all(host: &Host) -> Vec<(&'static str, SubagentRun)> {
 /// the run ids.
 fn check_events(events: &[Event], runs: &[(&str, SubagentRun)]) -> BTreeSet<String> {
     let provider_of: BTreeMap<&str, &str> = runs.iter().map(|(p, r)| (r.id(), *p)).collect();
-    assert_eq!(provider_of.len(), runs.len(), "a run id repeated: {provider_of:?}");
+    assert_eq!(
+        provider_of.len(),
+        runs.len(),
+        "a run id repeated: {provider_of:?}"
+    );
     let mut starts = BTreeMap::new();
     let mut ends = BTreeMap::new();
     for e in events {
@@ -80,7 +84,10 @@ fn check_events(events: &[Event], runs: &[(&str, SubagentRun)]) -> BTreeSet<Stri
     }
     for (what, seen) in [("start", &starts), ("end", &ends)] {
         assert_eq!(seen.len(), runs.len(), "{what}s: {seen:?}");
-        assert!(seen.values().all(|n| *n == 1), "one {what} per run: {seen:?}");
+        assert!(
+            seen.values().all(|n| *n == 1),
+            "one {what} per run: {seen:?}"
+        );
     }
     // An in-process child takes its run's id as its agent id: those ids are unique too.
     let children: BTreeSet<&str> = events
@@ -129,5 +136,8 @@ async fn run_ids_stay_unique_across_twin_providers_and_their_reloads() {
     let second = batch(&host).await;
     assert_eq!(second.len(), first.len());
     let repeated: Vec<&String> = first.intersection(&second).collect();
-    assert!(repeated.is_empty(), "ids of the first batch came back: {repeated:?}");
+    assert!(
+        repeated.is_empty(),
+        "ids of the first batch came back: {repeated:?}"
+    );
 }

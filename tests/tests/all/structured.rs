@@ -94,22 +94,32 @@ async fn two_concurrent_structured_children_each_get_and_are_held_to_their_own_s
         "A" => json!({"title": "alpha"}),
         _ => json!({"count": 2}),
     };
-    // Requests come in pairs, each held until its pair has arrived: both children are inside a
+    // A child's first model call is held until the other child's has arrived: both are inside a
     // model call at once. A child's prompt says which form it fills and whether it answers with
     // its own shape or the other one's; a child whose capture was refused gives up in words.
-    let server = ChatServer::start(2, move |body| {
-        let prompt = last_user(body);
-        let (form, honest) = prompt.split_once(' ').unwrap_or((prompt.as_str(), "own"));
-        let refused = body["messages"]
+    let refused = |body: &serde_json::Value| {
+        body["messages"]
             .as_array()
-            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
-        if refused {
-            return text_reply("I give up");
-        }
-        let other = if form == "A" { "B" } else { "A" };
-        let shape = if honest == "own" { own(form) } else { own(other) };
-        tool_reply(&format!("call-{form}"), "structured_output", &shape)
-    })
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"))
+    };
+    let server = ChatServer::start(
+        2,
+        move |body| !refused(body),
+        move |body| {
+            let prompt = last_user(body);
+            let (form, honest) = prompt.split_once(' ').unwrap_or((prompt.as_str(), "own"));
+            if refused(body) {
+                return text_reply("I give up");
+            }
+            let other = if form == "A" { "B" } else { "A" };
+            let shape = if honest == "own" {
+                own(form)
+            } else {
+                own(other)
+            };
+            tool_reply(&format!("call-{form}"), "structured_output", &shape)
+        },
+    )
     .await;
     let toml = server.models_section() + &entry("spawn", "spawn_provider", "");
     let host = host_with(&toml).await;
@@ -153,7 +163,8 @@ async fn two_concurrent_structured_children_each_get_and_are_held_to_their_own_s
     // Each answers with the other's shape, at the same time: both captures are refused against
     // the child's own schema, the model is told why, and without a capture the run fails.
     let (a, b) = tokio::join!(start("A swap", &title), start("B swap", &count));
-    for (form, result, schema, missing) in [("A", &a, &title, "title"), ("B", &b, &count, "count")] {
+    for (form, result, schema, missing) in [("A", &a, &title, "title"), ("B", &b, &count, "count")]
+    {
         assert_eq!(result.stop_reason, StopReason::Error, "{result:?}");
         assert_eq!(result.structured, None, "{result:?}");
         let diagnostic = result.diagnostic.as_deref().unwrap_or_default();
@@ -169,7 +180,11 @@ async fn two_concurrent_structured_children_each_get_and_are_held_to_their_own_s
             .collect();
         assert_eq!(asked.len(), 2, "a call, then a retry: {asked:#?}");
         for body in &asked {
-            assert_eq!(offered(body, "structured_output").as_ref(), Some(schema), "{body:#}");
+            assert_eq!(
+                offered(body, "structured_output").as_ref(),
+                Some(schema),
+                "{body:#}"
+            );
         }
         // The retry carries the refusal, which names what the child's own schema missed.
         let refusal = asked[1]["messages"]

@@ -174,7 +174,10 @@ async fn unloading_ends_every_level_even_when_the_cancel_is_enforced_midway() {
         let mut options = test_options();
         options.cancel_grace = std::time::Duration::from_micros((round % 50) * 20);
         let host = Host::new(options).unwrap();
-        loaded(host.load(&config(&tree_config(&(outer() + &inner())))).await);
+        loaded(
+            host.load(&config(&tree_config(&(outer() + &inner()))))
+                .await,
+        );
         let (owner, events) = grow_tree(&host).await;
         let report = loaded(host.reconfigure(&config(&tree_config(&inner()))).await);
         assert_eq!(report.unloaded, ["outer"], "round {round}");
@@ -196,7 +199,11 @@ async fn unloading_everything_ends_every_level_of_background_runs() {
     assert_eq!(host.live_runs(), 0, "runs");
     assert_eq!(host.live_instances(), 0, "instances");
     assert_eq!(host.subagents().running_background(), 0);
-    assert_eq!(host.live_agents(), 1, "only the owner, which is no plugin's, is left");
+    assert_eq!(
+        host.live_agents(),
+        1,
+        "only the owner, which is no plugin's, is left"
+    );
     host.agents().dispose(owner.id()).await;
     assert_eq!(host.live_agents(), 0);
 }
