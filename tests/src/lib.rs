@@ -121,6 +121,34 @@ pub fn request(prompt: &str) -> seam_host::StartRequest {
     seam_host::StartRequest::new(prompt, seam_host::ParentRef::top_level("parent", "/work"))
 }
 
+/// The child's own words, of a run with nothing to diagnose. `answer_text()` shows the
+/// diagnostic when the output is empty, so comparing it cannot tell the child's words from
+/// the host's; this fails on a diagnostic instead.
+#[track_caller]
+pub fn words(result: &seam_host::SubagentResult) -> String {
+    assert_eq!(
+        result.diagnostic, None,
+        "the run has a diagnostic: {result:?}"
+    );
+    result.output_text()
+}
+
+/// The diagnostic of a failed or stopped run, which must contain `needle`; the output must not
+/// (what the host says of a run is never the child's words).
+#[track_caller]
+pub fn diagnosed(result: &seam_host::SubagentResult, needle: &str) -> String {
+    let diagnostic = result
+        .diagnostic
+        .clone()
+        .unwrap_or_else(|| panic!("no diagnostic: {result:?}"));
+    assert!(diagnostic.contains(needle), "{needle:?} in {result:?}");
+    assert!(
+        !result.output_text().contains(needle),
+        "the output holds {needle:?}: {result:?}"
+    );
+    diagnostic
+}
+
 /// How long a barrier waits before the test fails instead of hanging. Generous: it bounds a
 /// broken test, it is not a timing assumption.
 pub const BARRIER_TIMEOUT: Duration = Duration::from_secs(60);

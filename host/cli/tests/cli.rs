@@ -870,10 +870,10 @@ fn acp_answers_what_it_cannot_serve_with_json_rpc_errors() {
     send(r#"{"jsonrpc":"1.0","id":2,"method":"initialize"}"#);
     assert_eq!(code(&out.answer(2)), Some(-32600));
 
-    send(r#"{"jsonrpc":"2.0","id":3,"method":"session/load","params":{}}"#);
+    send(r#"{"jsonrpc":"2.0","id":3,"method":"session/fork","params":{}}"#);
     let answer = out.answer(3);
     assert_eq!(code(&answer), Some(-32601));
-    assert!(message(&answer).contains("session/load"), "{answer}");
+    assert!(message(&answer).contains("session/fork"), "{answer}");
 
     send(
         r#"{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"nope","prompt":[]}}"#,

@@ -88,7 +88,7 @@ async fn an_acp_agent_answers_and_its_process_is_reaped() {
     assert!(!d.capabilities.output_schema);
     let result = run(&host, "helper", "echo hello from python").await;
     assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");
-    assert_eq!(result.answer_text(), "hello from python");
+    assert_eq!(words(&result), "hello from python");
     assert_no_agent_left(&host, tag).await;
 }
 
@@ -97,7 +97,7 @@ async fn chunks_stream_as_progress_and_join_into_the_answer() {
     let host = host_with(&acp_entry("agent", "acp-stream", "", "")).await;
     let seen = record(&host);
     let result = run(&host, "agent", "stream 4").await;
-    assert_eq!(result.answer_text(), "part0 part1 part2 part3 ");
+    assert_eq!(words(&result), "part0 part1 part2 part3 ");
     let progress: Vec<String> = seen
         .lock()
         .unwrap()
@@ -148,7 +148,7 @@ async fn the_persona_and_system_prompt_come_first() {
     let run = host.subagents().start("agent", r).unwrap();
     let result = run.result().await.unwrap();
     run.dispose().await;
-    assert_eq!(result.answer_text(), "System. | You are terse. | blocks");
+    assert_eq!(words(&result), "System. | You are terse. | blocks");
 }
 
 #[tokio::test]
@@ -171,7 +171,7 @@ async fn permission_requests_follow_the_entry_policy() {
         .await;
         let seen = record(&host);
         let result = run(&host, "agent", &format!("permission {kind}")).await;
-        assert_eq!(result.answer_text(), expected, "{policy} / {kind}");
+        assert_eq!(words(&result), expected, "{policy} / {kind}");
         // The tool call the agent announced is reported as progress.
         let progress = seen.lock().unwrap().iter().any(|e| {
             matches!(e, Event::SubagentProgress { content, .. }
@@ -181,10 +181,7 @@ async fn permission_requests_follow_the_entry_policy() {
     }
     // The default is to reject.
     let host = host_with(&acp_entry("agent", "acp-permission", "", "")).await;
-    assert_eq!(
-        run(&host, "agent", "permission read").await.answer_text(),
-        "no"
-    );
+    assert_eq!(words(&run(&host, "agent", "permission read").await), "no");
 }
 
 #[tokio::test]
@@ -205,7 +202,7 @@ async fn the_agent_sees_only_granted_variables_and_the_parents_directory() {
         .unwrap();
     let result = run.result().await.unwrap();
     run.dispose().await;
-    let answer = result.answer_text();
+    let answer = words(&result);
     let (names, cwd) = answer.split_once(';').unwrap();
     let names: Vec<&str> = names.split(',').collect();
     assert!(names.contains(&"HOME"), "{answer}");
@@ -318,7 +315,7 @@ async fn concurrent_runs_each_get_a_process() {
         .collect();
     for (i, run) in runs.iter().enumerate() {
         let result = run.result().await.unwrap();
-        assert_eq!(result.answer_text(), format!("run {i}"));
+        assert_eq!(words(&result), format!("run {i}"));
     }
     for run in runs {
         run.dispose().await;
@@ -400,7 +397,7 @@ async fn file_requests_reach_only_granted_directories() {
     .await;
     let ask = |provider: &'static str, prompt: String| {
         let host = host.clone();
-        async move { run(&host, provider, &prompt).await.answer_text() }
+        async move { words(&run(&host, provider, &prompt).await) }
     };
     let p = |path: &std::path::Path| path.display().to_string();
     assert_eq!(ask("files", "caps".into()).await, "read=True write=True");
@@ -474,9 +471,9 @@ async fn an_agent_built_on_the_rust_crate_answers_streams_stops_and_cancels() {
     .await;
     let result = run(&host, "rusty", "echo from rust").await;
     assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");
-    assert_eq!(result.answer_text(), "from rust");
+    assert_eq!(words(&result), "from rust");
     assert_eq!(
-        run(&host, "rusty", "stream 3").await.answer_text(),
+        words(&run(&host, "rusty", "stream 3").await),
         "part0 part1 part2 "
     );
     for (wire, expected) in [

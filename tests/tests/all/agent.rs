@@ -211,8 +211,9 @@ async fn tool_filter_hides_and_refuses_and_unknown_names_are_errors() {
     });
     let result = run.result().await.unwrap();
     run.dispose().await;
+    // The refusal came back to the child as a tool result, which it reported in its words.
     assert!(
-        result.answer_text().contains("not available to this agent"),
+        words(&result).contains("not available to this agent"),
         "{result:?}"
     );
     let session = run.child_session().unwrap();
@@ -327,7 +328,7 @@ async fn structured_output_capture_retry_refusal_and_missing_capture() {
     let (r, session) = go("after").await;
     assert_eq!(r.stop_reason, StopReason::Completed, "{r:?}");
     assert_eq!(r.structured, Some(json!({"answer": "first"})));
-    assert!(!r.answer_text().contains("unreachable"), "{r:?}");
+    assert!(!words(&r).contains("unreachable"), "{r:?}");
     let replies = session
         .iter()
         .filter(|e| matches!(e, SessionEvent::AssistantMessage { .. }))
@@ -628,7 +629,7 @@ async fn steering_reaches_a_live_child_and_resume_continues_a_finished_one() {
         .unwrap();
     open.send(()).unwrap();
     let result = run.result().await.unwrap();
-    assert_eq!(result.answer_text(), "heard: turn left");
+    assert_eq!(words(&result), "heard: turn left");
     // Settled: there is no live child to steer any more, disposed or not.
     for _ in 0..2 {
         let err = run
@@ -642,7 +643,7 @@ async fn steering_reaches_a_live_child_and_resume_continues_a_finished_one() {
         .subagents()
         .start("spawn", with_model("scripted:again"))
         .unwrap();
-    assert_eq!(first.result().await.unwrap().answer_text(), "first: begin");
+    assert_eq!(words(&first.result().await.unwrap()), "first: begin");
     first.dispose().await;
     let second = host
         .subagents()
@@ -651,7 +652,7 @@ async fn steering_reaches_a_live_child_and_resume_continues_a_finished_one() {
     let result = second.result().await.unwrap();
     second.dispose().await;
     // A fresh scripted model answers from step one, but over the resumed session.
-    assert_eq!(result.answer_text(), "first: more");
+    assert_eq!(words(&result), "first: more");
     let turns = second
         .child_session()
         .unwrap()
@@ -692,12 +693,23 @@ async fn a_model_error_ends_the_child_with_error_and_max_turns_bounds_a_turn() {
         .to_string()
         + &providers("");
     let host = host_with(&toml).await;
-    for (model, reason, needle) in [
-        ("scripted:broken", StopReason::Error, "boom"),
-        ("scripted:loop", StopReason::Error, "bound of 2 model calls"),
-        ("scripted:tokens", StopReason::MaxTokens, "trunc"),
-        ("scripted:no", StopReason::Refusal, "I won't"),
-        ("scripted:missing", StopReason::Error, "no script `missing`"),
+    // Where each needle is: the host's words in the diagnostic, the model's in the output.
+    for (model, reason, in_diagnostic, needle) in [
+        ("scripted:broken", StopReason::Error, true, "boom"),
+        (
+            "scripted:loop",
+            StopReason::Error,
+            true,
+            "bound of 2 model calls",
+        ),
+        ("scripted:tokens", StopReason::MaxTokens, false, "trunc"),
+        ("scripted:no", StopReason::Refusal, false, "I won't"),
+        (
+            "scripted:missing",
+            StopReason::Error,
+            true,
+            "no script `missing`",
+        ),
     ] {
         let run = host
             .subagents()
@@ -707,7 +719,11 @@ async fn a_model_error_ends_the_child_with_error_and_max_turns_bounds_a_turn() {
         let result = run.result().await.unwrap();
         run.dispose().await;
         assert_eq!(result.stop_reason, reason, "{model}");
-        assert!(result.answer_text().contains(needle), "{model}: {result:?}");
+        if in_diagnostic {
+            diagnosed(&result, needle);
+        } else {
+            assert_eq!(words(&result), needle, "{model}");
+        }
     }
     assert_quiescent(&host);
 }
@@ -780,7 +796,7 @@ async fn a_child_inherits_the_parents_model_unless_agent_options_name_one() {
         async move {
             let result = run.result().await.unwrap();
             run.dispose().await;
-            (run.id().to_string(), result.answer_text())
+            (run.id().to_string(), words(&result))
         }
     };
     for provider in ["spawn", "fork"] {
@@ -825,10 +841,7 @@ async fn a_child_inherits_the_parents_model_unless_agent_options_name_one() {
     assert_eq!(r.text(), "lead ran: via tool");
     // A parent that is not a live agent has no model to hand down: the deployment default.
     let run = host.subagents().start("spawn", request("orphan")).unwrap();
-    assert_eq!(
-        run.result().await.unwrap().answer_text(),
-        "fallback ran: orphan"
-    );
+    assert_eq!(words(&run.result().await.unwrap()), "fallback ran: orphan");
     run.dispose().await;
     host.agents().dispose(parent.id()).await;
     assert_quiescent(&host);
@@ -1048,7 +1061,7 @@ async fn unloading_an_in_process_provider_mid_run_aborts_and_disposes_its_runs()
             .subagents()
             .start("stays", on_model("x", "scripted:quick"))
             .unwrap();
-        assert_eq!(run.result().await.unwrap().answer_text(), "still here");
+        assert_eq!(words(&run.result().await.unwrap()), "still here");
         run.dispose().await;
         assert_quiescent(&host);
     }

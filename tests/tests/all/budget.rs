@@ -53,9 +53,8 @@ async fn the_budget_is_an_entry_limit_and_is_given_back() {
         let result = run.result().await.unwrap();
         run.dispose().await;
         assert_eq!(result.stop_reason, StopReason::Error);
-        let text = result.answer_text();
-        assert!(text.contains("`host_memory_mb`"), "{text}");
-        assert!(text.contains("at most 4 MiB"), "{text}");
+        diagnosed(&result, "`host_memory_mb`");
+        diagnosed(&result, "at most 4 MiB");
     }
     assert_quiescent(&host);
 }

@@ -67,7 +67,7 @@ async fn serves(host: &Host, name: &str, reply: &str) {
     let result = run.result().await.unwrap();
     run.dispose().await;
     assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");
-    assert_eq!(result.answer_text(), reply);
+    assert_eq!(words(&result), reply);
 }
 
 /// The mock provider under its default name `mock`, replying `mock reply`.

@@ -76,7 +76,7 @@ async fn a_plugin_holds_at_most_its_connections_over_all_its_runs() {
     // Another plugin's request to its own origin goes through, and the flood's slots came back
     // with its runs: a new run of it can open its eight again.
     let polite = run_once(&host, "polite", request("x")).await;
-    assert_eq!(polite.answer_text(), "status 200", "{polite:?}");
+    assert_eq!(words(&polite), "status 200", "{polite:?}");
     assert!(answered.load(Ordering::SeqCst) >= 1);
     let again = run_once(&host, "flood", request("x")).await;
     assert!(
@@ -102,7 +102,7 @@ async fn a_connection_closed_gives_its_slot_back() {
     let host = host_with(&toml).await;
     for _ in 0..20 {
         let result = run_once(&host, "polite", request("x")).await;
-        assert_eq!(result.answer_text(), "status 200", "{result:?}");
+        assert_eq!(words(&result), "status 200", "{result:?}");
     }
     assert_eq!(answered.load(Ordering::SeqCst), 20);
 }
@@ -124,7 +124,7 @@ async fn user_information_in_an_authority_reaches_no_origin() {
         let host = host_with(&toml).await;
         let (result, _) = while_serving(&host, run_once(&host, "sneaky", request("x"))).await;
         assert_eq!(
-            result.answer_text(),
+            words(&result),
             "refused: ErrorCode::HttpRequestDenied",
             "{authority}: {result:?}"
         );

@@ -45,7 +45,7 @@ pub(crate) async fn while_serving<F: Future>(host: &Host, attack: F) -> (F::Outp
                 let result = run.result().await.unwrap();
                 run.dispose().await;
                 assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");
-                assert_eq!(result.answer_text(), "fine");
+                assert_eq!(words(&result), "fine");
                 served += 1;
                 if stop.is_cancelled() {
                     return served;
@@ -82,7 +82,7 @@ pub(crate) async fn run_once(
 pub(crate) async fn attack_output(host: &Host, name: &str) -> String {
     let (result, _) = while_serving(host, run_once(host, name, request("x"))).await;
     assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");
-    result.answer_text()
+    words(&result)
 }
 
 /// The stop reason and last assistant message of `name`'s last `subagent/end`.
@@ -162,11 +162,9 @@ async fn an_infinite_loop_is_stopped_by_the_cpu_budget() {
     assert!(served_during >= 1, "nothing was served during the loop");
     let result = run.result().await.unwrap();
     assert_eq!(result.stop_reason, StopReason::Error);
-    assert!(
-        result.answer_text().contains(
-            "plugin `spin` hit its limit `cpu_ms_per_call`: one call may use at most 1000 ms"
-        ),
-        "{result:?}"
+    diagnosed(
+        &result,
+        "plugin `spin` hit its limit `cpu_ms_per_call`: one call may use at most 1000 ms",
     );
     run.dispose().await;
     assert_limit_hit(&host, "spin", "cpu_ms_per_call").await;
@@ -191,10 +189,8 @@ async fn flooding_the_host_with_http_header_fields_stops_at_the_resource_cap() {
     let host = host_with(&toml).await;
     let (result, _) = while_serving(&host, run_once(&host, "fields", request("x"))).await;
     assert_eq!(result.stop_reason, StopReason::Error, "{result:?}");
-    assert!(
-        result.answer_text().contains("resource"),
-        "the cause is named: {result:?}"
-    );
+    // The cause is named.
+    diagnosed(&result, "resource");
     assert_eq!(host.live_instances(), 0);
 }
 
@@ -219,18 +215,11 @@ async fn deep_recursion_overflows_the_stack_and_ends_only_that_run() {
     let host = host_with(&toml).await;
     let (result, _) = while_serving(&host, run_once(&host, "deep", request("x"))).await;
     assert_eq!(result.stop_reason, StopReason::Error);
-    assert!(
-        result.answer_text().contains("stack"),
-        "the stack overflow is named: {result:?}"
-    );
+    // The stack overflow is named.
+    diagnosed(&result, "stack");
     let (result, _) = while_serving(&host, run_once(&host, "wide", request("x"))).await;
     assert_eq!(result.stop_reason, StopReason::Error);
-    assert!(
-        result
-            .answer_text()
-            .contains("provider `wide` failed: guest fault"),
-        "{result:?}"
-    );
+    diagnosed(&result, "provider `wide` failed: guest fault");
     assert_quiescent(&host);
 }
 
@@ -247,7 +236,7 @@ async fn a_huge_output_hits_the_output_cap() {
     // Under the cap, the same attack is just a big answer.
     let r = run_once(&host, "small", request("x")).await;
     assert_eq!(r.stop_reason, StopReason::Completed);
-    assert_eq!(r.answer_text().len(), 1_000_000);
+    assert_eq!(words(&r).len(), 1_000_000);
 }
 
 #[tokio::test]
@@ -555,10 +544,7 @@ async fn a_fault_while_producing_the_result_ends_the_run_error() {
         let seen = record(&host);
         let (result, _) = while_serving(&host, run_once(&host, "bad", request("x"))).await;
         assert_eq!(result.stop_reason, StopReason::Error, "{how}");
-        assert!(
-            result.answer_text().contains("provider `bad` failed"),
-            "{result:?}"
-        );
+        diagnosed(&result, "provider `bad` failed");
         assert_eq!(last_end(&seen, "bad").0, StopReason::Error);
         assert_quiescent(&host);
     }
@@ -596,7 +582,7 @@ async fn a_provider_that_ignores_cancel_is_dropped_after_the_grace() {
     let (result, _) = while_serving(&host, run.result()).await;
     let result = result.unwrap();
     assert_eq!(result.stop_reason, StopReason::Aborted);
-    assert!(result.answer_text().contains("enforced"), "{result:?}");
+    diagnosed(&result, "enforced");
     run.dispose().await;
     assert_quiescent(&host);
 }
@@ -625,7 +611,7 @@ async fn a_provider_that_lies_about_its_capabilities_fails_only_its_runs() {
     persona.persona = Some("pirate".into());
     let (r, _) = while_serving(&host, run_once(&host, "liar", persona)).await;
     assert_eq!(r.stop_reason, StopReason::Error);
-    assert!(r.answer_text().contains("I lied"), "{r:?}");
+    diagnosed(&r, "I lied");
 
     // Asked for nothing special, it answers.
     assert!(run_once(&host, "liar", request("x"))
@@ -1128,9 +1114,7 @@ async fn an_acp_agents_file_requests_cannot_leave_their_grant() {
         let host = host.clone();
         async move {
             let started = std::time::Instant::now();
-            let answer = run_once(&host, "files", request(&prompt))
-                .await
-                .answer_text();
+            let answer = words(&run_once(&host, "files", request(&prompt)).await);
             (answer, started.elapsed())
         }
     };

@@ -135,7 +135,7 @@ async fn reconfigure_diffs_entries() {
         .iter()
         .any(|e| matches!(e, Event::ProviderRemoved { name } if name == "a")));
     let run = host.subagents().start("b", request("x")).unwrap();
-    assert_eq!(run.result().await.unwrap().answer_text(), "new");
+    assert_eq!(words(&run.result().await.unwrap()), "new");
     run.dispose().await;
     let ids: Vec<String> = host.plugins().await.into_iter().map(|p| p.id).collect();
     assert_eq!(ids, ["a", "b", "c"]);
@@ -190,7 +190,7 @@ async fn a_warm_cache_skips_compilation() {
     let toml = mock("m", "reply = \"served\"");
     let serves = |host: Host| async move {
         let run = host.subagents().start("m", request("x")).unwrap();
-        assert_eq!(run.result().await.unwrap().answer_text(), "served");
+        assert_eq!(words(&run.result().await.unwrap()), "served");
         run.dispose().await;
     };
     let artifacts = || -> Vec<std::path::PathBuf> {
@@ -272,10 +272,7 @@ async fn entries_of_one_component_compile_it_once() {
     assert_eq!(hits + shared, 2);
     for id in ["a", "b", "c"] {
         let run = host.subagents().start(id, request("x")).unwrap();
-        assert_eq!(
-            run.result().await.unwrap().answer_text(),
-            format!("from {id}")
-        );
+        assert_eq!(words(&run.result().await.unwrap()), format!("from {id}"));
         run.dispose().await;
     }
     host.unload_all().await;

@@ -30,7 +30,7 @@ async fn complete(host: &seam_host::Host, provider: &str) -> (String, usize) {
     let result = run.result().await.unwrap();
     run.dispose().await;
     assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");
-    (id, result.answer_text().len())
+    (id, words(&result).len())
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -82,7 +82,7 @@ async fn duplicate_name_fails_and_first_stays() {
         let host = host.clone();
         async move {
             let run = host.subagents().start("first", request("hi")).unwrap();
-            let text = run.result().await.unwrap().answer_text();
+            let text = words(&run.result().await.unwrap());
             run.dispose().await;
             assert_eq!(text, "one");
             let r = host
@@ -200,7 +200,7 @@ async fn each_capability_is_accepted_when_present() {
     let result = run.result().await.unwrap();
     run.dispose().await;
     assert!(result.stop_reason.is_success());
-    assert_eq!(result.answer_text(), "p=terse");
+    assert_eq!(words(&result), "p=terse");
     assert_eq!(result.structured, Some(json!({"reply": "p=terse"})));
 }
 
@@ -310,10 +310,7 @@ async fn resume_reuses_the_request_snapshotted_at_start() {
     mine.parent.depth = 9;
     let first = run.result().await.unwrap();
     run.dispose().await;
-    assert_eq!(
-        first.answer_text(),
-        "echo <be exact\n\nPersona: pirate> first"
-    );
+    assert_eq!(words(&first), "echo <be exact\n\nPersona: pirate> first");
 
     let resumed = host
         .subagents()
@@ -322,7 +319,7 @@ async fn resume_reuses_the_request_snapshotted_at_start() {
     let second = resumed.result().await.unwrap();
     resumed.dispose().await;
     assert_eq!(
-        second.answer_text(),
+        words(&second),
         "echo <be exact\n\nPersona: pirate> again",
         "the resumed child runs with the snapshot's model, system prompt and persona"
     );
@@ -423,7 +420,7 @@ async fn what_was_registered_does_not_change_when_the_component_file_does() {
     // Swap the file for a different component: the registered provider is frozen.
     std::fs::copy(guest("faulty_provider"), &file).unwrap();
     let run = host.subagents().start("p", request("x")).unwrap();
-    assert_eq!(run.result().await.unwrap().answer_text(), "original");
+    assert_eq!(words(&run.result().await.unwrap()), "original");
     run.dispose().await;
     assert_eq!(host.subagents().descriptor("p").unwrap(), before);
 }

@@ -20,7 +20,7 @@ async fn a_run_becomes_ready_then_completes() {
     run.started().await.unwrap();
     let result = run.result().await.unwrap();
     assert_eq!(result.stop_reason, StopReason::Completed);
-    assert_eq!(result.answer_text(), "done: task");
+    assert_eq!(words(&result), "done: task");
     assert_eq!(result.structured, None, "no schema requested");
     run.dispose().await;
     assert_eq!(host.live_runs(), 0);
@@ -48,9 +48,7 @@ async fn guest_faults_resolve_error_and_the_host_keeps_serving() {
             .await
             .expect("result never fails on a guest fault");
         assert_eq!(result.stop_reason, StopReason::Error, "{name}");
-        assert!(result
-            .answer_text()
-            .contains(&format!("provider `{name}` failed")));
+        diagnosed(&result, &format!("provider `{name}` failed"));
         run.dispose().await;
         let good = host.subagents().start("good", request("x")).unwrap();
         assert!(good.result().await.unwrap().stop_reason.is_success());
@@ -167,10 +165,7 @@ async fn a_provider_that_ignores_cancel_is_stopped_by_the_host() {
         run.cancel(Some("stop".into()));
         let result = run.result().await.unwrap();
         assert_eq!(result.stop_reason, StopReason::Aborted, "{name}");
-        assert!(
-            result.answer_text().contains("enforced"),
-            "{name}: {result:?}"
-        );
+        diagnosed(&result, "enforced");
         run.dispose().await;
     }
     assert_eq!(host.live_instances(), 0);
@@ -326,10 +321,7 @@ async fn dispose_from_inside_the_runs_own_task_returns_and_leaves_nothing() {
         .unwrap();
     // Disposed before it could return its answer: `aborted`, and the later answer is ignored.
     assert_eq!(result.stop_reason, StopReason::Aborted, "{result:?}");
-    assert!(
-        result.answer_text().contains("disposed before it settled"),
-        "{result:?}"
-    );
+    diagnosed(&result, "disposed before it settled");
     assert!(run.is_disposed());
     assert!(
         returned.load(Ordering::SeqCst),

@@ -81,6 +81,8 @@ impl Drop for RunChild {
             session.header.session_id.clone(),
             session.completed_prefix(),
         );
-        self.agents.dispose_now(self.agent.id());
+        if let Some(teardown) = self.agents.dispose_now(self.agent.id()) {
+            self.ctx.wait_on_dispose(teardown);
+        }
     }
 }

@@ -766,22 +766,30 @@ impl AgentRegistry {
         self.forget(id);
     }
 
-    /// Disposes an agent without waiting (its turn is being dropped by its owner).
-    pub fn dispose_now(&self, id: &str) {
+    /// Disposes an agent without waiting (its turn is being dropped by its owner): it and its
+    /// descendants are aborted and forgotten at once, and their background runs are disposed on
+    /// a task, whose handle is returned for the owner to wait on (`None` outside a runtime,
+    /// where there is nothing left to run them on and the runs end with it).
+    pub fn dispose_now(&self, id: &str) -> Option<tokio::task::JoinHandle<()>> {
+        let mut owners = Vec::new();
+        self.forget_tree(id, &mut owners);
+        let subagents = self.subagents()?;
+        let rt = tokio::runtime::Handle::try_current().ok()?;
+        Some(rt.spawn(async move {
+            futures::future::join_all(owners.iter().map(|o| subagents.dispose_background_of(o)))
+                .await;
+        }))
+    }
+
+    /// Aborts and forgets `id` and its descendants, children first; collects their ids.
+    fn forget_tree(&self, id: &str, ids: &mut Vec<String>) {
         for child in self.children_of(id) {
-            self.dispose_now(child.id());
+            self.forget_tree(child.id(), ids);
         }
         if let Some(agent) = self.get(id) {
             agent.abort.cancel();
         }
-        if let Some(subagents) = self.subagents() {
-            let owner = id.to_string();
-            // Not waited for: the caller is being dropped. Outside a runtime there is nothing
-            // left to run them on, and the runs end with it.
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(async move { subagents.dispose_background_of(&owner).await });
-            }
-        }
+        ids.push(id.to_string());
         self.forget(id);
     }
 

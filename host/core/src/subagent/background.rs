@@ -56,8 +56,19 @@ impl Backgrounds {
     }
 
     /// Adds a run to `owner`'s; returns the settled runs it pushed out (to be disposed).
-    pub(crate) fn add(&self, owner: &str, run: SubagentRun, label: String) -> Vec<SubagentRun> {
+    /// With `only_if_present`, an owner with no runs (one being or already disposed) is refused,
+    /// and the run handed back.
+    pub(crate) fn add(
+        &self,
+        owner: &str,
+        run: SubagentRun,
+        label: String,
+        only_if_present: bool,
+    ) -> Result<Vec<SubagentRun>, SubagentRun> {
         let mut all = self.lock();
+        if only_if_present && !all.contains_key(owner) {
+            return Err(run);
+        }
         let runs = all.entry(owner.to_string()).or_default();
         runs.push(Entry {
             run,
@@ -73,7 +84,7 @@ impl Backgrounds {
             evicted.push(runs.remove(i).run);
             settled -= 1;
         }
-        evicted
+        Ok(evicted)
     }
 
     /// What `owner` can see of its runs, oldest first.
@@ -131,6 +142,14 @@ impl Backgrounds {
                 .map(|e| (e.run.clone(), e.label.clone()))
                 .collect()
         })
+    }
+
+    /// All of `owner`'s runs, left in place.
+    pub(crate) fn runs_of(&self, owner: &str) -> Vec<SubagentRun> {
+        self.lock()
+            .get(owner)
+            .map(|runs| runs.iter().map(|e| e.run.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// Removes and returns all of `owner`'s runs.

@@ -266,14 +266,17 @@ impl SubagentService {
             return Err(SubagentError::InvalidRequest("the message is empty".into()));
         }
         let target = self.resolve(caller, id)?;
-        self.deliver(caller, target, prompt)
+        self.deliver(caller, target, prompt, false)
     }
 
+    /// `wake`: no call of the caller's is behind it (the inbox woke the child), so a caller
+    /// being disposed gets no new run.
     fn deliver(
         self: &Arc<Self>,
         caller: &ParentRef,
         target: Target,
         prompt: Vec<ContentBlock>,
+        wake: bool,
     ) -> Result<Delivery, SubagentError> {
         let store = self.store().clone();
         let running_elsewhere = target.live.is_none() && target.latest.status == RunStatus::Running;
@@ -352,6 +355,7 @@ impl SubagentService {
             request,
             label,
             Some(ResumeSeed::new(StoredSession(session.clone()))),
+            wake,
         )?;
         // The activation it replaces is known to the parent now: it is not announced.
         let mut writes = vec![Write::Inbox {
@@ -403,7 +407,7 @@ impl SubagentService {
             }
             let woken = service
                 .resolve(&caller, &session)
-                .and_then(|target| service.deliver(&caller, target, Vec::new()));
+                .and_then(|target| service.deliver(&caller, target, Vec::new(), true));
             if let Err(e) = woken {
                 tracing::warn!(agent = %session, error = %e, "cannot wake the agent on its inbox");
             }

@@ -301,7 +301,7 @@ impl SubagentService {
         request: StartRequest,
         label: String,
     ) -> Result<SubagentRun, SubagentError> {
-        self.start_background_inner(owner, name, request, label, None)
+        self.start_background_inner(owner, name, request, label, None, false)
     }
 
     fn start_background_inner(
@@ -311,6 +311,7 @@ impl SubagentService {
         mut request: StartRequest,
         label: String,
         resume_seed: Option<ResumeSeed>,
+        wake: bool,
     ) -> Result<SubagentRun, SubagentError> {
         if self.background.running(owner) >= MAX_BACKGROUND_RUNS {
             return Err(SubagentError::InvalidState(format!(
@@ -320,7 +321,17 @@ impl SubagentService {
         // Not tied to the call's signal: the owner's disposal ends it.
         request.signal = None;
         let run = self.start_inner(name, request, resume_seed, Some(&label))?;
-        let evicted = self.background.add(owner, run.clone(), label);
+        // A wake (no call of the owner's behind it) must not outlive an owner being disposed:
+        // checked under the lock its disposal takes the runs with.
+        let evicted = match self.background.add(owner, run.clone(), label, wake) {
+            Ok(evicted) => evicted,
+            Err(run) => {
+                tokio::spawn(async move { run.dispose().await });
+                return Err(SubagentError::InvalidState(format!(
+                    "`{owner}` is gone: its child is not woken"
+                )));
+            }
+        };
         if !evicted.is_empty() {
             tokio::spawn(async move {
                 for run in evicted {
@@ -369,6 +380,11 @@ impl SubagentService {
 
     /// Cancels and disposes every background run of `owner`.
     pub async fn dispose_background_of(&self, owner: &str) {
+        // Disposed before they are forgotten: a teardown of the same owner that overlaps this
+        // one (the drop of a run cut short while its child was being disposed) still finds
+        // them, and its dispose waits for theirs.
+        let runs = self.background.runs_of(owner);
+        futures::future::join_all(runs.iter().map(|r| r.dispose())).await;
         let runs = self.background.remove_owner(owner);
         futures::future::join_all(runs.iter().map(|r| r.dispose())).await;
     }

@@ -167,6 +167,9 @@ pub(crate) struct RunShared {
     child: Mutex<Option<Weak<dyn Steer>>>,
     /// What the child left when it was torn down, for `resume`.
     left_for_resume: Mutex<Option<ResumeSeed>>,
+    /// Teardown the run's store started as it was dropped (the background runs of a child cut
+    /// short): dispose waits for it, so that nothing below the run outlives its dispose.
+    teardown: Mutex<Vec<JoinHandle<()>>>,
     /// For a resumed run: what its child starts from.
     resume_seed: Option<ResumeSeed>,
     /// The provider's runtime features, for `send-message` and `resume`.
@@ -246,6 +249,7 @@ impl RunShared {
             grace,
             child: Mutex::new(None),
             left_for_resume: Mutex::new(None),
+            teardown: Mutex::new(Vec::new()),
             resume_seed,
             features: descriptor.features,
             request: StartRequest {
@@ -564,7 +568,7 @@ impl RunShared {
             },
             other => other,
         };
-        if task.is_none() {
+        if task.is_none() && lock(&self.teardown).is_empty() {
             self.settle_if_unsettled();
             self.mark_disposed();
             return;
@@ -595,6 +599,9 @@ impl RunShared {
                 let _ = task.await;
             }
         }
+        // The store is gone; what its drop started ends before the run counts as disposed.
+        let teardown = std::mem::take(&mut *lock(&self.teardown));
+        futures::future::join_all(teardown).await;
         self.settle_if_unsettled();
         self.mark_disposed();
     }
@@ -777,6 +784,13 @@ impl RunContext {
     /// Keeps what the child leaves when it is torn down, so that the run can be resumed.
     pub fn keep_for_resume(&self, seed: ResumeSeed) {
         *lock(&self.0.left_for_resume) = Some(seed);
+    }
+
+    /// Makes the run's dispose wait for `teardown`: what dropping the run's store started and
+    /// could not wait for (a child cut short by an enforced cancel leaves its background runs
+    /// to a task).
+    pub fn wait_on_dispose(&self, teardown: JoinHandle<()>) {
+        lock(&self.0.teardown).push(teardown);
     }
 
     /// For a resumed run: what its child must start from.
