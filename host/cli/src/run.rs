@@ -109,6 +109,20 @@ async fn answer(
     };
     let outcome = agent.run_turn(vec![ContentBlock::text(prompt)]).await;
     let left = if args.detach {
+        // Left once each child exists (or failed to): a run let go of before its child was
+        // created would leave nothing to continue.
+        let starting = host
+            .subagents()
+            .background_runs(agent.id())
+            .into_iter()
+            .filter_map(|r| host.subagents().background_run(agent.id(), &r.id))
+            .map(|(run, _)| async move {
+                let _ = run.started().await;
+            });
+        tokio::select! {
+            _ = futures::future::join_all(starting) => {}
+            () = interrupt.cancelled() => {}
+        }
         host.subagents().detach_background_of(agent.id(), DETACHED)
     } else {
         wait_for_background(host, agent.id(), &session, &interrupt, progress.as_ref()).await;

@@ -692,6 +692,7 @@ fn acp_client(config: &Path, mode: &str, prompt: &str) -> serde_json::Value {
             "SEAM_CACHE_DIR",
             root().join("target").join("seam-test-cache"),
         )
+        .env("XDG_STATE_HOME", root().join("target/seam-test-state"))
         .output()
         .expect("the ACP client runs");
     assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
@@ -829,6 +830,7 @@ fn acp_answers_what_it_cannot_serve_with_json_rpc_errors() {
     .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_seam"))
         .args(["acp", config.to_str().unwrap()])
+        .env("XDG_STATE_HOME", root().join("target/seam-test-state"))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -969,7 +971,9 @@ fn hostile_a_progress_flood_to_a_slow_acp_client_is_dropped_not_queued() {
     std::fs::write(
         &config,
         format!(
-            "[agent]\nmodel = \"scripted:lead\"\n\n\
+            // The outbox is what is under test: the flood is not journaled to a disk store
+            // (400,000 commits, which its CPU budget would not cover).
+            "[agent]\nmodel = \"scripted:lead\"\n\n[sessions]\nstore = \"memory\"\n\n\
              [models.scripts.lead]\nsteps = [ {{ text = \"asking\", tool_calls = [ {} ] }}, \
              {{ text = \"asking again\", tool_calls = [ {} ] }}, {{ text = \"all done\" }} ]\n\n\
              [[plugin]]\nid = \"flood\"\ncomponent = \"{}\"\n\
@@ -997,6 +1001,7 @@ fn hostile_a_progress_flood_to_a_slow_acp_client_is_dropped_not_queued() {
     let started = std::time::Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_seam"))
         .args(["acp", config.to_str().unwrap()])
+        .env("XDG_STATE_HOME", root().join("target/seam-test-state"))
         .env(
             "SEAM_CACHE_DIR",
             root().join("target").join("seam-test-cache"),
@@ -1150,4 +1155,143 @@ fn hostile_a_guest_never_reads_a_host_backtrace() {
         );
     }
     assert!(answer.len() < 1200, "{} bytes", answer.len());
+}
+
+/// One `seam acp` process on `config`, driven line by line.
+struct AcpProcess {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    out: AcpOutput,
+}
+
+impl AcpProcess {
+    fn start(config: &Path, state: &Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_seam"))
+            .args(["acp", config.to_str().unwrap()])
+            .env("XDG_STATE_HOME", state)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let out = AcpOutput {
+            lines: seam_tests::lines_of(child.stdout.take().unwrap()),
+            backlog: Vec::new(),
+        };
+        Self { child, stdin, out }
+    }
+
+    fn send(&mut self, message: serde_json::Value) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Closes stdin and waits for the exit.
+    fn end(mut self) {
+        drop(self.stdin.take());
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+/// `session/load` continues a session an earlier `seam acp` kept: the conversation is replayed
+/// as `session/update`s before the answer, and the next prompt's model sees it.
+#[test]
+fn acp_session_load_replays_and_continues_a_kept_session() {
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = dir.path().join("acp.toml");
+    std::fs::write(
+        &config,
+        "[agent]\nmodel = \"scripted:lead\"\n\n[sessions]\nstore = \"sqlite:sessions.db\"\n\n\
+         [models.scripts.lead]\nsteps = [ { text = \"seen {history} messages\" } ]\n",
+    )
+    .unwrap();
+    let text_of = |u: &serde_json::Value| {
+        u["content"]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+
+    let mut first = AcpProcess::start(&config, &state);
+    first
+        .send(json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}));
+    assert_eq!(
+        first.out.answer(1)["result"]["agentCapabilities"]["loadSession"],
+        true
+    );
+    first.send(
+        json!({"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}),
+    );
+    let session = first.out.answer(2)["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    first.send(json!({"jsonrpc":"2.0","id":3,"method":"session/prompt",
+        "params":{"sessionId": session, "prompt":[{"type":"text","text":"first question"}]}}));
+    assert_eq!(first.out.answer(3)["result"]["stopReason"], "end_turn");
+    first.end();
+
+    let mut second = AcpProcess::start(&config, &state);
+    second
+        .send(json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}));
+    second.out.answer(1);
+    second.send(json!({"jsonrpc":"2.0","id":2,"method":"session/load",
+        "params":{"sessionId": "no-such-session", "cwd":"/","mcpServers":[]}}));
+    let missing = second.out.answer(2);
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-session"),
+        "{missing}"
+    );
+    second.send(json!({"jsonrpc":"2.0","id":3,"method":"session/load",
+        "params":{"sessionId": session, "cwd":"/","mcpServers":[]}}));
+    let loaded = second.out.answer(3);
+    assert!(loaded.get("error").is_none(), "{loaded}");
+    // Everything replayed came before the answer, in order.
+    let replayed: Vec<(String, String)> = second
+        .out
+        .backlog
+        .drain(..)
+        .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session)
+        .map(|m| {
+            let u = &m["params"]["update"];
+            (u["sessionUpdate"].as_str().unwrap().to_string(), text_of(u))
+        })
+        .collect();
+    assert_eq!(
+        replayed,
+        [
+            (
+                "user_message_chunk".to_string(),
+                "first question".to_string()
+            ),
+            (
+                "agent_message_chunk".to_string(),
+                "seen 1 messages".to_string()
+            ),
+        ]
+    );
+    second.send(json!({"jsonrpc":"2.0","id":4,"method":"session/load",
+        "params":{"sessionId": session, "cwd":"/","mcpServers":[]}}));
+    assert_eq!(
+        second.out.answer(4)["error"]["code"],
+        -32602,
+        "already open"
+    );
+    second.send(json!({"jsonrpc":"2.0","id":5,"method":"session/prompt",
+        "params":{"sessionId": session, "prompt":[{"type":"text","text":"second question"}]}}));
+    let chunk = second.out.next("the second answer", |m| {
+        m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    });
+    assert_eq!(text_of(&chunk["params"]["update"]), "seen 3 messages");
+    assert_eq!(second.out.answer(5)["result"]["stopReason"], "end_turn");
+    second.end();
 }

@@ -343,7 +343,7 @@ fn user_messages(store: &SqliteStore, session: &str) -> Vec<String> {
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|b| b["text"].as_str().unwrap_or_default().to_string())
+                .map(|b| b["value"].as_str().unwrap_or_default().to_string())
                 .collect::<Vec<_>>()
                 .join("\n")
         })
@@ -423,12 +423,9 @@ fn a_background_child_is_continued_by_a_later_process() {
     );
 }
 
-/// `--detach` leaves a running background child `interrupted`; a later process resumes it
-/// with `send_message` and stops its turn with `interrupt_agent`, which keeps it continuable.
-#[test]
-fn a_detached_child_is_left_interrupted_and_a_later_process_continues_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
+/// The config of the `--detach` test: `researcher` is the child's script, and the store is
+/// `sessions.db` in `dir`, shared by every config written there.
+fn detach_config(dir: &Path, name: &str, researcher: &str) -> PathBuf {
     let guest = |name: &str| seam_tests::guest(name).display().to_string();
     let config = format!(
         r#"
@@ -449,12 +446,12 @@ steps = [
 [models.scripts.followup]
 steps = [
     {{ text = "wake it", tool_calls = [{{ name = "send_message", arguments = {{ id = "spawn-1", message = "wrap up" }} }}] }},
-    {{ text = "stop it", tool_calls = [{{ name = "interrupt_agent", arguments = {{ id = "spawn-1" }} }}] }},
+    {{ text = "read it", tool_calls = [{{ name = "subagent_output", arguments = {{ id = "spawn-1", timeout_ms = 60000 }} }}] }},
     {{ text = "{{tool_results}}" }},
 ]
 
 [models.scripts.researcher]
-steps = [{{ text = "never in time", delay_ms = 600000 }}]
+steps = [{researcher}]
 
 [[plugin]]
 id = "spawn"
@@ -471,19 +468,42 @@ component = "{control}"
 config = {{ action = "send_message" }}
 
 [[plugin]]
-id = "interrupt-agent"
+id = "subagent-output"
 component = "{control}"
-config = {{ action = "interrupt_agent" }}
+config = {{ action = "output" }}
 "#,
         spawn = guest("spawn_provider"),
         tool = guest("subagent_tool"),
         control = guest("subagent_control"),
     );
-    let path = dir.path().join("detach.toml");
+    let path = dir.join(name);
     std::fs::write(&path, config).unwrap();
-    let path = path.to_str().unwrap();
+    path
+}
 
-    let (code, out, err) = run(&state, &[path, "go", "--detach", "--json"]);
+/// `--detach` leaves a running background child `interrupted`; a later process (whose config
+/// gives the child a script that ends) resumes it with `send_message` and reads its answer.
+/// Whether or not the first activation began its turn before it was let go of, nothing sent
+/// to the child is lost.
+#[test]
+fn a_detached_child_is_left_interrupted_and_a_later_process_continues_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let slow = detach_config(
+        dir.path(),
+        "slow.toml",
+        r#"{ text = "never in time", delay_ms = 600000 }"#,
+    );
+    let quick = detach_config(
+        dir.path(),
+        "quick.toml",
+        r#"{ text = "picked up: {prompt}" }"#,
+    );
+
+    let (code, out, err) = run(
+        &state,
+        &[slow.to_str().unwrap(), "go", "--detach", "--json"],
+    );
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(err.contains("1 background run left interrupted"), "{err}");
     let session = serde_json::from_str::<serde_json::Value>(out.trim()).unwrap()["session"]
@@ -497,6 +517,10 @@ config = {{ action = "interrupt_agent" }}
         assert_eq!(runs.len(), 1);
         assert_eq!(runs[0].status, RunStatus::Interrupted);
         assert!(
+            runs[0].child_session.is_some(),
+            "let go of once its child existed"
+        );
+        assert!(
             runs[0]
                 .diagnostic
                 .as_deref()
@@ -509,7 +533,7 @@ config = {{ action = "interrupt_agent" }}
     let (code, out, err) = run(
         &state,
         &[
-            path,
+            quick.to_str().unwrap(),
             "--session",
             &session,
             "--model",
@@ -519,16 +543,21 @@ config = {{ action = "interrupt_agent" }}
     );
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(
-        out.contains("interrupted"),
-        "the interrupt's answer: {out}\n{err}"
+        out.contains("picked up") && out.contains("wrap up"),
+        "{out}\n{err}"
     );
     let store = SqliteStore::open(&db, StoreLimits::default()).unwrap();
     let runs = store.runs_of(&session).unwrap();
     assert_eq!(runs.len(), 2, "{runs:#?}");
     let child = runs[0].child_session.clone().unwrap();
     assert_eq!(runs[1].child_session.as_deref(), Some(child.as_str()));
-    assert_eq!(runs[1].stop_reason.as_deref(), Some("aborted"));
-    assert_eq!(user_messages(&store, &child), ["dig", "wrap up"]);
+    assert_eq!(runs[1].stop_reason.as_deref(), Some("completed"));
+    let said = user_messages(&store, &child).join("\n");
+    let (dig, wrap) = (said.find("dig"), said.find("wrap up"));
+    assert!(
+        dig.is_some() && wrap.is_some() && dig < wrap,
+        "every message reached the child, in order: {said:?}"
+    );
     // The interrupted first activation was announced to the second process once, with how to
     // continue it.
     let lead = user_messages(&store, &session);

@@ -331,12 +331,7 @@ impl SubagentService {
                 target.id
             )));
         };
-        let mut blocks: Vec<ContentBlock> = read_inbox(store.inbox(&session).map_err(store_error)?)
-            .into_iter()
-            .flatten()
-            .collect();
-        blocks.extend(prompt);
-        let request = match &target.live {
+        let snapshot = match &target.live {
             Some(run) => RequestSnapshot::of(&run.0.request),
             None => serde_json::from_str::<RequestSnapshot>(&target.latest.start.request).map_err(
                 |e| {
@@ -346,8 +341,26 @@ impl SubagentService {
                     ))
                 },
             )?,
-        }
-        .into_request(caller.clone(), blocks);
+        };
+        // An activation that ended before its child began a turn (let go of, or interrupted,
+        // that early) never delivered its prompt: it goes first, so that nothing sent is lost.
+        let began = store
+            .events(&session)
+            .map_err(store_error)?
+            .iter()
+            .any(|e| e.kind == "turn/start" && e.at_ms >= target.latest.started_ms);
+        let mut blocks: Vec<ContentBlock> = if began {
+            Vec::new()
+        } else {
+            snapshot.prompt.clone()
+        };
+        blocks.extend(
+            read_inbox(store.inbox(&session).map_err(store_error)?)
+                .into_iter()
+                .flatten(),
+        );
+        blocks.extend(prompt);
+        let request = snapshot.into_request(caller.clone(), blocks);
         let label = target.latest.start.label.clone();
         self.start_background_inner(
             &caller.id,
