@@ -104,7 +104,8 @@ fuzz-run:
 	mkdir -p fuzz/corpus/acp_agent_lines fuzz/corpus/acp_client_lines fuzz/corpus/acp_file_requests
 	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run acp_agent_lines corpus/acp_agent_lines seeds/acp_agent_lines -- -seed=1 -runs=1000000
 	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run acp_client_lines corpus/acp_client_lines seeds/acp_client_lines -- -seed=1 -runs=1000000
-	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run acp_file_requests corpus/acp_file_requests seeds/acp_file_requests -- -seed=1 -runs=1000000
+	# Its fixture is a directory tree: on tmpfs a million inputs take about a minute.
+	cd fuzz && TMPDIR=$${TMPDIR:-/dev/shm} RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run acp_file_requests corpus/acp_file_requests seeds/acp_file_requests -- -seed=1 -runs=1000000
 	mkdir -p fuzz/corpus/component_load
 	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run component_load corpus/component_load ../target/guests/wasm32-wasip2/release -- -seed=1 -runs=2000
 
