@@ -110,7 +110,27 @@ pub async fn host_with(
     max_concurrent_runs: usize,
     entries: &str,
 ) -> Host {
-    let host = Host::new(options).expect("the bench host starts");
+    load(
+        Host::new(options).expect("the bench host starts"),
+        extra,
+        max_concurrent_runs,
+        entries,
+    )
+    .await
+}
+
+/// Like [`host`], keeping its sessions, runs and journal in `store`.
+pub async fn host_with_store(
+    options: HostOptions,
+    store: Arc<dyn seam_host::session_store::SessionStore>,
+) -> Host {
+    let host = Host::with_store(options, store).expect("the bench host starts");
+    load(host, "", 1000, "").await
+}
+
+/// Loads the mock (with `extra` config keys) and `entries` into `host`, and registers the
+/// native floor.
+async fn load(host: Host, extra: &str, max_concurrent_runs: usize, entries: &str) -> Host {
     let config = Config::parse(
         &(mock_entry(extra, max_concurrent_runs) + "\n" + entries),
         Path::new("bench.toml"),

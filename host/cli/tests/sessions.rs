@@ -15,8 +15,8 @@ fn seam(state: &Path) -> Command {
     command
 }
 
-/// A turn with a background child (`research`, slow) and a foreground one (`second_opinion`,
-/// on `fork`), then an answer; the store is `sessions.db` next to the config.
+/// A turn with two background children (`research`, slow) and a foreground one
+/// (`second_opinion`, on `fork`), then an answer; the store is `sessions.db` next to the config.
 fn crash_config(dir: &Path) -> PathBuf {
     let guest = |name: &str| seam_tests::guest(name).display().to_string();
     let config = format!(
@@ -29,8 +29,9 @@ store = "sqlite:sessions.db"
 
 [models.scripts.lead]
 steps = [
-    {{ text = "research in the background", tool_calls = [
+    {{ text = "research in the background, twice", tool_calls = [
         {{ name = "research", arguments = {{ description = "d", prompt = "dig", run_in_background = true }} }},
+        {{ name = "research", arguments = {{ description = "e", prompt = "dig deeper", run_in_background = true }} }},
     ] }},
     {{ text = "a second opinion", tool_calls = [
         {{ name = "second_opinion", arguments = {{ description = "d", prompt = "doubt" }} }},
@@ -110,10 +111,29 @@ fn run_and_kill(config: &Path, state: &Path, after: usize) -> Vec<String> {
     seen
 }
 
+/// Where the kill loop kills: `SEAM_KILLS` points (50 by default) after 0 to 13 event lines,
+/// spread by a fixed pseudo-random sequence so that every run of the test kills at the same
+/// points.
+fn kill_points() -> Vec<usize> {
+    let kills: usize = std::env::var("SEAM_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let mut x: u64 = 0x5eed;
+    (0..kills)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((x >> 33) % 14) as usize
+        })
+        .collect()
+}
+
 #[test]
 fn a_run_killed_at_any_point_leaves_a_sound_store_that_continues() {
     let mut interrupted_seen = 0;
-    for after in [0, 2, 4, 6, 9] {
+    for after in kill_points() {
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("state");
         let config = crash_config(dir.path());

@@ -267,6 +267,36 @@ fn tables() -> String {
 
     guest_table(w);
 
+    let in_memory = criterion_median("store/run_memory");
+    let on_disk = criterion_median("store/run_sqlite");
+    let append = criterion_median("store/append");
+    let reload = criterion_median("store/reload_10k");
+    let slower = in_memory.zip(on_disk).map(|(m, d)| d / m);
+    let _ = writeln!(
+        w,
+        "\n**Session store** (criterion medians; SQLite in WAL mode, a file under `target/`)\n"
+    );
+    let _ = writeln!(w, "| | time | |");
+    let _ = writeln!(w, "|---|---:|---:|");
+    let _ = writeln!(
+        w,
+        "| full mock run, memory store | {} | 1.00× |",
+        dur(in_memory)
+    );
+    let _ = writeln!(
+        w,
+        "| full mock run, SQLite store | {} | {} |",
+        dur(on_disk),
+        ratio(on_disk, in_memory)
+    );
+    let per_second = append.map_or("n/a".into(), |ns| format!("{:.0} appends/s", 1e9 / ns));
+    let _ = writeln!(
+        w,
+        "| one session event committed | {} | {per_second} |",
+        dur(append)
+    );
+    let _ = writeln!(w, "| reload a 10,000-event session | {} | |", dur(reload));
+
     // The targets of round two (issue 13); round one's that still hold are kept as guards.
     let _ = writeln!(w, "\n**Targets**\n");
     let _ = writeln!(w, "| target | figure | verdict |");
@@ -333,6 +363,16 @@ fn tables() -> String {
         "warm-cache cold start ≤ 30 ms",
         ms(&["warm", "total_ms"]),
         verdict(warm, 30.0),
+    );
+    target(
+        "the store costs a full run ≤ 10% (SQLite ÷ memory ≤ 1.10)",
+        ratio(on_disk, in_memory),
+        verdict(slower, 1.10),
+    );
+    target(
+        "reloading a 10,000-event session < 50 ms",
+        dur(reload),
+        verdict(reload.map(|ns| ns / 1e6), 50.0),
     );
     md
 }
