@@ -214,7 +214,7 @@ impl Host {
     }
 
     /// The subagent service: start runs, list providers.
-    pub fn subagents(&self) -> &SubagentService {
+    pub fn subagents(&self) -> &Arc<SubagentService> {
         &self.inner.runtime.subagents
     }
 

@@ -693,3 +693,85 @@ fn a_live_agent_left_to_a_runtime_shutting_down_is_ended() {
         "the agent was ended"
     );
 }
+
+/// An ACP entry declaring `resume` keeps each run's exchange as its child's session; a message
+/// to the finished child continues the agent's own session with `session/load` (the fixture
+/// keeps its sessions in a folder), and an agent that does not offer it fails the resumed run
+/// saying so.
+#[tokio::test]
+async fn an_acp_child_resumes_through_session_load_where_the_agent_offers_it() {
+    use seam_host::{AgentScope, AgentStatus, ContentBlock, Delivery, StartRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let kept = format!("sessions={}", dir.path().display());
+    let host = host_with(&format!(
+        "[models.scripts.default]\nsteps = [ {{ text = \"lead\" }} ]\n\n\
+         {}config = {{ name = \"keeper\", resume = true }}\n\n{}config = {{ name = \"forgetter\", resume = true }}\n",
+        acp_entry_with("keeper", &[kept, "acp-resume".into()]),
+        acp_entry_with("forgetter", &["acp-resume".into()]),
+    ))
+    .await;
+    assert!(
+        host.subagents()
+            .descriptor("keeper")
+            .unwrap()
+            .features
+            .resume
+    );
+    let lead = host.create_agent(None, "/").unwrap();
+    let me = lead.as_parent();
+    let subagents = host.subagents();
+    for provider in ["keeper", "forgetter"] {
+        let run = subagents
+            .start_background(
+                lead.id(),
+                provider,
+                StartRequest::new("echo first words", me.clone()),
+                provider.into(),
+            )
+            .unwrap();
+        let result = run.result().await.unwrap();
+        assert_eq!(words(&result), "first words");
+    }
+    let children = subagents
+        .list_agents(&me, AgentScope::Children, None)
+        .unwrap();
+    assert_eq!(children.len(), 2, "{children:?}");
+    assert!(children
+        .iter()
+        .all(|c| c.status == AgentStatus::Ready && c.id != c.run_id));
+
+    let keeper = &children[0];
+    let delivery = subagents
+        .send_to_agent(&me, &keeper.id, vec![ContentBlock::text("history")])
+        .unwrap();
+    assert_eq!(delivery, Delivery::Woken);
+    let forgetter = &children[1];
+    subagents
+        .send_to_agent(&me, &forgetter.id, vec![ContentBlock::text("history")])
+        .unwrap();
+    let mut results = Vec::new();
+    for info in subagents.background_runs(lead.id()).into_iter().skip(2) {
+        let (run, label) = subagents.background_run(lead.id(), &info.id).unwrap();
+        results.push((label, run.result().await));
+    }
+    let (_, resumed) = results.iter().find(|(l, _)| l == "keeper").unwrap();
+    assert_eq!(
+        words(resumed.as_ref().unwrap()),
+        "echo first words",
+        "the agent's own session went on"
+    );
+    // It fails before its child exists: the attempt is refused, naming what is missing.
+    let (_, refused) = results.iter().find(|(l, _)| l == "forgetter").unwrap();
+    match refused {
+        Err(e) => assert!(e.to_string().contains("session/load"), "{e}"),
+        Ok(r) => {
+            diagnosed(r, "session/load");
+        }
+    }
+    // The kept child session holds both turns.
+    let stored = host.agents().store().events(&keeper.id).unwrap();
+    let turns = stored.iter().filter(|e| e.kind == "turn/start").count();
+    assert_eq!(turns, 2, "{stored:?}");
+    host.agents().dispose(lead.id()).await;
+    assert_no_agent_left(&host, "acp-resume").await;
+}

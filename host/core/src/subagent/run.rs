@@ -749,6 +749,12 @@ impl Drop for Emitting {
 pub struct RunContext(Arc<RunShared>);
 
 impl RunContext {
+    /// The session store the run's records are kept in (a provider that keeps its child's
+    /// session itself writes it there, through [`RunContext::link_child_session`]).
+    pub fn store(&self) -> &Arc<dyn crate::store::SessionStore> {
+        self.0.events.store()
+    }
+
     /// A token cancelled when the run is cancelled or disposed; link what the run owns to it.
     pub fn token(&self) -> CancellationToken {
         self.0.cancel.clone()

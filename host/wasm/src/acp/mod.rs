@@ -24,7 +24,9 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use seam_core::live::LiveCounts;
-use seam_core::subagent::{Provider, RunContext, RunFailure};
+use seam_core::session::SessionEvent;
+use seam_core::store::Write;
+use seam_core::subagent::{Provider, RunContext, RunFailure, StoredSession};
 use seam_core::types::{
     Capabilities, ContentBlock, ProviderDescriptor, RuntimeFeatures, StartRequest, StopReason,
     SubagentResult,
@@ -65,6 +67,11 @@ struct Settings {
     name: Option<String>,
     #[serde(default)]
     permissions: Permissions,
+    /// Declares `resume`: each run's exchange is kept as the child's session in the store, and
+    /// a resumed run continues the agent's own session with `session/load` (an agent that
+    /// does not offer it fails the resumed run, saying so).
+    #[serde(default)]
+    resume: bool,
 }
 
 /// Refuses the grants that mean nothing to a process Seam does not sandbox: of the grants only
@@ -135,6 +142,8 @@ pub(crate) struct AcpProvider {
 }
 
 struct Inner {
+    /// Whether runs keep the child's session for `resume`.
+    resume: bool,
     plugin: Arc<str>,
     argv: Vec<String>,
     env: Vec<(String, String)>,
@@ -154,7 +163,9 @@ impl AcpProvider {
         let settings: Settings = serde_json::from_value(spec.config).map_err(|e| {
             EntryError::new(
                 "config",
-                format!("key `config`: {e} (an ACP entry takes `name` and `permissions`)"),
+                format!(
+                    "key `config`: {e} (an ACP entry takes `name`, `permissions` and `resume`)"
+                ),
             )
         })?;
         let descriptor = ProviderDescriptor {
@@ -167,10 +178,14 @@ impl AcpProvider {
                 tool_filter: false,
                 persona: true,
             },
-            features: RuntimeFeatures::default(),
+            features: RuntimeFeatures {
+                steering: false,
+                resume: settings.resume,
+            },
             inherits_parent_context: false,
         };
         let inner = Inner {
+            resume: settings.resume,
             plugin: spec.plugin,
             argv: spec.argv,
             env: spec.env,
@@ -225,6 +240,7 @@ impl Inner {
             reported: 0,
             cancel_sent: false,
             session_id: None,
+            replaying: false,
         };
         let outcome = session.drive(&request, &cwd).await;
         let outcome = match outcome {
@@ -273,6 +289,8 @@ struct Session<'a> {
     reported: usize,
     cancel_sent: bool,
     session_id: Option<String>,
+    /// While `session/load` replays the session: its updates are history, not this run's.
+    replaying: bool,
 }
 
 impl Session<'_> {
@@ -307,21 +325,42 @@ impl Session<'_> {
                 version.map_or_else(|| "(none given)".to_string(), |v| v.to_string())
             )));
         }
-        let created = self
-            .call(
-                "session/new",
-                json!({"cwd": cwd.to_string_lossy(), "mcpServers": []}),
-            )
-            .await?;
-        let Some(created) = created else {
-            return Ok(aborted(String::new()));
+        let loads = init
+            .pointer("/agentCapabilities/loadSession")
+            .and_then(Value::as_bool)
+            == Some(true);
+        let resumed = self
+            .ctx
+            .resumed_from()
+            .and_then(|seed| seed.downcast_ref::<StoredSession>().cloned());
+        let (session_id, kept) = match resumed {
+            Some(StoredSession(kept)) => match self.load(&kept, loads, cwd).await? {
+                Some(session_id) => (session_id, Some(kept)),
+                None => return Ok(aborted(String::new())),
+            },
+            None => {
+                let created = self
+                    .call(
+                        "session/new",
+                        json!({"cwd": cwd.to_string_lossy(), "mcpServers": []}),
+                    )
+                    .await?;
+                let Some(created) = created else {
+                    return Ok(aborted(String::new()));
+                };
+                let Some(session_id) = created.get("sessionId").and_then(Value::as_str) else {
+                    return Err(Stop::Failed(
+                        "its `session/new` answer has no `sessionId`".into(),
+                    ));
+                };
+                (session_id.to_string(), None)
+            }
         };
-        let Some(session_id) = created.get("sessionId").and_then(Value::as_str) else {
-            return Err(Stop::Failed(
-                "its `session/new` answer has no `sessionId`".into(),
-            ));
-        };
-        self.session_id = Some(session_id.to_string());
+        self.session_id = Some(session_id.clone());
+        let child = self
+            .inner
+            .resume
+            .then(|| self.keep_session(kept, &session_id, request, cwd));
         self.ctx.ready();
         let answer = self
             .call(
@@ -329,6 +368,13 @@ impl Session<'_> {
                 json!({"sessionId": session_id, "prompt": prompt_blocks(request)}),
             )
             .await?;
+        if let (Some(Some((session, turn))), Some(answer)) = (&child, &answer) {
+            let reason = answer
+                .get("stopReason")
+                .and_then(Value::as_str)
+                .unwrap_or("end_turn");
+            self.record_answer(session, *turn, reason);
+        }
         let answer_text = std::mem::take(&mut self.answer);
         let Some(answer) = answer else {
             return Ok(aborted(answer_text));
@@ -356,6 +402,110 @@ impl Session<'_> {
             stop_reason,
             diagnostic: None,
         })
+    }
+
+    /// `session/load` of the agent's session kept as the store's session `kept`; returns the
+    /// agent's session id (`None`: cancelled first).
+    async fn load(
+        &mut self,
+        kept: &str,
+        loads: bool,
+        cwd: &std::path::Path,
+    ) -> Result<Option<String>, Stop> {
+        if !loads {
+            return Err(Stop::Failed(
+                "it does not offer `session/load` (loadSession), so its session cannot be \
+                 continued"
+                    .into(),
+            ));
+        }
+        let agent_session = match self.ctx.store().session(kept) {
+            Ok(Some(summary)) => summary.agent,
+            Ok(None) => {
+                return Err(Stop::Failed(format!(
+                    "session `{kept}` is not in the session store"
+                )))
+            }
+            Err(e) => return Err(Stop::Failed(format!("the session store: {e}"))),
+        };
+        self.session_id = Some(agent_session.clone());
+        self.replaying = true;
+        let loaded = self
+            .call(
+                "session/load",
+                json!({"sessionId": agent_session, "cwd": cwd.to_string_lossy(), "mcpServers": []}),
+            )
+            .await;
+        self.replaying = false;
+        Ok(loaded?.map(|_| agent_session))
+    }
+
+    /// Keeps this run's exchange as the child's session in the store (`kept`, for a resumed
+    /// run, else a new one whose agent is the ACP session id `session/load` takes), linked to
+    /// the run, with the turn's start and prompt. Returns the session and the turn's number.
+    fn keep_session(
+        &mut self,
+        kept: Option<String>,
+        agent_session: &str,
+        request: &StartRequest,
+        cwd: &std::path::Path,
+    ) -> Option<(String, u32)> {
+        let store = self.ctx.store().clone();
+        let id = kept.unwrap_or_else(|| format!("{}-acp-{}", store.id_prefix(), self.ctx.id()));
+        let turn = store
+            .events(&id)
+            .map(|e| e.iter().filter(|e| e.kind == "turn/start").count())
+            .unwrap_or(0) as u32
+            + 1;
+        let event = |e: SessionEvent| Write::Append {
+            session: id.clone(),
+            kind: e.kind().to_string(),
+            body: e.to_json(),
+        };
+        let writes = vec![
+            Write::OpenSession {
+                id: id.clone(),
+                agent: agent_session.to_string(),
+                parent: Some(request.parent.session_id.clone()),
+                working_directory: cwd.to_string_lossy().into_owned(),
+            },
+            event(SessionEvent::TurnStart { turn }),
+            event(SessionEvent::UserMessage {
+                content: request.prompt.clone(),
+            }),
+        ];
+        if let Err(e) = store.commit(writes) {
+            tracing::warn!(plugin = %self.inner.plugin, error = %e, "cannot keep the ACP child's session");
+            return None;
+        }
+        self.ctx.link_child_session(&id);
+        Some((id, turn))
+    }
+
+    /// The turn's answer and end, in the child's kept session.
+    fn record_answer(&self, session: &str, turn: u32, reason: &str) {
+        let event = |e: SessionEvent| Write::Append {
+            session: session.to_string(),
+            kind: e.kind().to_string(),
+            body: e.to_json(),
+        };
+        let reason = match reason {
+            "end_turn" => StopReason::Completed,
+            "cancelled" => StopReason::Aborted,
+            "max_tokens" => StopReason::MaxTokens,
+            "refusal" => StopReason::Refusal,
+            other => StopReason::Other(other.replace('_', "-")),
+        };
+        let writes = vec![
+            event(SessionEvent::AssistantMessage {
+                text: self.answer.clone(),
+                tool_calls: Vec::new(),
+            }),
+            event(SessionEvent::TurnEnd { turn, reason }),
+        ];
+        if let Err(e) = self.ctx.store().commit(writes) {
+            tracing::warn!(plugin = %self.inner.plugin, error = %e, "cannot keep the ACP child's answer");
+        }
     }
 
     /// Sends a request and serves the agent until its answer comes. `None`: the run was
@@ -405,7 +555,7 @@ impl Session<'_> {
                     method: note,
                     params,
                 }) => {
-                    if note == "session/update" {
+                    if note == "session/update" && !self.replaying {
                         self.update(&params)?;
                     }
                 }
