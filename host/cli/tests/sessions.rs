@@ -165,6 +165,11 @@ fn a_run_killed_at_any_point_leaves_a_sound_store_that_continues() {
                             interrupted_seen += 1;
                             assert!(run.diagnostic.is_some(), "{run:?}");
                             assert!(run.stop_reason.is_none(), "never completed: {run:?}");
+                            // Resumable: its child's session is there to continue (one
+                            // interrupted before its child existed is listed as failed).
+                            if let Some(child) = &run.child_session {
+                                assert!(store.session(child).unwrap().is_some(), "{run:?}");
+                            }
                         }
                         RunStatus::Running => panic!("kill after {after}: still running: {run:?}"),
                     }

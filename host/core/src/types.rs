@@ -415,7 +415,8 @@ pub enum AgentStatus {
     Idle,
     /// Finished with an answer its parent has not been told of yet.
     Ready,
-    /// Its latest activation failed (error, refusal, max-tokens or a provider's own reason).
+    /// Its latest activation failed (error, refusal, max-tokens or a provider's own reason),
+    /// or was stopped before it kept a session to continue.
     Failed,
     /// Its turn was stopped (`interrupt_agent`, a cancel) or the process running it ended
     /// first; it keeps its session and inbox and can be sent a message.

@@ -85,9 +85,15 @@ fn status_of(latest: &RunRecord, live: Option<&SubagentRun>) -> AgentStatus {
     if live.is_some_and(|r| r.try_result().is_none()) {
         return AgentStatus::Running;
     }
+    // Only a child that keeps a session can be continued: one stopped without one failed.
+    let continuable = latest.child_session.is_some();
     match latest.status {
         RunStatus::Running => AgentStatus::Running,
-        RunStatus::Interrupted => AgentStatus::Interrupted,
+        RunStatus::Interrupted if continuable => AgentStatus::Interrupted,
+        RunStatus::Interrupted => AgentStatus::Failed,
+        RunStatus::Ended if !continuable && latest.stop_reason.as_deref() == Some("aborted") => {
+            AgentStatus::Failed
+        }
         RunStatus::Ended => match latest.stop_reason.as_deref() {
             Some("completed") if latest.start.background && !latest.announced => AgentStatus::Ready,
             Some("completed") => AgentStatus::Idle,
