@@ -9,7 +9,7 @@
 //! source of truth for everything but the live runs of this process.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::store::{RunKey, RunRecord, RunStatus, SessionStore, StoreError, Write};
 use crate::sync::lock;
@@ -29,18 +29,6 @@ pub const MAX_REPORT_BYTES: usize = 16 * 1024;
 /// The seed of a child resumed from the store: the session it continues.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredSession(pub String);
-
-/// What the service keeps in memory about continuable children (the rest is in the store).
-#[derive(Default)]
-pub(crate) struct Durable {
-    /// Children interrupted by their parent: their inbox waits for the next message instead of
-    /// waking them when the activation ends.
-    held: Mutex<HashSet<String>>,
-    /// Children whose live activation a task watches, to wake them on their inbox.
-    watched: Mutex<HashSet<String>>,
-    /// Parent sessions with a next-step report not yet delivered: the model step's fast path.
-    reports_for: Mutex<HashSet<String>>,
-}
 
 /// What a parent is told at the start of a turn (or before a model step), and the writes that
 /// record it was told, to be committed with the message.

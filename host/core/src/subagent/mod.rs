@@ -7,6 +7,7 @@
 mod background;
 mod durable;
 mod error;
+mod held;
 mod run;
 pub mod structured;
 pub mod talk;
@@ -54,7 +55,7 @@ pub struct SubagentService {
     /// Runs that belong to agents rather than calls.
     background: background::Backgrounds,
     /// What continuable children keep in memory.
-    durable: durable::Durable,
+    durable: held::Durable,
 }
 
 impl SubagentService {
@@ -69,7 +70,7 @@ impl SubagentService {
             cancel_grace,
             max_tree_depth: AtomicU32::new(DEFAULT_MAX_TREE_DEPTH),
             background: background::Backgrounds::default(),
-            durable: durable::Durable::default(),
+            durable: held::Durable::default(),
         }
     }
 
