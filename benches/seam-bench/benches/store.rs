@@ -113,6 +113,12 @@ fn store(c: &mut Criterion) {
     big.commit(writes).expect("the big session");
     assert_eq!(big.events("big").expect("its events").len(), 10_000);
     let host = rt.block_on(host_with_store(options(10), big));
+    let mut models = seam_host::model::ModelsConfig::default();
+    models.scripts.insert(
+        "default".into(),
+        seam_host::model::Script { steps: Vec::new() },
+    );
+    host.models().configure(models);
     group.bench_function("reload_10k", |b| {
         b.iter(|| {
             let agent = host

@@ -259,6 +259,18 @@ impl EventBus {
     /// alone is journaled and delivered all the same (an observer must not miss what happened)
     /// and the error is returned, for the writer to stop what it is doing.
     pub fn emit_with(&self, event: &Event, mut writes: Vec<Write>) -> Result<(), StoreError> {
+        if !self.store.journals() {
+            let outcome = if writes.is_empty() {
+                Ok(())
+            } else {
+                self.store.commit(writes)
+            };
+            if let Err(e) = &outcome {
+                tracing::warn!(event = event.name(), error = %e, "session store refused a write");
+            }
+            self.deliver(event);
+            return outcome;
+        }
         let entry = Write::Bus {
             name: event.name().to_string(),
             body: event.to_json(),

@@ -28,11 +28,14 @@ struct Inner {
     inboxes: HashMap<String, String>,
 }
 
-/// Sessions, runs and the journal in memory.
+/// Sessions, runs and (if asked for) the journal in memory.
 #[derive(Default)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
     limits: StoreLimits,
+    /// Whether it keeps the journal: nothing in a process reads back the events it saw, so by
+    /// default it does not (serialising every event cost a full run about a fifth).
+    journal: bool,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -49,11 +52,20 @@ impl MemoryStore {
     /// Sessions kept (the least recently written go first, a tenth at a time).
     pub const SESSIONS: usize = 1_000;
 
-    /// An empty store enforcing `limits`.
+    /// An empty store enforcing `limits`, keeping no journal.
     pub fn new(limits: StoreLimits) -> Self {
         Self {
             inner: Mutex::default(),
             limits,
+            journal: false,
+        }
+    }
+
+    /// [`MemoryStore::new`], keeping the latest [`MemoryStore::JOURNAL`] bus events too.
+    pub fn journaling(limits: StoreLimits) -> Self {
+        Self {
+            journal: true,
+            ..Self::new(limits)
         }
     }
 }
@@ -257,6 +269,10 @@ impl Inner {
 impl SessionStore for MemoryStore {
     fn id_prefix(&self) -> &str {
         "session"
+    }
+
+    fn journals(&self) -> bool {
+        self.journal
     }
 
     fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {

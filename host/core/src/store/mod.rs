@@ -245,6 +245,12 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
     /// store, so that ids never collide across processes.
     fn id_prefix(&self) -> &str;
 
+    /// Whether it keeps the journal of bus events ([`Write::Bus`]): a store that does not is
+    /// not handed them, so an event is not serialised for nothing.
+    fn journals(&self) -> bool {
+        true
+    }
+
     /// Applies `writes` atomically, in order. An append past the session's size limit refuses
     /// the whole batch with [`StoreError::SessionFull`].
     fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError>;

@@ -25,7 +25,7 @@ fn backends(max: u64) -> Vec<(Arc<dyn SessionStore>, Option<tempfile::TempDir>)>
     let dir = tempfile::tempdir().unwrap();
     let sqlite = SqliteStore::open(&dir.path().join("s.db"), limits(max)).unwrap();
     vec![
-        (Arc::new(MemoryStore::new(limits(max))), None),
+        (Arc::new(MemoryStore::journaling(limits(max))), None),
         (Arc::new(sqlite), Some(dir)),
     ]
 }
