@@ -265,7 +265,7 @@ fn sessions_commands_list_show_tree_remove_and_collect() {
         .iter()
         .map(|r| r["provider"].as_str().unwrap())
         .collect();
-    assert_eq!(providers, ["spawn", "fork"], "{tree}");
+    assert_eq!(providers, ["spawn", "spawn", "fork"], "{tree}");
     for run in runs {
         assert_eq!(run["stop-reason"], "completed", "{tree}");
         assert!(

@@ -60,6 +60,24 @@ fn parent(core: &Core, session: Option<&str>) -> Arc<Agent> {
     core.agents.create(spec, None).unwrap()
 }
 
+/// Starts a background run of `lead`'s on `provider`.
+fn background(
+    core: &Core,
+    lead: &Agent,
+    provider: &str,
+    prompt: &str,
+    label: &str,
+) -> seam_core::SubagentRun {
+    core.subagents
+        .start_background(
+            lead.id(),
+            provider,
+            StartRequest::new(prompt, lead.as_parent()),
+            label.into(),
+        )
+        .unwrap()
+}
+
 fn text(s: &str) -> Vec<ContentBlock> {
     vec![ContentBlock::text(s)]
 }
@@ -109,15 +127,7 @@ async fn a_finished_child_is_ready_then_idle_once_announced_and_a_message_wakes_
     ]);
     let lead = parent(&core, None);
     let me = lead.as_parent();
-    let run = core
-        .subagents
-        .start_background(
-            lead.id(),
-            "spawn",
-            StartRequest::new("task one", me.clone()),
-            "worker".into(),
-        )
-        .unwrap();
+    let run = background(&core, &lead, "spawn", "task one", "worker");
     within("the first result", run.result()).await.unwrap();
 
     let listed = core
@@ -194,15 +204,7 @@ async fn a_message_to_a_running_child_waits_in_its_inbox_and_wakes_it_when_the_t
     ]);
     let lead = parent(&core, None);
     let me = lead.as_parent();
-    let run = core
-        .subagents
-        .start_background(
-            lead.id(),
-            "spawn",
-            StartRequest::new("hold on", me.clone()),
-            "held".into(),
-        )
-        .unwrap();
+    let run = background(&core, &lead, "spawn", "hold on", "held");
     within("the gate", gate.entered.notified()).await;
     let child = core
         .subagents
@@ -254,14 +256,7 @@ async fn an_interrupted_child_keeps_its_inbox_until_the_next_message() {
     ]);
     let lead = parent(&core, None);
     let me = lead.as_parent();
-    core.subagents
-        .start_background(
-            lead.id(),
-            "spawn",
-            StartRequest::new("long task", me.clone()),
-            "long".into(),
-        )
-        .unwrap();
+    background(&core, &lead, "spawn", "long task", "long");
     within("the gate", gate.entered.notified()).await;
     let id = core
         .subagents
@@ -323,15 +318,7 @@ async fn a_later_process_lists_resumes_and_announces_a_child_from_the_store() {
         ]);
         let lead = parent(&core, None);
         let me = lead.as_parent();
-        let run = core
-            .subagents
-            .start_background(
-                lead.id(),
-                "spawn",
-                StartRequest::new("remember this", me.clone()),
-                "memory".into(),
-            )
-            .unwrap();
+        let run = background(&core, &lead, "spawn", "remember this", "memory");
         within("the result", run.result()).await.unwrap();
         let child = core
             .subagents
@@ -397,15 +384,7 @@ async fn only_a_resumable_provider_is_woken_and_only_the_callers_children_are_re
     core.scripts(&[("parent", vec![say("ok")])]);
     let lead = parent(&core, None);
     let me = lead.as_parent();
-    let run = core
-        .subagents
-        .start_background(
-            lead.id(),
-            "once",
-            StartRequest::new("go", me.clone()),
-            "one-shot".into(),
-        )
-        .unwrap();
+    let run = background(&core, &lead, "once", "go", "one-shot");
     within("the result", run.result()).await.unwrap();
     let listed = core
         .subagents
@@ -455,15 +434,7 @@ async fn descendants_are_listed_level_by_level() {
     ]);
     let lead = parent(&core, None);
     let me = lead.as_parent();
-    let run = core
-        .subagents
-        .start_background(
-            lead.id(),
-            "spawn",
-            StartRequest::new("delegate", me.clone()),
-            "middle".into(),
-        )
-        .unwrap();
+    let run = background(&core, &lead, "spawn", "delegate", "middle");
     within("the gate", gate.entered.notified()).await;
     // The child delegates in turn, as itself.
     let middle = core
@@ -526,15 +497,7 @@ async fn a_next_step_report_reaches_the_parent_before_its_next_model_call_and_a_
     )]);
     let lead = parent(&core, None);
     let me = lead.as_parent();
-    let run = core
-        .subagents
-        .start_background(
-            lead.id(),
-            "held",
-            StartRequest::new("work", me.clone()),
-            "reporter".into(),
-        )
-        .unwrap();
+    let run = background(&core, &lead, "held", "work", "reporter");
     within("started", run.started()).await.unwrap();
     let as_child = seam_core::ParentRef {
         id: run.id().to_string(),
@@ -601,15 +564,7 @@ async fn a_detached_child_is_left_interrupted_and_can_be_continued() {
     ]);
     let lead = parent(&core, None);
     let me = lead.as_parent();
-    let run = core
-        .subagents
-        .start_background(
-            lead.id(),
-            "spawn",
-            StartRequest::new("keep going", me.clone()),
-            "detached".into(),
-        )
-        .unwrap();
+    let run = background(&core, &lead, "spawn", "keep going", "detached");
     within("the gate", gate.entered.notified()).await;
     let let_go = core
         .subagents
