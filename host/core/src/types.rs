@@ -510,3 +510,58 @@ pub enum ReportMode {
     /// Stored, and delivered to the parent before its next model step.
     NextStep,
 }
+
+/// A run's request as its record keeps it: everything but the signal. Read back to continue
+/// the run's child in a later process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RequestSnapshot {
+    /// The task.
+    pub prompt: Vec<ContentBlock>,
+    /// The calling agent, as it was.
+    pub parent: ParentRef,
+    /// Child agent options.
+    pub agent_options: Option<AgentOptions>,
+    /// The structured answer's schema.
+    pub output_schema: Option<serde_json::Value>,
+    /// The depth cap.
+    pub max_depth: Option<i64>,
+    /// Tool visibility.
+    pub tool_filter: Option<ToolFilter>,
+    /// The persona.
+    pub persona: Option<String>,
+}
+
+impl RequestSnapshot {
+    /// The snapshot of `request`.
+    pub fn of(request: &StartRequest) -> Self {
+        Self {
+            prompt: request.prompt.clone(),
+            parent: request.parent.clone(),
+            agent_options: request.agent_options.clone(),
+            output_schema: request.output_schema.clone(),
+            max_depth: request.max_depth,
+            tool_filter: request.tool_filter.clone(),
+            persona: request.persona.clone(),
+        }
+    }
+
+    /// As the store keeps it.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The request again, for `parent` and with `prompt`.
+    pub fn into_request(self, parent: ParentRef, prompt: Vec<ContentBlock>) -> StartRequest {
+        StartRequest {
+            prompt,
+            parent,
+            signal: None,
+            agent_options: self.agent_options,
+            output_schema: self.output_schema,
+            max_depth: self.max_depth,
+            tool_filter: self.tool_filter,
+            persona: self.persona,
+        }
+    }
+}

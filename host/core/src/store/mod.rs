@@ -133,8 +133,9 @@ pub struct RunStart {
     pub parent_agent: String,
     /// The calling agent's session.
     pub parent_session: String,
-    /// The request, as JSON (prompt, options, schema, filter; no signal).
-    pub request: String,
+    /// The request (prompt, options, schema, filter; no signal). Typed, so that a store that
+    /// does not write it out (the memory store) pays for no serialisation.
+    pub request: crate::types::RequestSnapshot,
     /// Whether the run belongs to its parent agent rather than to a call (a background run).
     pub background: bool,
     /// The label it was started with (empty for a foreground run).

@@ -404,7 +404,16 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
             provider: r.get(2)?,
             parent_agent: r.get(3)?,
             parent_session: r.get(4)?,
-            request: r.get(5)?,
+            request: {
+                let text: String = r.get(5)?;
+                serde_json::from_str(&text).map_err(|e| {
+                    rusqlite::Error::FromSqlConversionFailure(
+                        5,
+                        rusqlite::types::Type::Text,
+                        Box::new(e),
+                    )
+                })?
+            },
             background: r.get::<_, i64>(12)? != 0,
             label: r.get(13)?,
         },
@@ -512,7 +521,7 @@ impl SessionStore for SqliteStore {
                 run.provider,
                 run.parent_agent,
                 run.parent_session,
-                run.request,
+                run.request.to_json(),
                 self.holder,
                 now_ms() as i64,
                 i64::from(run.background),
@@ -647,11 +656,13 @@ mod tests {
         {
             let conn = Connection::open(&path).expect("a database");
             conn.execute_batch(MIGRATIONS[0]).expect("the first schema");
+            // What version 1 wrote for a request.
+            let request = r#"{"prompt":[{"type":"text","value":"x"}],"parent":{"id":"agent:1","session-id":"p","working-directory":"/","depth":0},"agent-options":null,"output-schema":null,"max-depth":null,"tool-filter":null,"persona":null}"#;
             conn.execute(
                 "INSERT INTO runs (run_id, provider, parent_agent, parent_session, request, status,
                                    holder, started_ms, stop_reason)
-                 VALUES ('spawn-1', 'spawn', 'agent:1', 'p', '{}', 'ended', 0, 1, 'completed')",
-                [],
+                 VALUES ('spawn-1', 'spawn', 'agent:1', 'p', ?1, 'ended', 0, 1, 'completed')",
+                [request],
             )
             .expect("a run");
             conn.pragma_update(None, "user_version", 1)

@@ -15,10 +15,10 @@ use crate::store::{RunKey, RunRecord, RunStatus, SessionStore, StoreError, Write
 use crate::sync::lock;
 use crate::types::{
     blocks_text, AgentInfo, AgentScope, AgentStatus, ContentBlock, Delivery, ParentRef, ReportMode,
-    StopReason,
+    RequestSnapshot, StopReason,
 };
 
-use super::{RequestSnapshot, ResumeSeed, SubagentError, SubagentRun, SubagentService};
+use super::{ResumeSeed, SubagentError, SubagentRun, SubagentService};
 
 /// Most messages one child's inbox holds; one more is refused.
 pub const MAX_INBOX: usize = 64;
@@ -327,14 +327,7 @@ impl SubagentService {
         };
         let snapshot = match &target.live {
             Some(run) => RequestSnapshot::of(&run.0.request),
-            None => serde_json::from_str::<RequestSnapshot>(&target.latest.start.request).map_err(
-                |e| {
-                    SubagentError::InvalidState(format!(
-                        "the record of agent `{}` cannot be read: {e}",
-                        target.id
-                    ))
-                },
-            )?,
+            None => target.latest.start.request.clone(),
         };
         // An activation that ended before its child began a turn (let go of, or interrupted,
         // that early) never delivered its prompt: it goes first, so that nothing sent is lost.

@@ -10,7 +10,6 @@ use seam_core::store::{
     SCHEMA_VERSION,
 };
 use seam_core::{ContentBlock, Event, StopReason};
-use serde_json::json;
 
 use super::support::*;
 
@@ -53,7 +52,10 @@ fn run_start(run: &str, parent_session: &str) -> RunStart {
         provider: "spawn".into(),
         parent_agent: "agent:1".into(),
         parent_session: parent_session.into(),
-        request: json!({"prompt": "x"}).to_string(),
+        request: seam_core::RequestSnapshot::of(&seam_core::StartRequest::new(
+            "x",
+            seam_core::ParentRef::top_level("agent:1", "/work"),
+        )),
         background: false,
         label: String::new(),
     }
