@@ -593,3 +593,57 @@ fn a_detached_child_is_left_interrupted_and_a_later_process_continues_it() {
     assert_eq!(told.len(), 1, "{lead:#?}");
     assert!(told[0].contains(&child), "{told:?}");
 }
+
+/// Ctrl-C while `seam run` waits for a background child leaves the child `interrupted`, to be
+/// continued: the wait names the child first (the barrier), then SIGINT ends the command.
+#[test]
+fn ctrl_c_while_waiting_leaves_the_child_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let slow = detach_config(
+        dir.path(),
+        "slow.toml",
+        r#"{ text = "never in time", delay_ms = 600000 }"#,
+    );
+    let mut child = seam(&state)
+        .args(["run", slow.to_str().unwrap(), "go"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = seam_tests::lines_of(child.stderr.take().unwrap());
+    loop {
+        let line = err
+            .recv_timeout(Duration::from_secs(60))
+            .expect("seam run names what it waits for");
+        if line.contains("waiting for 1 background run") {
+            assert!(line.contains("spawn-1"), "{line}");
+            break;
+        }
+    }
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let rest: Vec<String> = err.iter().collect();
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("1 background run left interrupted")),
+        "{rest:#?}"
+    );
+    let store = SqliteStore::open(&dir.path().join("sessions.db"), StoreLimits::default()).unwrap();
+    let top = store
+        .sessions()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.parent.is_none())
+        .unwrap();
+    let runs = store.runs_of(&top.id).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].status, RunStatus::Interrupted, "{runs:#?}");
+    assert!(runs[0].child_session.is_some());
+}
