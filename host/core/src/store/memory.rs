@@ -275,6 +275,12 @@ impl SessionStore for MemoryStore {
         self.journal
     }
 
+    fn keeps_runs_of(&self, parent_session: &str) -> bool {
+        // Only an agent's own session lists its children; a caller with no session here (an
+        // embedder's, a benchmark's) has none to read them back with.
+        lock(&self.inner).sessions.contains_key(parent_session)
+    }
+
     fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {
         let mut inner = lock(&self.inner);
         inner.check(&writes, &self.limits)?;

@@ -256,6 +256,14 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
     /// the whole batch with [`StoreError::SessionFull`].
     fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError>;
 
+    /// Whether it keeps the records of runs started by the session `parent_session`: a store
+    /// may skip those nothing can read back (the memory store keeps only the runs of sessions
+    /// it holds). A run whose record is not kept has none to update.
+    fn keeps_runs_of(&self, parent_session: &str) -> bool {
+        let _ = parent_session;
+        true
+    }
+
     /// Records a run as started and running.
     fn start_run(&self, run: RunStart) -> Result<RunKey, StoreError>;
 

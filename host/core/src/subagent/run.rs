@@ -215,19 +215,24 @@ impl RunShared {
             on_disposed,
         } = hooks;
         live.run_started();
-        let record = events
-            .store()
-            .start_run(RunStart {
-                run_id: id.clone(),
-                provider: descriptor.name.clone(),
-                parent_agent: request.parent.id.clone(),
-                parent_session: request.parent.session_id.clone(),
-                request: RequestSnapshot::of(request),
-                background: background.is_some(),
-                label: background.unwrap_or_default().to_string(),
+        let store = events.store();
+        let record = store
+            .keeps_runs_of(&request.parent.session_id)
+            .then(|| {
+                store
+                    .start_run(RunStart {
+                        run_id: id.clone(),
+                        provider: descriptor.name.clone(),
+                        parent_agent: request.parent.id.clone(),
+                        parent_session: request.parent.session_id.clone(),
+                        request: RequestSnapshot::of(request),
+                        background: background.is_some(),
+                        label: background.unwrap_or_default().to_string(),
+                    })
+                    .inspect_err(|e| tracing::warn!(run = %id, error = %e, "cannot record the run"))
+                    .ok()
             })
-            .inspect_err(|e| tracing::warn!(run = %id, error = %e, "cannot record the run"))
-            .ok();
+            .flatten();
         Arc::new(Self {
             record,
             child_session: Mutex::new(None),
