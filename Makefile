@@ -69,7 +69,7 @@ build: guests
 
 demo: build
 	$(SEAM) check examples/demo.toml
-	$(SEAM) run examples/demo.toml --events
+	$(SEAM) run examples/demo.toml --tree
 
 test: setup setup-kit guests fixtures
 	$(CARGO) test

@@ -34,6 +34,7 @@ mod inspect;
 mod new;
 mod run;
 mod sessions;
+mod tree;
 mod wit;
 
 use std::future::Future;

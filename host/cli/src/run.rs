@@ -1,4 +1,5 @@
-//! `seam run CONFIG [PROMPT] [--model M] [--session ID] [--events] [--json]`: a top-level agent
+//! `seam run CONFIG [PROMPT] [--model M] [--session ID] [--detach] [--tree] [--events] [--json]`:
+//! a top-level agent
 //! whose tools are the mounted tool plugins answers one prompt. Its session, the runs it
 //! delegates and the event stream are kept in the session store (see `sessions`); `--session`
 //! continues a kept session.
@@ -43,6 +44,11 @@ pub(crate) struct Args {
     /// while they are waited for).
     #[arg(long)]
     detach: bool,
+    /// Print the delegation tree on stderr when the command ends: each run under the run or
+    /// agent that started it, with its provider, duration and how it ended (`✗` marks a failed
+    /// run and the branch above it).
+    #[arg(long)]
+    tree: bool,
 }
 
 /// The diagnostic of a background child `seam run` let go of.
@@ -95,6 +101,7 @@ async fn answer(
         .create_agent_in(args.model.as_deref(), cwd, args.session.as_deref())
         .context("cannot create the top-level agent")?;
     let session = agent.as_parent().session_id;
+    let tree = args.tree.then(|| crate::tree::Tree::record(host));
     // Ctrl-C aborts the whole tree: the agent's model call, its tool calls, their runs; the
     // background children going are left interrupted, to be continued.
     let watcher = {
@@ -139,6 +146,13 @@ async fn answer(
         p.stop(host).await;
     }
 
+    if let Some(tree) = tree {
+        errln!(
+            "{}",
+            tree.finish(host, agent.id(), &outcome.stop_reason)
+                .trim_end()
+        );
+    }
     if !left.is_empty() {
         errln!(
             "{} left interrupted ({}): continue with --session {session}",

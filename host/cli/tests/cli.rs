@@ -1295,3 +1295,73 @@ fn acp_session_load_replays_and_continues_a_kept_session() {
     assert_eq!(second.out.answer(5)["result"]["stopReason"], "end_turn");
     second.end();
 }
+
+/// `seam run --tree` draws the delegation tree when the command ends: a grandchild under the
+/// child that started it, a failed run marked with its diagnostic, and the branch above it
+/// marked too. Durations are masked.
+#[test]
+fn run_tree_draws_the_delegation_tree_with_a_failed_branch_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tree.toml");
+    let (spawn, tool) = (
+        seam_tests::guest("spawn_provider"),
+        seam_tests::guest("subagent_tool"),
+    );
+    std::fs::write(
+        &config,
+        format!(
+            "[agent]\nmodel = \"scripted:lead\"\n\n[sessions]\nstore = \"memory\"\n\n\
+             [models.scripts.lead]\nsteps = [ {{ text = \"asking\", tool_calls = [ {{ name = \"ask\", arguments = {{ description = \"d\", prompt = \"p\" }} }} ] }}, {{ text = \"all done\" }} ]\n\n\
+             [models.scripts.middle]\nsteps = [ {{ text = \"asking below\", tool_calls = [ {{ name = \"ask_bad\", arguments = {{ description = \"d\", prompt = \"p\" }} }} ] }}, {{ text = \"middle done\" }} ]\n\n\
+             [models.scripts.bad]\nsteps = [ {{ error = \"boom\" }} ]\n\n\
+             [[plugin]]\nid = \"spawn\"\ncomponent = \"{spawn}\"\n\n\
+             [[plugin]]\nid = \"ask\"\ncomponent = \"{tool}\"\nconfig = {{ provider = \"spawn\", toolName = \"ask\", agentOptions = {{ model = \"scripted:middle\" }} }}\n\n\
+             [[plugin]]\nid = \"ask-bad\"\ncomponent = \"{tool}\"\nconfig = {{ provider = \"spawn\", toolName = \"ask_bad\", agentOptions = {{ model = \"scripted:bad\" }} }}\n",
+            spawn = spawn.display(),
+            tool = tool.display()
+        ),
+    )
+    .unwrap();
+    let out = seam(&["run", config.to_str().unwrap(), "go", "--tree"]);
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    assert_eq!(seam_tests::text(&out.stdout).trim(), "all done");
+    let stderr = seam_tests::text(&out.stderr);
+    let tree: Vec<String> = stderr
+        .lines()
+        .skip_while(|l| !l.contains("agent:1"))
+        .take(3)
+        .map(|l| {
+            // Durations masked: `0.31 s` -> `T s`.
+            let mut masked = String::new();
+            let mut rest = l;
+            while let Some(i) = rest.find(" s") {
+                let (head, tail) = rest.split_at(i);
+                let digits = head
+                    .char_indices()
+                    .rev()
+                    .take_while(|(_, c)| c.is_ascii_digit() || *c == '.')
+                    .last()
+                    .map_or(head.len(), |(j, _)| j);
+                if digits < head.len() {
+                    masked.push_str(&head[..digits]);
+                    masked.push('T');
+                } else {
+                    masked.push_str(head);
+                }
+                masked.push_str(" s");
+                rest = &tail[2..];
+            }
+            masked.push_str(rest);
+            masked
+        })
+        .collect();
+    assert_eq!(
+        tree,
+        [
+            "✗ agent:1 (completed, T s)",
+            "└─ ✗ spawn-1 on `spawn` (completed, T s)",
+            "   └─ ✗ spawn-2 on `spawn` (error, T s: model error: scripted model: boom)",
+        ],
+        "{stderr}"
+    );
+}

@@ -1,0 +1,170 @@
+//! `--tree`: the delegation tree a command's agent built, printed when the command ends. Each
+//! run is a node under the run (or the top-level agent) that started it, with its provider, how
+//! long it took, and how it ended; a failed run, and every node above it, is marked.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use seam_host::{Event, Host, ListenerId, StopReason};
+
+/// One run, as the events told it.
+struct Node {
+    provider: String,
+    /// The agent that started it (a run's child agent has the run's id).
+    parent: String,
+    started: Instant,
+    ended: Option<(Duration, StopReason, Option<String>)>,
+}
+
+#[derive(Default)]
+struct Seen {
+    /// Runs in the order they started.
+    order: Vec<String>,
+    nodes: HashMap<String, Node>,
+}
+
+/// Records the runs of a command from its events.
+pub(crate) struct Tree {
+    seen: Arc<Mutex<Seen>>,
+    listener: ListenerId,
+    began: Instant,
+}
+
+fn lock(seen: &Mutex<Seen>) -> std::sync::MutexGuard<'_, Seen> {
+    seen.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Tree {
+    /// Starts recording `host`'s runs.
+    pub(crate) fn record(host: &Host) -> Self {
+        let seen: Arc<Mutex<Seen>> = Arc::default();
+        let sink = seen.clone();
+        let listener = host.events().subscribe(move |event| {
+            let mut seen = lock(&sink);
+            match event {
+                Event::SubagentStart {
+                    provider,
+                    id,
+                    parent,
+                } => {
+                    seen.order.push(id.clone());
+                    seen.nodes.insert(
+                        id,
+                        Node {
+                            provider,
+                            parent: parent.id,
+                            started: Instant::now(),
+                            ended: None,
+                        },
+                    );
+                }
+                Event::SubagentEnd {
+                    id,
+                    stop_reason,
+                    diagnostic,
+                    ..
+                } => {
+                    if let Some(node) = seen.nodes.get_mut(&id) {
+                        node.ended = Some((node.started.elapsed(), stop_reason, diagnostic));
+                    }
+                }
+                _ => {}
+            }
+            Ok(())
+        });
+        Self {
+            seen,
+            listener,
+            began: Instant::now(),
+        }
+    }
+
+    /// Stops recording and draws the tree under `root` (the top-level agent's id), with how
+    /// `root`'s turn ended.
+    pub(crate) fn finish(self, host: &Host, root: &str, outcome: &StopReason) -> String {
+        host.events().unsubscribe(self.listener);
+        let seen = lock(&self.seen);
+        let mut children: HashMap<&str, Vec<&str>> = HashMap::new();
+        for id in &seen.order {
+            let parent = seen.nodes[id].parent.as_str();
+            // A run whose starter is not a run of this tree hangs off the root.
+            let parent = if seen.nodes.contains_key(parent) {
+                parent
+            } else {
+                root
+            };
+            children.entry(parent).or_default().push(id);
+        }
+        let mut out = format!(
+            "{} {root} ({}, {})\n",
+            mark(outcome.is_success() && !failed_below(&seen, &children, root)),
+            outcome,
+            seconds(self.began.elapsed())
+        );
+        draw(&seen, &children, root, "", &mut out);
+        out
+    }
+}
+
+/// Whether a run at or below `id` failed.
+fn failed_below(seen: &Seen, children: &HashMap<&str, Vec<&str>>, id: &str) -> bool {
+    children.get(id).into_iter().flatten().any(|child| {
+        let node = &seen.nodes[*child];
+        let failed = match &node.ended {
+            Some((_, reason, _)) => !reason.is_success(),
+            None => true,
+        };
+        failed || failed_below(seen, children, child)
+    })
+}
+
+fn mark(ok: bool) -> &'static str {
+    if ok {
+        "✓"
+    } else {
+        "✗"
+    }
+}
+
+fn seconds(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+fn draw(
+    seen: &Seen,
+    children: &HashMap<&str, Vec<&str>>,
+    id: &str,
+    indent: &str,
+    out: &mut String,
+) {
+    let Some(below) = children.get(id) else {
+        return;
+    };
+    for (i, child) in below.iter().enumerate() {
+        let last = i + 1 == below.len();
+        let node = &seen.nodes[*child];
+        let (ok, how) = match &node.ended {
+            Some((took, reason, diagnostic)) => {
+                let why = diagnostic
+                    .as_deref()
+                    .and_then(|d| d.lines().next())
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default();
+                (
+                    reason.is_success() && !failed_below(seen, children, child),
+                    format!("{reason}, {}{why}", seconds(*took)),
+                )
+            }
+            None => (false, "did not end".to_string()),
+        };
+        out.push_str(&format!(
+            "{indent}{} {} {child} on `{}` ({how})\n",
+            if last { "└─" } else { "├─" },
+            mark(ok),
+            node.provider,
+        ));
+        let deeper = format!("{indent}{}", if last { "   " } else { "│  " });
+        draw(seen, children, child, &deeper, out);
+    }
+}
