@@ -30,6 +30,9 @@ pub(crate) struct Args {
     /// Print lifecycle events during the call as JSON lines on stderr.
     #[arg(long)]
     events: bool,
+    /// Print the delegation tree on stderr when the command ends (see `seam run --tree`).
+    #[arg(long)]
+    tree: bool,
 }
 
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
@@ -37,11 +40,15 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
     with_loaded(&path, &interrupt.clone(), |host| async move {
         // Printed until the plugins are unloaded: the end of a background run shows too.
         let listener = args.events.then(|| print_events(&host));
+        let tree = args.tree.then(|| crate::tree::Tree::record(&host));
         let outcome = call(&host, &args, interrupt.clone()).await;
         settle_starts(&host, &interrupt).await;
         host.unload_all().await;
         if let Some(id) = listener {
             host.events().unsubscribe(id);
+        }
+        if let Some(tree) = tree {
+            errln!("{}", tree.finish(&host, CALLER, None).trim_end());
         }
         outcome
     })

@@ -36,6 +36,9 @@ pub(crate) struct Args {
     /// Print the run's lifecycle events as JSON lines on stderr.
     #[arg(long)]
     events: bool,
+    /// Print the delegation tree on stderr when the command ends (see `seam run --tree`).
+    #[arg(long)]
+    tree: bool,
 }
 
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
@@ -43,10 +46,14 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
     with_loaded(&path, &interrupt.clone(), |host| async move {
         // Printed until the plugins are unloaded: the end of every run shows.
         let listener = args.events.then(|| print_events(&host));
+        let tree = args.tree.then(|| crate::tree::Tree::record(&host));
         let outcome = delegate_on(&host, &args, interrupt).await;
         host.unload_all().await;
         if let Some(id) = listener {
             host.events().unsubscribe(id);
+        }
+        if let Some(tree) = tree {
+            errln!("{}", tree.finish(&host, "cli", None).trim_end());
         }
         outcome
     })

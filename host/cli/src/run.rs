@@ -149,7 +149,7 @@ async fn answer(
     if let Some(tree) = tree {
         errln!(
             "{}",
-            tree.finish(host, agent.id(), &outcome.stop_reason)
+            tree.finish(host, agent.id(), Some(&outcome.stop_reason))
                 .trim_end()
         );
     }

@@ -1,4 +1,5 @@
-//! `--tree`: the delegation tree a command's agent built, printed when the command ends. Each
+//! `--tree` (`seam run`, `seam delegate`, `seam call`): the delegation tree a command built,
+//! printed when the command ends. Each
 //! run is a node under the run (or the top-level agent) that started it, with its provider, how
 //! long it took, and how it ended; a failed run, and every node above it, is marked.
 
@@ -80,9 +81,9 @@ impl Tree {
         }
     }
 
-    /// Stops recording and draws the tree under `root` (the top-level agent's id), with how
-    /// `root`'s turn ended.
-    pub(crate) fn finish(self, host: &Host, root: &str, outcome: &StopReason) -> String {
+    /// Stops recording and draws the tree under `root` (the top-level agent's id, or the
+    /// command's caller id), with how `root`'s turn ended when it had one.
+    pub(crate) fn finish(self, host: &Host, root: &str, outcome: Option<&StopReason>) -> String {
         host.events().unsubscribe(self.listener);
         let seen = lock(&self.seen);
         let mut children: HashMap<&str, Vec<&str>> = HashMap::new();
@@ -96,10 +97,12 @@ impl Tree {
             };
             children.entry(parent).or_default().push(id);
         }
+        let how = outcome.map(|o| format!("{o}, ")).unwrap_or_default();
         let mut out = format!(
-            "{} {root} ({}, {})\n",
-            mark(outcome.is_success() && !failed_below(&seen, &children, root)),
-            outcome,
+            "{} {root} ({how}{})\n",
+            mark(
+                outcome.is_none_or(StopReason::is_success) && !failed_below(&seen, &children, root)
+            ),
             seconds(self.began.elapsed())
         );
         draw(&seen, &children, root, "", &mut out);
