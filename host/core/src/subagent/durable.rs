@@ -259,8 +259,7 @@ impl SubagentService {
         if prompt.is_empty() || blocks_text(&prompt).trim().is_empty() {
             return Err(SubagentError::InvalidRequest("the message is empty".into()));
         }
-        let target = self.resolve(caller, id)?;
-        self.deliver(caller, target, prompt, false)
+        self.deliver(caller, id, prompt, false)
     }
 
     /// `wake`: no call of the caller's is behind it (the inbox woke the child), so a caller
@@ -268,10 +267,14 @@ impl SubagentService {
     fn deliver(
         self: &Arc<Self>,
         caller: &ParentRef,
-        target: Target,
+        id: &str,
         prompt: Vec<ContentBlock>,
         wake: bool,
     ) -> Result<Delivery, SubagentError> {
+        // Resolved under the lock: a message delivered at the same time cannot have started a
+        // second activation meanwhile.
+        let _delivering = lock(&self.durable.delivering);
+        let target = self.resolve(caller, id)?;
         let store = self.store().clone();
         let running_elsewhere = target.live.is_none() && target.latest.status == RunStatus::Running;
         if running_elsewhere {
@@ -405,9 +408,7 @@ impl SubagentService {
             if !waiting {
                 return;
             }
-            let woken = service
-                .resolve(&caller, &session)
-                .and_then(|target| service.deliver(&caller, target, Vec::new(), true));
+            let woken = service.deliver(&caller, &session, Vec::new(), true);
             if let Err(e) = woken {
                 tracing::warn!(agent = %session, error = %e, "cannot wake the agent on its inbox");
             }
