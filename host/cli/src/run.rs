@@ -227,17 +227,6 @@ async fn wait_for_background(
             .filter(|r| r.state != seam_host::RunState::Settled)
             .collect::<Vec<_>>()
     };
-    // Woken by every end; the check after subscribing catches one that came before.
-    let ended = Arc::new(tokio::sync::Notify::new());
-    let listener = {
-        let ended = ended.clone();
-        host.events().subscribe(move |event| {
-            if matches!(event, Event::SubagentEnd { .. }) {
-                ended.notify_one();
-            }
-            Ok(())
-        })
-    };
     let mut told = false;
     loop {
         let runs = going();
@@ -259,12 +248,20 @@ async fn wait_for_background(
             None => {}
         }
         told = true;
+        // Woken when one of them has its result (its end event comes just before it).
+        let results: Vec<_> = runs
+            .iter()
+            .filter_map(|r| host.subagents().background_run(agent, &r.id))
+            .map(|(run, _)| run.result())
+            .collect();
+        if results.is_empty() {
+            break;
+        }
         tokio::select! {
             () = interrupt.cancelled() => break,
-            () = ended.notified() => {}
+            _ = futures::future::select_all(results) => {}
         }
     }
-    host.events().unsubscribe(listener);
 }
 
 /// A one-line spinner on stderr saying what the agent tree is doing, and how many background
