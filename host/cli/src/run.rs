@@ -118,22 +118,17 @@ async fn answer(
     let left = if args.detach {
         // Left once each child exists (or failed to): a run let go of before its child was
         // created would leave nothing to continue.
-        let starting = host
-            .subagents()
-            .background_runs(agent.id())
-            .into_iter()
-            .filter_map(|r| host.subagents().background_run(agent.id(), &r.id))
-            .map(|(run, _)| async move {
-                let _ = run.started().await;
-            });
         tokio::select! {
-            _ = futures::future::join_all(starting) => {}
+            () = started(host, agent.id()) => {}
             () = interrupt.cancelled() => {}
         }
         host.subagents().detach_background_of(agent.id(), DETACHED)
     } else {
         wait_for_background(host, agent.id(), &session, &interrupt, progress.as_ref()).await;
         if interrupt.is_cancelled() {
+            // A child that is about to exist is given a moment to, so that it can be
+            // continued; a provider that never gets there does not hold the exit up.
+            let _ = tokio::time::timeout(STARTING, started(host, agent.id())).await;
             host.subagents().detach_background_of(agent.id(), DETACHED)
         } else {
             Vec::new()
@@ -195,6 +190,22 @@ async fn answer(
         }
         Ok(EXIT_UNSUCCESSFUL)
     }
+}
+
+/// How long Ctrl-C lets the background children that are starting get there.
+const STARTING: Duration = Duration::from_secs(5);
+
+/// Until each of `agent`'s background runs has its child (or failed to get one).
+async fn started(host: &Host, agent: &str) {
+    let starting = host
+        .subagents()
+        .background_runs(agent)
+        .into_iter()
+        .filter_map(|r| host.subagents().background_run(agent, &r.id))
+        .map(|(run, _)| async move {
+            let _ = run.started().await;
+        });
+    futures::future::join_all(starting).await;
 }
 
 /// `spawn-1 (label), ...`.

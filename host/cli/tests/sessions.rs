@@ -606,19 +606,22 @@ fn ctrl_c_while_waiting_leaves_the_child_interrupted() {
         r#"{ text = "never in time", delay_ms = 600000 }"#,
     );
     let mut child = seam(&state)
-        .args(["run", slow.to_str().unwrap(), "go"])
+        .args(["run", slow.to_str().unwrap(), "go", "--events"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let err = seam_tests::lines_of(child.stderr.take().unwrap());
-    loop {
+    // Both barriers: the child exists (its `subagent/start`), and the wait names it.
+    let (mut started, mut waiting) = (false, false);
+    while !(started && waiting) {
         let line = err
             .recv_timeout(Duration::from_secs(60))
-            .expect("seam run names what it waits for");
+            .expect("seam run starts the child and names what it waits for");
+        started |= line.contains("\"event\":\"subagent/start\"");
         if line.contains("waiting for 1 background run") {
             assert!(line.contains("spawn-1"), "{line}");
-            break;
+            waiting = true;
         }
     }
     let pid = child.id().to_string();
