@@ -500,3 +500,102 @@ async fn the_child_agent_tools_describe_themselves_check_their_arguments_and_rea
     assert!(!listed.text().contains("guest fault"), "{}", listed.text());
     assert!(!listed.text().is_empty());
 }
+
+/// The child-agent tools end to end, through the built components: a background child on
+/// `spawn` reports (`report`, next-step) while it runs; its parent lists it with the report
+/// (`list_agents`), queues a message for it (`send_message`), stops its turn
+/// (`interrupt_agent`) and has the message kept; the report reaches the parent's next model
+/// call, once.
+#[tokio::test]
+async fn a_child_reports_and_its_parent_lists_queues_for_and_interrupts_it_through_the_tools() {
+    let toml = "[agent]\nmodel = \"scripted:idle\"\n\n\
+                [models.scripts.idle]\nsteps = [ { text = \"{history} messages\" } ]\n\n\
+                [models.scripts.reporter]\nsteps = [ { text = \"reporting\", tool_calls = [ { name = \"report\", arguments = { message = \"halfway there\", mode = \"next-step\" } } ] }, { text = \"late\", delay_ms = 600000 } ]\n\n"
+        .to_string()
+        + &entry("spawn", "spawn_provider", "")
+        + &entry(
+            "bg",
+            "subagent_tool",
+            r#"provider = "spawn", toolName = "bg", runInBackground = true, agentOptions = { model = "scripted:reporter" }"#,
+        )
+        + &entry("la", "subagent_control", r#"action = "list_agents""#)
+        + &entry("sm", "subagent_control", r#"action = "send_message""#)
+        + &entry("ia", "subagent_control", r#"action = "interrupt_agent""#)
+        + &entry("rp", "subagent_control", r#"action = "report""#);
+    let host = host_with(&toml).await;
+    let mut events = watch_events(&host);
+    let owner = host.create_agent(None, "/w").unwrap();
+    let me = owner.as_parent();
+    let started = call(
+        &host,
+        "bg",
+        &me,
+        r#"{"description": "d", "prompt": "work", "run_in_background": true}"#,
+    )
+    .await;
+    assert!(!started.is_error, "{}", started.text());
+    let id = run_id(&started);
+    // The child's `report` call answered: its report is kept.
+    wait_for(&mut events, "the child's report", |seen| {
+        seen.iter().any(|e| {
+            matches!(e, Event::AgentToolResult { id: agent, tool, is_error: false, .. }
+                if agent == &id && tool == "report")
+        })
+    })
+    .await;
+
+    let listed = call(&host, "list_agents", &me, "{}").await;
+    assert!(!listed.is_error, "{}", listed.text());
+    let line = listed.text();
+    assert!(
+        // Listed by its durable id (its session), not the run's.
+        !line.contains(&id)
+            && line.contains("| spawn | d | running |")
+            && line.contains("report: halfway there"),
+        "{line}"
+    );
+    let queued = call(
+        &host,
+        "send_message",
+        &me,
+        &format!(r#"{{"id": "{id}", "message": "then stop"}}"#),
+    )
+    .await;
+    assert!(queued.text().starts_with("queued"), "{}", queued.text());
+    let stopped = call(
+        &host,
+        "interrupt_agent",
+        &me,
+        &format!(r#"{{"id": "{id}"}}"#),
+    )
+    .await;
+    assert!(!stopped.is_error, "{}", stopped.text());
+    assert!(
+        stopped.text().contains("interrupted") && stopped.text().contains("queued: 1"),
+        "the message is kept: {}",
+        stopped.text()
+    );
+    // Not a child: `report` from the parent is refused, naming why.
+    let refused = call(&host, "report", &me, r#"{"message": "me too"}"#).await;
+    assert!(
+        refused.is_error && refused.text().contains("not the child of a run"),
+        "{}",
+        refused.text()
+    );
+
+    owner.run_turn(vec![ContentBlock::text("next")]).await;
+    owner.run_turn(vec![ContentBlock::text("and next")]).await;
+    let reports = owner
+        .session()
+        .events()
+        .iter()
+        .filter(|e| {
+            matches!(e, SessionEvent::UserMessage { content }
+            if seam_host::blocks_text(content).contains("[report from agent")
+                && seam_host::blocks_text(content).contains("halfway there"))
+        })
+        .count();
+    assert_eq!(reports, 1, "delivered once");
+    host.agents().dispose(owner.id()).await;
+    assert_eq!(host.live_runs(), 0);
+}

@@ -54,6 +54,24 @@ async fn setup(store: Option<Arc<dyn SessionStore>>) -> (Core, Arc<Gate>) {
     (core, gate)
 }
 
+/// A core (see [`setup`]) whose `lead` has a background child on `spawn` that is held in its
+/// gate call; the child says `then` once the gate opens.
+async fn gated(
+    then: &str,
+    prompt: &str,
+    label: &str,
+) -> (Core, Arc<Gate>, Arc<Agent>, seam_core::SubagentRun) {
+    let (core, gate) = setup(None).await;
+    core.scripts(&[
+        ("child", vec![call("gate", json!({})), say(then)]),
+        ("parent", vec![say("ok")]),
+    ]);
+    let lead = parent(&core, None);
+    let run = background(&core, &lead, "spawn", prompt, label);
+    within("the gate", gate.entered.notified()).await;
+    (core, gate, lead, run)
+}
+
 fn parent(core: &Core, session: Option<&str>) -> Arc<Agent> {
     let mut spec = AgentSpec::top_level("scripted:parent", "/work");
     spec.session_id = session.map(str::to_string);
@@ -427,15 +445,8 @@ async fn only_a_resumable_provider_is_woken_and_only_the_callers_children_are_re
 
 #[tokio::test]
 async fn descendants_are_listed_level_by_level() {
-    let (core, gate) = setup(None).await;
-    core.scripts(&[
-        ("child", vec![call("gate", json!({})), say("done")]),
-        ("parent", vec![say("ok")]),
-    ]);
-    let lead = parent(&core, None);
+    let (core, gate, lead, run) = gated("done", "delegate", "middle").await;
     let me = lead.as_parent();
-    let run = background(&core, &lead, "spawn", "delegate", "middle");
-    within("the gate", gate.entered.notified()).await;
     // The child delegates in turn, as itself.
     let middle = core
         .agents
@@ -557,15 +568,8 @@ async fn a_next_step_report_reaches_the_parent_before_its_next_model_call_and_a_
 
 #[tokio::test]
 async fn a_detached_child_is_left_interrupted_and_can_be_continued() {
-    let (core, gate) = setup(None).await;
-    core.scripts(&[
-        ("child", vec![call("gate", json!({})), say("picked up")]),
-        ("parent", vec![say("ok")]),
-    ]);
-    let lead = parent(&core, None);
+    let (core, gate, lead, run) = gated("picked up", "keep going", "detached").await;
     let me = lead.as_parent();
-    let run = background(&core, &lead, "spawn", "keep going", "detached");
-    within("the gate", gate.entered.notified()).await;
     let let_go = core
         .subagents
         .detach_background_of(lead.id(), "interrupted: detached");
