@@ -2,7 +2,9 @@
 //!
 //! - `store/run_memory`, `store/run_sqlite`: the full mock-component run of `run/seam`, on a host
 //!   keeping its run records and journal in memory, then in SQLite (WAL, a file in a temp dir
-//!   under `target/`): what durability costs a run;
+//!   under `target/`): what durability costs a run. With no listener, the run's records go to the
+//!   store's writer thread, batched; `store/run_sqlite_observed` subscribes one listener (doing
+//!   nothing), so that every event is committed before it is delivered, as in `seam run`;
 //! - `store/append`: one session event committed (its own transaction): the inverse is
 //!   appends per second;
 //! - `store/reload_10k`: a top-level agent continuing a 10,000-event session (read and parsed
@@ -56,8 +58,16 @@ fn store(c: &mut Criterion) {
 
     let memory: Arc<dyn SessionStore> = Arc::new(MemoryStore::default());
     let on_disk: Arc<dyn SessionStore> = sqlite(&dir, "runs.db");
-    for (name, store) in [("run_memory", memory), ("run_sqlite", on_disk)] {
+    let observed: Arc<dyn SessionStore> = sqlite(&dir, "observed.db");
+    for (name, store) in [
+        ("run_memory", memory),
+        ("run_sqlite", on_disk),
+        ("run_sqlite_observed", observed),
+    ] {
         let host = rt.block_on(host_with_store(options(1000), store));
+        if name == "run_sqlite_observed" {
+            host.events().subscribe(|_| Ok(()));
+        }
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let host = host.clone();

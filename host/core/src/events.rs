@@ -258,46 +258,48 @@ impl EventBus {
     /// event. If the commit fails (a session past its size limit, a failing disk), the event
     /// alone is journaled and delivered all the same (an observer must not miss what happened)
     /// and the error is returned, for the writer to stop what it is doing.
+    ///
+    /// With no listener subscribed and no write a limit could refuse, nothing waits on the
+    /// commit: the writes go to [`SessionStore::commit_later`], for the store to batch.
     pub fn emit_with(&self, event: &Event, mut writes: Vec<Write>) -> Result<(), StoreError> {
-        if !self.store.journals() {
-            let outcome = if writes.is_empty() {
-                Ok(())
-            } else {
-                self.store.commit(writes)
-            };
-            if let Err(e) = &outcome {
-                tracing::warn!(event = event.name(), error = %e, "session store refused a write");
-            }
-            self.deliver(event);
-            return outcome;
-        }
-        let entry = Write::Bus {
-            name: event.name().to_string(),
-            body: event.to_json(),
-        };
-        let outcome = if writes.is_empty() {
-            self.store.commit(vec![entry])
-        } else {
-            writes.push(entry.clone());
-            self.store.commit(writes).inspect_err(|_| {
-                if let Err(e) = self.store.commit(vec![entry]) {
-                    tracing::error!(event = event.name(), error = %e, "cannot journal an event");
-                }
-            })
-        };
-        if let Err(e) = &outcome {
-            tracing::warn!(event = event.name(), error = %e, "session store refused a write");
-        }
-        self.deliver(event);
-        outcome
-    }
-
-    fn deliver(&self, event: &Event) {
-        // Snapshot the list so a listener may (un)subscribe without deadlocking the bus.
+        // The listeners are those subscribed when the event is emitted: whoever is to see it
+        // is known before the commit is made, so none sees it before it is durable.
         let listeners: Vec<Listener> = sync::read(&self.listeners)
             .iter()
             .map(|(_, f)| f.clone())
             .collect();
+        if self.store.journals() {
+            writes.push(Write::Bus {
+                name: event.name().to_string(),
+                body: event.to_json(),
+            });
+        }
+        if writes.is_empty() {
+            self.deliver(event, listeners);
+            return Ok(());
+        }
+        if listeners.is_empty() && !writes.iter().any(Write::can_be_refused) {
+            self.store.commit_later(writes);
+            return Ok(());
+        }
+        // Kept to journal alone should the other writes be refused.
+        let entry = (self.store.journals() && writes.len() > 1)
+            .then(|| writes.last().cloned())
+            .flatten();
+        let outcome = self.store.commit(writes);
+        if let Err(e) = &outcome {
+            tracing::warn!(event = event.name(), error = %e, "session store refused a write");
+            if let Some(entry) = entry {
+                if let Err(e) = self.store.commit(vec![entry]) {
+                    tracing::error!(event = event.name(), error = %e, "cannot journal an event");
+                }
+            }
+        }
+        self.deliver(event, listeners);
+        outcome
+    }
+
+    fn deliver(&self, event: &Event, listeners: Vec<Listener>) {
         for listener in listeners {
             let copy = event.clone();
             match catch_unwind(AssertUnwindSafe(|| listener(copy))) {

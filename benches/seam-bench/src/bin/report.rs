@@ -269,6 +269,7 @@ fn tables() -> String {
 
     let in_memory = criterion_median("store/run_memory");
     let on_disk = criterion_median("store/run_sqlite");
+    let observed = criterion_median("store/run_sqlite_observed");
     let append = criterion_median("store/append");
     let reload = criterion_median("store/reload_10k");
     let slower = in_memory.zip(on_disk).map(|(m, d)| d / m);
@@ -285,9 +286,15 @@ fn tables() -> String {
     );
     let _ = writeln!(
         w,
-        "| full mock run, SQLite store | {} | {} |",
+        "| full mock run, SQLite store (no listener: group-committed) | {} | {} |",
         dur(on_disk),
         ratio(on_disk, in_memory)
+    );
+    let _ = writeln!(
+        w,
+        "| full mock run, SQLite store, one listener (each event committed before it is seen) | {} | {} |",
+        dur(observed),
+        ratio(observed, in_memory)
     );
     let per_second = append.map_or("n/a".into(), |ns| format!("{:.0} appends/s", 1e9 / ns));
     let _ = writeln!(

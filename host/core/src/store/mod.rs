@@ -122,6 +122,14 @@ pub enum Write {
     },
 }
 
+impl Write {
+    /// Whether a limit can refuse it (a session's writes): such a write is committed at once,
+    /// so that its writer hears of the refusal and stops.
+    pub fn can_be_refused(&self) -> bool {
+        matches!(self, Self::OpenSession { .. } | Self::Append { .. })
+    }
+}
+
 /// A run as it starts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunStart {
@@ -256,6 +264,16 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
     /// the whole batch with [`StoreError::SessionFull`].
     fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError>;
 
+    /// Applies `writes` soon, after everything written before them: for writes that nothing
+    /// waits on (no listener is to see them, no limit can refuse them), which a backend may then
+    /// batch with others. Every later commit and read finds them applied. A failure is logged,
+    /// as nobody is left to tell. The default commits at once.
+    fn commit_later(&self, writes: Vec<Write>) {
+        if let Err(e) = self.commit(writes) {
+            tracing::warn!(error = %e, "session store refused a write");
+        }
+    }
+
     /// Whether it keeps the records of runs started by the session `parent_session`: a store
     /// may skip those nothing can read back (the memory store keeps only the runs of sessions
     /// it holds). A run whose record is not kept has none to update.
@@ -264,7 +282,8 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
         true
     }
 
-    /// Records a run as started and running.
+    /// Records a run as started and running. Like [`SessionStore::commit_later`], the record may
+    /// be written in a later batch, before any write that follows it.
     fn start_run(&self, run: RunStart) -> Result<RunKey, StoreError>;
 
     /// A session's summary, if the store has it.

@@ -5,10 +5,18 @@
 //! store finds the holders whose lock is free: their runs still `running` are marked
 //! `interrupted` with a diagnostic, and so are their sessions cut short mid-turn. The schema is
 //! versioned with `PRAGMA user_version`; a newer database is refused, an older one migrated.
+//!
+//! Writes nothing waits on ([`SessionStore::commit_later`], and every run's start) go to a queue
+//! that a writer thread of the store's own commits in batches, many runs a transaction: a run
+//! then pays for no transaction of its own. Everything else commits at once, and takes the queue
+//! with it first, in the same transaction, so the file always holds a prefix of what was written:
+//! whatever a listener saw is in it, and so is everything written before.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
@@ -89,21 +97,45 @@ const MIGRATIONS: &[&str] = &[
 
 /// Sessions, runs and the journal in one SQLite file.
 pub struct SqliteStore {
-    conn: Mutex<Connection>,
+    inner: Arc<Inner>,
     path: PathBuf,
-    limits: StoreLimits,
-    holder: i64,
     prefix: String,
+    /// The last run key handed out, in this opening's range (see [`SqliteStore::start_run`]).
+    last_key: AtomicI64,
+    /// The writer thread that commits the queue.
+    writer: Option<JoinHandle<()>>,
     /// Locked for as long as this store is open: the proof, to other openers, that its runs are
     /// live.
     _lock: File,
+}
+
+/// What the store's users and its writer thread share.
+struct Inner {
+    conn: Mutex<Connection>,
+    queue: Mutex<Queue>,
+    queued: Condvar,
+    limits: StoreLimits,
+    holder: i64,
+}
+
+/// Writes waiting for the writer thread, oldest first, each with the time it was made.
+#[derive(Default)]
+struct Queue {
+    items: Vec<(i64, Deferred)>,
+    closing: bool,
+}
+
+/// One queued write.
+enum Deferred {
+    Write(Write),
+    Start(RunKey, RunStart),
 }
 
 impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqliteStore")
             .field("path", &self.path)
-            .field("holder", &self.holder)
+            .field("holder", &self.inner.holder)
             .finish_non_exhaustive()
     }
 }
@@ -175,12 +207,26 @@ impl SqliteStore {
         lock.try_lock()
             .map_err(|e| open_err(format!("cannot lock {}: {e}", file.display())))?;
         recover(&mut conn, path, holder).map_err(sql)?;
-        Ok(Self {
+        let inner = Arc::new(Inner {
             conn: Mutex::new(conn),
-            path: path.to_path_buf(),
+            queue: Mutex::default(),
+            queued: Condvar::new(),
             limits,
             holder,
+        });
+        let writer = {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name("seam-store".into())
+                .spawn(move || inner.write_queued())
+                .map_err(|e| open_err(format!("cannot start the store's writer thread: {e}")))?
+        };
+        Ok(Self {
+            inner,
+            path: path.to_path_buf(),
             prefix: format!("s{holder}"),
+            last_key: AtomicI64::new(holder << KEY_BITS),
+            writer: Some(writer),
             _lock: lock,
         })
     }
@@ -192,9 +238,80 @@ impl SqliteStore {
 
     /// `PRAGMA integrity_check`: `ok`, or what is wrong.
     pub fn integrity_check(&self) -> Result<String, StoreError> {
-        lock(&self.conn)
+        self.inner
+            .settled()?
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))
             .map_err(backend)
+    }
+}
+
+/// Run keys of one opening are `holder << KEY_BITS` plus a count: unique across openings without
+/// asking the database, so that starting a run needs no transaction of its own. (Keys of schema
+/// version 2 were small counts, below every range.)
+const KEY_BITS: u32 = 32;
+
+/// How long the writer thread lets queued writes gather before it commits them: what a `kill -9`
+/// can take of writes that nobody saw.
+const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(2);
+
+impl Inner {
+    /// The connection, with everything queued committed: what a read or an immediate commit
+    /// starts from.
+    fn settled(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
+        let mut conn = lock(&self.conn);
+        let queued = std::mem::take(&mut lock(&self.queue).items);
+        if !queued.is_empty() {
+            let tx = conn.transaction().map_err(backend)?;
+            self.apply_queued(&tx, queued);
+            tx.commit().map_err(backend)?;
+        }
+        Ok(conn)
+    }
+
+    /// Applies queued writes; one that fails is logged and skipped, so that it takes no other
+    /// run's record with it (they are writes nothing waited on, so nobody else can be told).
+    fn apply_queued(&self, tx: &Connection, queued: Vec<(i64, Deferred)>) {
+        for (at, item) in queued {
+            let outcome = match item {
+                Deferred::Write(w) => self.apply(tx, w, at),
+                Deferred::Start(key, run) => self.insert_run(tx, key, run, at),
+            };
+            if let Err(e) = outcome {
+                tracing::error!(error = %e, "the session store could not apply a queued write");
+            }
+        }
+    }
+
+    /// Queues `item`, waking the writer thread.
+    fn enqueue(&self, item: Deferred) {
+        lock(&self.queue).items.push((now_ms() as i64, item));
+        self.queued.notify_one();
+    }
+
+    /// The writer thread: commits whatever is queued, a batch a transaction, until the store
+    /// closes with nothing queued.
+    fn write_queued(&self) {
+        loop {
+            {
+                let mut queue = lock(&self.queue);
+                while queue.items.is_empty() && !queue.closing {
+                    queue = self.queued.wait(queue).unwrap_or_else(|p| p.into_inner());
+                }
+                if queue.items.is_empty() {
+                    return;
+                }
+                // Let a batch gather: many runs then share one transaction, and a commit made
+                // meanwhile (an event someone listens to) takes the queue with it instead.
+                queue = self
+                    .queued
+                    .wait_timeout_while(queue, BATCH_WINDOW, |q| !q.closing)
+                    .map_or_else(|p| p.into_inner().0, |(q, _)| q);
+                drop(queue);
+            }
+            if let Err(e) = self.settled() {
+                tracing::error!(error = %e, "the session store could not commit queued writes");
+            }
+        }
     }
 }
 
@@ -253,8 +370,38 @@ fn recover(conn: &mut Connection, path: &Path, me: i64) -> rusqlite::Result<()> 
     Ok(())
 }
 
-impl SqliteStore {
-    fn apply(&self, tx: &Transaction<'_>, write: Write, now: i64) -> Result<(), StoreError> {
+impl Inner {
+    fn insert_run(
+        &self,
+        tx: &Connection,
+        key: RunKey,
+        run: RunStart,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        tx.prepare_cached(
+            "INSERT INTO runs (key, run_id, provider, parent_agent, parent_session, request, status,
+                               holder, started_ms, background, label)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7, ?8, ?9, ?10)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                key,
+                run.run_id,
+                run.provider,
+                run.parent_agent,
+                run.parent_session,
+                run.request.to_json(),
+                self.holder,
+                now,
+                i64::from(run.background),
+                run.label
+            ])
+        })
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    fn apply(&self, tx: &Connection, write: Write, now: i64) -> Result<(), StoreError> {
         match write {
             Write::OpenSession {
                 id,
@@ -432,7 +579,7 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
 impl SqliteStore {
     /// The runs whose `column` (a constant of this file, never input) is `value`, oldest first.
     fn runs_where(&self, column: &'static str, value: &str) -> Result<Vec<RunRecord>, StoreError> {
-        let conn = lock(&self.conn);
+        let conn = self.inner.settled()?;
         let mut stmt = conn
             .prepare_cached(&format!("{RUN} WHERE {column} = ?1 ORDER BY key"))
             .map_err(backend)?;
@@ -499,48 +646,56 @@ impl SessionStore for SqliteStore {
     }
 
     fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {
-        let mut conn = lock(&self.conn);
-        let tx = conn.transaction().map_err(backend)?;
+        let mut conn = lock(&self.inner.conn);
+        let queued = std::mem::take(&mut lock(&self.inner.queue).items);
+        let mut tx = conn.transaction().map_err(backend)?;
         let now = now_ms() as i64;
-        for w in writes {
-            self.apply(&tx, w, now)?;
+        let apply = |c: &Connection| {
+            writes
+                .into_iter()
+                .try_for_each(|w| self.inner.apply(c, w, now))
+        };
+        if queued.is_empty() {
+            apply(&tx)?;
+            return tx.commit().map_err(backend);
         }
-        tx.commit().map_err(backend)
+        // The queue is kept whatever becomes of the writes, which are all or none.
+        self.inner.apply_queued(&tx, queued);
+        let outcome = {
+            let sp = tx.savepoint().map_err(backend)?;
+            apply(&sp).and_then(|()| sp.commit().map_err(backend))
+        };
+        tx.commit().map_err(backend)?;
+        outcome
     }
 
+    fn commit_later(&self, writes: Vec<Write>) {
+        let mut queue = lock(&self.inner.queue);
+        let now = now_ms() as i64;
+        queue
+            .items
+            .extend(writes.into_iter().map(|w| (now, Deferred::Write(w))));
+        drop(queue);
+        self.inner.queued.notify_one();
+    }
+
+    /// Queues the run's record (see the module's doc): its key is this opening's next.
     fn start_run(&self, run: RunStart) -> Result<RunKey, StoreError> {
-        let conn = lock(&self.conn);
-        conn.prepare_cached(
-            "INSERT INTO runs (run_id, provider, parent_agent, parent_session, request, status, holder,
-                               started_ms, background, label)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9)",
-        )
-        .and_then(|mut s| {
-            s.execute(params![
-                run.run_id,
-                run.provider,
-                run.parent_agent,
-                run.parent_session,
-                run.request.to_json(),
-                self.holder,
-                now_ms() as i64,
-                i64::from(run.background),
-                run.label
-            ])
-        })
-        .map_err(backend)?;
-        Ok(conn.last_insert_rowid())
+        let key = self.last_key.fetch_add(1, Ordering::Relaxed) + 1;
+        self.inner.enqueue(Deferred::Start(key, run));
+        Ok(key)
     }
 
     fn session(&self, id: &str) -> Result<Option<SessionSummary>, StoreError> {
-        lock(&self.conn)
+        self.inner
+            .settled()?
             .query_row(&format!("{SUMMARY} WHERE id = ?1"), [id], summary)
             .optional()
             .map_err(backend)
     }
 
     fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError> {
-        let conn = lock(&self.conn);
+        let conn = self.inner.settled()?;
         let mut stmt = conn
             .prepare(&format!("{SUMMARY} ORDER BY updated_ms DESC, id DESC"))
             .map_err(backend)?;
@@ -549,7 +704,7 @@ impl SessionStore for SqliteStore {
     }
 
     fn events(&self, session: &str) -> Result<Vec<StoredEvent>, StoreError> {
-        let conn = lock(&self.conn);
+        let conn = self.inner.settled()?;
         let mut stmt = conn
             .prepare_cached(
                 "SELECT seq, kind, body, at_ms FROM events WHERE session = ?1 ORDER BY seq",
@@ -577,7 +732,8 @@ impl SessionStore for SqliteStore {
     }
 
     fn inbox(&self, session: &str) -> Result<Option<String>, StoreError> {
-        lock(&self.conn)
+        self.inner
+            .settled()?
             .query_row(
                 "SELECT body FROM inbox WHERE session = ?1",
                 [session],
@@ -588,7 +744,7 @@ impl SessionStore for SqliteStore {
     }
 
     fn journal(&self) -> Result<Vec<String>, StoreError> {
-        let conn = lock(&self.conn);
+        let conn = self.inner.settled()?;
         let mut stmt = conn
             .prepare("SELECT body FROM journal ORDER BY seq")
             .map_err(backend)?;
@@ -597,7 +753,7 @@ impl SessionStore for SqliteStore {
     }
 
     fn remove(&self, session: &str) -> Result<bool, StoreError> {
-        let mut conn = lock(&self.conn);
+        let mut conn = self.inner.settled()?;
         let tx = conn.transaction().map_err(backend)?;
         let had = remove_tree(&tx, session).map_err(backend)?;
         tx.commit().map_err(backend)?;
@@ -606,7 +762,7 @@ impl SessionStore for SqliteStore {
 
     fn gc(&self, cutoff_ms: u64) -> Result<usize, StoreError> {
         let cutoff_ms = cutoff_ms.min(i64::MAX as u64);
-        let mut conn = lock(&self.conn);
+        let mut conn = self.inner.settled()?;
         let tx = conn.transaction().map_err(backend)?;
         let old: Vec<String> = {
             let mut stmt = tx
@@ -629,19 +785,26 @@ impl SessionStore for SqliteStore {
 
 impl Drop for SqliteStore {
     fn drop(&mut self) {
+        lock(&self.inner.queue).closing = true;
+        self.inner.queued.notify_one();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
         // A clean close: whatever is still running did not settle, and no process holds it now.
-        let conn = lock(&self.conn);
+        let Ok(conn) = self.inner.settled() else {
+            return;
+        };
         let _ = conn.execute(
             "UPDATE runs SET status = 'interrupted', diagnostic = ?1, ended_ms = ?2
              WHERE holder = ?3 AND status = 'running'",
             params![
                 "interrupted: the host closed its session store before the run settled",
                 now_ms() as i64,
-                self.holder
+                self.inner.holder
             ],
         );
-        let _ = conn.execute("DELETE FROM holders WHERE id = ?1", [self.holder]);
-        let _ = std::fs::remove_file(lock_file(&self.path, self.holder));
+        let _ = conn.execute("DELETE FROM holders WHERE id = ?1", [self.inner.holder]);
+        let _ = std::fs::remove_file(lock_file(&self.path, self.inner.holder));
     }
 }
 
@@ -673,9 +836,111 @@ mod tests {
         assert_eq!(runs.len(), 1);
         assert!(!runs[0].start.background && !runs[0].announced && !runs[0].report_pending);
         assert_eq!(store.inbox("p").expect("an inbox lookup"), None);
-        let version: i64 = lock(&store.conn)
+        let version: i64 = lock(&store.inner.conn)
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .expect("the version");
         assert_eq!(version, SCHEMA_VERSION);
+    }
+
+    fn run(id: &str, parent_session: &str) -> RunStart {
+        let parent = crate::types::ParentRef {
+            id: "agent:1".into(),
+            session_id: parent_session.into(),
+            working_directory: "/".into(),
+            depth: 0,
+        };
+        RunStart {
+            run_id: id.into(),
+            provider: "spawn".into(),
+            parent_agent: parent.id.clone(),
+            parent_session: parent_session.into(),
+            request: crate::types::RequestSnapshot {
+                prompt: Vec::new(),
+                parent,
+                agent_options: None,
+                output_schema: None,
+                max_depth: None,
+                tool_filter: None,
+                persona: None,
+            },
+            background: false,
+            label: String::new(),
+        }
+    }
+
+    fn small() -> StoreLimits {
+        StoreLimits {
+            max_session_bytes: 64,
+        }
+    }
+
+    #[test]
+    fn queued_writes_are_read_back_at_once_and_survive_a_refused_commit_and_the_close() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("queue.db");
+        let store = SqliteStore::open(&path, small()).expect("opens");
+        let key = store.start_run(run("spawn-1", "p")).expect("a key");
+        store.commit_later(vec![Write::Bus {
+            name: "subagent/start".into(),
+            body: "{}".into(),
+        }]);
+        // A read finds the queue applied, whether or not the writer thread got to it.
+        let runs = store.runs_of("p").expect("the runs");
+        assert_eq!(runs.len(), 1);
+        assert_eq!((runs[0].key, runs[0].status), (key, RunStatus::Running));
+        assert_eq!(
+            store.journal().expect("the journal"),
+            vec!["{}".to_string()]
+        );
+
+        // A refused commit refuses its own writes only, never what was queued before it.
+        let second = store.start_run(run("spawn-2", "p")).expect("a key");
+        assert!(second > key, "keys grow within an opening");
+        store
+            .commit(vec![Write::OpenSession {
+                id: "s".into(),
+                agent: "agent:1".into(),
+                parent: None,
+                working_directory: "/".into(),
+            }])
+            .expect("a session");
+        let err = store
+            .commit(vec![
+                Write::LinkChild {
+                    run: second,
+                    session: "s".into(),
+                },
+                Write::Append {
+                    session: "s".into(),
+                    kind: "user-message".into(),
+                    body: "x".repeat(65),
+                },
+            ])
+            .expect_err("past the session's limit");
+        assert!(matches!(err, StoreError::SessionFull { .. }), "{err}");
+        let runs = store.runs_of("p").expect("the runs");
+        assert_eq!(runs.len(), 2, "the queued start was kept");
+        assert_eq!(
+            runs[1].child_session, None,
+            "the refused batch left nothing"
+        );
+
+        // Queued at the close: written before the store lets go of the file.
+        let third = store.start_run(run("spawn-3", "p")).expect("a key");
+        store.commit_later(vec![Write::RunEnded {
+            run: third,
+            stop_reason: "completed".into(),
+            diagnostic: None,
+        }]);
+        drop(store);
+        let store = SqliteStore::open(&path, small()).expect("reopens");
+        let runs = store.runs_of("p").expect("the runs");
+        let last = runs.last().expect("three runs");
+        assert_eq!(runs.len(), 3);
+        assert_eq!((last.key, last.status), (third, RunStatus::Ended));
+        assert_eq!(last.stop_reason.as_deref(), Some("completed"));
+        // A later opening's keys are above every earlier one's.
+        let fourth = store.start_run(run("spawn-1", "p")).expect("a key");
+        assert!(fourth > third);
     }
 }

@@ -381,10 +381,9 @@ impl RunShared {
                 self.emit_end(&end, record);
             }
             Phase::Pending => {
+                // No event tells of a run that never started: nobody waits on its record.
                 let (_, record) = self.end_event(&outcome);
-                if let Err(e) = self.events.store().commit(record) {
-                    tracing::warn!(run = %self.id, error = %e, "cannot settle the run's record");
-                }
+                self.events.store().commit_later(record);
                 self.started.send_replace(Some(Err(not_started)));
             }
         }
