@@ -128,7 +128,7 @@ struct Queue {
 /// One queued write.
 enum Deferred {
     Write(Write),
-    Start(RunKey, RunStart),
+    Start(RunKey, Box<RunStart>),
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -274,7 +274,7 @@ impl Inner {
         for (at, item) in queued {
             let outcome = match item {
                 Deferred::Write(w) => self.apply(tx, w, at),
-                Deferred::Start(key, run) => self.insert_run(tx, key, run, at),
+                Deferred::Start(key, run) => self.insert_run(tx, key, *run, at),
             };
             if let Err(e) = outcome {
                 tracing::error!(error = %e, "the session store could not apply a queued write");
@@ -682,7 +682,7 @@ impl SessionStore for SqliteStore {
     /// Queues the run's record (see the module's doc): its key is this opening's next.
     fn start_run(&self, run: RunStart) -> Result<RunKey, StoreError> {
         let key = self.last_key.fetch_add(1, Ordering::Relaxed) + 1;
-        self.inner.enqueue(Deferred::Start(key, run));
+        self.inner.enqueue(Deferred::Start(key, Box::new(run)));
         Ok(key)
     }
 
