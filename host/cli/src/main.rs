@@ -36,6 +36,7 @@ mod run;
 mod sessions;
 mod tree;
 mod wit;
+mod worker;
 
 use std::future::Future;
 use std::io::Write;
@@ -110,6 +111,8 @@ enum Command {
     /// Serve the config's top-level agent over the Agent Client Protocol on stdio (for an editor
     /// that speaks ACP).
     Acp(acp::Args),
+    /// Serve the config's providers to a NATS cluster until SIGTERM or Ctrl-C, then drain.
+    Worker(worker::Args),
     /// Keep a host up on a config, reloading what changes (the config, a rebuilt component)
     /// and running a command after each reload.
     Dev(dev::Args),
@@ -152,6 +155,7 @@ fn main() -> ExitCode {
             Command::Compile(args) => cache::run_compile(args, &interrupt).await,
             Command::Dev(args) => dev::run(args, interrupt.clone()).await,
             Command::Acp(args) => acp::run(args, interrupt.clone()).await,
+            Command::Worker(args) => worker::run(args, interrupt.clone()).await,
         };
         if interrupt.is_cancelled() {
             errln!("interrupted");
@@ -328,11 +332,40 @@ pub(crate) async fn load_for_use(
     config: &Config,
     interrupt: &CancellationToken,
 ) -> Result<LoadReport> {
+    let report = load_plugins(host, config, interrupt).await?;
+    join_cluster(host, config, interrupt).await?;
+    Ok(report)
+}
+
+/// Loads `config`'s plugins into `host`, printing each that failed as a warning; joins no
+/// cluster.
+pub(crate) async fn load_plugins(
+    host: &Host,
+    config: &Config,
+    interrupt: &CancellationToken,
+) -> Result<LoadReport> {
     let report = interruptible(host.load(config), interrupt).await?;
     for failure in &report.failed {
         errln!("warning: {failure}");
     }
     Ok(report)
+}
+
+/// Joins the config's `[cluster]`, if it has one, as a front-end: the providers its workers
+/// serve become the host's. A worker joins none (it serves its own providers).
+pub(crate) async fn join_cluster(
+    host: &Host,
+    config: &Config,
+    interrupt: &CancellationToken,
+) -> Result<()> {
+    let Some(cluster) = &config.cluster else {
+        return Ok(());
+    };
+    let providers = interruptible(host.join_cluster(cluster), interrupt)
+        .await?
+        .with_context(|| format!("cannot join cluster `{}` ([cluster] in the config)", cluster.name))?;
+    tracing::info!(cluster = %cluster.name, providers = ?providers, "joined the cluster");
+    Ok(())
 }
 
 /// `work`, unless Ctrl-C comes first: then an error at once, even in the middle of a long

@@ -121,6 +121,9 @@ pub struct Config {
     pub models: ModelsConfig,
     /// `[sessions]`: where sessions are kept, and their limits.
     pub sessions: SessionsConfig,
+    /// `[cluster]`: the NATS cluster whose providers a front-end runs on (`seam worker` reads
+    /// its connection here too).
+    pub cluster: Option<seam_cluster::ClusterConfig>,
 }
 
 /// Where sessions are kept (`[sessions] store`).
@@ -217,6 +220,8 @@ struct RawConfig {
     models: Option<toml::Value>,
     #[serde(default)]
     sessions: Option<toml::Value>,
+    #[serde(default)]
+    cluster: Option<toml::Value>,
 }
 
 impl Config {
@@ -326,12 +331,30 @@ impl Config {
             }
             None => SessionsConfig::default(),
         };
+        let cluster = match raw.cluster {
+            Some(v) => {
+                let cluster: seam_cluster::ClusterConfig =
+                    v.try_into().map_err(|e| section("cluster", e))?;
+                cluster.validate().map_err(|e| ConfigError::Parse {
+                    path: name.to_path_buf(),
+                    message: match e {
+                        seam_cluster::ClusterError::BadName { .. } => {
+                            format!("[cluster] key `name`: {e}")
+                        }
+                        e => e.to_string(),
+                    },
+                })?;
+                Some(cluster)
+            }
+            None => None,
+        };
         Ok(Self {
             source: Some(name.to_path_buf()),
             plugins,
             agent,
             models,
             sessions,
+            cluster,
         })
     }
 }

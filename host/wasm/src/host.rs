@@ -51,6 +51,8 @@ pub(crate) struct HostShared {
     pub(crate) models: Arc<ModelRegistry>,
     pub(crate) loader: Loader,
     pub(crate) options: HostOptions,
+    /// The cluster this host is a front-end of ([`Host::join_cluster`]).
+    pub(crate) cluster: tokio::sync::Mutex<Option<seam_cluster::ClusterFront>>,
     /// Last, so that the epoch ticker stops after everything that uses the engine is gone.
     _engine: SeamEngine,
 }
@@ -149,6 +151,7 @@ impl Host {
                 models,
                 loader,
                 options,
+                cluster: tokio::sync::Mutex::new(None),
                 _engine: engine,
             }),
         })
@@ -178,6 +181,9 @@ impl Host {
     /// until the next load or reconfigure. Returns once every process its providers started
     /// has been ended and reaped, with what those processes started.
     pub async fn unload_all(&self) {
+        if let Some(front) = self.inner.cluster.lock().await.take() {
+            front.leave().await;
+        }
         self.inner.loader.unload_all().await;
         self.inner.runtime.live.processes_reaped().await;
     }
@@ -209,8 +215,30 @@ impl Host {
     }
 
     /// The lifecycle event bus.
-    pub fn events(&self) -> &EventBus {
+    pub fn events(&self) -> &Arc<EventBus> {
         &self.inner.events
+    }
+
+    /// Joins a cluster as a front-end (`[cluster]`): the providers its workers serve become
+    /// providers of this host, checked and run like local ones; a local provider keeps its name.
+    /// Joining again is a no-op. [`Host::unload_all`] leaves it.
+    pub async fn join_cluster(
+        &self,
+        config: &seam_cluster::ClusterConfig,
+    ) -> Result<Vec<String>, seam_cluster::ClusterError> {
+        let mut cluster = self.inner.cluster.lock().await;
+        if let Some(front) = cluster.as_ref() {
+            return Ok(front.providers());
+        }
+        let front = seam_cluster::ClusterFront::join(
+            config,
+            self.subagents().clone(),
+            self.inner.tools.clone(),
+        )
+        .await?;
+        let names = front.providers();
+        *cluster = Some(front);
+        Ok(names)
     }
 
     /// The subagent service: start runs, list providers.

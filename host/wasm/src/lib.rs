@@ -28,6 +28,7 @@ pub mod versions;
 mod wasi;
 
 /// `seam-core`'s session store (`store` there; here `store` is the plugin stores' module).
+pub use seam_cluster as cluster;
 pub use seam_core::store as session_store;
 pub use seam_core::{agent, events, live, model, session, subagent, sync, tool, types};
 

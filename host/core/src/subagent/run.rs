@@ -99,6 +99,10 @@ pub enum RunFailure {
     /// The provider's future panicked: a host-side bug, contained to the run.
     #[error("the provider panicked: {0}")]
     Panicked(String),
+    /// A cluster provider's run was lost or refused on the way: no worker answered, its worker
+    /// went silent, a message was lost, too large or not one (the text names the worker).
+    #[error("{0}")]
+    Cluster(String),
 }
 
 /// What a finished child leaves behind for [`SubagentService::resume`](super::SubagentService):

@@ -1,0 +1,291 @@
+//! A provider that runs on the cluster: each run is a start request to the provider's queue
+//! group, then the run's messages from the worker that took it, numbered so that a lost one is
+//! seen, and control messages back (cancel, steer, dispose).
+//!
+//! The run's contract is the registry's, exactly as for a local provider; this side only turns
+//! what the worker says into `ready`, progress and a result, and every fault into an `error`
+//! end naming the worker: a worker silent for three heartbeats, a lost message, a message that
+//! is not one, the connection gone.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::client::RequestErrorKind;
+use backon::{ExponentialBuilder, Retryable};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::StreamExt;
+
+use seam_core::subagent::{Provider, ResumeSeed, RunContext, RunFailure};
+use seam_core::types::{RequestSnapshot, StartRequest, SubagentResult};
+
+use crate::connect::fits;
+use crate::front::FrontShared;
+use crate::names;
+use crate::wire::{Control, Out, OutBody, Start, StartReply};
+
+/// How many busy answers a start takes before it waits or is refused: enough for a start to
+/// meet every replica of a small pool (each try lands on one of them at random).
+const BUSY_TRIES: usize = 8;
+
+/// A cluster provider, as registered in a front-end's registry.
+pub(crate) struct RemoteProvider {
+    front: Arc<FrontShared>,
+    name: String,
+}
+
+impl RemoteProvider {
+    pub(crate) fn new(front: Arc<FrontShared>, name: String) -> Self {
+        Self { front, name }
+    }
+}
+
+/// A run held on a worker: when the last holder lets go (the run's future, or the resume seed
+/// it left), the worker is told to dispose of it.
+struct Held {
+    client: async_nats::Client,
+    control: String,
+    worker: String,
+    token: String,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let client = self.client.clone();
+        let control = std::mem::take(&mut self.control);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if let Ok(body) = serde_json::to_vec(&Control::Dispose) {
+                    let _ = client.publish(control, body.into()).await;
+                }
+            });
+        }
+    }
+}
+
+/// What a resumable remote run leaves: the worker and token of the run to continue.
+struct RemoteSeed(Arc<Held>);
+
+/// Why a start did not take.
+enum NotTaken {
+    Busy(String),
+    Failed(RunFailure),
+}
+
+impl Provider for RemoteProvider {
+    fn run(
+        &self,
+        ctx: RunContext,
+        request: StartRequest,
+    ) -> BoxFuture<'static, Result<SubagentResult, RunFailure>> {
+        let front = self.front.clone();
+        let name = self.name.clone();
+        Box::pin(async move { run(front, name, ctx, request).await })
+    }
+}
+
+fn failure(message: String) -> RunFailure {
+    RunFailure::Cluster(message)
+}
+
+async fn run(
+    front: Arc<FrontShared>,
+    name: String,
+    ctx: RunContext,
+    request: StartRequest,
+) -> Result<SubagentResult, RunFailure> {
+    let token = format!(
+        "{}-{}",
+        front.id,
+        front.next_run.fetch_add(1, Ordering::Relaxed)
+    );
+    names::check("run token", &token).map_err(|e| failure(e.to_string()))?;
+    let seed = ctx
+        .resumed_from()
+        .and_then(|s| s.downcast_ref::<RemoteSeed>().map(|r| r.0.clone()));
+    let start = Start {
+        token: token.clone(),
+        provider: name.clone(),
+        request: RequestSnapshot::of(&request),
+        resume: seed.as_ref().map(|h| h.token.clone()),
+    };
+    let body = serde_json::to_vec(&start).map_err(|e| failure(e.to_string()))?;
+    fits(&front.client, || format!("the start of provider `{name}`"), &body)
+        .map_err(|e| failure(e.to_string()))?;
+    let body = Bytes::from(body);
+    // Subscribed before the start goes, so that none of the run's messages is missed.
+    let mut out = front
+        .client
+        .subscribe(front.subjects.out(&token))
+        .await
+        .map_err(|e| failure(format!("cannot subscribe to the run's messages: {e}")))?;
+    let subject = match &seed {
+        Some(held) => front.subjects.worker_start(&held.worker),
+        None => {
+            let token = names::provider_token(&name).map_err(|e| failure(e.to_string()))?;
+            front.subjects.start(&token)
+        }
+    };
+
+    let ask = || {
+        let front = front.clone();
+        let subject = subject.clone();
+        let body = body.clone();
+        let name = name.clone();
+        async move { ask(&front, &name, subject, body).await }
+    };
+    let waits = front.waits(&name);
+    let tries = BUSY_TRIES.max(front.replicas(&name) * 2);
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(5))
+        .with_max_delay(Duration::from_millis(250))
+        .with_jitter();
+    let backoff = if waits {
+        backoff.without_max_times()
+    } else {
+        backoff.with_max_times(tries)
+    };
+    let taken = tokio::select! {
+        taken = ask.retry(backoff).when(|e| matches!(e, NotTaken::Busy(_))) => taken,
+        () = ctx.cancelled() => return Err(RunFailure::CancelledWaiting),
+    };
+    let worker = match taken {
+        Ok(worker) => worker,
+        Err(NotTaken::Busy(reason)) => {
+            return Err(RunFailure::LimitHit {
+                plugin: crate::front::plugin_name(&front.cluster),
+                limit: "max_concurrent_runs".into(),
+                detail: format!(
+                    "every worker serving provider `{name}` is at capacity ({reason})"
+                ),
+            })
+        }
+        Err(NotTaken::Failed(f)) => return Err(f),
+    };
+    let held = Arc::new(Held {
+        client: front.client.clone(),
+        control: front.subjects.control(&token),
+        worker: worker.clone(),
+        token,
+    });
+    drop(seed);
+
+    let send = |control: Control| {
+        let client = front.client.clone();
+        let subject = held.control.clone();
+        async move {
+            match serde_json::to_vec(&control) {
+                Ok(body) => client.publish(subject, body.into()).await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    };
+    let beat = front.heartbeat_of(&worker);
+    let mut watchdog = tokio::time::interval(beat);
+    watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut seq = 0u64;
+    let mut told_cancel = false;
+    loop {
+        tokio::select! {
+            biased;
+            msg = out.next() => {
+                let Some(msg) = msg else {
+                    return Err(failure(format!(
+                        "the connection to the cluster closed while worker `{worker}` ran the run"
+                    )));
+                };
+                let message: Out = serde_json::from_slice(&msg.payload).map_err(|e| {
+                    failure(format!("worker `{worker}` sent a message that is not one: {e}"))
+                })?;
+                if message.seq != seq + 1 {
+                    let _ = send(Control::Cancel { reason: Some("messages were lost".into()) }).await;
+                    return Err(failure(format!(
+                        "messages from worker `{worker}` were lost: expected message {}, got {}",
+                        seq + 1,
+                        message.seq
+                    )));
+                }
+                seq = message.seq;
+                match message.body {
+                    OutBody::Ready => ctx.ready(),
+                    OutBody::Progress { content } => ctx.progress(content),
+                    OutBody::Result { result, resumable } => {
+                        if resumable {
+                            ctx.keep_for_resume(ResumeSeed::new(RemoteSeed(held.clone())));
+                        }
+                        return Ok(result);
+                    }
+                    OutBody::Failed { message } => {
+                        return Err(failure(format!("worker `{worker}`: {message}")));
+                    }
+                }
+            }
+            () = ctx.cancelled(), if !told_cancel => {
+                told_cancel = true;
+                if let Err(e) = send(Control::Cancel { reason: ctx.cancel_reason() }).await {
+                    tracing::warn!(worker = %worker, error = %e, "cannot pass a cancel on");
+                }
+            }
+            () = ctx.message_waiting() => {
+                while let Some(content) = ctx.next_message() {
+                    if let Err(e) = send(Control::Steer { content }).await {
+                        tracing::warn!(worker = %worker, error = %e, "cannot pass a steering message on");
+                    }
+                }
+            }
+            _ = watchdog.tick() => {
+                if let Some(quiet) = front.silence(&worker) {
+                    let _ = send(Control::Cancel { reason: Some("its worker went silent".into()) }).await;
+                    return Err(failure(format!(
+                        "worker `{worker}` stopped answering: no heartbeat for {} ms (it beats every {} ms)",
+                        quiet.as_millis(),
+                        beat.as_millis()
+                    )));
+                }
+            }
+        }
+    }
+}
+
+/// Asks for a start once.
+async fn ask(
+    front: &FrontShared,
+    name: &str,
+    subject: String,
+    body: Bytes,
+) -> Result<String, NotTaken> {
+    let request = async_nats::Request::new()
+        .payload(body)
+        .timeout(Some(front.start_timeout));
+    let reply = match front.client.send_request(subject, request).await {
+        Ok(reply) => reply,
+        Err(e) => {
+            let message = match e.kind() {
+                RequestErrorKind::NoResponders => format!(
+                    "no worker of cluster `{}` serves provider `{name}`",
+                    front.cluster
+                ),
+                RequestErrorKind::TimedOut => format!(
+                    "no worker of cluster `{}` answered the start of provider `{name}` within {} ms",
+                    front.cluster,
+                    front.start_timeout.as_millis()
+                ),
+                _ => format!("the start of provider `{name}` could not be sent: {e}"),
+            };
+            return Err(NotTaken::Failed(failure(message)));
+        }
+    };
+    match serde_json::from_slice::<StartReply>(&reply.payload) {
+        Ok(StartReply::Accepted { worker }) => Ok(worker),
+        Ok(StartReply::Busy { reason, .. }) => Err(NotTaken::Busy(reason)),
+        Ok(StartReply::Refused {
+            worker, message, ..
+        }) => Err(NotTaken::Failed(RunFailure::Refused(format!(
+            "worker `{worker}`: {message}"
+        )))),
+        Err(e) => Err(NotTaken::Failed(failure(format!(
+            "a worker answered the start of provider `{name}` with something that is not an answer: {e}"
+        )))),
+    }
+}

@@ -1,0 +1,570 @@
+//! `seam worker`: serves the providers its own config loaded to the cluster.
+//!
+//! Each provider listens on its queue-group subject, so that replicas share the starts; each
+//! advert is put in the cluster's key-value bucket at every heartbeat. A start names a provider
+//! and carries a request: nothing in it can make the worker load code or reach a provider its
+//! config did not load. Every run the worker accepts is its own to end: settled, cancelled by its
+//! front-end, or disposed when its front-end lets go or when it has been kept too long.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::kv;
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use seam_core::events::{Event, EventBus, ListenerId};
+use seam_core::subagent::{SubagentRun, SubagentService};
+use seam_core::types::ContentBlock;
+
+use crate::connect::{fits, ClusterConfig};
+use crate::error::ClusterError;
+use crate::names::{self, Subjects};
+use crate::wire::{Advert, Control, Out, OutBody, Start, StartReply, PROTOCOL};
+
+/// How long a worker keeps a finished, resumable run whose front-end has not let go of it.
+pub const DEFAULT_KEEP_FINISHED: Duration = Duration::from_secs(600);
+
+/// Progress updates a run may have waiting to be sent; past that they are dropped (counted in a
+/// warning), never the run's end.
+const PROGRESS_QUEUE: usize = 256;
+
+/// One provider a worker serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Served {
+    /// Its registry name.
+    pub name: String,
+    /// Most runs of it this worker takes at once.
+    pub capacity: u32,
+    /// Whether its entry says `on_concurrency = "wait"`.
+    pub waits: bool,
+}
+
+/// How a worker serves.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Its id in the cluster (checked: letters, digits, `-`, `_`).
+    pub id: String,
+    /// The providers it serves (each must be in its registry).
+    pub providers: Vec<Served>,
+    /// The contract version it implements, for its adverts.
+    pub contract: String,
+    /// How long it keeps a finished, resumable run its front-end has not let go of.
+    pub keep_finished: Duration,
+}
+
+/// A serving worker. [`Worker::drain`] ends it.
+pub struct Worker {
+    shared: Arc<Shared>,
+    /// The tasks taking starts: aborted (their subscriptions dropped) when draining begins.
+    takers: Vec<JoinHandle<()>>,
+    heartbeat: JoinHandle<()>,
+    listener: ListenerId,
+    events: Arc<EventBus>,
+}
+
+struct Shared {
+    client: async_nats::Client,
+    subjects: Subjects,
+    id: String,
+    service: Arc<SubagentService>,
+    served: Vec<(Served, String)>,
+    contract: String,
+    heartbeat: Duration,
+    keep_finished: Duration,
+    kv: kv::Store,
+    draining: AtomicBool,
+    /// Runs going or kept, by token.
+    runs: Mutex<HashMap<String, Held>>,
+    /// Where the progress of each going run is sent, by the worker's own run id.
+    progress: Mutex<HashMap<String, mpsc::Sender<Vec<ContentBlock>>>>,
+    /// Live runs per provider, counted against its capacity.
+    live: Mutex<HashMap<String, u32>>,
+}
+
+/// A run the worker holds: its handle, and its driver.
+struct Held {
+    run: SubagentRun,
+    settled: bool,
+}
+
+/// Gets or makes the cluster's advert bucket. Entries live three heartbeats past their last
+/// put at the least, so that an advert outlives no worker for long.
+pub(crate) async fn bucket(
+    js: &async_nats::jetstream::Context,
+    subjects: &Subjects,
+    heartbeat: Duration,
+) -> Result<kv::Store, ClusterError> {
+    let bad = |e: String| ClusterError::JetStream {
+        bucket: subjects.bucket().to_string(),
+        message: e,
+    };
+    if let Ok(store) = js.get_key_value(subjects.bucket()).await {
+        return Ok(store);
+    }
+    js.create_key_value(kv::Config {
+        bucket: subjects.bucket().to_string(),
+        description: "Seam: providers served by the cluster's workers".into(),
+        history: 1,
+        max_age: (heartbeat * 30).max(Duration::from_secs(30)),
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| bad(e.to_string()))
+}
+
+impl Worker {
+    /// Connects and serves. Fails, naming what, if the id or a provider is bad, the server
+    /// cannot be reached, or a subscription cannot be made.
+    pub async fn serve(
+        config: &ClusterConfig,
+        service: Arc<SubagentService>,
+        events: Arc<EventBus>,
+        options: WorkerOptions,
+    ) -> Result<Self, ClusterError> {
+        names::check("worker id", &options.id)?;
+        let subjects = Subjects::new(&config.name)?;
+        let mut served = Vec::new();
+        for p in options.providers {
+            if service.descriptor(&p.name).is_none() {
+                return Err(ClusterError::NotLoaded(p.name));
+            }
+            let token = names::provider_token(&p.name)?;
+            served.push((p, token));
+        }
+        let client = config.connect(&format!("seam-worker-{}", options.id)).await?;
+        let js = async_nats::jetstream::new(client.clone());
+        let kv = bucket(&js, &subjects, config.heartbeat()).await?;
+        let shared = Arc::new(Shared {
+            client,
+            subjects,
+            id: options.id,
+            service,
+            served,
+            contract: options.contract,
+            heartbeat: config.heartbeat(),
+            keep_finished: options.keep_finished,
+            kv,
+            draining: AtomicBool::new(false),
+            runs: Mutex::default(),
+            progress: Mutex::default(),
+            live: Mutex::default(),
+        });
+
+        let listener = {
+            let shared = Arc::downgrade(&shared);
+            events.subscribe(move |event| {
+                if let (Event::SubagentProgress { id, content, .. }, Some(shared)) =
+                    (event, shared.upgrade())
+                {
+                    let sender = lock(&shared.progress).get(&id).cloned();
+                    if let Some(sender) = sender {
+                        if sender.try_send(content).is_err() {
+                            tracing::warn!(run = %id, "a progress update was dropped: too many waiting to be sent");
+                        }
+                    }
+                }
+                Ok(())
+            })
+        };
+
+        let mut takers = Vec::new();
+        // Adverts first: a front-end may start a run as soon as it sees one, so the
+        // subscriptions are made before.
+        let mut subs = Vec::new();
+        for (_, token) in &shared.served {
+            let subject = shared.subjects.start(token);
+            let sub = shared
+                .client
+                .queue_subscribe(subject.clone(), "workers".into())
+                .await
+                .map_err(|e| ClusterError::Subscribe {
+                    subject,
+                    message: e.to_string(),
+                })?;
+            subs.push(sub);
+        }
+        let direct = shared.subjects.worker_start(&shared.id);
+        subs.push(shared.client.subscribe(direct.clone()).await.map_err(|e| {
+            ClusterError::Subscribe {
+                subject: direct,
+                message: e.to_string(),
+            }
+        })?);
+        shared.advertise().await;
+        for mut sub in subs {
+            let shared = shared.clone();
+            takers.push(tokio::spawn(async move {
+                while let Some(msg) = sub.next().await {
+                    let shared = shared.clone();
+                    tokio::spawn(async move { shared.on_start(msg).await });
+                }
+            }));
+        }
+        let heartbeat = {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(shared.heartbeat);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    shared.advertise().await;
+                }
+            })
+        };
+        tracing::info!(worker = %shared.id, providers = shared.served.len(), "serving the cluster");
+        Ok(Self {
+            shared,
+            takers,
+            heartbeat,
+            listener,
+            events,
+        })
+    }
+
+    /// The worker's id.
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// How many runs it holds (going, or finished and kept for a resume).
+    pub fn runs(&self) -> usize {
+        lock(&self.shared.runs).len()
+    }
+
+    /// Stops taking runs, lets live ones finish for up to `grace`, cancels the rest, disposes of
+    /// everything, and withdraws its adverts.
+    pub async fn drain(self, grace: Duration) {
+        let shared = &self.shared;
+        shared.draining.store(true, Ordering::SeqCst);
+        // Its start subscriptions go: the queue groups route new starts to other replicas.
+        for task in &self.takers {
+            task.abort();
+        }
+        shared.advertise().await;
+        tracing::info!(worker = %shared.id, grace_ms = grace.as_millis() as u64, "draining");
+        let going: Vec<SubagentRun> = lock(&shared.runs)
+            .values()
+            .filter(|h| !h.settled)
+            .map(|h| h.run.clone())
+            .collect();
+        let all_settled = futures::future::join_all(going.iter().map(|r| r.result()));
+        if tokio::time::timeout(grace, all_settled).await.is_err() {
+            for run in &going {
+                run.cancel(Some(format!(
+                    "worker `{}` drained: its grace of {} ms ran out",
+                    shared.id,
+                    grace.as_millis()
+                )));
+            }
+            futures::future::join_all(going.iter().map(|r| r.result())).await;
+        }
+        // Let every run's driver send its end before the connection goes.
+        let _ = shared.client.flush().await;
+        self.heartbeat.abort();
+        let held: Vec<SubagentRun> = lock(&shared.runs).drain().map(|(_, h)| h.run).collect();
+        futures::future::join_all(held.iter().map(|r| r.dispose())).await;
+        for (_, token) in &shared.served {
+            let _ = shared.kv.delete(names::advert_key(token, &shared.id)).await;
+        }
+        let _ = shared.client.flush().await;
+        self.events.unsubscribe(self.listener);
+    }
+}
+
+impl Shared {
+    /// Puts this worker's adverts (its heartbeat).
+    async fn advertise(&self) {
+        let draining = self.draining.load(Ordering::SeqCst);
+        for (served, token) in &self.served {
+            let Some(descriptor) = self.service.descriptor(&served.name) else {
+                continue;
+            };
+            let advert = Advert {
+                worker: self.id.clone(),
+                descriptor: (*descriptor).clone(),
+                contract: self.contract.clone(),
+                protocol: PROTOCOL,
+                capacity: served.capacity,
+                waits: served.waits,
+                heartbeat_ms: self.heartbeat.as_millis() as u64,
+                draining,
+            };
+            let body = match serde_json::to_vec(&advert) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot encode an advert");
+                    continue;
+                }
+            };
+            if let Err(e) = self
+                .kv
+                .put(names::advert_key(token, &self.id), body.into())
+                .await
+            {
+                tracing::warn!(worker = %self.id, provider = %served.name, error = %e, "cannot put an advert");
+            }
+        }
+    }
+
+    async fn reply(&self, msg: &async_nats::Message, reply: StartReply) {
+        let Some(to) = msg.reply.clone() else {
+            return;
+        };
+        match serde_json::to_vec(&reply) {
+            Ok(body) => {
+                if let Err(e) = self.client.publish(to, body.into()).await {
+                    tracing::warn!(worker = %self.id, error = %e, "cannot answer a start");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "cannot encode a start's answer"),
+        }
+    }
+
+    fn refused(&self, code: &str, message: String) -> StartReply {
+        StartReply::Refused {
+            worker: self.id.clone(),
+            code: code.into(),
+            message,
+        }
+    }
+
+    async fn on_start(self: Arc<Self>, msg: async_nats::Message) {
+        let start: Start = match serde_json::from_slice(&msg.payload) {
+            Ok(s) => s,
+            Err(e) => {
+                let answer = self.refused("INVALID_REQUEST", format!("a start that is not one: {e}"));
+                return self.reply(&msg, answer).await;
+            }
+        };
+        if names::check("run token", &start.token).is_err() {
+            let answer = self.refused("INVALID_REQUEST", "a start whose token is not a name".into());
+            return self.reply(&msg, answer).await;
+        }
+        if self.draining.load(Ordering::SeqCst) {
+            let answer = StartReply::Busy {
+                worker: self.id.clone(),
+                reason: format!("worker `{}` is draining", self.id),
+            };
+            return self.reply(&msg, answer).await;
+        }
+        let Some((served, _)) = self.served.iter().find(|(s, _)| s.name == start.provider) else {
+            let answer = self.refused(
+                "NO_PROVIDER",
+                format!("worker `{}` does not serve provider `{}`", self.id, start.provider),
+            );
+            return self.reply(&msg, answer).await;
+        };
+        let full = {
+            let mut live = lock(&self.live);
+            let n = live.entry(served.name.clone()).or_default();
+            let full = *n >= served.capacity;
+            if !full {
+                *n += 1;
+            }
+            full
+        };
+        if full {
+            let answer = StartReply::Busy {
+                worker: self.id.clone(),
+                reason: format!(
+                    "worker `{}` runs {} of provider `{}`, its max_concurrent_runs",
+                    self.id, served.capacity, served.name
+                ),
+            };
+            return self.reply(&msg, answer).await;
+        }
+        // Subscribed before the start is answered, so that no control message is missed.
+        let control = match self.client.subscribe(self.subjects.control(&start.token)).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.release(&served.name);
+                let answer = self.refused("START_FAILED", format!("cannot subscribe: {e}"));
+                return self.reply(&msg, answer).await;
+            }
+        };
+        let (progress_tx, progress_rx) = mpsc::channel(PROGRESS_QUEUE);
+        let started = {
+            // Held while the run is made, so that its first progress finds its queue.
+            let mut progress = lock(&self.progress);
+            let started = match &start.resume {
+                Some(previous) => {
+                    let previous = lock(&self.runs).get(previous).map(|h| h.run.clone());
+                    match previous {
+                        Some(previous) => self.service.resume(&previous, start.request.prompt.clone()),
+                        None => Err(seam_core::subagent::SubagentError::InvalidState(format!(
+                            "worker `{}` no longer holds the run to resume (disposed, or kept past its time)",
+                            self.id
+                        ))),
+                    }
+                }
+                None => {
+                    let parent = start.request.parent.clone();
+                    let prompt = start.request.prompt.clone();
+                    self.service
+                        .start(&start.provider, start.request.clone().into_request(parent, prompt))
+                }
+            };
+            if let Ok(run) = &started {
+                progress.insert(run.id().to_string(), progress_tx);
+            }
+            started
+        };
+        let run = match started {
+            Ok(run) => run,
+            Err(e) => {
+                self.release(&served.name);
+                let answer = self.refused(e.code(), e.to_string());
+                return self.reply(&msg, answer).await;
+            }
+        };
+        lock(&self.runs).insert(
+            start.token.clone(),
+            Held {
+                run: run.clone(),
+                settled: false,
+            },
+        );
+        self.reply(
+            &msg,
+            StartReply::Accepted {
+                worker: self.id.clone(),
+            },
+        )
+        .await;
+        let provider = served.name.clone();
+        self.drive(start.token, provider, run, control, progress_rx)
+            .await;
+    }
+
+    fn release(&self, provider: &str) {
+        if let Some(n) = lock(&self.live).get_mut(provider) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// Sends a run's messages until it settles, obeys its front-end's control messages, and
+    /// disposes of it when the front-end lets go (or, for a kept run, when its time is up).
+    async fn drive(
+        &self,
+        token: String,
+        provider: String,
+        run: SubagentRun,
+        mut control: async_nats::Subscriber,
+        mut progress: mpsc::Receiver<Vec<ContentBlock>>,
+    ) {
+        let out = self.subjects.out(&token);
+        let mut seq = 0u64;
+        let mut started = Some(run.started());
+        let mut result = run.result();
+        let mut progress_open = true;
+        let resumable = loop {
+            tokio::select! {
+                biased;
+                ready = async {
+                    match started.as_mut() {
+                        Some(f) => f.await.is_ok(),
+                        None => false,
+                    }
+                }, if started.is_some() => {
+                    started = None;
+                    if ready {
+                        self.send(&out, &mut seq, OutBody::Ready).await;
+                    }
+                }
+                update = progress.recv(), if started.is_none() && progress_open => match update {
+                    Some(content) => self.send(&out, &mut seq, OutBody::Progress { content }).await,
+                    None => progress_open = false,
+                },
+                outcome = &mut result => {
+                    // Whatever progress was queued before the end goes first.
+                    while let Ok(content) = progress.try_recv() {
+                        self.send(&out, &mut seq, OutBody::Progress { content }).await;
+                    }
+                    let resumable = run.resume_state().is_some();
+                    let body = match outcome {
+                        Ok(result) => OutBody::Result { result, resumable },
+                        Err(e) => OutBody::Failed { message: e.to_string() },
+                    };
+                    self.send(&out, &mut seq, body).await;
+                    break resumable;
+                }
+                msg = control.next() => match msg.map(|m| serde_json::from_slice::<Control>(&m.payload)) {
+                    Some(Ok(Control::Cancel { reason })) => run.cancel(reason),
+                    Some(Ok(Control::Steer { content })) => {
+                        if let Err(e) = run.send_message(content) {
+                            tracing::debug!(run = %run.id(), error = %e, "a steering message was refused");
+                        }
+                    }
+                    Some(Ok(Control::Dispose)) | None => {
+                        run.cancel(Some("its front-end let go of the run".into()));
+                        let _ = (&mut result).await;
+                        break false;
+                    }
+                    Some(Err(e)) => tracing::warn!(run = %run.id(), error = %e, "a control message that is not one"),
+                },
+            }
+        };
+        lock(&self.progress).remove(run.id());
+        self.release(&provider);
+        if resumable {
+            if let Some(h) = lock(&self.runs).get_mut(&token) {
+                h.settled = true;
+            }
+            // Kept for a resume until the front-end lets go, or for `keep_finished`.
+            let _ = tokio::time::timeout(self.keep_finished, async {
+                while let Some(msg) = control.next().await {
+                    if let Ok(Control::Dispose) = serde_json::from_slice(&msg.payload) {
+                        break;
+                    }
+                }
+            })
+            .await;
+        }
+        lock(&self.runs).remove(&token);
+        let _ = control.unsubscribe().await;
+        run.dispose().await;
+    }
+
+    /// Sends one message of a run; one over the server's `max_payload` is replaced, for a
+    /// result, by a failure saying so, and dropped, for progress.
+    async fn send(&self, subject: &str, seq: &mut u64, body: OutBody) {
+        let mut message = Out {
+            seq: *seq + 1,
+            body,
+        };
+        let mut bytes = match serde_json::to_vec(&message) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot encode a run's message");
+                return;
+            }
+        };
+        if let Err(e) = fits(&self.client, || "the run's result".into(), &bytes) {
+            match message.body {
+                OutBody::Progress { .. } => {
+                    tracing::warn!(worker = %self.id, error = %e, "a progress update was dropped");
+                    return;
+                }
+                _ => {
+                    message.body = OutBody::Failed {
+                        message: format!("worker `{}`: {e}", self.id),
+                    };
+                    bytes = serde_json::to_vec(&message).unwrap_or_default();
+                }
+            }
+        }
+        *seq += 1;
+        if let Err(e) = self.client.publish(subject.to_string(), Bytes::from(bytes)).await {
+            tracing::warn!(worker = %self.id, error = %e, "cannot send a run's message");
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
