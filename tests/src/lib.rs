@@ -8,6 +8,8 @@ use std::time::Duration;
 use seam_host::{Config, EngineOptions, Event, Host, HostOptions, LoadReport};
 use tokio::sync::watch;
 
+pub mod nats;
+
 /// Paths of the built guest components, one `&str` constant per guest that `build.rs` builds,
 /// named after its package in upper case (`my-guest` would give `guests::MY_GUEST`).
 /// `build.rs` fails when a guest in its list is named by no test: by its constant, its `.wasm`

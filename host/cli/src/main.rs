@@ -363,7 +363,12 @@ pub(crate) async fn join_cluster(
     };
     let providers = interruptible(host.join_cluster(cluster), interrupt)
         .await?
-        .with_context(|| format!("cannot join cluster `{}` ([cluster] in the config)", cluster.name))?;
+        .with_context(|| {
+            format!(
+                "cannot join cluster `{}` ([cluster] in the config)",
+                cluster.name
+            )
+        })?;
     tracing::info!(cluster = %cluster.name, providers = ?providers, "joined the cluster");
     Ok(())
 }

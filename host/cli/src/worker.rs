@@ -13,12 +13,14 @@ use tokio_util::sync::CancellationToken;
 use super::{load_plugins, read_config, with_host, EXIT_OK};
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "A worker runs only what its own config loads: a start names a provider \
+#[command(
+    after_help = "A worker runs only what its own config loads: a start names a provider \
     and carries a request, nothing that loads code. Each provider listens on the queue group \
     `seam.CLUSTER.start.PROVIDER`, and its advert (descriptor, capacity, contract version) is \
     put in the key-value bucket `seam-CLUSTER-providers` at every heartbeat. On SIGTERM or \
     Ctrl-C the worker stops taking runs, lets live ones finish for the drain grace, cancels \
-    the rest and withdraws its adverts.")]
+    the rest and withdraws its adverts."
+)]
 pub(crate) struct Args {
     /// The config file (TOML); its `[cluster]` table, if any, gives the defaults below.
     config: PathBuf,
@@ -129,9 +131,19 @@ fn default_id() -> String {
     let host: String = host
         .trim()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
         .take(40)
         .collect();
-    let host = if host.is_empty() { "worker".into() } else { host };
+    let host = if host.is_empty() {
+        "worker".into()
+    } else {
+        host
+    };
     format!("{host}-{}", std::process::id())
 }

@@ -120,14 +120,13 @@ impl ClusterConfig {
             options = options.nkey(env("nkey_env", var)?);
         }
         if let Some(path) = &self.creds {
-            options =
-                options
-                    .credentials_file(path)
-                    .await
-                    .map_err(|e| ClusterError::Config {
-                        key: "creds",
-                        message: format!("cannot read {}: {e}", path.display()),
-                    })?;
+            options = options
+                .credentials_file(path)
+                .await
+                .map_err(|e| ClusterError::Config {
+                    key: "creds",
+                    message: format!("cannot read {}: {e}", path.display()),
+                })?;
         }
         if let Some(ca) = &self.tls_ca {
             if !ca.is_file() {

@@ -7,7 +7,9 @@ use thiserror::Error;
 #[non_exhaustive]
 pub enum ClusterError {
     /// A cluster name, worker id or provider name that no subject may be built from.
-    #[error("{what} `{name}` may only contain ASCII letters, digits, `-` and `_` (1 to 64 of them)")]
+    #[error(
+        "{what} `{name}` may only contain ASCII letters, digits, `-` and `_` (1 to 64 of them)"
+    )]
     BadName {
         /// What the name is of.
         what: &'static str,

@@ -20,6 +20,7 @@ use seam_core::tool::ToolRegistry;
 
 use crate::connect::ClusterConfig;
 use crate::error::ClusterError;
+use crate::members::{lock, plugin_name, FrontShared, Provider};
 use crate::names::{self, Subjects};
 use crate::remote::RemoteProvider;
 use crate::wire::{Advert, PROTOCOL};
@@ -27,84 +28,11 @@ use crate::wire::{Advert, PROTOCOL};
 /// How often a front-end looks for silent workers.
 const REAP_EVERY: Duration = Duration::from_millis(100);
 
-/// The plugin name cluster providers are registered under (errors name it).
-pub fn plugin_name(cluster: &str) -> String {
-    format!("cluster:{cluster}")
-}
-
 /// A front-end joined to a cluster. Dropping it leaves the cluster's providers registered
 /// until [`ClusterFront::leave`].
 pub struct ClusterFront {
     shared: Arc<FrontShared>,
     tasks: Vec<JoinHandle<()>>,
-}
-
-/// What a front-end's providers and its watcher share.
-pub(crate) struct FrontShared {
-    pub(crate) client: async_nats::Client,
-    pub(crate) subjects: Subjects,
-    pub(crate) cluster: String,
-    pub(crate) start_timeout: Duration,
-    /// This front-end's id: the first part of its run tokens.
-    pub(crate) id: String,
-    pub(crate) next_run: AtomicU64,
-    service: Arc<SubagentService>,
-    /// The tools that follow providers: mounted and unmounted with the cluster's.
-    tools: Arc<ToolRegistry>,
-    state: Mutex<State>,
-}
-
-#[derive(Default)]
-struct State {
-    /// Replicas by provider name.
-    providers: HashMap<String, Provider>,
-    /// When each worker was last heard from, and its heartbeat.
-    workers: HashMap<String, (Instant, Duration)>,
-    /// Names held by a local provider, already logged.
-    hidden: HashSet<String>,
-}
-
-struct Provider {
-    adverts: HashMap<String, Advert>,
-    registered: bool,
-}
-
-impl FrontShared {
-    /// Whether `worker` has been silent for three heartbeats: then its runs are lost.
-    pub(crate) fn silence(&self, worker: &str) -> Option<Duration> {
-        let state = lock(&self.state);
-        match state.workers.get(worker) {
-            Some((seen, beat)) => {
-                let quiet = seen.elapsed();
-                (quiet > *beat * 3).then_some(quiet)
-            }
-            None => Some(Duration::ZERO),
-        }
-    }
-
-    /// The heartbeat of `worker`, as it advertised it.
-    pub(crate) fn heartbeat_of(&self, worker: &str) -> Duration {
-        lock(&self.state)
-            .workers
-            .get(worker)
-            .map_or(Duration::from_millis(crate::connect::DEFAULT_HEARTBEAT_MS), |w| w.1)
-    }
-
-    /// Whether any live replica of `provider` waits for capacity rather than refusing.
-    pub(crate) fn waits(&self, provider: &str) -> bool {
-        lock(&self.state)
-            .providers
-            .get(provider)
-            .is_some_and(|p| p.adverts.values().any(|a| a.waits))
-    }
-
-    /// How many replicas of `provider` are advertised and not draining.
-    pub(crate) fn replicas(&self, provider: &str) -> usize {
-        lock(&self.state)
-            .providers
-            .get(provider)
-            .map_or(0, |p| p.adverts.values().filter(|a| !a.draining).count())
-    }
 }
 
 impl ClusterFront {
@@ -260,12 +188,16 @@ impl FrontShared {
             let mut state = lock(&self.state);
             let seen = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
             state.workers.insert(worker.clone(), (seen, beat));
-            let provider = state.providers.entry(name.clone()).or_insert_with(|| Provider {
-                adverts: HashMap::new(),
-                registered: false,
-            });
+            let provider = state
+                .providers
+                .entry(name.clone())
+                .or_insert_with(|| Provider {
+                    adverts: HashMap::new(),
+                    registered: false,
+                });
             if let Some(first) = provider.adverts.values().next() {
-                if first.descriptor != advert.descriptor && !provider.adverts.contains_key(&worker) {
+                if first.descriptor != advert.descriptor && !provider.adverts.contains_key(&worker)
+                {
                     tracing::warn!(
                         provider = %name,
                         worker = %worker,
@@ -323,8 +255,12 @@ impl FrontShared {
             registered
         };
         if unregister {
+            // Its runs end by themselves (their worker finished them, or went silent and they
+            // end `error` naming it): retired, not unregistered, so that none ends `aborted`.
             self.tools.provider_removed(name).await;
-            self.service.unregister(name).await;
+            if let Some(removed) = self.service.retire(name) {
+                tokio::spawn(removed);
+            }
             tracing::info!(provider = %name, cluster = %self.cluster, "cluster provider removed");
         }
     }
@@ -361,10 +297,7 @@ impl FrontShared {
 /// How long ago a key-value entry was put, by this machine's clock (zero if in the future).
 fn since_nanos(created: i128) -> Duration {
     let now = std::time::SystemTime::now();
-    let then = std::time::UNIX_EPOCH + Duration::from_nanos(created.clamp(0, u64::MAX as i128) as u64);
+    let then =
+        std::time::UNIX_EPOCH + Duration::from_nanos(created.clamp(0, u64::MAX as i128) as u64);
     now.duration_since(then).unwrap_or_default()
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

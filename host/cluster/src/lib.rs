@@ -15,6 +15,7 @@
 mod connect;
 mod error;
 mod front;
+mod members;
 pub mod names;
 mod remote;
 pub mod wire;
@@ -22,5 +23,6 @@ mod worker;
 
 pub use connect::{ClusterConfig, DEFAULT_CLUSTER, DEFAULT_HEARTBEAT_MS, DEFAULT_START_TIMEOUT_MS};
 pub use error::ClusterError;
-pub use front::{plugin_name, ClusterFront};
+pub use front::ClusterFront;
+pub use members::plugin_name;
 pub use worker::{Served, Worker, WorkerOptions, DEFAULT_KEEP_FINISHED};

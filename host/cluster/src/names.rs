@@ -117,7 +117,10 @@ mod tests {
         for bad in ["", "a*b", "a>b", "a b", "a=b"] {
             assert!(provider_token(bad).is_err(), "{bad:?}");
         }
-        assert_eq!(provider_token("my.provider-1").expect("a name"), "my=provider-1");
+        assert_eq!(
+            provider_token("my.provider-1").expect("a name"),
+            "my=provider-1"
+        );
         assert_eq!(provider_name("my=provider-1"), "my.provider-1");
         let key = advert_key("my=provider-1", "w1");
         assert_eq!(parse_advert_key(&key), Some(("my=provider-1", "w1")));

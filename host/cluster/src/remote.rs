@@ -21,7 +21,7 @@ use seam_core::subagent::{Provider, ResumeSeed, RunContext, RunFailure};
 use seam_core::types::{RequestSnapshot, StartRequest, SubagentResult};
 
 use crate::connect::fits;
-use crate::front::FrontShared;
+use crate::members::{plugin_name, FrontShared};
 use crate::names;
 use crate::wire::{Control, Out, OutBody, Start, StartReply};
 
@@ -111,8 +111,12 @@ async fn run(
         resume: seed.as_ref().map(|h| h.token.clone()),
     };
     let body = serde_json::to_vec(&start).map_err(|e| failure(e.to_string()))?;
-    fits(&front.client, || format!("the start of provider `{name}`"), &body)
-        .map_err(|e| failure(e.to_string()))?;
+    fits(
+        &front.client,
+        || format!("the start of provider `{name}`"),
+        &body,
+    )
+    .map_err(|e| failure(e.to_string()))?;
     let body = Bytes::from(body);
     // Subscribed before the start goes, so that none of the run's messages is missed.
     let mut out = front
@@ -154,11 +158,9 @@ async fn run(
         Ok(worker) => worker,
         Err(NotTaken::Busy(reason)) => {
             return Err(RunFailure::LimitHit {
-                plugin: crate::front::plugin_name(&front.cluster),
+                plugin: plugin_name(&front.cluster),
                 limit: "max_concurrent_runs".into(),
-                detail: format!(
-                    "every worker serving provider `{name}` is at capacity ({reason})"
-                ),
+                detail: format!("every worker serving provider `{name}` is at capacity ({reason})"),
             })
         }
         Err(NotTaken::Failed(f)) => return Err(f),
@@ -176,7 +178,10 @@ async fn run(
         let subject = held.control.clone();
         async move {
             match serde_json::to_vec(&control) {
-                Ok(body) => client.publish(subject, body.into()).await.map_err(|e| e.to_string()),
+                Ok(body) => client
+                    .publish(subject, body.into())
+                    .await
+                    .map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             }
         }

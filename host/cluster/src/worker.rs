@@ -136,7 +136,9 @@ impl Worker {
             let token = names::provider_token(&p.name)?;
             served.push((p, token));
         }
-        let client = config.connect(&format!("seam-worker-{}", options.id)).await?;
+        let client = config
+            .connect(&format!("seam-worker-{}", options.id))
+            .await?;
         let js = async_nats::jetstream::new(client.clone());
         let kv = bucket(&js, &subjects, config.heartbeat()).await?;
         let shared = Arc::new(Shared {
@@ -337,12 +339,16 @@ impl Shared {
         let start: Start = match serde_json::from_slice(&msg.payload) {
             Ok(s) => s,
             Err(e) => {
-                let answer = self.refused("INVALID_REQUEST", format!("a start that is not one: {e}"));
+                let answer =
+                    self.refused("INVALID_REQUEST", format!("a start that is not one: {e}"));
                 return self.reply(&msg, answer).await;
             }
         };
         if names::check("run token", &start.token).is_err() {
-            let answer = self.refused("INVALID_REQUEST", "a start whose token is not a name".into());
+            let answer = self.refused(
+                "INVALID_REQUEST",
+                "a start whose token is not a name".into(),
+            );
             return self.reply(&msg, answer).await;
         }
         if self.draining.load(Ordering::SeqCst) {
@@ -355,7 +361,10 @@ impl Shared {
         let Some((served, _)) = self.served.iter().find(|(s, _)| s.name == start.provider) else {
             let answer = self.refused(
                 "NO_PROVIDER",
-                format!("worker `{}` does not serve provider `{}`", self.id, start.provider),
+                format!(
+                    "worker `{}` does not serve provider `{}`",
+                    self.id, start.provider
+                ),
             );
             return self.reply(&msg, answer).await;
         };
@@ -379,7 +388,11 @@ impl Shared {
             return self.reply(&msg, answer).await;
         }
         // Subscribed before the start is answered, so that no control message is missed.
-        let control = match self.client.subscribe(self.subjects.control(&start.token)).await {
+        let control = match self
+            .client
+            .subscribe(self.subjects.control(&start.token))
+            .await
+        {
             Ok(s) => s,
             Err(e) => {
                 self.release(&served.name);
@@ -405,8 +418,10 @@ impl Shared {
                 None => {
                     let parent = start.request.parent.clone();
                     let prompt = start.request.prompt.clone();
-                    self.service
-                        .start(&start.provider, start.request.clone().into_request(parent, prompt))
+                    self.service.start(
+                        &start.provider,
+                        start.request.clone().into_request(parent, prompt),
+                    )
                 }
             };
             if let Ok(run) = &started {
@@ -559,7 +574,11 @@ impl Shared {
             }
         }
         *seq += 1;
-        if let Err(e) = self.client.publish(subject.to_string(), Bytes::from(bytes)).await {
+        if let Err(e) = self
+            .client
+            .publish(subject.to_string(), Bytes::from(bytes))
+            .await
+        {
             tracing::warn!(worker = %self.id, error = %e, "cannot send a run's message");
         }
     }

@@ -7,6 +7,7 @@ mod budget;
 mod cache_size;
 mod cache_trust;
 mod chat_server;
+mod cluster;
 mod connections;
 mod delegation;
 mod disk;

@@ -166,6 +166,29 @@ impl SubagentService {
         true
     }
 
+    /// Removes a provider whose runs end by themselves (a cluster provider whose last worker is
+    /// gone: each of its runs ends `error`, naming the worker): starts fail at once with
+    /// `NO_PROVIDER`, and the returned future emits `subagent/provider-removed` once every live
+    /// run has settled. Nothing is cancelled, so that no run ends `aborted` for what was a
+    /// fault; the runs stay their callers' to dispose. `None` if it was not registered.
+    pub fn retire(&self, name: &str) -> Option<futures::future::BoxFuture<'static, ()>> {
+        let entry = {
+            let mut providers = self.write();
+            let i = providers.iter().position(|e| e.descriptor.name == name)?;
+            providers.remove(i)
+        };
+        let runs: Vec<Arc<RunShared>> = lock(&entry.runs).values().cloned().collect();
+        let events = self.events.clone();
+        let name = name.to_string();
+        Some(Box::pin(async move {
+            futures::future::join_all(runs.into_iter().map(|r| async move {
+                let _ = SubagentRun(r).result().await;
+            }))
+            .await;
+            events.emit(&Event::ProviderRemoved { name });
+        }))
+    }
+
     /// The frozen descriptor of a registered provider.
     pub fn descriptor(&self, name: &str) -> Option<Arc<ProviderDescriptor>> {
         self.read()

@@ -215,6 +215,8 @@ fn runs_are_interrupted_when_their_store_closes_and_not_while_another_opener_hol
     let first = SqliteStore::open(&path, StoreLimits::default()).unwrap();
     first.commit(vec![open("top", None)]).unwrap();
     first.start_run(run_start("spawn-1", "top")).unwrap();
+    // A run's start is batched: the first opener's own read commits it.
+    assert_eq!(first.runs_of("top").unwrap().len(), 1);
     // A second opener (another process, say) sees the first one's run as live.
     let second = SqliteStore::open(&path, StoreLimits::default()).unwrap();
     assert_ne!(

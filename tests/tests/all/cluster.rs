@@ -1,0 +1,546 @@
+//! The cluster, in one process: workers and front-ends as separate hosts on a real
+//! `nats-server` (loopback, JetStream in a temp folder), loading real components. Where a test
+//! needs a worker that breaks the protocol, it plays that worker itself over NATS.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use seam_host::cluster::wire::{Advert, Out, OutBody, StartReply, PROTOCOL};
+use seam_host::cluster::{ClusterConfig, Served, Worker, WorkerOptions};
+use seam_host::{ContentBlock, Event, Host, StopReason};
+use seam_tests::nats::NatsServer;
+use seam_tests::{diagnosed, host_with, mock, request, test_host, wait_for, watch_events, words};
+
+/// A short heartbeat, so that a silent worker is found quickly.
+const BEAT_MS: u64 = 200;
+
+fn cluster(server: &NatsServer) -> ClusterConfig {
+    let mut c = ClusterConfig::new(server.url.clone());
+    c.name = "t".into();
+    c.heartbeat_ms = BEAT_MS;
+    c
+}
+
+/// A worker host loading `toml`, serving every provider named in `served` with `capacity`.
+async fn worker(
+    server: &NatsServer,
+    id: &str,
+    toml: &str,
+    served: &[(&str, u32, bool)],
+) -> (Host, Worker) {
+    let host = host_with(toml).await;
+    let worker = Worker::serve(
+        &cluster(server),
+        host.subagents().clone(),
+        host.events().clone(),
+        WorkerOptions {
+            id: id.into(),
+            providers: served
+                .iter()
+                .map(|(name, capacity, waits)| Served {
+                    name: (*name).into(),
+                    capacity: *capacity,
+                    waits: *waits,
+                })
+                .collect(),
+            contract: "seam:plugin@0.3.0".into(),
+            keep_finished: Duration::from_secs(60),
+        },
+    )
+    .await
+    .expect("the worker serves");
+    (host, worker)
+}
+
+/// A front-end host with no provider of its own, joined to the cluster.
+async fn front(server: &NatsServer) -> Host {
+    let host = test_host();
+    host.join_cluster(&cluster(server)).await.expect("joins");
+    host
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_front_end_runs_on_a_provider_only_a_worker_loads_with_its_events_in_order() {
+    let server = NatsServer::start();
+    let (worker_host, w) = worker(
+        &server,
+        "w1",
+        &mock("remote", r#"reply = "answered {prompt}", progress = ["one", "two"], capabilities = { persona = true }"#),
+        &[("remote", 4, true)],
+    )
+    .await;
+    let front = front(&server).await;
+    // The descriptor is the worker's, frozen.
+    let local = worker_host
+        .subagents()
+        .descriptor("remote")
+        .expect("on the worker");
+    let seen = front
+        .subagents()
+        .descriptor("remote")
+        .expect("registered on the front-end");
+    assert_eq!(*seen, *local);
+
+    let mut events = watch_events(&front);
+    let mut r = request("the task");
+    r.persona = Some("terse".into());
+    let run = front.subagents().start("remote", r).expect("starts");
+    let result = run.result().await.expect("a result");
+    assert_eq!(words(&result), "answered the task");
+    assert_eq!(result.stop_reason, StopReason::Completed);
+    wait_for(&mut events, "the run's end", |seen| {
+        seen.iter().any(|e| matches!(e, Event::SubagentEnd { .. }))
+    })
+    .await;
+    let order: Vec<String> = events
+        .borrow()
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentStart { .. } => Some("start".to_string()),
+            Event::SubagentProgress { content, seq, .. } => Some(format!(
+                "progress {seq} {}",
+                seam_host::types::blocks_text(content)
+            )),
+            Event::SubagentEnd { .. } => Some("end".to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, ["start", "progress 1 one", "progress 2 two", "end"]);
+    run.dispose().await;
+    // Disposed on the front-end, the run goes from the worker too.
+    assert!(
+        seam_tests::eventually(|| w.runs() == 0).await,
+        "the worker still holds the run"
+    );
+
+    // Capabilities are checked on the front-end before anything is sent, as for a local one.
+    let mut r = request("x");
+    r.output_schema = Some(serde_json::json!({"type": "object"}));
+    let err = front
+        .subagents()
+        .start("remote", r)
+        .expect_err("no output-schema capability");
+    assert_eq!(err.code(), "UNSUPPORTED_CAPABILITY");
+
+    w.drain(Duration::from_secs(5)).await;
+    front.unload_all().await;
+    worker_host.unload_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_steer_and_dispose_reach_the_worker_and_its_run_ends_aborted() {
+    let server = NatsServer::start();
+    let (worker_host, w) = worker(
+        &server,
+        "w1",
+        &(mock("slow", "delayMs = 600000")
+            + &mock(
+                "listens",
+                r#"steering = true, awaitMessages = 1, reply = "heard {messages}""#,
+            )),
+        &[("slow", 4, true), ("listens", 4, true)],
+    )
+    .await;
+    let mut worker_events = watch_events(&worker_host);
+    let front = front(&server).await;
+
+    let run = front
+        .subagents()
+        .start("slow", request("forever"))
+        .expect("starts");
+    run.started().await.expect("ready on the worker");
+    run.cancel(Some("the user gave up".into()));
+    let result = run.result().await.expect("a result");
+    assert_eq!(result.stop_reason, StopReason::Aborted);
+    // The worker's own run ended aborted: the cancel crossed.
+    wait_for(&mut worker_events, "the worker's run to end aborted", |seen| {
+        seen.iter().any(|e| {
+            matches!(e, Event::SubagentEnd { provider, stop_reason: StopReason::Aborted, .. } if provider == "slow")
+        })
+    })
+    .await;
+    run.dispose().await;
+
+    let run = front
+        .subagents()
+        .start("listens", request("wait"))
+        .expect("starts");
+    run.started().await.expect("ready");
+    run.send_message(vec![ContentBlock::text("over the wire")])
+        .expect("steerable");
+    let result = run.result().await.expect("a result");
+    assert_eq!(words(&result), "heard over the wire");
+    run.dispose().await;
+    assert!(
+        seam_tests::eventually(|| w.runs() == 0).await,
+        "the worker still holds runs"
+    );
+
+    w.drain(Duration::from_secs(5)).await;
+    front.unload_all().await;
+    worker_host.unload_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_remote_child_continues_on_the_worker_that_ran_it() {
+    let server = NatsServer::start();
+    let toml =
+        "[models.scripts.child]\nsteps = [ { text = \"{prompt}, seeing {history} messages\" } ]\n\n"
+            .to_string() + &seam_tests::entry("spawn", "spawn_provider", "");
+    let (worker_host, w) = worker(&server, "w1", &toml, &[("spawn", 4, true)]).await;
+    let front = front(&server).await;
+    let mut r = request("go");
+    r.agent_options = Some(seam_host::AgentOptions {
+        model: Some("scripted:child".into()),
+        system_prompt: None,
+    });
+    let run = front.subagents().start("spawn", r).expect("starts");
+    assert_eq!(
+        words(&run.result().await.expect("a result")),
+        "go, seeing 1 messages"
+    );
+    let again = front
+        .subagents()
+        .resume(&run, vec![ContentBlock::text("more")])
+        .expect("resumable");
+    // The child starts from the first one's conversation, kept on the worker.
+    assert_eq!(
+        words(&again.result().await.expect("a result")),
+        "more, seeing 3 messages"
+    );
+    again.dispose().await;
+    run.dispose().await;
+    assert!(
+        seam_tests::eventually(|| w.runs() == 0).await,
+        "the worker still holds runs"
+    );
+    w.drain(Duration::from_secs(5)).await;
+    front.unload_all().await;
+    worker_host.unload_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_worker_hands_the_start_to_another_replica_and_a_full_cluster_refuses() {
+    let server = NatsServer::start();
+    let slow = |who: &str| {
+        mock(
+            "busy",
+            &format!(
+                r#"reply = "from {who}", readyDelayMs = 0, awaitMessages = 1, steering = true"#
+            ),
+        )
+    };
+    let (h1, w1) = worker(&server, "w1", &slow("w1"), &[("busy", 1, false)]).await;
+    let (h2, w2) = worker(&server, "w2", &slow("w2"), &[("busy", 1, false)]).await;
+    let front = front(&server).await;
+    let a = front
+        .subagents()
+        .start("busy", request("a"))
+        .expect("starts");
+    let b = front
+        .subagents()
+        .start("busy", request("b"))
+        .expect("starts");
+    a.started().await.expect("a on one worker");
+    b.started().await.expect("b on the other");
+    // Both replicas are full and neither waits: the third start is refused, naming the limit.
+    let c = front
+        .subagents()
+        .start("busy", request("c"))
+        .expect("starts");
+    let err = c.started().await.expect_err("no replica has room");
+    assert_eq!(err.code(), "START_FAILED", "{err}");
+    assert!(err.to_string().contains("max_concurrent_runs"), "{err}");
+    for run in [&a, &b] {
+        run.send_message(vec![ContentBlock::text("go")])
+            .expect("steerable");
+    }
+    let mut answers = vec![
+        words(&a.result().await.expect("a result")),
+        words(&b.result().await.expect("a result")),
+    ];
+    answers.sort();
+    assert_eq!(answers, ["from w1", "from w2"], "one run on each replica");
+    for run in [a, b, c] {
+        run.dispose().await;
+    }
+    w1.drain(Duration::from_secs(5)).await;
+    w2.drain(Duration::from_secs(5)).await;
+    front.unload_all().await;
+    h1.unload_all().await;
+    h2.unload_all().await;
+}
+
+/// Puts an advert for `provider` from `worker`, as a worker would.
+async fn advertise(client: &async_nats::Client, provider: &str, worker: &str) {
+    let js = async_nats::jetstream::new(client.clone());
+    let kv = js
+        .get_key_value("seam-t-providers")
+        .await
+        .expect("the bucket");
+    let advert = Advert {
+        worker: worker.into(),
+        descriptor: seam_host::ProviderDescriptor {
+            name: provider.into(),
+            capabilities: Default::default(),
+            features: Default::default(),
+            inherits_parent_context: false,
+        },
+        contract: "seam:plugin@0.3.0".into(),
+        protocol: PROTOCOL,
+        capacity: 1,
+        waits: false,
+        heartbeat_ms: 600_000,
+        draining: false,
+    };
+    kv.put(
+        format!("{provider}.{worker}"),
+        serde_json::to_vec(&advert).expect("json").into(),
+    )
+    .await
+    .expect("put");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_worker_answering_is_start_failed_naming_the_provider() {
+    let server = NatsServer::start();
+    let client = async_nats::connect(server.url.as_str())
+        .await
+        .expect("connects");
+    let front = front(&server).await;
+    let mut events = watch_events(&front);
+    // Advertised, but nobody listens on its subject.
+    advertise(&client, "ghost", "gone").await;
+    wait_for(&mut events, "the ghost provider", |seen| {
+        seen.iter()
+            .any(|e| matches!(e, Event::ProviderAdded { name } if name == "ghost"))
+    })
+    .await;
+    let run = front
+        .subagents()
+        .start("ghost", request("x"))
+        .expect("starts");
+    let err = run.started().await.expect_err("nobody answers");
+    assert_eq!(err.code(), "START_FAILED");
+    assert!(
+        err.to_string()
+            .contains("no worker of cluster `t` serves provider `ghost`"),
+        "{err}"
+    );
+    run.dispose().await;
+    front.unload_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_loses_a_message_or_speaks_garbage_ends_the_run_naming_it() {
+    let server = NatsServer::start();
+    let client = async_nats::connect(server.url.as_str())
+        .await
+        .expect("connects");
+    // A worker that answers every start, then breaks the run's stream: the first run's first
+    // message is numbered 2, the second run gets a message that is not one.
+    let mut starts = client
+        .queue_subscribe("seam.t.start.broken", "workers".into())
+        .await
+        .expect("subscribes");
+    let fake = client.clone();
+    let player = tokio::spawn(async move {
+        let mut n = 0;
+        while let Some(msg) = starts.next().await {
+            n += 1;
+            let start: serde_json::Value = serde_json::from_slice(&msg.payload).expect("a start");
+            let token = start["token"].as_str().expect("a token").to_string();
+            let reply = StartReply::Accepted {
+                worker: "liar".into(),
+            };
+            fake.publish(
+                msg.reply.expect("a reply subject"),
+                serde_json::to_vec(&reply).expect("json").into(),
+            )
+            .await
+            .expect("answers");
+            let out = format!("seam.t.run.{token}.out");
+            let body = if n == 1 {
+                serde_json::to_vec(&Out {
+                    seq: 2,
+                    body: OutBody::Ready,
+                })
+                .expect("json")
+            } else {
+                b"{ not json".to_vec()
+            };
+            fake.publish(out, body.into()).await.expect("sends");
+        }
+    });
+    let front = front(&server).await;
+    let mut events = watch_events(&front);
+    advertise(&client, "broken", "liar").await;
+    wait_for(&mut events, "the broken provider", |seen| {
+        seen.iter()
+            .any(|e| matches!(e, Event::ProviderAdded { name } if name == "broken"))
+    })
+    .await;
+    let run = front
+        .subagents()
+        .start("broken", request("x"))
+        .expect("starts");
+    let err = run.started().await.expect_err("a lost message");
+    assert!(
+        err.to_string()
+            .contains("messages from worker `liar` were lost: expected message 1, got 2"),
+        "{err}"
+    );
+    run.dispose().await;
+    let run = front
+        .subagents()
+        .start("broken", request("y"))
+        .expect("starts");
+    let err = run.started().await.expect_err("garbage");
+    assert!(
+        err.to_string()
+            .contains("worker `liar` sent a message that is not one"),
+        "{err}"
+    );
+    run.dispose().await;
+    player.abort();
+    front.unload_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_over_max_payload_is_refused_not_truncated() {
+    let server = NatsServer::start_with("max_payload: 8192");
+    let (worker_host, w) = worker(
+        &server,
+        "w1",
+        &mock("remote", r#"reply = "ok""#),
+        &[("remote", 4, true)],
+    )
+    .await;
+    let front = front(&server).await;
+    let run = front
+        .subagents()
+        .start("remote", request(&"x".repeat(20_000)))
+        .expect("starts");
+    let err = run.started().await.expect_err("too large");
+    let text = err.to_string();
+    assert!(
+        text.contains("over the NATS server's max_payload of 8192 bytes"),
+        "{text}"
+    );
+    run.dispose().await;
+    // The cluster still serves a start that fits.
+    let run = front
+        .subagents()
+        .start("remote", request("small"))
+        .expect("starts");
+    assert_eq!(words(&run.result().await.expect("a result")), "ok");
+    run.dispose().await;
+    w.drain(Duration::from_secs(5)).await;
+    front.unload_all().await;
+    worker_host.unload_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_gone_silent_ends_its_runs_naming_it_and_its_provider_goes() {
+    let server = NatsServer::start();
+    let client = async_nats::connect(server.url.as_str())
+        .await
+        .expect("connects");
+    // A worker that takes the run, says it is ready, then neither beats nor answers again.
+    let mut starts = client
+        .queue_subscribe("seam.t.start.mute", "workers".into())
+        .await
+        .expect("subscribes");
+    let fake = client.clone();
+    let player = tokio::spawn(async move {
+        while let Some(msg) = starts.next().await {
+            let start: serde_json::Value = serde_json::from_slice(&msg.payload).expect("a start");
+            let token = start["token"].as_str().expect("a token").to_string();
+            let reply = StartReply::Accepted {
+                worker: "mute".into(),
+            };
+            fake.publish(
+                msg.reply.expect("a reply"),
+                serde_json::to_vec(&reply).expect("json").into(),
+            )
+            .await
+            .expect("answers");
+            let ready = serde_json::to_vec(&Out {
+                seq: 1,
+                body: OutBody::Ready,
+            })
+            .expect("json");
+            fake.publish(format!("seam.t.run.{token}.out"), ready.into())
+                .await
+                .expect("sends");
+        }
+    });
+    let front = front(&server).await;
+    let mut events = watch_events(&front);
+    // One advert, with a short heartbeat, never put again.
+    let js = async_nats::jetstream::new(client.clone());
+    let kv = js
+        .get_key_value("seam-t-providers")
+        .await
+        .expect("the bucket");
+    let advert = serde_json::json!({
+        "worker": "mute",
+        "descriptor": {"name": "mute", "capabilities": {"output-schema": false, "depth-limit": false, "tool-filter": false, "persona": false}, "features": {"steering": false, "resume": false}, "inherits-parent-context": false},
+        "contract": "seam:plugin@0.3.0", "protocol": PROTOCOL, "capacity": 1, "waits": false, "heartbeat-ms": BEAT_MS,
+    });
+    kv.put(
+        "mute.mute",
+        serde_json::to_vec(&advert).expect("json").into(),
+    )
+    .await
+    .expect("put");
+    wait_for(&mut events, "the mute provider", |seen| {
+        seen.iter()
+            .any(|e| matches!(e, Event::ProviderAdded { name } if name == "mute"))
+    })
+    .await;
+    let run = front
+        .subagents()
+        .start("mute", request("x"))
+        .expect("starts");
+    run.started().await.expect("ready");
+    let result = run.result().await.expect("a result");
+    assert_eq!(result.stop_reason, StopReason::Error);
+    diagnosed(&result, "worker `mute` stopped answering: no heartbeat for");
+    run.dispose().await;
+    wait_for(&mut events, "the silent worker's provider to go", |seen| {
+        seen.iter()
+            .any(|e| matches!(e, Event::ProviderRemoved { name } if name == "mute"))
+    })
+    .await;
+    player.abort();
+    front.unload_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_no_subject_may_be_built_from_are_refused() {
+    let server = NatsServer::start();
+    let host = host_with(&mock("remote", "")).await;
+    for bad in ["a.b", "w*", "w>", "a b"] {
+        let err = Worker::serve(
+            &cluster(&server),
+            host.subagents().clone(),
+            host.events().clone(),
+            WorkerOptions {
+                id: bad.into(),
+                providers: vec![],
+                contract: String::new(),
+                keep_finished: Duration::from_secs(1),
+            },
+        )
+        .await
+        .err()
+        .expect("refused");
+        assert!(err.to_string().contains("worker id"), "{err}");
+    }
+    let mut c = cluster(&server);
+    c.name = "x>".into();
+    let err = test_host().join_cluster(&c).await.expect_err("refused");
+    assert!(err.to_string().contains("cluster name `x>`"), "{err}");
+    host.unload_all().await;
+}
