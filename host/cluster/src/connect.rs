@@ -101,7 +101,18 @@ impl ClusterConfig {
     /// Connects, with the configured credentials. The client reconnects by itself after the
     /// server goes away, for ever, re-subscribing what was subscribed.
     pub async fn connect(&self, client_name: &str) -> Result<async_nats::Client, ClusterError> {
+        Ok(self.connect_watching(client_name).await?.0)
+    }
+
+    /// [`ClusterConfig::connect`], with a count of the times the connection came back after
+    /// being lost (a worker advertises again at once then).
+    pub async fn connect_watching(
+        &self,
+        client_name: &str,
+    ) -> Result<(async_nats::Client, tokio::sync::watch::Receiver<u64>), ClusterError> {
         self.validate()?;
+        let (back, comebacks) = tokio::sync::watch::channel(0u64);
+        let lost = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let env = |key: &'static str, var: &str| {
             std::env::var(var).map_err(|_| ClusterError::Config {
                 key,
@@ -112,7 +123,20 @@ impl ClusterConfig {
             .name(client_name)
             .max_reconnects(None)
             .connection_timeout(Duration::from_secs(5))
-            .ping_interval(Duration::from_secs(10));
+            .ping_interval(Duration::from_secs(10))
+            .event_callback(move |event| {
+                let (back, lost) = (back.clone(), lost.clone());
+                async move {
+                    use std::sync::atomic::Ordering;
+                    match event {
+                        async_nats::Event::Disconnected => lost.store(true, Ordering::SeqCst),
+                        async_nats::Event::Connected if lost.swap(false, Ordering::SeqCst) => {
+                            back.send_modify(|n| *n += 1)
+                        }
+                        _ => {}
+                    }
+                }
+            });
         if let Some(var) = &self.token_env {
             options = options.token(env("token_env", var)?);
         }
@@ -139,13 +163,15 @@ impl ClusterConfig {
         } else if self.tls_required {
             options = options.require_tls(true);
         }
-        options
-            .connect(self.nats.as_str())
-            .await
-            .map_err(|e| ClusterError::Connect {
-                url: self.nats.clone(),
-                message: e.to_string(),
-            })
+        let client =
+            options
+                .connect(self.nats.as_str())
+                .await
+                .map_err(|e| ClusterError::Connect {
+                    url: self.nats.clone(),
+                    message: e.to_string(),
+                })?;
+        Ok((client, comebacks))
     }
 }
 

@@ -67,25 +67,28 @@ impl ClusterFront {
             tools,
             state: Mutex::default(),
         });
-        let mut keys = store.keys().await.map_err(|e| bad(e.to_string()))?;
-        let mut snapshot = Vec::new();
-        while let Some(key) = keys.next().await {
-            let key = key.map_err(|e| bad(e.to_string()))?;
-            if let Ok(Some(entry)) = store.entry(key).await {
-                snapshot.push(entry);
-            }
-        }
-        for entry in snapshot {
-            shared.apply(entry).await;
-        }
+        shared
+            .resync(&store)
+            .await
+            .map_err(|e| bad(e.to_string()))?;
         let mut tasks = Vec::new();
         {
             let shared = shared.clone();
             tasks.push(tokio::spawn(async move {
-                while let Some(entry) = watch.next().await {
-                    match entry {
-                        Ok(entry) => shared.apply(entry).await,
-                        Err(e) => tracing::warn!(error = %e, "the cluster's advert watch failed"),
+                loop {
+                    while let Some(entry) = watch.next().await {
+                        match entry {
+                            Ok(entry) => shared.apply(entry).await,
+                            Err(e) => {
+                                tracing::warn!(error = %e, "the cluster's advert watch failed")
+                            }
+                        }
+                    }
+                    // The watch ended (its consumer lost with the server, say): watch again,
+                    // and read what changed meanwhile.
+                    match shared.watch_again(&store).await {
+                        Some(again) => watch = again,
+                        None => break,
                     }
                 }
             }));
@@ -143,6 +146,48 @@ impl ClusterFront {
 }
 
 impl FrontShared {
+    /// Applies every advert in the bucket now.
+    async fn resync(self: &Arc<Self>, store: &kv::Store) -> Result<(), ClusterError> {
+        let bad = |e: String| ClusterError::JetStream {
+            bucket: self.subjects.bucket().to_string(),
+            message: e,
+        };
+        let mut keys = store.keys().await.map_err(|e| bad(e.to_string()))?;
+        let mut snapshot = Vec::new();
+        while let Some(key) = keys.next().await {
+            let key = key.map_err(|e| bad(e.to_string()))?;
+            if let Ok(Some(entry)) = store.entry(key).await {
+                snapshot.push(entry);
+            }
+        }
+        for entry in snapshot {
+            self.apply(entry).await;
+        }
+        Ok(())
+    }
+
+    /// A new watch of the bucket, retried with backoff until the server lets one be made,
+    /// then the bucket read again.
+    async fn watch_again(self: &Arc<Self>, store: &kv::Store) -> Option<kv::Watch> {
+        use backon::{ExponentialBuilder, Retryable};
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(50))
+            .with_max_delay(Duration::from_secs(5))
+            .without_max_times();
+        let watch = (|| async { store.watch_all().await })
+            .retry(backoff)
+            .notify(|e, _| tracing::warn!(error = %e, "cannot watch the cluster's adverts yet"))
+            .await
+            .inspect_err(
+                |e| tracing::error!(error = %e, "the cluster's adverts are no longer followed"),
+            )
+            .ok()?;
+        if let Err(e) = self.resync(store).await {
+            tracing::warn!(error = %e, "cannot read the cluster's adverts");
+        }
+        Some(watch)
+    }
+
     async fn apply(self: &Arc<Self>, entry: kv::Entry) {
         let Some((token, worker)) = names::parse_advert_key(&entry.key) else {
             return;

@@ -136,8 +136,8 @@ impl Worker {
             let token = names::provider_token(&p.name)?;
             served.push((p, token));
         }
-        let client = config
-            .connect(&format!("seam-worker-{}", options.id))
+        let (client, mut comebacks) = config
+            .connect_watching(&format!("seam-worker-{}", options.id))
             .await?;
         let js = async_nats::jetstream::new(client.clone());
         let kv = bucket(&js, &subjects, config.heartbeat()).await?;
@@ -213,8 +213,17 @@ impl Worker {
                 let mut tick = tokio::time::interval(shared.heartbeat);
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
-                    tick.tick().await;
-                    shared.advertise().await;
+                    tokio::select! {
+                        _ = tick.tick() => shared.advertise().await,
+                        changed = comebacks.changed() => {
+                            if changed.is_err() {
+                                return;
+                            }
+                            // Back after losing the server: heard again at once, not a beat later.
+                            shared.advertise().await;
+                            tracing::info!(worker = %shared.id, "adverts put again after the connection came back");
+                        }
+                    }
                 }
             })
         };

@@ -1,0 +1,296 @@
+//! The cluster through real processes: a `nats-server` (pinned, on a loopback port it picks),
+//! `seam worker` processes, and front-ends (`seam run`, `seam delegate`) that load no provider
+//! of their own. Workers are killed, drained and cut off while runs go; each run ends, and ends
+//! as the docs say.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use seam_tests::nats::NatsServer;
+
+/// Heartbeat of the test workers: three missed and a front-end counts a worker gone.
+const BEAT_MS: &str = "200";
+
+/// How long a test waits for a line it expects before it fails (a bound on a broken test).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn seam() -> Command {
+    seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+}
+
+/// A worker config serving `researcher`, whose answer names the worker.
+fn worker_config(dir: &Path, id: &str, extra: &str) -> PathBuf {
+    let path = dir.join(format!("{id}.toml"));
+    let text = format!(
+        r#"[[plugin]]
+id = "researcher"
+component = "{mock}"
+config = {{ name = "researcher", reply = "{id} answers {{prompt}}"{extra} }}
+"#,
+        mock = seam_tests::guest("mock_provider").display(),
+    );
+    std::fs::write(&path, text).expect("the worker's config");
+    path
+}
+
+/// A front-end config: the subagent tool on `researcher`, which only workers load, and a
+/// scripted agent that calls it.
+fn front_config(dir: &Path, server: &NatsServer) -> PathBuf {
+    let path = dir.join("front.toml");
+    let text = format!(
+        r#"[cluster]
+nats = "{url}"
+name = "cli"
+
+[[plugin]]
+id = "research"
+component = "{tool}"
+config = {{ provider = "researcher", toolName = "research" }}
+
+[agent]
+model = "scripted:front"
+
+[models.scripts.front]
+steps = [
+    {{ tool_calls = [ {{ name = "research", arguments = {{ description = "ask", prompt = "the question" }} }} ] }},
+    {{ text = "front-end: {{tool_results}}" }},
+]
+"#,
+        url = server.url,
+        tool = seam_tests::guest("subagent_tool").display(),
+    );
+    std::fs::write(&path, text).expect("the front-end's config");
+    path
+}
+
+/// A process whose stderr lines are read as they come.
+struct Proc {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Proc {
+    fn spawn(mut command: Command) -> Self {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("seam starts");
+        let lines = seam_tests::lines_of(child.stderr.take().expect("stderr"));
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for a stderr line holding `needle`; returns it.
+    fn wait_for(&mut self, needle: &str) -> String {
+        let deadline = std::time::Instant::now() + PATIENCE;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if line.contains(needle) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!("no line with {needle:?}; saw:\n{}", self.seen.join("\n")),
+            }
+        }
+    }
+
+    fn signal(&self, signal: &str) {
+        let ok = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("kill runs")
+            .success();
+        assert!(ok, "kill {signal}");
+    }
+
+    /// Waits for the process to exit; returns its code, stdout and every stderr line.
+    fn finish(mut self) -> (Option<i32>, String, Vec<String>) {
+        let status = self.child.wait().expect("it exits");
+        let mut out = String::new();
+        if let Some(mut stdout) = self.child.stdout.take() {
+            use std::io::Read as _;
+            let _ = stdout.read_to_string(&mut out);
+        }
+        self.seen.extend(self.lines.iter());
+        (status.code(), out, std::mem::take(&mut self.seen))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `seam worker` on `config` and waits until it serves.
+fn start_worker(server: &NatsServer, config: &Path, id: &str, extra: &[&str]) -> Proc {
+    let mut command = seam();
+    command
+        .env("RUST_LOG", "warn,seam_cluster=info")
+        .arg("worker")
+        .arg(config)
+        .args(["--nats", &server.url, "--cluster", "cli", "--id", id])
+        .args(["--heartbeat-ms", BEAT_MS])
+        .args(extra);
+    let mut worker = Proc::spawn(command);
+    worker.wait_for(&format!("worker `{id}` serving researcher"));
+    worker
+}
+
+fn delegate(config: &Path, prompt: &str) -> Command {
+    let mut command = seam();
+    command.arg("delegate").arg(config).args([
+        "--provider",
+        "researcher",
+        "--prompt",
+        prompt,
+        "--events",
+    ]);
+    command
+}
+
+#[test]
+fn seam_run_and_delegate_reach_a_provider_only_workers_load() {
+    let server = NatsServer::start();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let workers: Vec<Proc> = ["w1", "w2", "w3"]
+        .iter()
+        .map(|id| start_worker(&server, &worker_config(dir.path(), id, ""), id, &[]))
+        .collect();
+    let front = front_config(dir.path(), &server);
+
+    let out = seam()
+        .args(["run"])
+        .arg(&front)
+        .arg("q")
+        .output()
+        .expect("seam run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        ["w1", "w2", "w3"]
+            .iter()
+            .any(|w| stdout.contains(&format!("front-end: {w} answers the question"))),
+        "{stdout}"
+    );
+
+    // Many delegations share the replicas (a queue group): each answer comes from a worker.
+    let mut answered_by = std::collections::BTreeSet::new();
+    for i in 0..12 {
+        let out = delegate(&front, &format!("task {i}"))
+            .output()
+            .expect("delegate");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let who = stdout.split(' ').next().unwrap_or_default().to_string();
+        assert_eq!(stdout.trim(), format!("{who} answers task {i}"));
+        answered_by.insert(who);
+    }
+    assert!(
+        answered_by.len() >= 2,
+        "every run went to one replica: {answered_by:?}"
+    );
+    drop(workers);
+}
+
+#[test]
+fn a_worker_killed_mid_run_ends_the_run_error_naming_it() {
+    let server = NatsServer::start();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = worker_config(dir.path(), "doomed", ", delayMs = 600000");
+    let worker = start_worker(&server, &config, "doomed", &[]);
+    let front = front_config(dir.path(), &server);
+    let mut run = Proc::spawn(delegate(&front, "never answered"));
+    run.wait_for("\"subagent/start\"");
+    worker.signal("-KILL");
+    let (code, stdout, lines) = run.finish();
+    assert_eq!(code, Some(2), "{stdout}\n{}", lines.join("\n"));
+    let end = lines
+        .iter()
+        .find(|l| l.contains("\"subagent/end\""))
+        .expect("the run's end");
+    assert!(end.contains("\"stop-reason\":\"error\""), "{end}");
+    assert!(end.contains("worker `doomed` stopped answering"), "{end}");
+}
+
+#[test]
+fn sigterm_drains_a_worker_its_live_run_finishes_and_its_provider_goes() {
+    let server = NatsServer::start();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = worker_config(dir.path(), "leaving", ", delayMs = 1500");
+    let mut worker = start_worker(&server, &config, "leaving", &["--drain-grace-ms", "60000"]);
+    let front = front_config(dir.path(), &server);
+    let mut run = Proc::spawn(delegate(&front, "finish me"));
+    run.wait_for("\"subagent/start\"");
+    worker.signal("-TERM");
+    worker.wait_for("worker `leaving` draining");
+    let (code, stdout, lines) = run.finish();
+    assert_eq!(code, Some(0), "{}", lines.join("\n"));
+    assert_eq!(stdout.trim(), "leaving answers finish me");
+    let (code, _, worker_lines) = worker.finish();
+    // Ended by SIGTERM, as every command is (143), once drained.
+    assert_eq!(code, Some(143), "{}", worker_lines.join("\n"));
+    // Its adverts are withdrawn: a front-end that joins now has no such provider.
+    let out = delegate(&front, "too late").output().expect("delegate");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("researcher"), "{stderr}");
+}
+
+#[test]
+fn the_clients_reconnect_after_the_nats_server_restarts() {
+    let mut server = NatsServer::start();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = worker_config(dir.path(), "steady", ", delayMs = 1000");
+    let mut worker = start_worker(&server, &config, "steady", &[]);
+    let front = front_config(dir.path(), &server);
+
+    // A run going while the server restarts ends, completed or error (as the docs say), and
+    // never hangs.
+    let mut run = Proc::spawn(delegate(&front, "across the restart"));
+    run.wait_for("\"subagent/start\"");
+    server.restart();
+    worker.wait_for("adverts put again");
+    let (code, stdout, lines) = run.finish();
+    let end = lines
+        .iter()
+        .find(|l| l.contains("\"subagent/end\""))
+        .unwrap_or_else(|| panic!("no end: {}", lines.join("\n")));
+    match code {
+        Some(0) => assert_eq!(stdout.trim(), "steady answers across the restart"),
+        Some(2) => assert!(end.contains("worker `steady`"), "{end}"),
+        other => panic!("exit {other:?}: {}", lines.join("\n")),
+    }
+
+    // The same worker process serves a new front-end after the restart.
+    let out = delegate(&front, "after").output().expect("delegate");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.trim(), "steady answers after");
+    let _ = std::io::stderr().flush();
+}
