@@ -14,6 +14,7 @@ pub struct NatsServer {
     pub url: String,
     /// Its client port.
     pub port: u16,
+    host: String,
     dir: tempfile::TempDir,
     extra: String,
 }
@@ -39,12 +40,19 @@ impl NatsServer {
     /// Starts one whose config file also holds `extra` (NATS config syntax, e.g.
     /// `max_payload: 4096`).
     pub fn start_with(extra: &str) -> Self {
+        Self::start_on("127.0.0.1", extra)
+    }
+
+    /// Starts one listening on `host` (an address of this machine: loopback, or the host end
+    /// of a test's own veth pair).
+    pub fn start_on(host: &str, extra: &str) -> Self {
         let dir = tempfile::tempdir().expect("a temp dir");
-        let (child, port) = spawn(&dir, extra, None);
+        let (child, port) = spawn(&dir, host, extra, None);
         Self {
             child,
-            url: format!("nats://127.0.0.1:{port}"),
+            url: format!("nats://{host}:{port}"),
             port,
+            host: host.to_string(),
             dir,
             extra: extra.to_string(),
         }
@@ -59,7 +67,7 @@ impl NatsServer {
     /// Starts it again on the same port and JetStream folder.
     pub fn restart(&mut self) {
         self.stop();
-        let (child, port) = spawn(&self.dir, &self.extra, Some(self.port));
+        let (child, port) = spawn(&self.dir, &self.host, &self.extra, Some(self.port));
         assert_eq!(port, self.port);
         self.child = child;
     }
@@ -71,11 +79,11 @@ impl Drop for NatsServer {
     }
 }
 
-fn spawn(dir: &tempfile::TempDir, extra: &str, port: Option<u16>) -> (Child, u16) {
+fn spawn(dir: &tempfile::TempDir, host: &str, extra: &str, port: Option<u16>) -> (Child, u16) {
     let config = dir.path().join("nats.conf");
     let store = dir.path().join("js");
     let text = format!(
-        "listen: \"127.0.0.1:{}\"\njetstream {{ store_dir: \"{}\" }}\n{extra}\n",
+        "listen: \"{host}:{}\"\njetstream {{ store_dir: \"{}\" }}\n{extra}\n",
         port.map_or(-1, i32::from),
         store.display()
     );

@@ -294,3 +294,120 @@ fn the_clients_reconnect_after_the_nats_server_restarts() {
     assert_eq!(stdout.trim(), "steady answers after");
     let _ = std::io::stderr().flush();
 }
+
+/// A network namespace of this test's own, joined to this one by a veth pair: the host end
+/// is `10.213.N.1`, the namespace's `10.213.N.2`. Deleted (with the pair) when dropped.
+struct Netns {
+    name: String,
+    host_end: String,
+    host_addr: String,
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("`ip` runs");
+    assert!(
+        out.status.success(),
+        "ip {}: {} (the partition test needs root and network namespaces, as CI has)",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Netns {
+    fn new() -> Self {
+        let n = std::process::id() % 250 + 1;
+        let name = format!("seam-part-{}", std::process::id());
+        let (host_end, ns_end) = (format!("sph{n}"), format!("spw{n}"));
+        let (host_addr, ns_addr) = (format!("10.213.{n}.1"), format!("10.213.{n}.2"));
+        ip(&["netns", "add", &name]);
+        let ns = Self {
+            name,
+            host_end,
+            host_addr,
+        };
+        ip(&[
+            "link",
+            "add",
+            &ns.host_end,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &ns_end,
+        ]);
+        ip(&["link", "set", &ns_end, "netns", &ns.name]);
+        ip(&[
+            "addr",
+            "add",
+            &format!("{}/30", ns.host_addr),
+            "dev",
+            &ns.host_end,
+        ]);
+        ip(&["link", "set", &ns.host_end, "up"]);
+        let inside = |args: &[&str]| {
+            let mut all = vec!["netns", "exec", &ns.name, "ip"];
+            all.extend_from_slice(args);
+            ip(&all);
+        };
+        inside(&["addr", "add", &format!("{ns_addr}/30"), "dev", &ns_end]);
+        inside(&["link", "set", &ns_end, "up"]);
+        inside(&["link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// Cuts the link: nothing passes between the namespace and this one.
+    fn partition(&self) {
+        ip(&["link", "set", &self.host_end, "down"]);
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.host_end])
+            .status();
+    }
+}
+
+#[test]
+fn a_partition_between_front_end_and_worker_ends_the_run_error_naming_the_worker() {
+    let ns = Netns::new();
+    let server = NatsServer::start_on(&ns.host_addr, "");
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = worker_config(dir.path(), "far", ", delayMs = 600000");
+    // The worker runs in the namespace, reaching the server over the veth pair.
+    let mut command = Command::new("ip");
+    command
+        .args(["netns", "exec", &ns.name])
+        .arg(env!("CARGO_BIN_EXE_seam"))
+        .current_dir(seam_tests::guest_dir())
+        .env("SEAM_CACHE_DIR", root().join("target/seam-test-cache"))
+        .env("RUST_LOG", "warn,seam_cluster=info")
+        .arg("worker")
+        .arg(&config)
+        .args(["--nats", &server.url, "--cluster", "cli", "--id", "far"])
+        .args(["--heartbeat-ms", BEAT_MS]);
+    let mut worker = Proc::spawn(command);
+    worker.wait_for("worker `far` serving researcher");
+    let front = front_config(dir.path(), &server);
+    let mut run = Proc::spawn(delegate(&front, "across the cut"));
+    run.wait_for("\"subagent/start\"");
+    ns.partition();
+    let (code, stdout, lines) = run.finish();
+    assert_eq!(code, Some(2), "{stdout}\n{}", lines.join("\n"));
+    let end = lines
+        .iter()
+        .find(|l| l.contains("\"subagent/end\""))
+        .expect("the run's end");
+    assert!(end.contains("\"stop-reason\":\"error\""), "{end}");
+    assert!(end.contains("worker `far` stopped answering"), "{end}");
+    // The worker, cut off as long, ends the run its front-end ended.
+    worker.wait_for("cut off from the cluster: cancelling the runs its front-ends have ended");
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}

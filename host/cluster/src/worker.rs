@@ -78,6 +78,8 @@ struct Shared {
     keep_finished: Duration,
     kv: kv::Store,
     draining: AtomicBool,
+    /// Since when no heartbeat of this worker's was acknowledged, if one was not.
+    unheard_since: Mutex<Option<std::time::Instant>>,
     /// Runs going or kept, by token.
     runs: Mutex<HashMap<String, Held>>,
     /// Where the progress of each going run is sent, by the worker's own run id.
@@ -152,6 +154,7 @@ impl Worker {
             keep_finished: options.keep_finished,
             kv,
             draining: AtomicBool::new(false),
+            unheard_since: Mutex::default(),
             runs: Mutex::default(),
             progress: Mutex::default(),
             live: Mutex::default(),
@@ -291,6 +294,7 @@ impl Shared {
     /// Puts this worker's adverts (its heartbeat).
     async fn advertise(&self) {
         let draining = self.draining.load(Ordering::SeqCst);
+        let mut puts = Vec::new();
         for (served, token) in &self.served {
             let Some(descriptor) = self.service.descriptor(&served.name) else {
                 continue;
@@ -305,20 +309,65 @@ impl Shared {
                 heartbeat_ms: self.heartbeat.as_millis() as u64,
                 draining,
             };
-            let body = match serde_json::to_vec(&advert) {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot encode an advert");
-                    continue;
+            match serde_json::to_vec(&advert) {
+                Ok(body) => puts.push(self.kv.put(names::advert_key(token, &self.id), body.into())),
+                Err(e) => tracing::error!(error = %e, "cannot encode an advert"),
+            }
+        }
+        // Each put waits for the server's acknowledgement, for one beat at the most.
+        let heard =
+            match tokio::time::timeout(self.heartbeat, futures::future::join_all(puts)).await {
+                Ok(outcomes) => {
+                    let failed: Vec<String> = outcomes
+                        .into_iter()
+                        .filter_map(|o| o.err().map(|e| e.to_string()))
+                        .collect();
+                    for e in &failed {
+                        tracing::warn!(worker = %self.id, error = %e, "cannot put an advert");
+                    }
+                    failed.is_empty()
+                }
+                Err(_) => {
+                    tracing::warn!(worker = %self.id, "no advert acknowledged within a heartbeat");
+                    false
                 }
             };
-            if let Err(e) = self
-                .kv
-                .put(names::advert_key(token, &self.id), body.into())
-                .await
-            {
-                tracing::warn!(worker = %self.id, provider = %served.name, error = %e, "cannot put an advert");
-            }
+        self.heard(heard);
+    }
+
+    /// Counts a heartbeat heard by the server or not. Unheard for three heartbeats, the
+    /// worker is cut off: every front-end has ended its runs by then, so it cancels them.
+    fn heard(&self, heard: bool) {
+        let mut unheard = lock(&self.unheard_since);
+        if heard {
+            *unheard = None;
+            return;
+        }
+        let since = *unheard.get_or_insert_with(std::time::Instant::now);
+        let quiet = since.elapsed();
+        if quiet < self.heartbeat * 3 {
+            return;
+        }
+        let going: Vec<SubagentRun> = lock(&self.runs)
+            .values()
+            .filter(|h| !h.settled && h.run.try_result().is_none())
+            .map(|h| h.run.clone())
+            .collect();
+        if going.is_empty() {
+            return;
+        }
+        tracing::warn!(
+            worker = %self.id,
+            runs = going.len(),
+            quiet_ms = quiet.as_millis() as u64,
+            "cut off from the cluster: cancelling the runs its front-ends have ended"
+        );
+        for run in going {
+            run.cancel(Some(format!(
+                "worker `{}` was cut off from the cluster for {} ms: its front-end ended the run",
+                self.id,
+                quiet.as_millis()
+            )));
         }
     }
 
