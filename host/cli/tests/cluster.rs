@@ -411,3 +411,43 @@ fn a_partition_between_front_end_and_worker_ends_the_run_error_naming_the_worker
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+#[test]
+fn seam_acp_serves_an_agent_that_delegates_to_the_cluster() {
+    let server = NatsServer::start();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let _worker = start_worker(&server, &worker_config(dir.path(), "w1", ""), "w1", &[]);
+    let front = front_config(dir.path(), &server);
+    // The official ACP Python SDK's client drives `seam acp` on the front-end's config.
+    let out = Command::new(seam_tests::acp_python())
+        .arg(root().join("tests/fixtures/acp_client.py"))
+        .args([
+            env!("CARGO_BIN_EXE_seam"),
+            front.to_str().expect("utf-8"),
+            "prompt",
+            "q",
+        ])
+        .current_dir(root())
+        .env("SEAM_CACHE_DIR", root().join("target/seam-test-cache"))
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .output()
+        .expect("the ACP client runs");
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    let out: serde_json::Value = serde_json::from_slice(&out.stdout).expect("its JSON");
+    assert_eq!(out["stopReason"], "end_turn", "{out}");
+    let updates = out["updates"].as_array().expect("updates");
+    assert!(
+        updates.iter().any(|u| u["sessionUpdate"] == "tool_call"
+            && u["title"]
+                .as_str()
+                .is_some_and(|t| t.contains("`researcher`"))),
+        "{out}"
+    );
+    let last = updates.last().expect("an answer");
+    assert!(
+        last["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("front-end: w1 answers the question")),
+        "{last}"
+    );
+}

@@ -266,6 +266,7 @@ fn tables() -> String {
     }
 
     guest_table(w);
+    cluster_table(w);
 
     let in_memory = criterion_median("store/run_memory");
     let on_disk = criterion_median("store/run_sqlite");
@@ -395,6 +396,55 @@ enum Unit {
 }
 
 /// The real-guest table: the same provider in Rust, Python and JavaScript (`guests.rs`).
+/// Remote runs on the cluster against local ones, by worker count (`benches/cluster.rs`).
+fn cluster_table(w: &mut String) {
+    let Some(cluster) = result("cluster") else {
+        return;
+    };
+    let _ = writeln!(
+        w,
+        "\n**Cluster** (a front-end and N worker hosts in one process on a loopback \
+         `nats-server`; every host shares the machine's cores)\n"
+    );
+    let _ = writeln!(
+        w,
+        "| workers | local p50 | remote p50 | added p50 | remote p99 | runs/s (64 callers) | vs 1 worker |"
+    );
+    let _ = writeln!(w, "|---:|---:|---:|---:|---:|---:|---:|");
+    let one = num(&cluster, &["1", "runs_per_sec"]);
+    for n in ["1", "2", "4"] {
+        let local = num(&cluster, &[n, "local", "p50_ns"]);
+        let remote = num(&cluster, &[n, "remote", "p50_ns"]);
+        let rate = num(&cluster, &[n, "runs_per_sec"]);
+        let _ = writeln!(
+            w,
+            "| {n} | {} | {} | {} | {} | {} | {} |",
+            dur(local),
+            dur(remote),
+            dur(remote.zip(local).map(|(r, l)| r - l)),
+            dur(num(&cluster, &[n, "remote", "p99_ns"])),
+            rate.map_or("n/a".into(), |r| format!("{r:.0}")),
+            ratio(rate, one),
+        );
+    }
+    let added = num(&cluster, &["1", "remote", "p50_ns"])
+        .zip(num(&cluster, &["1", "local", "p50_ns"]))
+        .map(|(r, l)| r - l);
+    let _ = writeln!(
+        w,
+        "\nTargets: at most 300 µs added at p50 ({}: {}); 4 workers at least 1.8× one's runs/s \
+         ({}: {}).",
+        dur(added),
+        verdict(added, 300_000.0),
+        ratio(num(&cluster, &["4", "runs_per_sec"]), one),
+        match num(&cluster, &["4", "runs_per_sec"]).zip(one) {
+            Some((four, one)) if four / one >= 1.8 => "**met**".to_string(),
+            Some(_) => "missed".to_string(),
+            None => "not measured".to_string(),
+        }
+    );
+}
+
 fn guest_table(w: &mut String) {
     let Some(guests) = result("guests") else {
         return;
