@@ -33,6 +33,10 @@ pub(crate) struct Args {
     /// Print the delegation tree on stderr when the command ends (see `seam run --tree`).
     #[arg(long)]
     tree: bool,
+    /// Write the command's runs, turns and tool calls to FILE as Chrome trace-event JSON (open
+    /// it in ui.perfetto.dev).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 }
 
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
@@ -40,15 +44,15 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
     with_loaded(&path, &interrupt.clone(), |host| async move {
         // Printed until the plugins are unloaded: the end of a background run shows too.
         let listener = args.events.then(|| print_events(&host));
-        let tree = args.tree.then(|| crate::tree::Tree::record(&host));
+        let pictures = crate::recording::Pictures::start(&host, args.tree, args.trace.as_deref());
         let outcome = call(&host, &args, interrupt.clone()).await;
         settle_starts(&host, &interrupt).await;
         host.unload_all().await;
         if let Some(id) = listener {
             host.events().unsubscribe(id);
         }
-        if let Some(tree) = tree {
-            errln!("{}", tree.finish(&host, CALLER, None).trim_end());
+        if let Some(pictures) = pictures {
+            pictures.finish(&host, CALLER, None, "seam call")?;
         }
         outcome
     })

@@ -39,6 +39,10 @@ pub(crate) struct Args {
     /// Print the delegation tree on stderr when the command ends (see `seam run --tree`).
     #[arg(long)]
     tree: bool,
+    /// Write the command's runs, turns and tool calls to FILE as Chrome trace-event JSON (open
+    /// it in ui.perfetto.dev).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 }
 
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
@@ -46,14 +50,14 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
     with_loaded(&path, &interrupt.clone(), |host| async move {
         // Printed until the plugins are unloaded: the end of every run shows.
         let listener = args.events.then(|| print_events(&host));
-        let tree = args.tree.then(|| crate::tree::Tree::record(&host));
+        let pictures = crate::recording::Pictures::start(&host, args.tree, args.trace.as_deref());
         let outcome = delegate_on(&host, &args, interrupt).await;
         host.unload_all().await;
         if let Some(id) = listener {
             host.events().unsubscribe(id);
         }
-        if let Some(tree) = tree {
-            errln!("{}", tree.finish(&host, "cli", None).trim_end());
+        if let Some(pictures) = pictures {
+            pictures.finish(&host, "cli", None, "seam delegate")?;
         }
         outcome
     })

@@ -49,6 +49,10 @@ pub(crate) struct Args {
     /// run and the branch above it).
     #[arg(long)]
     tree: bool,
+    /// Write the command's runs, turns and tool calls to FILE as Chrome trace-event JSON (open
+    /// it in ui.perfetto.dev).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 }
 
 /// The diagnostic of a background child `seam run` let go of.
@@ -101,7 +105,7 @@ async fn answer(
         .create_agent_in(args.model.as_deref(), cwd, args.session.as_deref())
         .context("cannot create the top-level agent")?;
     let session = agent.as_parent().session_id;
-    let tree = args.tree.then(|| crate::tree::Tree::record(host));
+    let pictures = crate::recording::Pictures::start(host, args.tree, args.trace.as_deref());
     // Ctrl-C aborts the whole tree: the agent's model call, its tool calls, their runs; the
     // background children going are left interrupted, to be continued.
     let watcher = {
@@ -141,12 +145,8 @@ async fn answer(
         p.stop(host).await;
     }
 
-    if let Some(tree) = tree {
-        errln!(
-            "{}",
-            tree.finish(host, agent.id(), Some(&outcome.stop_reason))
-                .trim_end()
-        );
+    if let Some(pictures) = pictures {
+        pictures.finish(host, agent.id(), Some(&outcome.stop_reason), "seam run")?;
     }
     if !left.is_empty() {
         errln!(

@@ -1,20 +1,20 @@
 //! `--tree` (`seam run`, `seam delegate`, `seam call`): the delegation tree a command built,
-//! printed when the command ends. Each
+//! printed when the command ends, drawn from its [`Recorded`] events. Each
 //! run is a node under the run (or the top-level agent) that started it, with its provider, how
 //! long it took, and how it ended; a failed run, and every node above it, is marked.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use seam_host::{Event, Host, ListenerId, StopReason};
+use seam_host::{Event, StopReason};
+
+use crate::recording::Recorded;
 
 /// One run, as the events told it.
 struct Node {
     provider: String,
     /// The agent that started it (a run's child agent has the run's id).
     parent: String,
-    started: Instant,
     ended: Option<(Duration, StopReason, Option<String>)>,
 }
 
@@ -25,24 +25,11 @@ struct Seen {
     nodes: HashMap<String, Node>,
 }
 
-/// Records the runs of a command from its events.
-pub(crate) struct Tree {
-    seen: Arc<Mutex<Seen>>,
-    listener: ListenerId,
-    began: Instant,
-}
-
-fn lock(seen: &Mutex<Seen>) -> std::sync::MutexGuard<'_, Seen> {
-    seen.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl Tree {
-    /// Starts recording `host`'s runs.
-    pub(crate) fn record(host: &Host) -> Self {
-        let seen: Arc<Mutex<Seen>> = Arc::default();
-        let sink = seen.clone();
-        let listener = host.events().subscribe(move |event| {
-            let mut seen = lock(&sink);
+impl Seen {
+    fn of(recorded: &Recorded) -> Self {
+        let mut seen = Seen::default();
+        let mut started = HashMap::new();
+        for (at, event) in &recorded.events {
             match event {
                 Event::SubagentStart {
                     provider,
@@ -50,12 +37,12 @@ impl Tree {
                     parent,
                 } => {
                     seen.order.push(id.clone());
+                    started.insert(id.clone(), *at);
                     seen.nodes.insert(
-                        id,
+                        id.clone(),
                         Node {
-                            provider,
-                            parent: parent.id,
-                            started: Instant::now(),
+                            provider: provider.clone(),
+                            parent: parent.id.clone(),
                             ended: None,
                         },
                     );
@@ -66,48 +53,44 @@ impl Tree {
                     diagnostic,
                     ..
                 } => {
-                    if let Some(node) = seen.nodes.get_mut(&id) {
-                        node.ended = Some((node.started.elapsed(), stop_reason, diagnostic));
+                    if let (Some(node), Some(began)) = (seen.nodes.get_mut(id), started.get(id)) {
+                        node.ended = Some((
+                            at.saturating_sub(*began),
+                            stop_reason.clone(),
+                            diagnostic.clone(),
+                        ));
                     }
                 }
                 _ => {}
             }
-            Ok(())
-        });
-        Self {
-            seen,
-            listener,
-            began: Instant::now(),
         }
+        seen
     }
+}
 
-    /// Stops recording and draws the tree under `root` (the top-level agent's id, or the
-    /// command's caller id), with how `root`'s turn ended when it had one.
-    pub(crate) fn finish(self, host: &Host, root: &str, outcome: Option<&StopReason>) -> String {
-        host.events().unsubscribe(self.listener);
-        let seen = lock(&self.seen);
-        let mut children: HashMap<&str, Vec<&str>> = HashMap::new();
-        for id in &seen.order {
-            let parent = seen.nodes[id].parent.as_str();
-            // A run whose starter is not a run of this tree hangs off the root.
-            let parent = if seen.nodes.contains_key(parent) {
-                parent
-            } else {
-                root
-            };
-            children.entry(parent).or_default().push(id);
-        }
-        let how = outcome.map(|o| format!("{o}, ")).unwrap_or_default();
-        let mut out = format!(
-            "{} {root} ({how}{})\n",
-            mark(
-                outcome.is_none_or(StopReason::is_success) && !failed_below(&seen, &children, root)
-            ),
-            seconds(self.began.elapsed())
-        );
-        draw(&seen, &children, root, "", &mut out);
-        out
+/// Draws the tree of `recorded` under `root` (the top-level agent's id, or the command's caller
+/// id), with how `root`'s turn ended when it had one.
+pub(crate) fn draw_tree(recorded: &Recorded, root: &str, outcome: Option<&StopReason>) -> String {
+    let seen = Seen::of(recorded);
+    let mut children: HashMap<&str, Vec<&str>> = HashMap::new();
+    for id in &seen.order {
+        let parent = seen.nodes[id].parent.as_str();
+        // A run whose starter is not a run of this tree hangs off the root.
+        let parent = if seen.nodes.contains_key(parent) {
+            parent
+        } else {
+            root
+        };
+        children.entry(parent).or_default().push(id);
     }
+    let how = outcome.map(|o| format!("{o}, ")).unwrap_or_default();
+    let mut out = format!(
+        "{} {root} ({how}{})\n",
+        mark(outcome.is_none_or(StopReason::is_success) && !failed_below(&seen, &children, root)),
+        seconds(recorded.took)
+    );
+    draw(&seen, &children, root, "", &mut out);
+    out
 }
 
 /// Whether a run at or below `id` failed.

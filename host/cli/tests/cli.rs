@@ -1365,3 +1365,75 @@ fn run_tree_draws_the_delegation_tree_with_a_failed_branch_marked() {
         "{stderr}"
     );
 }
+
+/// `seam run --trace FILE` writes Chrome trace-event JSON: a `subagent.run` slice per run on its
+/// child's track, with its provider and stop reason, the turns inside, and each tool call an
+/// async slice whose begin and end pair up, the foreground run inside the call that made it.
+#[test]
+fn run_trace_writes_the_runs_turns_and_tool_calls_as_trace_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("trace.json");
+    let out = seam(&[
+        "run",
+        "examples/demo.toml",
+        "--trace",
+        file.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let slices = |name: &str| -> Vec<&serde_json::Value> {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["name"] == name)
+            .collect()
+    };
+    let (spawn, fork) = (slices("subagent.run spawn"), slices("subagent.run fork"));
+    assert_eq!((spawn.len(), fork.len()), (1, 1), "{trace}");
+    for run in [spawn[0], fork[0]] {
+        assert_eq!(run["args"]["stop-reason"], "completed", "{run}");
+        assert_eq!(run["args"]["parent"], "agent:1");
+        // Its child's turn is inside it, on its track.
+        let inside = slices("agent.turn").into_iter().any(|t| {
+            t["tid"] == run["tid"]
+                && t["ts"].as_u64() >= run["ts"].as_u64()
+                && t["ts"].as_u64().unwrap() + t["dur"].as_u64().unwrap()
+                    <= run["ts"].as_u64().unwrap() + run["dur"].as_u64().unwrap()
+        });
+        assert!(inside, "no turn inside {run}");
+    }
+    // Tool calls pair up, and the foreground run lies inside the call that made it.
+    let mut calls = std::collections::HashMap::new();
+    for e in events.iter().filter(|e| e["cat"] == "tool") {
+        let key = e["id2"]["local"].as_str().unwrap().to_string();
+        let entry = calls.entry(key).or_insert((None, None, String::new()));
+        match e["ph"].as_str().unwrap() {
+            "b" => {
+                entry.0 = e["ts"].as_u64();
+                entry.2 = e["name"].as_str().unwrap().to_string();
+            }
+            "e" => entry.1 = e["ts"].as_u64(),
+            other => panic!("a tool event with phase {other}"),
+        }
+    }
+    assert!(calls.len() >= 2, "{calls:?}");
+    assert!(
+        calls.values().all(|(b, e, _)| b.is_some() && e >= b),
+        "{calls:?}"
+    );
+    let (b, e, _) = calls
+        .values()
+        .find(|(_, _, name)| name == "tool.call second_opinion")
+        .unwrap();
+    let run = fork[0];
+    assert!(
+        run["ts"].as_u64() >= *b
+            && Some(run["ts"].as_u64().unwrap() + run["dur"].as_u64().unwrap()) <= *e,
+        "{run} outside the call ({b:?}, {e:?})"
+    );
+    // Every agent has a named track.
+    assert!(events
+        .iter()
+        .any(|e| e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "agent:1"));
+}
