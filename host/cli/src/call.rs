@@ -44,7 +44,7 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
     with_loaded(&path, &interrupt.clone(), |host| async move {
         // Printed until the plugins are unloaded: the end of a background run shows too.
         let listener = args.events.then(|| print_events(&host));
-        let pictures = crate::recording::Pictures::start(&host, args.tree, args.trace.as_deref());
+        let pictures = crate::pictures::Pictures::start(&host, args.tree, args.trace.as_deref());
         let outcome = call(&host, &args, interrupt.clone()).await;
         settle_starts(&host, &interrupt).await;
         host.unload_all().await;

@@ -50,7 +50,7 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
     with_loaded(&path, &interrupt.clone(), |host| async move {
         // Printed until the plugins are unloaded: the end of every run shows.
         let listener = args.events.then(|| print_events(&host));
-        let pictures = crate::recording::Pictures::start(&host, args.tree, args.trace.as_deref());
+        let pictures = crate::pictures::Pictures::start(&host, args.tree, args.trace.as_deref());
         let outcome = delegate_on(&host, &args, interrupt).await;
         host.unload_all().await;
         if let Some(id) = listener {

@@ -32,6 +32,7 @@ mod delegate;
 mod dev;
 mod inspect;
 mod new;
+mod pictures;
 mod recording;
 mod run;
 mod sessions;

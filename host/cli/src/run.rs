@@ -105,7 +105,7 @@ async fn answer(
         .create_agent_in(args.model.as_deref(), cwd, args.session.as_deref())
         .context("cannot create the top-level agent")?;
     let session = agent.as_parent().session_id;
-    let pictures = crate::recording::Pictures::start(host, args.tree, args.trace.as_deref());
+    let pictures = crate::pictures::Pictures::start(host, args.tree, args.trace.as_deref());
     // Ctrl-C aborts the whole tree: the agent's model call, its tool calls, their runs; the
     // background children going are left interrupted, to be continued.
     let watcher = {

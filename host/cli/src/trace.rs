@@ -132,15 +132,13 @@ pub(crate) fn trace_json(recorded: &Recorded, command: &str) -> Value {
                 call,
                 tool,
                 is_error,
-            } => {
-                if calls.remove(&(id.clone(), call.clone())).is_some() {
-                    let tid = tracks.of(id);
-                    out.push(json!({
-                        "name": format!("tool.call {tool}"), "cat": "tool", "ph": "e",
-                        "id2": { "local": format!("{id}/{call}") }, "pid": 1, "tid": tid,
-                        "ts": micros(*at), "args": { "is-error": is_error },
-                    }));
-                }
+            } if calls.remove(&(id.clone(), call.clone())).is_some() => {
+                let tid = tracks.of(id);
+                out.push(json!({
+                    "name": format!("tool.call {tool}"), "cat": "tool", "ph": "e",
+                    "id2": { "local": format!("{id}/{call}") }, "pid": 1, "tid": tid,
+                    "ts": micros(*at), "args": { "is-error": is_error },
+                }));
             }
             _ => {}
         }
