@@ -302,6 +302,10 @@ where
     let host = host.context("cannot create the host")?;
     let outcome = body(host.clone()).await;
     host.unload_all().await;
+    // Whatever the store still has queued is written before the process exits.
+    if let Err(e) = host.events().store().flush() {
+        errln!("warning: the session store could not write its last records: {e}");
+    }
     outcome
 }
 

@@ -161,8 +161,22 @@ pub(crate) fn run(args: Args) -> Result<u8> {
                     .collect();
                 outln!("{}", serde_json::Value::Array(events));
             } else {
-                for e in events {
+                for e in &events {
                     outln!("{:>5} {} {} {}", e.seq, time(e.at_ms), e.kind, e.body);
+                }
+                let own = turn_usage(&events);
+                let whole = tree_usage(store, &id)?;
+                if let Some(whole) = whole {
+                    let own = own.unwrap_or_default();
+                    outln!(
+                        "tokens: {} ({} in, {} out) in this session's turns; {} ({} in, {} out) with its children's",
+                        own.total(),
+                        own.prompt_tokens,
+                        own.completion_tokens,
+                        whole.total(),
+                        whole.prompt_tokens,
+                        whole.completion_tokens
+                    );
                 }
             }
         }
@@ -195,6 +209,46 @@ pub(crate) fn run(args: Args) -> Result<u8> {
         }
     }
     Ok(EXIT_OK)
+}
+
+/// The tokens a session's turns used, summed from their `turn/end` events, if any said.
+fn turn_usage(events: &[seam_host::session_store::StoredEvent]) -> Option<seam_host::Usage> {
+    let mut total: Option<seam_host::Usage> = None;
+    for e in events.iter().filter(|e| e.kind == "turn/end") {
+        let used = serde_json::from_str::<serde_json::Value>(&e.body)
+            .ok()
+            .and_then(|body| {
+                serde_json::from_value::<seam_host::Usage>(body["usage"].clone()).ok()
+            });
+        if let Some(used) = used {
+            *total.get_or_insert_default() += used;
+        }
+    }
+    total
+}
+
+/// The tokens of a session and of every child session below it (the runs' kept sessions),
+/// each counted once however many activations ran it.
+fn tree_usage(
+    store: &dyn seam_host::session_store::SessionStore,
+    id: &str,
+) -> Result<Option<seam_host::Usage>> {
+    let mut seen = std::collections::HashSet::from([id.to_string()]);
+    let mut queue = vec![id.to_string()];
+    let mut total: Option<seam_host::Usage> = None;
+    while let Some(session) = queue.pop() {
+        if let Some(used) = turn_usage(&store.events(&session)?) {
+            *total.get_or_insert_default() += used;
+        }
+        for run in store.runs_of(&session)? {
+            if let Some(child) = run.child_session {
+                if seen.insert(child.clone()) {
+                    queue.push(child);
+                }
+            }
+        }
+    }
+    Ok(total)
 }
 
 fn known(open: &OpenStore, id: &str) -> Result<()> {

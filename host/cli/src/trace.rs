@@ -105,12 +105,17 @@ pub(crate) fn trace_json(recorded: &Recorded, command: &str) -> Value {
                 turn,
                 stop_reason,
                 diagnostic,
+                usage,
             } => {
                 if let Some(began) = turns.remove(&(id.clone(), *turn)) {
                     let tid = tracks.of(id);
                     let mut args = json!({ "turn": turn, "stop-reason": stop_reason.as_str() });
                     if let Some(d) = diagnostic {
                         args["diagnostic"] = json!(d);
+                    }
+                    if let Some(u) = usage {
+                        args["prompt-tokens"] = json!(u.prompt_tokens);
+                        args["completion-tokens"] = json!(u.completion_tokens);
                     }
                     out.push(json!({
                         "name": "agent.turn", "cat": "agent", "ph": "X", "pid": 1, "tid": tid,

@@ -1,12 +1,14 @@
 //! `--tree` (`seam run`, `seam delegate`, `seam call`): the delegation tree a command built,
 //! printed when the command ends, drawn from its [`Recorded`] events. Each
 //! run is a node under the run (or the top-level agent) that started it, with its provider, how
-//! long it took, and how it ended; a failed run, and every node above it, is marked.
+//! long it took, and how it ended; a failed run, and every node above it, is marked. Where the
+//! model endpoint reported usage, each node says the tokens its subtree used (its own agent's
+//! turns and every run below), so the root's is the whole tree's.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use seam_host::{Event, StopReason};
+use seam_host::{Event, StopReason, Usage};
 
 use crate::recording::Recorded;
 
@@ -23,6 +25,8 @@ struct Seen {
     /// Runs in the order they started.
     order: Vec<String>,
     nodes: HashMap<String, Node>,
+    /// Tokens by agent (a run's child agent has the run's id), from its turns' ends.
+    usage: HashMap<String, Usage>,
 }
 
 impl Seen {
@@ -46,6 +50,13 @@ impl Seen {
                             ended: None,
                         },
                     );
+                }
+                Event::AgentTurnEnd {
+                    id,
+                    usage: Some(used),
+                    ..
+                } => {
+                    *seen.usage.entry(id.clone()).or_default() += *used;
                 }
                 Event::SubagentEnd {
                     id,
@@ -85,9 +96,10 @@ pub(crate) fn draw_tree(recorded: &Recorded, root: &str, outcome: Option<&StopRe
     }
     let how = outcome.map(|o| format!("{o}, ")).unwrap_or_default();
     let mut out = format!(
-        "{} {root} ({how}{})\n",
+        "{} {root} ({how}{}{})\n",
         mark(outcome.is_none_or(StopReason::is_success) && !failed_below(&seen, &children, root)),
-        seconds(recorded.took)
+        seconds(recorded.took),
+        tokens(subtree_usage(&seen, &children, root)),
     );
     draw(&seen, &children, root, "", &mut out);
     out
@@ -102,6 +114,32 @@ fn failed_below(seen: &Seen, children: &HashMap<&str, Vec<&str>>, id: &str) -> b
             None => true,
         };
         failed || failed_below(seen, children, child)
+    })
+}
+
+/// The tokens `id`'s agent and every run below it used, if any reported usage.
+fn subtree_usage(seen: &Seen, children: &HashMap<&str, Vec<&str>>, id: &str) -> Option<Usage> {
+    let below = children
+        .get(id)
+        .into_iter()
+        .flatten()
+        .filter_map(|child| subtree_usage(seen, children, child));
+    let mut total: Option<Usage> = seen.usage.get(id).copied();
+    for used in below {
+        *total.get_or_insert_default() += used;
+    }
+    total
+}
+
+/// `, N tokens (P in, C out)`, or nothing when no usage was reported.
+fn tokens(usage: Option<Usage>) -> String {
+    usage.map_or(String::new(), |u| {
+        format!(
+            ", {} tokens ({} in, {} out)",
+            u.total(),
+            u.prompt_tokens,
+            u.completion_tokens
+        )
     })
 }
 
@@ -139,7 +177,11 @@ fn draw(
                     .unwrap_or_default();
                 (
                     reason.is_success() && !failed_below(seen, children, child),
-                    format!("{reason}, {}{why}", seconds(*took)),
+                    format!(
+                        "{reason}, {}{}{why}",
+                        seconds(*took),
+                        tokens(subtree_usage(seen, children, child))
+                    ),
                 )
             }
             None => (false, "did not end".to_string()),

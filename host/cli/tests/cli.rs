@@ -1437,3 +1437,66 @@ fn run_trace_writes_the_runs_turns_and_tool_calls_as_trace_events() {
         .iter()
         .any(|e| e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "agent:1"));
 }
+
+/// Tokens add up per tree in `--tree`: each node says what its subtree used (its child
+/// agent's turns and every run below), the root the whole tree's. The scripted model reports
+/// usage as an endpoint would.
+#[test]
+fn run_tree_adds_up_the_tokens_of_each_subtree() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("usage.toml");
+    let (spawn, tool) = (
+        seam_tests::guest("spawn_provider"),
+        seam_tests::guest("subagent_tool"),
+    );
+    std::fs::write(
+        &config,
+        format!(
+            "[agent]\nmodel = \"scripted:lead\"\n\n[sessions]\nstore = \"sqlite:usage.db\"\n\n\
+             [models.scripts.lead]\nsteps = [ {{ text = \"asking\", usage = {{ prompt_tokens = 100, completion_tokens = 10 }}, tool_calls = [ {{ name = \"ask\", arguments = {{ description = \"d\", prompt = \"p\" }} }} ] }}, {{ text = \"all done\", usage = {{ prompt_tokens = 120, completion_tokens = 5 }} }} ]\n\n\
+             [models.scripts.child]\nsteps = [ {{ text = \"child answer\", usage = {{ prompt_tokens = 30, completion_tokens = 7 }} }} ]\n\n\
+             [[plugin]]\nid = \"spawn\"\ncomponent = \"{spawn}\"\n\n\
+             [[plugin]]\nid = \"ask\"\ncomponent = \"{tool}\"\nconfig = {{ provider = \"spawn\", toolName = \"ask\", agentOptions = {{ model = \"scripted:child\" }} }}\n",
+            spawn = spawn.display(),
+            tool = tool.display()
+        ),
+    )
+    .unwrap();
+    let out = seam(&["run", config.to_str().unwrap(), "go", "--tree"]);
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    let stderr = seam_tests::text(&out.stderr);
+    let root = stderr.lines().find(|l| l.contains("agent:1")).unwrap();
+    assert!(root.contains("272 tokens (250 in, 22 out)"), "{stderr}");
+    let child = stderr.lines().find(|l| l.contains("on `spawn`")).unwrap();
+    assert!(child.contains("37 tokens (30 in, 7 out)"), "{stderr}");
+
+    // Stored, the same sums: the session's own turns, and with its child's session.
+    let list = seam(&[
+        "sessions",
+        "--config",
+        config.to_str().unwrap(),
+        "list",
+        "--json",
+    ]);
+    let sessions: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let top = sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["parent"].is_null())
+        .unwrap_or_else(|| panic!("no top-level session: {sessions}"));
+    let show = seam(&[
+        "sessions",
+        "--config",
+        config.to_str().unwrap(),
+        "show",
+        top["id"].as_str().unwrap(),
+    ]);
+    let shown = seam_tests::text(&show.stdout);
+    assert!(
+        shown.contains(
+            "tokens: 235 (220 in, 15 out) in this session's turns; 272 (250 in, 22 out) with its children's"
+        ),
+        "{shown}"
+    );
+}

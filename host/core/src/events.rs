@@ -141,6 +141,9 @@ events! {
         /// Why it failed or was stopped, if it was.
         #[serde(skip_serializing_if = "Option::is_none")]
         diagnostic: Option<String>,
+        /// The tokens the turn's model calls used, when the endpoint said.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        usage: Option<crate::types::Usage>,
     },
     /// An agent was disposed.
     "agent/disposed" => AgentDisposed {
@@ -380,6 +383,7 @@ mod tests {
                 turn: 1,
                 stop_reason: StopReason::Completed,
                 diagnostic: None,
+                usage: None,
             },
             Event::AgentDisposed { id: s() },
             Event::ToolMounted {
@@ -414,6 +418,7 @@ mod tests {
                 turn: 1,
                 stop_reason: reason.clone(),
                 diagnostic: None,
+                usage: None,
             };
             let json: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
             assert_eq!(json["stop-reason"], serde_json::json!(name));

@@ -57,6 +57,9 @@ pub enum SessionEvent {
         turn: u32,
         /// Why.
         reason: StopReason,
+        /// The tokens the turn's model calls used, when the endpoint said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<crate::types::Usage>,
     },
 }
 

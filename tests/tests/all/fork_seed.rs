@@ -142,6 +142,7 @@ async fn a_fork_child_is_sent_every_completed_turn_with_each_call_then_its_resul
     let end = |turn| SessionEvent::TurnEnd {
         turn,
         reason: StopReason::Completed,
+        usage: None,
     };
     let expected_seed = vec![
         SessionEvent::TurnStart { turn: 1 },

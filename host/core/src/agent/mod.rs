@@ -125,6 +125,8 @@ pub struct Agent {
     unsaved: Mutex<Vec<Write>>,
     /// Why the store refused this agent's session, once it has: the turn then ends `error`.
     refused: Mutex<Option<String>>,
+    /// The tokens this turn's model calls used so far, when their endpoint said.
+    turn_usage: Mutex<Option<crate::types::Usage>>,
 }
 
 impl Agent {
@@ -298,7 +300,9 @@ impl Agent {
             id: self.id.clone(),
             turn,
         });
+        *lock(&self.turn_usage) = None;
         let (stop_reason, diagnostic) = self.turn_loop(&abort).await;
+        let usage = lock(&self.turn_usage).take();
         // A cancel from now on is for the next turn.
         *lock(&self.turn_abort) = self.abort.child_token();
         // A refused session ends its turn `error`, saying why.
@@ -309,12 +313,14 @@ impl Agent {
         self.push(SessionEvent::TurnEnd {
             turn,
             reason: stop_reason.clone(),
+            usage,
         });
         self.emit(Event::AgentTurnEnd {
             id: self.id.clone(),
             turn,
             stop_reason: stop_reason.clone(),
             diagnostic: diagnostic.clone(),
+            usage,
         });
         let output = self
             .last_text()
@@ -391,6 +397,9 @@ impl Agent {
                 Err(ModelError::Aborted) => return (StopReason::Aborted, Some(self.aborted())),
                 Err(e) => return (StopReason::Error, Some(format!("model error: {e}"))),
             };
+            if let Some(used) = reply.usage {
+                *lock(&self.turn_usage).get_or_insert_default() += used;
+            }
             if abort.is_cancelled() {
                 return (StopReason::Aborted, Some(self.aborted()));
             }
@@ -707,6 +716,7 @@ impl AgentRegistry {
             subagents: self.subagents.get().cloned().unwrap_or_default(),
             unsaved: Mutex::new(unsaved),
             refused: Mutex::new(None),
+            turn_usage: Mutex::new(None),
         });
         lock(&self.agents).insert(id.clone(), agent.clone());
         agent.emit(Event::AgentCreated {
@@ -825,6 +835,7 @@ mod tests {
             SessionEvent::TurnEnd {
                 turn: 1,
                 reason: StopReason::Completed,
+                usage: None,
             },
             // Cut short: a call with no result, no end.
             SessionEvent::TurnStart { turn: 2 },
@@ -838,6 +849,7 @@ mod tests {
             SessionEvent::TurnEnd {
                 turn: 2,
                 reason: StopReason::Completed,
+                usage: None,
             },
             SessionEvent::TurnStart { turn: 3 },
             user("four"),

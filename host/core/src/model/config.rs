@@ -50,6 +50,10 @@ pub struct ScriptStep {
     /// Wait this long before replying (to make cancellation observable).
     #[serde(default)]
     pub delay_ms: u64,
+    /// The usage to report for this reply (`{ prompt-tokens = N, completion-tokens = M }`), as
+    /// an endpoint would.
+    #[serde(default)]
+    pub usage: Option<crate::types::Usage>,
 }
 
 /// A scripted tool call.

@@ -107,6 +107,11 @@ pub struct ModelReply {
     pub tool_calls: Vec<ToolCall>,
     /// Why it stopped.
     pub finish: FinishReason,
+    /// The tokens it used, when the endpoint said.
+    pub usage: Option<crate::types::Usage>,
+    /// What a reasoning model said before its answer (`reasoning_content`): never part of the
+    /// answer.
+    pub reasoning: String,
 }
 
 /// Why a model call failed.

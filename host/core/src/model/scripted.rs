@@ -109,6 +109,8 @@ fn reply(step: &ScriptStep, index: usize, request: &ModelRequest) -> ModelReply 
         text,
         tool_calls,
         finish,
+        usage: step.usage,
+        reasoning: String::new(),
     }
 }
 

@@ -274,6 +274,13 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
         }
     }
 
+    /// Commits whatever [`SessionStore::commit_later`] and [`SessionStore::start_run`] left
+    /// queued: for a process about to exit, which may not drop its store. The default has
+    /// nothing queued.
+    fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Whether it keeps the records of runs started by the session `parent_session`: a store
     /// may skip those nothing can read back (the memory store keeps only the runs of sessions
     /// it holds). A run whose record is not kept has none to update.

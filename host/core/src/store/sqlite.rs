@@ -669,6 +669,10 @@ impl SessionStore for SqliteStore {
         outcome
     }
 
+    fn flush(&self) -> Result<(), StoreError> {
+        self.inner.settled().map(drop)
+    }
+
     fn commit_later(&self, writes: Vec<Write>) {
         let mut queue = lock(&self.inner.queue);
         let now = now_ms() as i64;

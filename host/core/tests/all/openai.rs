@@ -77,6 +77,61 @@ fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
 // ---------------------------------------------------------------------------------------------
 // Replies
 
+/// Content as an array of parts (some servers send it so), and a reasoning model's
+/// `reasoning_content`, kept out of the answer, streamed and not.
+#[tokio::test]
+async fn content_parts_are_joined_and_reasoning_is_kept_apart() {
+    let server = Server::start(vec![ok(message(
+        json!({
+            "role": "assistant",
+            "reasoning_content": "the user greets me",
+            "content": [
+                { "type": "text", "text": "Hi " },
+                { "type": "image_url", "image_url": { "url": "data:," } },
+                { "type": "text", "text": "there." },
+            ],
+        }),
+        "stop",
+    ))])
+    .await;
+    let reply = complete(&model(config(&server, false)), hello())
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "Hi there.");
+    assert_eq!(reply.reasoning, "the user greets me");
+
+    let pieces = vec![
+        format!(
+            "data: {}\n\n",
+            delta(
+                json!({ "role": "assistant", "reasoning_content": "think" }),
+                None
+            )
+        ),
+        format!(
+            "data: {}\n\n",
+            delta(
+                json!({ "reasoning_content": "ing", "content": "Answer" }),
+                Some("stop")
+            )
+        ),
+        "data: [DONE]\n\n".to_string(),
+    ];
+    let server = Server::start(vec![Answer::Sse {
+        pieces,
+        stall: false,
+    }])
+    .await;
+    let reply = complete(&model(config(&server, true)), hello())
+        .await
+        .unwrap();
+    assert_eq!(
+        (reply.text.as_str(), reply.reasoning.as_str()),
+        ("Answer", "thinking")
+    );
+    assert_eq!(reply.usage, None, "no usage was sent");
+}
+
 #[tokio::test]
 async fn plain_completion() {
     let server = Server::start(vec![ok(message(
@@ -93,6 +148,11 @@ async fn plain_completion() {
             text: "Hi there.".into(),
             tool_calls: vec![],
             finish: FinishReason::Stop,
+            usage: Some(seam_core::types::Usage {
+                prompt_tokens: 3,
+                completion_tokens: 2
+            }),
+            reasoning: String::new(),
         }
     );
     let seen = server.seen();
@@ -149,7 +209,7 @@ async fn streaming_accumulates_content_deltas() {
     // A usage-only chunk with no choices, as with `stream_options.include_usage`.
     pieces.push(format!(
         "data: {}\n\n",
-        json!({ "choices": [], "usage": { "total_tokens": 9 } })
+        json!({ "choices": [], "usage": { "prompt_tokens": 7, "completion_tokens": 4, "total_tokens": 11 } })
     ));
     pieces.push("data: [DONE]\n\n".into());
     let server = Server::start(vec![Answer::Sse {
@@ -163,8 +223,17 @@ async fn streaming_accumulates_content_deltas() {
     assert_eq!(reply.text, "Hello, world!");
     assert_eq!(reply.finish, FinishReason::Stop);
     assert!(reply.tool_calls.is_empty());
+    assert_eq!(
+        reply.usage,
+        Some(seam_core::types::Usage {
+            prompt_tokens: 7,
+            completion_tokens: 4
+        })
+    );
     let seen = server.seen();
     assert_eq!(seen[0].body["stream"], json!(true));
+    // Streamed usage is asked for.
+    assert_eq!(seen[0].body["stream_options"]["include_usage"], json!(true));
     assert_eq!(seen[0].headers["accept"], "text/event-stream");
 }
 

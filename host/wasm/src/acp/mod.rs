@@ -501,7 +501,11 @@ impl Session<'_> {
                 text: self.answer.clone(),
                 tool_calls: Vec::new(),
             }),
-            event(SessionEvent::TurnEnd { turn, reason }),
+            event(SessionEvent::TurnEnd {
+                turn,
+                reason,
+                usage: None,
+            }),
         ];
         if let Err(e) = self.ctx.store().commit(writes) {
             tracing::warn!(plugin = %self.inner.plugin, error = %e, "cannot keep the ACP child's answer");

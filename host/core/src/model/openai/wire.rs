@@ -25,6 +25,10 @@ pub(super) fn request_body(config: &OpenAiConfig, request: &ModelRequest) -> Val
         "messages": request.messages.iter().map(wire_message).collect::<Vec<_>>(),
         "stream": config.stream,
     });
+    if config.stream {
+        // The usage of a streamed reply comes in a last chunk, only when asked for.
+        body["stream_options"] = json!({ "include_usage": true });
+    }
     if !request.tools.is_empty() {
         body["tools"] = request.tools.iter().map(wire_tool).collect();
     }
@@ -85,6 +89,26 @@ struct Completion {
     choices: Vec<Choice>,
     #[serde(default)]
     error: Option<Value>,
+    /// The tokens used: in the body, or in a stream's last chunk.
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    fn usage(self) -> crate::types::Usage {
+        crate::types::Usage {
+            prompt_tokens: self.prompt_tokens.unwrap_or(0),
+            completion_tokens: self.completion_tokens.unwrap_or(0),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -103,8 +127,12 @@ struct Choice {
 
 #[derive(Deserialize, Default)]
 struct WireMessage {
+    /// A string, or an array of parts (`{"type":"text","text":..}`) that some servers send.
     #[serde(default)]
-    content: Option<String>,
+    content: Option<Value>,
+    /// What a reasoning model thought (DeepSeek's, and servers that copy it).
+    #[serde(default)]
+    reasoning_content: Option<String>,
     #[serde(default)]
     refusal: Option<String>,
     #[serde(default)]
@@ -158,6 +186,33 @@ pub(super) struct Builder {
     /// Tool calls by their stream index.
     calls: BTreeMap<u32, PartialCall>,
     finish: Option<String>,
+    usage: Option<crate::types::Usage>,
+    reasoning: String,
+}
+
+/// The text of a message's `content`: a string, or the text parts of an array of parts.
+fn content_text(content: Value, out: &mut String) {
+    match content {
+        Value::String(s) => out.push_str(&s),
+        Value::Array(parts) => {
+            for part in parts {
+                match part {
+                    Value::String(s) => out.push_str(&s),
+                    Value::Object(map) => {
+                        let is_text = map
+                            .get("type")
+                            .and_then(Value::as_str)
+                            .is_none_or(|t| t == "text");
+                        if let (true, Some(Value::String(text))) = (is_text, map.get("text")) {
+                            out.push_str(text);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 #[derive(Default)]
@@ -175,7 +230,10 @@ impl Builder {
 
     fn add(&mut self, message: WireMessage) {
         if let Some(content) = message.content {
-            self.text.push_str(&content);
+            content_text(content, &mut self.text);
+        }
+        if let Some(reasoning) = message.reasoning_content {
+            self.reasoning.push_str(&reasoning);
         }
         if let Some(refusal) = message.refusal {
             self.refusal.push_str(&refusal);
@@ -265,6 +323,8 @@ impl Builder {
             text,
             tool_calls,
             finish,
+            usage: self.usage,
+            reasoning: self.reasoning,
         })
     }
 }
@@ -289,6 +349,7 @@ pub(super) fn parse_completion(bytes: &[u8]) -> Result<ModelReply, ModelError> {
     let mut builder = Builder::default();
     builder.add(message);
     builder.finish = choice.finish_reason;
+    builder.usage = completion.usage.map(WireUsage::usage);
     builder.finish()
 }
 
@@ -308,6 +369,9 @@ pub(super) fn apply_event(builder: &mut Builder, data: &str) -> Result<bool, Mod
         ))
     })?;
     embedded_error(chunk.error)?;
+    if let Some(usage) = chunk.usage {
+        builder.usage = Some(usage.usage());
+    }
     // Only the first choice is asked for; a final usage-only chunk has none.
     for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
         if let Some(delta) = choice.delta.or(choice.message) {
