@@ -31,6 +31,7 @@ mod conformance;
 mod delegate;
 mod dev;
 mod inspect;
+mod mcp;
 mod new;
 mod run;
 mod sessions;
@@ -110,6 +111,9 @@ enum Command {
     /// Serve the config's top-level agent over the Agent Client Protocol on stdio (for an editor
     /// that speaks ACP).
     Acp(acp::Args),
+    /// Serve every mounted tool (Wasm tools, subagent tools, background control tools) to an
+    /// MCP client, over stdio or streamable HTTP.
+    Mcp(mcp::Args),
     /// Keep a host up on a config, reloading what changes (the config, a rebuilt component)
     /// and running a command after each reload.
     Dev(dev::Args),
@@ -152,6 +156,7 @@ fn main() -> ExitCode {
             Command::Compile(args) => cache::run_compile(args, &interrupt).await,
             Command::Dev(args) => dev::run(args, interrupt.clone()).await,
             Command::Acp(args) => acp::run(args, interrupt.clone()).await,
+            Command::Mcp(args) => mcp::run(args, interrupt.clone()).await,
         };
         if interrupt.is_cancelled() {
             errln!("interrupted");

@@ -20,6 +20,7 @@ mod interfaces;
 mod kinds;
 mod linkers;
 pub mod loader;
+pub mod mcp;
 pub mod probe;
 pub mod process;
 pub mod sandbox;

@@ -1,0 +1,212 @@
+//! `seam mcp`, driven by the official MCP Python SDK (`mcp.Client`, installed by `make
+//! setup-kit`) over stdio and streamable HTTP: tools listed with their schemas and the model's
+//! wording, a subagent tool called with progress, a failed run as an `isError` result, an
+//! unknown tool as a protocol error, a call cancelled with the run under it, and over HTTP the
+//! token and the `Origin` check refusing what they should.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The toolchain's Python, which must have the MCP SDK.
+fn mcp_python() -> PathBuf {
+    let python = seam_tests::acp_python();
+    let has_sdk = Command::new(&python)
+        .args(["-c", "import mcp, fastmcp"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        has_sdk,
+        "{} cannot import mcp and fastmcp: run `make setup-kit`",
+        python.display()
+    );
+    python
+}
+
+/// Six entries: `ask` (a run that reports two progress updates and answers), `wait` (a run
+/// that reports progress, then waits until cancelled), `fail` (a provider that refuses to
+/// start), each a subagent tool on a mock provider.
+fn serve_config(dir: &Path) -> PathBuf {
+    let mock = seam_tests::guest("mock_provider");
+    let tool = seam_tests::guest("subagent_tool");
+    let mut text = String::new();
+    for (provider, settings, tool_name) in [
+        (
+            "mock",
+            r#"reply = "answer to {prompt}", progress = ["looking", "found it"]"#,
+            "ask",
+        ),
+        (
+            "slow",
+            r#"steering = true, progress = ["started"], awaitMessages = 1"#,
+            "wait",
+        ),
+        ("refuse", r#"failBeforeReady = "no child for you""#, "fail"),
+    ] {
+        text += &format!(
+            "[[plugin]]\nid = \"{provider}\"\ncomponent = \"{}\"\nconfig = {{ name = \"{provider}\", {settings} }}\n\n\
+             [[plugin]]\nid = \"{tool_name}\"\ncomponent = \"{}\"\nconfig = {{ provider = \"{provider}\", toolName = \"{tool_name}\" }}\n\n",
+            mock.display(),
+            tool.display()
+        );
+    }
+    let path = dir.join("serve.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn client(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(mcp_python())
+        .arg(root().join("tests/fixtures/mcp_client.py"))
+        .args(args)
+        .current_dir(root())
+        .env("SEAM_CACHE_DIR", root().join("target/seam-test-cache"))
+        .env("XDG_STATE_HOME", root().join("target/seam-test-state"))
+        .output()
+        .expect("the MCP client runs");
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            seam_tests::text(&out.stdout),
+            seam_tests::text(&out.stderr)
+        )
+    })
+}
+
+/// What every transport must show of the same scenario; `events` is what seam printed.
+fn assert_served(out: &serde_json::Value, events: &str) {
+    let tools = out["tools"].as_object().unwrap();
+    let mut names: Vec<&String> = tools.keys().collect();
+    names.sort();
+    assert_eq!(names, ["ask", "fail", "wait"], "{out}");
+    // The wording and the schema are the subagent tool's own.
+    let ask = &tools["ask"];
+    assert!(
+        ask["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("Delegate a task to a subagent"),
+        "{ask}"
+    );
+    assert_eq!(
+        ask["inputSchema"]["required"],
+        serde_json::json!(["description", "prompt"])
+    );
+
+    assert_eq!(out["ask"]["isError"], false, "{out}");
+    assert_eq!(out["ask"]["text"], serde_json::json!(["answer to hello"]));
+    let progress: Vec<&str> = out["ask"]["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(progress, ["looking", "found it"], "{out}");
+
+    assert_eq!(out["fail"]["isError"], true, "{out}");
+    assert!(
+        out["fail"]["text"][0]
+            .as_str()
+            .unwrap()
+            .contains("no child for you"),
+        "{out}"
+    );
+    assert!(
+        out["missing"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no tool named `no_such_tool`"),
+        "{out}"
+    );
+
+    // Cancelled after its progress: the run under the call ends aborted, and the server goes
+    // on serving.
+    assert_eq!(out["wait"]["finished"], false, "{out}");
+    assert_eq!(out["wait"]["progress"], serde_json::json!(["started"]));
+    let aborted = events.lines().any(|l| {
+        l.contains("\"event\":\"subagent/end\"")
+            && l.contains("\"provider\":\"slow\"")
+            && l.contains("\"stop-reason\":\"aborted\"")
+    });
+    assert!(aborted, "no aborted end of the `wait` run:\n{events}");
+    assert_eq!(out["after_cancel"], serde_json::json!(["answer to again"]));
+}
+
+#[test]
+fn the_python_sdk_uses_seam_tools_over_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = serve_config(dir.path());
+    let events = dir.path().join("stderr.log");
+    let out = client(&[
+        "stdio",
+        env!("CARGO_BIN_EXE_seam"),
+        config.to_str().unwrap(),
+        events.to_str().unwrap(),
+    ]);
+    assert_served(&out, &std::fs::read_to_string(&events).unwrap());
+}
+
+#[test]
+fn the_python_sdk_uses_seam_tools_over_http_with_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = serve_config(dir.path());
+    let mut seam = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["mcp", config.to_str().unwrap(), "--events"])
+        .args([
+            "--http",
+            "127.0.0.1:0",
+            "--token-env",
+            "SEAM_TEST_MCP_TOKEN",
+        ])
+        .env("SEAM_TEST_MCP_TOKEN", "s3cret")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = seam_tests::lines_of(seam.stderr.take().unwrap());
+    let url = loop {
+        let line = lines
+            .recv_timeout(seam_tests::BARRIER_TIMEOUT)
+            .expect("seam mcp says where it serves");
+        if let Some(url) = line.strip_prefix("seam mcp: serving on ") {
+            break url.to_string();
+        }
+    };
+    let out = client(&["http", &url, "s3cret"]);
+    let kill = Command::new("kill")
+        .args(["-INT", &seam.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let mut events = String::new();
+    while let Ok(line) = lines.recv_timeout(Duration::from_secs(60)) {
+        events += &line;
+        events.push('\n');
+    }
+    assert_eq!(seam.wait().unwrap().code(), Some(130));
+    assert_served(&out, &events);
+    let refused = &out["refused"];
+    assert_eq!(refused["no_token"], 401, "{refused}");
+    assert_eq!(refused["wrong_token"], 401, "{refused}");
+    assert_eq!(refused["foreign_origin"], 403, "{refused}");
+    assert_eq!(refused["loopback_origin"], 200, "{refused}");
+}
+
+#[test]
+fn http_off_loopback_without_a_token_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = serve_config(dir.path());
+    let out = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["mcp", config.to_str().unwrap(), "--http", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = seam_tests::text(&out.stderr);
+    assert!(err.contains("not a loopback address"), "{err}");
+    assert!(err.contains("--token-env"), "{err}");
+}
