@@ -210,3 +210,172 @@ fn http_off_loopback_without_a_token_is_refused() {
     assert!(err.contains("not a loopback address"), "{err}");
     assert!(err.contains("--token-env"), "{err}");
 }
+
+/// The FastMCP fixture server, as an entry's `command` (argv as TOML).
+fn fixture_command(mode: &str) -> String {
+    format!(
+        "[\"{}\", \"{}\", \"{mode}\"]",
+        mcp_python().display(),
+        root().join("tests/fixtures/mcp_server.py").display()
+    )
+}
+
+/// A scripted lead that first calls `first` (alone, in a step of its own), then `then` (at
+/// once), and answers with the results of `then`.
+fn lead(first: &str, then: &str) -> String {
+    format!(
+        "[agent]\nmodel = \"scripted:lead\"\nprompt = \"go\"\n\n\
+         [models.scripts.lead]\nsteps = [\n  {{ text = \"first\", tool_calls = [ {first} ] }},\n  \
+         {{ text = \"then\", tool_calls = [ {then} ] }},\n  {{ text = \"results:\\n{{tool_results}}\" }},\n]\n\n"
+    )
+}
+
+#[test]
+fn a_seam_agent_calls_a_fastmcp_server_over_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("mount.toml");
+    let text = lead(
+        // The server exits mid-call: that call fails, and the next reconnects.
+        r#"{ name = "fx__die", arguments = {} }"#,
+        r#"{ name = "fx__add", arguments = { a = 2, b = 3 } }, { name = "loud", arguments = { text = "hello" } }, { name = "fx__boom", arguments = {} }, { name = "fx__big", arguments = { n = 5000 } }"#,
+    ) + &format!(
+        "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\ncommand = {}\n\
+         config = {{ rename = {{ shout = \"loud\" }}, deny = [\"secret\"], max_output_bytes = 1000 }}\n",
+        fixture_command("stdio")
+    );
+    std::fs::write(&config, text).unwrap();
+
+    let check = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["check", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let listed = seam_tests::text(&check.stdout);
+    assert!(
+        check.status.success(),
+        "{listed}{}",
+        seam_tests::text(&check.stderr)
+    );
+    for name in ["fx__add", "loud", "fx__boom", "fx__big", "fx__die"] {
+        assert!(
+            listed.contains(&format!("  {name} ")),
+            "{name} not listed:\n{listed}"
+        );
+    }
+    assert!(
+        !listed.contains("secret"),
+        "a denied tool is listed:\n{listed}"
+    );
+    assert!(
+        !listed.contains("fx__shout"),
+        "a renamed tool keeps its name:\n{listed}"
+    );
+
+    let run = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["run", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let out = seam_tests::text(&run.stdout);
+    let err = seam_tests::text(&run.stderr);
+    assert!(run.status.success(), "{out}{err}");
+    assert!(out.contains("\n5\n"), "{out}");
+    assert!(out.contains("HELLO"), "{out}");
+    assert!(out.contains("failed on purpose"), "{out}");
+    assert!(
+        out.contains("tool `fx__big` (MCP entry `fx`): the result of 5000 bytes is more than `config.max_output_bytes` (1000)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_seam_agent_calls_a_fastmcp_server_over_http_with_a_granted_header() {
+    let mut server = Command::new(mcp_python())
+        .arg(root().join("tests/fixtures/mcp_server.py"))
+        .arg("http")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = seam_tests::lines_of(server.stdout.take().unwrap());
+    let port: u16 = lines
+        .recv_timeout(seam_tests::BARRIER_TIMEOUT)
+        .expect("the fixture says its port")
+        .strip_prefix("port ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("mount.toml");
+    let entry = |grant: &str| {
+        lead(
+            r#"{ name = "fx__add", arguments = { a = 20, b = 22 } }"#,
+            r#"{ name = "fx__whoami", arguments = {} }"#,
+        ) + &format!(
+            "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n\
+             config = {{ headers = {{ Authorization = \"FX_AUTH\" }} }}\n\
+             [plugin.grants]\nenv = [\"FX_AUTH\"]\nhttp = [{grant}]\n"
+        )
+    };
+    std::fs::write(&config, entry(&format!("\"http://127.0.0.1:{port}\""))).unwrap();
+    let run = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["run", config.to_str().unwrap()])
+        .env("FX_AUTH", "Bearer tok-1")
+        .output()
+        .unwrap();
+    let out = seam_tests::text(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{out}{}",
+        seam_tests::text(&run.stderr)
+    );
+    assert!(out.contains("Bearer tok-1"), "{out}");
+
+    // Without the origin in `grants.http`, the entry is refused, naming the key.
+    std::fs::write(&config, entry("")).unwrap();
+    let check = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["check", config.to_str().unwrap()])
+        .env("FX_AUTH", "Bearer tok-1")
+        .output()
+        .unwrap();
+    let err = seam_tests::text(&check.stderr);
+    assert_eq!(check.status.code(), Some(1), "{err}");
+    assert!(err.contains("plugin `fx`: key `grants.http`"), "{err}");
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[test]
+fn bad_mcp_servers_fail_their_entry_and_the_rest_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.toml");
+    let text = format!(
+        "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\ncommand = {}\n\n\
+         [[plugin]]\nid = \"stuck\"\nkind = \"mcp\"\ncommand = [\"sleep\", \"600\"]\nconfig = {{ init_timeout_ms = 500 }}\n\n\
+         [[plugin]]\nid = \"garbage\"\nkind = \"mcp\"\ncommand = [\"echo\", \"this is not JSON-RPC\"]\n\n\
+         [[plugin]]\nid = \"many\"\nkind = \"mcp\"\ncommand = {}\nconfig = {{ init_timeout_ms = 120000 }}\n\n\
+         [[plugin]]\nid = \"wide\"\nkind = \"mcp\"\ncommand = {}\nconfig = {{ init_timeout_ms = 120000 }}\n",
+        fixture_command("stdio"),
+        fixture_command("many"),
+        fixture_command("bigschema"),
+    );
+    std::fs::write(&config, text).unwrap();
+    let check = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["check", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let out = seam_tests::text(&check.stdout);
+    let err = seam_tests::text(&check.stderr);
+    assert_eq!(check.status.code(), Some(1), "{out}{err}");
+    for needle in [
+        "MCP entry `stuck`: the server did not answer `initialize` within 500 ms",
+        "MCP entry `garbage`: initialize:",
+        "MCP entry `many`: the server offers 10007 tools, more than `config.max_tools` (256)",
+        "MCP entry `wide`: tool `wide` has an input schema of",
+    ] {
+        assert!(
+            err.contains(needle) || out.contains(needle),
+            "no `{needle}`:\n{out}{err}"
+        );
+    }
+    // The good entry still mounts.
+    assert!(out.contains("  fx__add "), "{out}");
+}

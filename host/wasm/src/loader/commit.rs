@@ -106,6 +106,16 @@ impl Loader {
                         source,
                     })?;
             }
+            Linked::Mcp(mcp) => {
+                let names = mcp
+                    .mount(&self.tools)
+                    .await
+                    .map_err(|source| LoadError::McpMount {
+                        id: id.clone(),
+                        source,
+                    })?;
+                info.name = Some(names.join(", "));
+            }
             Linked::Observer(observer) => {
                 let handle = observer.attach(&self.events);
                 let previous = lock(&self.observers).insert(entry.id.clone(), handle);

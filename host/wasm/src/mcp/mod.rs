@@ -6,6 +6,8 @@
 //! - `http`: the streamable HTTP endpoint of `seam mcp --http`, with its guards (loopback by
 //!   default, bearer token off loopback, `Origin` and `Host` checked, request size and session
 //!   count capped).
+//! - `client`: `kind = "mcp"` entries, an MCP server's tools mounted for Seam's agents.
 
+pub mod client;
 pub mod http;
 pub mod server;
