@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use rmcp::ServiceExt;
-use seam_host::mcp::http::{HttpOptions, McpHttp};
-use seam_host::mcp::server::McpServer;
+use seam_host::mcp_server::http::{HttpOptions, McpHttp};
+use seam_host::mcp_server::server::McpServer;
 use seam_host::Host;
 use tokio_util::sync::CancellationToken;
 

@@ -149,8 +149,11 @@ struct Shared {
     live: Arc<LiveCounts>,
     conn: tokio::sync::Mutex<Option<Connection>>,
     /// The registry the tools are mounted in, and the (Seam name, server name) of each.
-    mounted: Mutex<(Weak<ToolRegistry>, Vec<(String, String)>)>,
+    mounted: Mutex<Mounted>,
 }
+
+/// The registry an entry's tools are mounted in, and the (Seam name, server name) of each.
+type Mounted = (Weak<ToolRegistry>, Vec<(String, String)>);
 
 struct Connection {
     service: RunningService<RoleClient, Handler>,
