@@ -5,15 +5,19 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use rmcp::ServiceExt;
 use seam_host::mcp_server::http::{HttpOptions, McpHttp};
 use seam_host::mcp_server::server::McpServer;
-use seam_host::Host;
+use seam_host::{Config, Host, Reload};
 use tokio_util::sync::CancellationToken;
 
-use super::{print_events, with_loaded, working_directory, EXIT_OK};
+use super::dev::Watched;
+use super::{
+    chain, load_for_use, print_events, read_config, with_host, working_directory, EXIT_OK,
+};
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -27,6 +31,10 @@ pub(crate) struct Args {
     /// Print lifecycle events as JSON lines on stderr while serving.
     #[arg(long)]
     events: bool,
+    /// Reload the config (and rebuilt components) when they change, as `seam dev` does; the
+    /// client is sent `notifications/tools/list_changed` when the tools change.
+    #[arg(long)]
+    watch: bool,
     /// Serve streamable HTTP on this address instead of stdio (e.g. 127.0.0.1:8765; port 0
     /// picks a free one, printed on stderr).
     #[arg(long, value_name = "ADDR")]
@@ -51,17 +59,61 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
     let cwd = working_directory()?;
-    let path = args.config.clone();
-    with_loaded(&path, &interrupt.clone(), |host| async move {
+    let path = std::path::absolute(&args.config)
+        .with_context(|| format!("cannot resolve `{}`", args.config.display()))?;
+    let config = read_config(&path)?;
+    with_host(|host| async move {
+        load_for_use(&host, &config, &interrupt).await?;
         // Printed until the plugins are unloaded: the ends of the runs cut short show too.
         let _listener = args.events.then(|| print_events(&host));
-        match args.http {
-            Some(addr) => serve_http(host, cwd, &args, addr, interrupt).await?,
-            None => serve_stdio(host, cwd, interrupt).await?,
+        let watching = args
+            .watch
+            .then(|| tokio::spawn(watch(host.clone(), path, config)));
+        let served = match args.http {
+            Some(addr) => serve_http(host, cwd, &args, addr, interrupt).await,
+            None => serve_stdio(host, cwd, interrupt).await,
+        };
+        if let Some(watching) = watching {
+            watching.abort();
+            let _ = watching.await;
         }
+        served?;
         Ok(EXIT_OK)
     })
     .await
+}
+
+/// How long the watched files must be quiet before a reload (a build writes in bursts).
+const SETTLE: Duration = Duration::from_millis(200);
+
+/// Reloads `config` whenever it or one of its components changes, for ever. A config that
+/// does not parse leaves the last good one serving.
+async fn watch(host: Host, path: PathBuf, mut config: Config) -> Result<()> {
+    let (tx, mut changes) = tokio::sync::mpsc::unbounded_channel();
+    let mut watcher = notify::recommended_watcher(move |event| {
+        let _ = tx.send(event);
+    })
+    .context("cannot watch files")?;
+    let mut watched = Watched::default();
+    loop {
+        watched.follow(&mut watcher, &path, &config);
+        watched.next_change(&mut changes, SETTLE).await;
+        match read_config(&path) {
+            Ok(new) => config = new,
+            Err(e) => {
+                errln!(
+                    "seam mcp: {}; still serving the last good config",
+                    chain(&e)
+                );
+                continue;
+            }
+        }
+        let report = host.reconfigure_with(&config, Reload::Swap).await;
+        for failure in &report.failed {
+            errln!("warning: {failure}");
+        }
+        errln!("seam mcp: reloaded {}", path.display());
+    }
 }
 
 /// The top-level caller the stdio client's calls are made as.

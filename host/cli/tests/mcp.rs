@@ -379,3 +379,33 @@ fn bad_mcp_servers_fail_their_entry_and_the_rest_serves() {
     // The good entry still mounts.
     assert!(out.contains("  fx__add "), "{out}");
 }
+
+#[test]
+fn a_reload_under_watch_tells_the_client_the_tools_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = serve_config(dir.path());
+    let full_text = std::fs::read_to_string(&full).unwrap();
+    // The first two entries: the `mock` provider and its `ask` tool.
+    let first: String = full_text
+        .split("[[plugin]]")
+        .filter(|s| !s.trim().is_empty())
+        .take(2)
+        .map(|s| format!("[[plugin]]{s}"))
+        .collect();
+    let config = dir.path().join("watched.toml");
+    std::fs::write(&config, first).unwrap();
+    let stderr = dir.path().join("stderr.log");
+    let out = client(&[
+        "watch",
+        env!("CARGO_BIN_EXE_seam"),
+        config.to_str().unwrap(),
+        full.to_str().unwrap(),
+        stderr.to_str().unwrap(),
+    ]);
+    assert_eq!(out["before"], serde_json::json!(["ask"]), "{out}");
+    assert_eq!(
+        out["after"],
+        serde_json::json!(["ask", "fail", "wait"]),
+        "{out}"
+    );
+}

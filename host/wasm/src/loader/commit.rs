@@ -107,14 +107,13 @@ impl Loader {
                     })?;
             }
             Linked::Mcp(mcp) => {
-                let names = mcp
-                    .mount(&self.tools)
+                // No one name: the tools it mounts are the registry's to list (and change).
+                mcp.mount(&self.tools)
                     .await
                     .map_err(|source| LoadError::McpMount {
                         id: id.clone(),
                         source,
                     })?;
-                info.name = Some(names.join(", "));
             }
             Linked::Observer(observer) => {
                 let handle = observer.attach(&self.events);

@@ -3,17 +3,20 @@
 //! turning the run's progress events into `notifications/progress` for a client that sent a
 //! `progressToken`; `notifications/cancelled` aborts the call and every run under it; a tool
 //! that fails answers an `isError` result carrying its diagnostic. Tools mounting or unmounting
-//! (a reload, a provider coming or going) send `notifications/tools/list_changed`.
+//! (a reload, a provider coming or going) send `notifications/tools/list_changed`: unasked to a
+//! client of a handshake-era protocol version, on its `subscriptions/listen` stream to a
+//! 2026-07-28 one.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as McpContent,
     Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
     ProgressToken, ServerCapabilities, ServerConfig, Tool as McpTool,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use seam_core::events::{Event, ListenerId};
 use seam_core::types::{blocks_text, ParentRef, ToolDescriptor, ToolResult};
@@ -189,6 +192,41 @@ impl ServerHandler for McpServer {
             // Unmounted between the check and the call (a reload): the client hears why.
             Err(e) => Ok(CallToolResult::error(vec![McpContent::text(e.to_string())]).into()),
         }
+    }
+
+    /// A 2026-07-28 client hears of tool changes on a `subscriptions/listen` stream (an older one
+    /// gets them unasked, see `on_initialized`).
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        // One pending change is enough: the client lists again, and sees them all.
+        let (tx, mut changed) = mpsc::channel::<()>(1);
+        let id = self.inner.host.events().subscribe(move |event| {
+            if matches!(
+                event,
+                Event::ToolMounted { .. } | Event::ToolUnmounted { .. }
+            ) {
+                let _ = tx.try_send(());
+            }
+            Ok(())
+        });
+        loop {
+            tokio::select! {
+                () = context.cancelled() => break,
+                Some(()) = changed.recv() => {
+                    if context.sink().notify_tool_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        self.inner.host.events().unsubscribe(id);
+        Ok(())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
