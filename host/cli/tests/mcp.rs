@@ -409,3 +409,26 @@ fn a_reload_under_watch_tells_the_client_the_tools_changed() {
         "{out}"
     );
 }
+
+#[test]
+fn a_call_past_its_timeout_is_cancelled_on_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("cancel.toml");
+    // `hang` never answers: past `timeout_ms` the call ends, and the server is sent
+    // notifications/cancelled, which `was_cancelled` (waiting for it) then reports.
+    let text = lead(
+        r#"{ name = "fx__hang", arguments = {} }"#,
+        r#"{ name = "fx__was_cancelled", arguments = {} }"#,
+    ) + &format!(
+        "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\ncommand = {}\nconfig = {{ timeout_ms = 3000 }}\n",
+        fixture_command("stdio")
+    );
+    std::fs::write(&config, text).unwrap();
+    let run = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["run", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let out = seam_tests::text(&run.stdout);
+    assert!(run.status.success(), "{out}{}", seam_tests::text(&run.stderr));
+    assert!(out.contains("the server saw the call cancelled"), "{out}");
+}
