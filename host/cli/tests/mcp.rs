@@ -429,6 +429,34 @@ fn a_call_past_its_timeout_is_cancelled_on_the_server() {
         .output()
         .unwrap();
     let out = seam_tests::text(&run.stdout);
-    assert!(run.status.success(), "{out}{}", seam_tests::text(&run.stderr));
+    assert!(
+        run.status.success(),
+        "{out}{}",
+        seam_tests::text(&run.stderr)
+    );
     assert!(out.contains("the server saw the call cancelled"), "{out}");
+}
+
+#[test]
+fn the_example_serves_a_background_delegation_and_its_control_tool() {
+    let out = client(&[
+        "background",
+        env!("CARGO_BIN_EXE_seam"),
+        root().join("examples/mcp.toml").to_str().unwrap(),
+    ]);
+    assert!(
+        out["started"]
+            .as_str()
+            .unwrap()
+            .starts_with("started background run"),
+        "{out}"
+    );
+    // A later call of the same client reads the run its earlier call started.
+    assert_eq!(out["isError"], false, "{out}");
+    let output = out["output"].as_str().unwrap();
+    assert!(output.contains("finished: completed"), "{out}");
+    assert!(
+        output.contains("its own instance and store per run"),
+        "{out}"
+    );
 }

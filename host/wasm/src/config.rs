@@ -405,7 +405,7 @@ fn mcp_transport(table: &mut toml::Table) -> Result<Option<McpTransport>, EntryE
                 _ => {
                     return Err(EntryError::new(
                         "command",
-                        "key `command` must be a non-empty array of strings, as \
+                        "key `command` must be a non-empty list of strings, as \
                          `command = [\"program\", \"arg\"]`"
                             .into(),
                     ))
@@ -695,6 +695,63 @@ mod tests {
         assert_eq!(message, "key `component` is empty");
         let (_, _, message) = entry_error("[[plugin]]\nid = \"a\"\n");
         assert!(message.contains("missing field `component`"), "{message}");
+    }
+
+    #[test]
+    fn mcp_entries_name_a_command_or_a_url() {
+        let config = parse(
+            "[[plugin]]\nid = \"notes\"\nkind = \"mcp\"\ncommand = [\"bin/notes\", \"-v\"]\n\n\
+             [[plugin]]\nid = \"web\"\nkind = \"mcp\"\nurl = \"http://127.0.0.1:8000/mcp\"\n",
+        )
+        .unwrap();
+        let [notes, web] = &config.plugins[..] else {
+            panic!("{:?}", config.plugins)
+        };
+        assert_eq!(notes.kind, Some(seam_core::types::PluginKind::Tool));
+        assert_eq!(
+            notes.mcp,
+            Some(McpTransport::Stdio(vec![
+                "/base/bin/notes".to_string(),
+                "-v".to_string()
+            ]))
+        );
+        assert!(!notes.is_acp());
+        assert_eq!(
+            web.mcp,
+            Some(McpTransport::Http("http://127.0.0.1:8000/mcp".to_string()))
+        );
+        assert_eq!(web.component, Path::new("http://127.0.0.1:8000/mcp"));
+
+        for (text, wanted) in [
+            (
+                "[[plugin]]\nid = \"a\"\nkind = \"mcp\"\n",
+                "an MCP entry names its server",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\nkind = \"mcp\"\ncommand = [\"x\"]\nurl = \"http://h/\"\n",
+                "an MCP entry has `command` (stdio) or `url` (HTTP), not both",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\nkind = \"mcp\"\nurl = \"ftp://h/\"\n",
+                "key `url` must be an http:// or https:// URL",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\nkind = \"mcp\"\ncommand = []\n",
+                "key `command` must be a non-empty list of strings",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\nkind = \"mcp\"\ncommand = [\"x\"]\ncomponent = \"a.wasm\"\n",
+                "key `component` does not apply to `kind = \"mcp\"`",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\ncomponent = \"a.wasm\"\nurl = \"http://h/\"\n",
+                "key `url` is only for `kind = \"mcp\"` entries",
+            ),
+        ] {
+            let (index, id, message) = entry_error(text);
+            assert_eq!((index, id.as_str()), (1, "a"), "{text}");
+            assert!(message.starts_with(wanted), "{text}: {message}");
+        }
     }
 
     #[test]
