@@ -460,3 +460,33 @@ fn the_example_serves_a_background_delegation_and_its_control_tool() {
         "{out}"
     );
 }
+
+#[test]
+fn a_server_that_adds_a_tool_mounts_it_and_seam_mcp_says_so() {
+    // Both directions at once: the Python SDK drives `seam mcp`, which serves the tools of a
+    // mounted FastMCP server; the server adds a tool mid-session and says its list changed.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("grow.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\ncommand = {}\n",
+            fixture_command("stdio")
+        ),
+    )
+    .unwrap();
+    let out = client(&["grow", env!("CARGO_BIN_EXE_seam"), config.to_str().unwrap()]);
+    let has = |key: &str, name: &str| {
+        out[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str() == Some(name))
+    };
+    assert!(
+        has("before", "fx__grow") && !has("before", "fx__extra"),
+        "{out}"
+    );
+    assert!(has("after", "fx__extra"), "{out}");
+    assert_eq!(out["extra"], "the extra tool answers", "{out}");
+}
