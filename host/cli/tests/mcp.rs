@@ -352,10 +352,12 @@ fn bad_mcp_servers_fail_their_entry_and_the_rest_serves() {
          [[plugin]]\nid = \"stuck\"\nkind = \"mcp\"\ncommand = [\"sleep\", \"600\"]\nconfig = {{ init_timeout_ms = 500 }}\n\n\
          [[plugin]]\nid = \"garbage\"\nkind = \"mcp\"\ncommand = [\"echo\", \"this is not JSON-RPC\"]\n\n\
          [[plugin]]\nid = \"many\"\nkind = \"mcp\"\ncommand = {}\nconfig = {{ init_timeout_ms = 120000 }}\n\n\
-         [[plugin]]\nid = \"wide\"\nkind = \"mcp\"\ncommand = {}\nconfig = {{ init_timeout_ms = 120000 }}\n",
+         [[plugin]]\nid = \"wide\"\nkind = \"mcp\"\ncommand = {}\nconfig = {{ init_timeout_ms = 120000 }}\n\n\
+         [[plugin]]\nid = \"dup\"\nkind = \"mcp\"\ncommand = {}\nconfig = {{ prefix = \"fx\", rename = {{ add = \"dup_add\" }} }}\n",
         fixture_command("stdio"),
         fixture_command("many"),
         fixture_command("bigschema"),
+        fixture_command("stdio"),
     );
     std::fs::write(&config, text).unwrap();
     let check = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
@@ -368,16 +370,29 @@ fn bad_mcp_servers_fail_their_entry_and_the_rest_serves() {
     for needle in [
         "MCP entry `stuck`: the server did not answer `initialize` within 500 ms",
         "MCP entry `garbage`: initialize:",
-        "MCP entry `many`: the server offers 10007 tools, more than `config.max_tools` (256)",
+        // 10,000 and the fixture's own.
+        "MCP entry `many`: the server offers 100",
+        "tools, more than `config.max_tools` (256)",
         "MCP entry `wide`: tool `wide` has an input schema of",
+        // Its second tool would take a name the first entry has: its first (renamed, mounted
+        // by then) is unmounted again.
+        "MCP entry `dup`: tool name `fx__shout` is already used by plugin `fx`",
     ] {
         assert!(
             err.contains(needle) || out.contains(needle),
             "no `{needle}`:\n{out}{err}"
         );
     }
-    // The good entry still mounts.
+    // The good entry still mounts, and nothing of the failed ones.
     assert!(out.contains("  fx__add "), "{out}");
+    assert!(out.contains("MCP server"), "{out}");
+    assert!(!out.contains("dup_add"), "{out}");
+    for failed in ["stuck", "garbage", "many", "wide", "dup"] {
+        assert!(
+            !out.contains(&format!("(plugin `{failed}`")),
+            "{failed} mounts:\n{out}"
+        );
+    }
 }
 
 #[test]

@@ -148,6 +148,9 @@ struct Shared {
     grace: Duration,
     live: Arc<LiveCounts>,
     conn: tokio::sync::Mutex<Option<Connection>>,
+    /// Held while reconnecting, and while the mounted tools follow the server's list.
+    reconnecting: tokio::sync::Mutex<()>,
+    reconciling: tokio::sync::Mutex<()>,
     /// The registry the tools are mounted in, and the (Seam name, server name) of each.
     mounted: Mutex<Mounted>,
 }
@@ -197,23 +200,35 @@ impl McpEntry {
                 grace,
                 live,
                 conn: tokio::sync::Mutex::new(None),
+                reconnecting: tokio::sync::Mutex::new(()),
+                reconciling: tokio::sync::Mutex::new(()),
                 mounted: Mutex::new((Weak::new(), Vec::new())),
             }),
         })
     }
 
     /// Connects, lists the server's tools and mounts those the entry admits in `tools`.
-    pub(crate) async fn mount(&self, tools: &Arc<ToolRegistry>) -> Result<Vec<String>, MountError> {
+    /// A failed entry leaves nothing mounted and no server running.
+    pub(crate) async fn mount(&self, tools: &Arc<ToolRegistry>) -> Result<(), MountError> {
         let shared = &self.shared;
         seam_core::sync::lock(&shared.mounted).0 = Arc::downgrade(tools);
-        let listed = shared.connect_and_list().await?;
-        shared
-            .reconcile(tools, listed)
-            .await
-            .map_err(|source| MountError::Tool {
-                id: shared.id.clone(),
-                source,
-            })
+        let mounted = match shared.connect_and_list().await {
+            Ok(listed) => {
+                shared
+                    .reconcile(tools, listed)
+                    .await
+                    .map_err(|source| MountError::Tool {
+                        id: shared.id.clone(),
+                        source,
+                    })
+            }
+            Err(e) => Err(e.into()),
+        };
+        if mounted.is_err() {
+            tools.remove_plugin(&shared.id).await;
+            *shared.conn.lock().await = None;
+        }
+        mounted
     }
 }
 
@@ -371,58 +386,69 @@ impl Shared {
     }
 
     /// Mounts the admitted tools of `listed` not mounted yet, and unmounts those no longer
-    /// listed. Returns the Seam names mounted.
+    /// listed, one change of the list at a time. What is mounted is recorded even when a tool
+    /// fails to mount (a name another plugin has).
     async fn reconcile(
         self: &Arc<Self>,
         tools: &Arc<ToolRegistry>,
         listed: Vec<McpTool>,
-    ) -> Result<Vec<String>, seam_core::tool::ToolError> {
+    ) -> Result<(), seam_core::tool::ToolError> {
+        let _one_at_a_time = self.reconciling.lock().await;
         let wanted: Vec<(String, McpTool)> = listed
             .into_iter()
             .filter(|t| self.settings.admits(&t.name))
             .map(|t| (self.settings.seam_name(&self.id, &t.name), t))
             .collect();
         let before = seam_core::sync::lock(&self.mounted).1.clone();
-        for (seam_name, _) in &before {
-            if !wanted.iter().any(|(n, _)| n == seam_name) {
-                tools.remove_tool(&self.id, seam_name).await;
+        let mut now = Vec::new();
+        for (seam_name, server_name) in before {
+            if wanted.iter().any(|(n, _)| *n == seam_name) {
+                now.push((seam_name, server_name));
+            } else {
+                tools.remove_tool(&self.id, &seam_name).await;
             }
         }
-        let mut now = Vec::new();
+        let mut outcome = Ok(());
         for (seam_name, tool) in wanted {
-            if !before.iter().any(|(n, _)| *n == seam_name) {
-                let descriptor = ToolDescriptor {
+            if now.iter().any(|(n, _)| *n == seam_name) {
+                continue;
+            }
+            let source = McpToolSource {
+                shared: self.clone(),
+                server_name: tool.name.to_string(),
+                descriptor: ToolDescriptor {
                     name: seam_name.clone(),
                     description: tool.description.as_deref().unwrap_or_default().to_string(),
                     parameters: serde_json::Value::Object((*tool.input_schema).clone()),
-                };
-                let source = McpToolSource {
-                    shared: self.clone(),
-                    server_name: tool.name.to_string(),
-                    descriptor,
-                };
-                let binding = ToolBinding {
-                    tool_name: seam_name.clone(),
-                    provider: None,
-                };
-                tools.add_plugin(binding, Arc::new(source)).await?;
+                },
+            };
+            let binding = ToolBinding {
+                tool_name: seam_name.clone(),
+                provider: None,
+            };
+            match tools.add_plugin(binding, Arc::new(source)).await {
+                Ok(()) => now.push((seam_name, tool.name.to_string())),
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
             }
-            now.push((seam_name, tool.name.to_string()));
         }
-        let names = now.iter().map(|(n, _)| n.clone()).collect();
         seam_core::sync::lock(&self.mounted).1 = now;
-        Ok(names)
+        outcome
     }
 
     /// The live connection's peer, reconnecting (with backoff) when the server has gone.
     async fn peer(self: &Arc<Self>) -> Result<Peer<RoleClient>, McpClientError> {
-        {
-            let conn = self.conn.lock().await;
-            let alive =
-                |c: &&Connection| !c.service.is_closed() && !c.service.peer().is_transport_closed();
-            if let Some(c) = conn.as_ref().filter(alive) {
-                return Ok(c.service.peer().clone());
-            }
+        let alive =
+            |c: &&Connection| !c.service.is_closed() && !c.service.peer().is_transport_closed();
+        if let Some(c) = self.conn.lock().await.as_ref().filter(alive) {
+            return Ok(c.service.peer().clone());
+        }
+        // Calls that find the server gone at once reconnect it once, the first of them.
+        let _one_reconnect = self.reconnecting.lock().await;
+        if let Some(c) = self.conn.lock().await.as_ref().filter(alive) {
+            return Ok(c.service.peer().clone());
         }
         tracing::warn!(plugin = %self.id, "the MCP server has gone; reconnecting");
         let backoff = ExponentialBuilder::default()
