@@ -505,3 +505,33 @@ fn a_server_that_adds_a_tool_mounts_it_and_seam_mcp_says_so() {
     assert!(has("after", "fx__extra"), "{out}");
     assert_eq!(out["extra"], "the extra tool answers", "{out}");
 }
+
+#[test]
+fn a_result_past_the_entry_memory_budget_fails_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("memory.toml");
+    // 1.5 MB is within `max_output_bytes` but not within a 1 MiB `host_memory_mb`.
+    let text = lead(
+        r#"{ name = "fx__add", arguments = { a = 1, b = 1 } }"#,
+        r#"{ name = "fx__big", arguments = { n = 1500000 } }"#,
+    ) + &format!(
+        "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\ncommand = {}\n\
+         config = {{ max_output_bytes = 4000000 }}\n[plugin.limits]\nhost_memory_mb = 1\n",
+        fixture_command("stdio")
+    );
+    std::fs::write(&config, text).unwrap();
+    let run = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["run", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let out = seam_tests::text(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{out}{}",
+        seam_tests::text(&run.stderr)
+    );
+    assert!(
+        out.contains("tool `fx__big` (MCP entry `fx`): the result of 1500000 bytes is more than is left of `limits.host_memory_mb`"),
+        "{out}"
+    );
+}

@@ -26,6 +26,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse, JsonObject, Tool as M
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
+use seam_core::budget::{Charge, MemoryBudget};
 use seam_core::live::LiveCounts;
 use seam_core::tool::{DescribeError, Tool, ToolBinding, ToolRegistry, ToolSource};
 use seam_core::types::{ContentBlock, ParentRef, ProviderDescriptor, ToolDescriptor, ToolResult};
@@ -148,6 +149,10 @@ struct Shared {
     grace: Duration,
     live: Arc<LiveCounts>,
     conn: tokio::sync::Mutex<Option<Connection>>,
+    /// The entry's `host_memory_mb`: the mounted tool list, and each result while it is held.
+    memory: Arc<MemoryBudget>,
+    /// What the mounted tool list holds of it.
+    list_charge: Mutex<Option<Charge>>,
     /// Held while reconnecting, and while the mounted tools follow the server's list.
     reconnecting: tokio::sync::Mutex<()>,
     reconciling: tokio::sync::Mutex<()>,
@@ -200,6 +205,8 @@ impl McpEntry {
                 grace,
                 live,
                 conn: tokio::sync::Mutex::new(None),
+                memory: sandbox.host_memory().clone(),
+                list_charge: Mutex::new(None),
                 reconnecting: tokio::sync::Mutex::new(()),
                 reconciling: tokio::sync::Mutex::new(()),
                 mounted: Mutex::new((Weak::new(), Vec::new())),
@@ -369,8 +376,10 @@ impl Shared {
                 ),
             });
         }
+        let mut held = 0usize;
         for tool in &tools {
             let size = serde_json::to_string(&tool.input_schema).map_or(0, |s| s.len());
+            held += size + tool.name.len() + tool.description.as_deref().map_or(0, str::len);
             if size > self.settings.max_schema_bytes {
                 return Err(McpClientError::TooMuch {
                     id: self.id.clone(),
@@ -382,6 +391,19 @@ impl Shared {
                 });
             }
         }
+        let charge = self
+            .memory
+            .charge(held)
+            .map_err(|over| McpClientError::TooMuch {
+                id: self.id.clone(),
+                message: format!(
+                    "the server's tool list holds {held} bytes, more than is left of the entry's \
+                     `limits.host_memory_mb` ({} of {} bytes used)",
+                    over.used, over.limit
+                ),
+            })?;
+        // The new list replaces the old; its charge, the old one's.
+        *seam_core::sync::lock(&self.list_charge) = Some(charge);
         Ok(tools)
     }
 
@@ -563,6 +585,16 @@ impl Shared {
                 "the result of {} bytes is more than `config.max_output_bytes` ({})",
                 text.len(),
                 self.settings.max_output_bytes
+            ));
+        }
+        // Checked against what is left of the entry's budget, of which the tool list holds part.
+        if let Err(over) = self.memory.charge(text.len()) {
+            return fail(format!(
+                "the result of {} bytes is more than is left of `limits.host_memory_mb` ({} of {} \
+                 bytes used)",
+                text.len(),
+                over.used,
+                over.limit
             ));
         }
         ToolResult {
