@@ -535,3 +535,60 @@ fn a_result_past_the_entry_memory_budget_fails_the_call() {
         "{out}"
     );
 }
+
+/// A handshake-era `initialize`, which opens a session.
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"0"}}}"#;
+
+/// POSTs `body` to `addr`; the HTTP status.
+fn post_status(addr: &str, body: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(seam_tests::BARRIER_TIMEOUT))
+        .unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    // The status line is all that is needed; the rest (an SSE stream, maybe) is left unread.
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    String::from_utf8_lossy(&head[9..12]).parse().unwrap()
+}
+
+#[test]
+fn http_sessions_and_bodies_past_their_caps_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = serve_config(dir.path());
+    let mut seam = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["mcp", config.to_str().unwrap()])
+        .args(["--http", "127.0.0.1:0", "--max-sessions", "1"])
+        .args(["--max-request-bytes", "1000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = seam_tests::lines_of(seam.stderr.take().unwrap());
+    let addr = loop {
+        let line = lines
+            .recv_timeout(seam_tests::BARRIER_TIMEOUT)
+            .expect("seam mcp says where it serves");
+        if let Some(url) = line.strip_prefix("seam mcp: serving on http://") {
+            break url.trim_end_matches("/mcp").to_string();
+        }
+    };
+    // A body past the size cap is refused before it is read whole.
+    let padded = INITIALIZE.replace("\"probe\"", &format!("\"{}\"", "p".repeat(2000)));
+    assert_eq!(post_status(&addr, &padded), 413);
+    assert_eq!(post_status(&addr, INITIALIZE), 200);
+    assert_eq!(post_status(&addr, INITIALIZE), 503);
+    let kill = Command::new("kill")
+        .args(["-INT", &seam.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    assert_eq!(seam.wait().unwrap().code(), Some(130));
+}
