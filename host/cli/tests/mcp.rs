@@ -237,10 +237,11 @@ fn a_seam_agent_calls_a_fastmcp_server_over_stdio() {
     let text = lead(
         // The server exits mid-call: that call fails, and the next reconnects.
         r#"{ name = "fx__die", arguments = {} }"#,
-        r#"{ name = "fx__add", arguments = { a = 2, b = 3 } }, { name = "loud", arguments = { text = "hello" } }, { name = "fx__boom", arguments = {} }, { name = "fx__big", arguments = { n = 5000 } }"#,
+        r#"{ name = "fx__add", arguments = { a = 2, b = 3 } }, { name = "loud", arguments = { text = "hello" } }, { name = "fx__boom", arguments = {} }, { name = "fx__big", arguments = { n = 5000 } }, { name = "fx__where", arguments = {} }"#,
     ) + &format!(
         "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\ncommand = {}\n\
-         config = {{ rename = {{ shout = \"loud\" }}, deny = [\"secret\"], max_output_bytes = 1000 }}\n",
+         config = {{ rename = {{ shout = \"loud\" }}, deny = [\"secret\"], max_output_bytes = 1000 }}\n\
+         [plugin.grants]\nenv = [\"SEAM_TEST_GRANTED\"]\n",
         fixture_command("stdio")
     );
     std::fs::write(&config, text).unwrap();
@@ -272,12 +273,33 @@ fn a_seam_agent_calls_a_fastmcp_server_over_stdio() {
 
     let run = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
         .args(["run", config.to_str().unwrap()])
+        .current_dir(dir.path())
+        .env("SEAM_TEST_GRANTED", "yes")
+        .env("SEAM_TEST_NOT_GRANTED", "no")
         .output()
         .unwrap();
     let out = seam_tests::text(&run.stdout);
     let err = seam_tests::text(&run.stderr);
     assert!(run.status.success(), "{out}{err}");
     assert!(out.contains("\n5\n"), "{out}");
+    // The server runs in the parent's working directory, seeing only the granted variables.
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("cwd "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.starts_with(&format!("cwd {} env ", cwd.display())),
+        "{line}"
+    );
+    let names: Vec<&str> = line.rsplit_once(" env ").unwrap().1.split(' ').collect();
+    assert!(names.contains(&"SEAM_TEST_GRANTED"), "{line}");
+    for hidden in ["SEAM_TEST_NOT_GRANTED", "PATH", "HOME", "SEAM_CACHE_DIR"] {
+        assert!(
+            !names.contains(&hidden),
+            "{hidden} reached the server: {line}"
+        );
+    }
     assert!(out.contains("HELLO"), "{out}");
     assert!(out.contains("failed on purpose"), "{out}");
     assert!(
@@ -397,32 +419,38 @@ fn bad_mcp_servers_fail_their_entry_and_the_rest_serves() {
 
 #[test]
 fn a_reload_under_watch_tells_the_client_the_tools_changed() {
-    let dir = tempfile::tempdir().unwrap();
-    let full = serve_config(dir.path());
-    let full_text = std::fs::read_to_string(&full).unwrap();
-    // The first two entries: the `mock` provider and its `ask` tool.
-    let first: String = full_text
-        .split("[[plugin]]")
-        .filter(|s| !s.trim().is_empty())
-        .take(2)
-        .map(|s| format!("[[plugin]]{s}"))
-        .collect();
-    let config = dir.path().join("watched.toml");
-    std::fs::write(&config, first).unwrap();
-    let stderr = dir.path().join("stderr.log");
-    let out = client(&[
-        "watch",
-        env!("CARGO_BIN_EXE_seam"),
-        config.to_str().unwrap(),
-        full.to_str().unwrap(),
-        stderr.to_str().unwrap(),
-    ]);
-    assert_eq!(out["before"], serde_json::json!(["ask"]), "{out}");
-    assert_eq!(
-        out["after"],
-        serde_json::json!(["ask", "fail", "wait"]),
-        "{out}"
-    );
+    // A 2026-07-28 client listens for the change; a handshake-era one hears it unasked.
+    for mode in ["auto", "legacy"] {
+        let dir = tempfile::tempdir().unwrap();
+        let full = serve_config(dir.path());
+        let full_text = std::fs::read_to_string(&full).unwrap();
+        // The first two entries: the `mock` provider and its `ask` tool.
+        let first: String = full_text
+            .split("[[plugin]]")
+            .filter(|s| !s.trim().is_empty())
+            .take(2)
+            .map(|s| format!("[[plugin]]{s}"))
+            .collect();
+        let config = dir.path().join("watched.toml");
+        std::fs::write(&config, first).unwrap();
+        let stderr = dir.path().join("stderr.log");
+        let out = client(&[
+            "watch",
+            env!("CARGO_BIN_EXE_seam"),
+            config.to_str().unwrap(),
+            full.to_str().unwrap(),
+            stderr.to_str().unwrap(),
+            mode,
+        ]);
+        assert_eq!(out["before"], serde_json::json!(["ask"]), "{mode}: {out}");
+        assert_eq!(
+            out["after"],
+            serde_json::json!(["ask", "fail", "wait"]),
+            "{mode}: {out}"
+        );
+        let legacy = out["protocol"].as_str().unwrap() < "2026";
+        assert_eq!(legacy, mode == "legacy", "{out}");
+    }
 }
 
 #[test]
