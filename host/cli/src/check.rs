@@ -180,6 +180,14 @@ fn what(p: &PluginInfo, tools: &[ToolLine]) -> String {
             format!("tool `{name}`{}{stale}", mounted(name))
         }
         (Some(PluginKind::Observer), _, _) => format!("observer{stale}"),
+        // An MCP entry mounts as many tools as its server offers (and the entry admits).
+        (Some(PluginKind::Tool), None, None) if p.state == PluginState::Active => {
+            let n = tools.iter().filter(|t| t.plugin == p.id).count();
+            format!(
+                "MCP server `{}`, {n} tool(s) mounted",
+                p.component.display()
+            )
+        }
         _ => String::new(),
     }
 }

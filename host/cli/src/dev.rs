@@ -181,14 +181,19 @@ async fn run_then(host: &Host, then: &Then, interrupt: &CancellationToken) {
 /// The files `dev` reacts to, and the folders it watches to see them: a build often replaces
 /// a file (writes a new one, renames it over the old), which a watch on the file would miss.
 #[derive(Default)]
-struct Watched {
+pub(crate) struct Watched {
     files: HashSet<PathBuf>,
     dirs: HashSet<PathBuf>,
 }
 
 impl Watched {
     /// Watches the config and the components of `config`'s enabled entries.
-    fn follow(&mut self, watcher: &mut impl Watcher, config_path: &Path, config: &Config) {
+    pub(crate) fn follow(
+        &mut self,
+        watcher: &mut impl Watcher,
+        config_path: &Path,
+        config: &Config,
+    ) {
         let mut files = HashSet::from([config_path.to_path_buf()]);
         for entry in config.plugins.iter().filter(|e| !e.disabled) {
             // An ACP program named bare lives somewhere on PATH: there is no file to watch.
@@ -219,7 +224,7 @@ impl Watched {
     }
 
     /// Waits for a change to one of the files, then until they have been quiet for `settle`.
-    async fn next_change(
+    pub(crate) async fn next_change(
         &self,
         changes: &mut mpsc::UnboundedReceiver<notify::Result<notify::Event>>,
         settle: Duration,

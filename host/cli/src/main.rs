@@ -31,6 +31,7 @@ mod conformance;
 mod delegate;
 mod dev;
 mod inspect;
+mod mcp;
 mod new;
 mod pictures;
 mod recording;
@@ -116,6 +117,9 @@ enum Command {
     Acp(acp::Args),
     /// Serve the config's providers to a NATS cluster until SIGTERM or Ctrl-C, then drain.
     Worker(worker::Args),
+    /// Serve every mounted tool (Wasm tools, subagent tools, background control tools) to an
+    /// MCP client, over stdio or streamable HTTP.
+    Mcp(mcp::Args),
     /// Keep a host up on a config, reloading what changes (the config, a rebuilt component)
     /// and running a command after each reload.
     Dev(dev::Args),
@@ -159,6 +163,7 @@ fn main() -> ExitCode {
             Command::Dev(args) => dev::run(args, interrupt.clone()).await,
             Command::Acp(args) => acp::run(args, interrupt.clone()).await,
             Command::Worker(args) => worker::run(args, interrupt.clone()).await,
+            Command::Mcp(args) => mcp::run(args, interrupt.clone()).await,
         };
         if interrupt.is_cancelled() {
             errln!("interrupted");

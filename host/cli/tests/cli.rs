@@ -20,6 +20,7 @@ fn check_reports_every_plugin_of_the_examples() {
         "examples/seam.toml",
         "examples/demo.toml",
         "examples/remote.toml",
+        "examples/mcp.toml",
     ] {
         // The entries the file lists, read from the file itself, so that one the report
         // leaves out or one in another state is caught, whatever the others do.

@@ -19,6 +19,12 @@
 //! config = { name = "claude", permissions = "reject" }
 //! [plugin.grants]
 //! env = ["ANTHROPIC_API_KEY"]         # the only variables the process sees
+//!
+//! [[plugin]]                          # an MCP server's tools (no component)
+//! id = "notes"
+//! kind = "mcp"
+//! command = ["notes-mcp"]             # over stdio; or `url = "http://127.0.0.1:8000/mcp"`
+//! config = { prefix = "notes", deny = ["delete"], timeout_ms = 30000 }
 //! ```
 //!
 //! `[plugin.grants]` and `[plugin.limits]` are read by [`crate::sandbox::parse_grants`] and
@@ -95,6 +101,19 @@ pub struct PluginEntry {
     /// `component` is the program as written, for display.
     #[serde(skip)]
     pub command: Option<Vec<String>>,
+    /// For `kind = "mcp"`: how the MCP server is reached. Such an entry has no component; its
+    /// `component` is the program or URL, for display.
+    #[serde(skip)]
+    pub mcp: Option<McpTransport>,
+}
+
+/// How a `kind = "mcp"` entry reaches its server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpTransport {
+    /// `command`: a program spoken to over its stdin and stdout.
+    Stdio(Vec<String>),
+    /// `url`: a streamable HTTP endpoint, behind the entry's `http` grant.
+    Http(String),
 }
 
 impl PluginEntry {
@@ -259,6 +278,10 @@ impl Config {
             let sandbox = value
                 .as_table_mut()
                 .map(|t| (t.remove("grants"), t.remove("limits")));
+            let mcp = match value.as_table_mut() {
+                Some(table) => mcp_transport(table).map_err(|e| entry_err(e.to_string()))?,
+                None => None,
+            };
             let command = match value.as_table_mut() {
                 Some(table) => acp_command(table).map_err(|e| entry_err(e.to_string()))?,
                 None => None,
@@ -276,6 +299,19 @@ impl Config {
                 }
                 entry.component = PathBuf::from(&command[0]);
                 entry.command = Some(command);
+            }
+            if let Some(mut transport) = mcp {
+                entry.kind = Some(seam_core::types::PluginKind::Tool);
+                if let McpTransport::Stdio(argv) = &mut transport {
+                    if argv[0].contains('/') && Path::new(&argv[0]).is_relative() {
+                        argv[0] = base.join(&argv[0]).to_string_lossy().into_owned();
+                    }
+                }
+                entry.component = PathBuf::from(match &transport {
+                    McpTransport::Stdio(argv) => argv[0].clone(),
+                    McpTransport::Http(url) => url.clone(),
+                });
+                entry.mcp = Some(transport);
             }
             if let Some((grants, limits)) = sandbox {
                 if let Some(grants) = grants {
@@ -297,7 +333,7 @@ impl Config {
             if entry.component.as_os_str().is_empty() {
                 return Err(entry_err("key `component` is empty".into()));
             }
-            if entry.component.is_relative() && !entry.is_acp() {
+            if entry.component.is_relative() && !entry.is_acp() && entry.mcp.is_none() {
                 entry.component = base.join(&entry.component);
             }
             plugins.push(entry);
@@ -357,6 +393,73 @@ impl Config {
             cluster,
         })
     }
+}
+
+/// Takes `kind = "mcp"` and its `command` or `url` out of an entry's table, for an MCP entry;
+/// leaves any other entry as it is. A placeholder `component` is put in so the common fields
+/// parse.
+fn mcp_transport(table: &mut toml::Table) -> Result<Option<McpTransport>, EntryError> {
+    if table.get("kind").and_then(|k| k.as_str()) != Some("mcp") {
+        if table.contains_key("url") {
+            return Err(EntryError::new(
+                "url",
+                "key `url` is only for `kind = \"mcp\"` entries".into(),
+            ));
+        }
+        return Ok(None);
+    }
+    table.remove("kind");
+    if table.contains_key("component") {
+        return Err(EntryError::new(
+            "component",
+            "key `component` does not apply to `kind = \"mcp\"`: the server is `command` or `url`"
+                .into(),
+        ));
+    }
+    let transport = match (table.remove("command"), table.remove("url")) {
+        (Some(command), None) => {
+            let argv: Option<Vec<String>> = command.as_array().and_then(|a| {
+                a.iter()
+                    .map(|v| v.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()
+            });
+            match argv {
+                Some(argv) if !argv.is_empty() && !argv[0].is_empty() => McpTransport::Stdio(argv),
+                _ => {
+                    return Err(EntryError::new(
+                        "command",
+                        "key `command` must be a non-empty list of strings, as \
+                         `command = [\"program\", \"arg\"]`"
+                            .into(),
+                    ))
+                }
+            }
+        }
+        (None, Some(url)) => match url.as_str() {
+            Some(u) if u.starts_with("http://") || u.starts_with("https://") => {
+                McpTransport::Http(u.to_string())
+            }
+            _ => {
+                return Err(EntryError::new(
+                    "url",
+                    "key `url` must be an http:// or https:// URL".into(),
+                ))
+            }
+        },
+        (Some(_), Some(_)) => {
+            return Err(EntryError::new(
+                "url",
+                "an MCP entry has `command` (stdio) or `url` (HTTP), not both".into(),
+            ))
+        }
+        (None, None) => return Err(EntryError::new(
+            "command",
+            "an MCP entry names its server: `command = [\"program\"]` or `url = \"http://...\"`"
+                .into(),
+        )),
+    };
+    table.insert("component".into(), toml::Value::String("mcp".into()));
+    Ok(Some(transport))
 }
 
 /// Takes `kind = "acp"` and `command` out of an entry's table: the argv for an ACP entry, `None`
@@ -615,6 +718,63 @@ mod tests {
         assert_eq!(message, "key `component` is empty");
         let (_, _, message) = entry_error("[[plugin]]\nid = \"a\"\n");
         assert!(message.contains("missing field `component`"), "{message}");
+    }
+
+    #[test]
+    fn mcp_entries_name_a_command_or_a_url() {
+        let config = parse(
+            "[[plugin]]\nid = \"notes\"\nkind = \"mcp\"\ncommand = [\"bin/notes\", \"-v\"]\n\n\
+             [[plugin]]\nid = \"web\"\nkind = \"mcp\"\nurl = \"http://127.0.0.1:8000/mcp\"\n",
+        )
+        .unwrap();
+        let [notes, web] = &config.plugins[..] else {
+            panic!("{:?}", config.plugins)
+        };
+        assert_eq!(notes.kind, Some(seam_core::types::PluginKind::Tool));
+        assert_eq!(
+            notes.mcp,
+            Some(McpTransport::Stdio(vec![
+                "/base/bin/notes".to_string(),
+                "-v".to_string()
+            ]))
+        );
+        assert!(!notes.is_acp());
+        assert_eq!(
+            web.mcp,
+            Some(McpTransport::Http("http://127.0.0.1:8000/mcp".to_string()))
+        );
+        assert_eq!(web.component, Path::new("http://127.0.0.1:8000/mcp"));
+
+        for (text, wanted) in [
+            (
+                "[[plugin]]\nid = \"a\"\nkind = \"mcp\"\n",
+                "an MCP entry names its server",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\nkind = \"mcp\"\ncommand = [\"x\"]\nurl = \"http://h/\"\n",
+                "an MCP entry has `command` (stdio) or `url` (HTTP), not both",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\nkind = \"mcp\"\nurl = \"ftp://h/\"\n",
+                "key `url` must be an http:// or https:// URL",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\nkind = \"mcp\"\ncommand = []\n",
+                "key `command` must be a non-empty list of strings",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\nkind = \"mcp\"\ncommand = [\"x\"]\ncomponent = \"a.wasm\"\n",
+                "key `component` does not apply to `kind = \"mcp\"`",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\ncomponent = \"a.wasm\"\nurl = \"http://h/\"\n",
+                "key `url` is only for `kind = \"mcp\"` entries",
+            ),
+        ] {
+            let (index, id, message) = entry_error(text);
+            assert_eq!((index, id.as_str()), (1, "a"), "{text}");
+            assert!(message.starts_with(wanted), "{text}: {message}");
+        }
     }
 
     #[test]

@@ -404,6 +404,8 @@ impl Host {
             }
             // An observer declares nothing; linking it is the whole check.
             Ok(Linked::Observer(_)) => {}
+            // `link` makes no MCP entry: those have no component to inspect.
+            Ok(Linked::Mcp(_)) => {}
             Err(e @ (PluginError::Link { .. } | PluginError::Instantiate(_))) => {
                 info.link_error = Some(e.to_string())
             }

@@ -20,6 +20,8 @@ mod interfaces;
 mod kinds;
 mod linkers;
 pub mod loader;
+pub mod mcp;
+pub mod mcp_server;
 pub mod probe;
 pub mod process;
 pub mod sandbox;

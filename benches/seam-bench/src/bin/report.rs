@@ -305,6 +305,31 @@ fn tables() -> String {
     );
     let _ = writeln!(w, "| reload a 10,000-event session | {} | |", dur(reload));
 
+    // Issue 23: a tool served over MCP, against the same call in-process (`seam call`'s).
+    let direct = criterion_median("mcp/direct");
+    let over_stdio = criterion_median("mcp/stdio");
+    let over_http = criterion_median("mcp/http");
+    let added = |over: Option<f64>| over.zip(direct).map(|(o, d)| o - d);
+    let _ = writeln!(
+        w,
+        "\n**A tool over MCP** (criterion medians; the subagent tool on the mock provider)\n"
+    );
+    let _ = writeln!(w, "| | time | added |");
+    let _ = writeln!(w, "|---|---:|---:|");
+    let _ = writeln!(w, "| in-process call (`seam call`) | {} | |", dur(direct));
+    let _ = writeln!(
+        w,
+        "| through `seam mcp`, stdio framing | {} | {} |",
+        dur(over_stdio),
+        dur(added(over_stdio))
+    );
+    let _ = writeln!(
+        w,
+        "| through `seam mcp --http`, loopback | {} | {} |",
+        dur(over_http),
+        dur(added(over_http))
+    );
+
     // The targets of round two (issue 13); round one's that still hold are kept as guards.
     let _ = writeln!(w, "\n**Targets**\n");
     let _ = writeln!(w, "| target | figure | verdict |");
@@ -376,6 +401,14 @@ fn tables() -> String {
         "the store costs a full run ≤ 10% (SQLite ÷ memory ≤ 1.10)",
         ratio(on_disk, in_memory),
         verdict(slower, 1.10),
+    );
+    let worst = added(over_stdio)
+        .zip(added(over_http))
+        .map(|(a, b)| a.max(b));
+    target(
+        "MCP adds ≤ 1 ms per tool call (stdio and HTTP)",
+        dur(worst),
+        verdict(worst.map(|ns| ns / 1e6), 1.0),
     );
     target(
         "reloading a 10,000-event session < 50 ms",

@@ -166,7 +166,11 @@ impl ToolRegistry {
         let mounted = self.mounted_read();
         plugins
             .iter()
-            .filter(|w| !mounted.iter().any(|m| m.plugin == w.tool.plugin()))
+            .filter(|w| {
+                !mounted.iter().any(|m| {
+                    m.plugin == w.tool.plugin() && m.descriptor.name == w.binding.tool_name
+                })
+            })
             .map(|w| WaitingTool {
                 plugin: w.tool.plugin().to_string(),
                 tool_name: w.binding.tool_name.clone(),
@@ -197,7 +201,14 @@ impl ToolRegistry {
         Ok(())
     }
 
-    /// Removes a tool plugin, unmounting its tool.
+    /// Removes one tool of a plugin that mounts several (an MCP server's), unmounting it.
+    pub async fn remove_tool(&self, plugin: &str, tool_name: &str) {
+        let mut plugins = self.plugins.lock().await;
+        plugins.retain(|w| !(w.tool.plugin() == plugin && w.binding.tool_name == tool_name));
+        self.unmount_where(|m| m.plugin == plugin && m.descriptor.name == tool_name);
+    }
+
+    /// Removes a tool plugin, unmounting its tools.
     pub async fn remove_plugin(&self, plugin: &str) {
         let mut plugins = self.plugins.lock().await;
         plugins.retain(|w| w.tool.plugin() != plugin);
@@ -230,7 +241,12 @@ impl ToolRegistry {
 
     async fn try_mount(&self, waiting: &Waiting) -> Result<(), ToolError> {
         let plugin = waiting.tool.plugin().to_string();
-        if self.mounted_read().iter().any(|m| m.plugin == plugin) {
+        // A plugin may mount several tools (an MCP server's), each under its own binding.
+        if self
+            .mounted_read()
+            .iter()
+            .any(|m| m.plugin == plugin && m.descriptor.name == waiting.binding.tool_name)
+        {
             return Ok(());
         }
         let provider = match &waiting.binding.provider {

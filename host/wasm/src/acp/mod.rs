@@ -16,7 +16,7 @@ pub mod files;
 pub mod outbox;
 pub mod rpc;
 
-mod process;
+pub(crate) mod process;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -69,6 +69,8 @@ pub(crate) enum Linked {
     Tool(ToolBinding, tool::WasmTool),
     /// An observer (it declares nothing).
     Observer(observer::WasmObserver),
+    /// An MCP server's tools (`kind = "mcp"`), mounted when committed.
+    Mcp(crate::mcp::client::McpEntry),
 }
 
 /// Links `component` as a plugin of `kind` named `plugin`, and asks it what it declares with

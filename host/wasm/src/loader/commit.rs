@@ -106,6 +106,15 @@ impl Loader {
                         source,
                     })?;
             }
+            Linked::Mcp(mcp) => {
+                // No one name: the tools it mounts are the registry's to list (and change).
+                mcp.mount(&self.tools)
+                    .await
+                    .map_err(|source| LoadError::McpMount {
+                        id: id.clone(),
+                        source,
+                    })?;
+            }
             Linked::Observer(observer) => {
                 let handle = observer.attach(&self.events);
                 let previous = lock(&self.observers).insert(entry.id.clone(), handle);

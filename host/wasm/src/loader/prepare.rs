@@ -33,6 +33,9 @@ impl Loader {
         if let Some(argv) = &entry.command {
             return self.prepare_acp(entry, argv, info);
         }
+        if let Some(transport) = &entry.mcp {
+            return self.prepare_mcp(entry, transport, info);
+        }
         let id = entry.id.clone();
         let engine_err = |source| LoadError::Engine {
             id: id.clone(),
@@ -105,6 +108,41 @@ impl Loader {
         })?;
         Ok(Prepared {
             linked: Linked::Provider(descriptor, Arc::new(provider)),
+            sandbox_limits: sandbox.limits().clone(),
+        })
+    }
+
+    /// An MCP entry: no component; the server is connected when the entry is committed.
+    fn prepare_mcp(
+        &self,
+        entry: &PluginEntry,
+        transport: &crate::config::McpTransport,
+        info: &mut PluginInfo,
+    ) -> Result<Prepared, LoadError> {
+        info.kind = Some(PluginKind::Tool);
+        crate::mcp::client::check_grants(transport, &entry.grants).map_err(|source| {
+            LoadError::Sandbox {
+                id: entry.id.clone(),
+                source,
+            }
+        })?;
+        let sandbox = self.sandbox_for(entry)?;
+        info.grants = Some(sandbox.grants().clone());
+        info.limits = Some(sandbox.limits().clone());
+        let mcp = crate::mcp::client::McpEntry::new(
+            &entry.id,
+            &entry.config,
+            transport.clone(),
+            &sandbox,
+            self.runtime.cancel_grace,
+            self.runtime.live.clone(),
+        )
+        .map_err(|source| LoadError::Mcp {
+            id: entry.id.clone(),
+            source,
+        })?;
+        Ok(Prepared {
+            linked: Linked::Mcp(mcp),
             sandbox_limits: sandbox.limits().clone(),
         })
     }

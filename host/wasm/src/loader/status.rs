@@ -77,6 +77,23 @@ pub enum LoadError {
         /// What is wrong, naming the key.
         source: EntryError,
     },
+    /// An MCP entry's settings are wrong.
+    #[error("plugin `{id}`: {source}")]
+    Mcp {
+        /// The plugin id.
+        id: String,
+        /// What is wrong, naming the key.
+        source: EntryError,
+    },
+    /// An MCP entry's server could not be reached, or its tools mounted (the message names the
+    /// entry).
+    #[error("{source}")]
+    McpMount {
+        /// The plugin id.
+        id: String,
+        /// What went wrong.
+        source: crate::mcp::client::MountError,
+    },
     /// The tool could not be added.
     #[error("plugin `{id}`: {source}")]
     Tool {

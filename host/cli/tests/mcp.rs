@@ -1,0 +1,622 @@
+//! `seam mcp`, driven by the official MCP Python SDK (`mcp.Client`, installed by `make
+//! setup-kit`) over stdio and streamable HTTP: tools listed with their schemas and the model's
+//! wording, a subagent tool called with progress, a failed run as an `isError` result, an
+//! unknown tool as a protocol error, a call cancelled with the run under it, and over HTTP the
+//! token and the `Origin` check refusing what they should.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The toolchain's Python, which must have the MCP SDK.
+fn mcp_python() -> PathBuf {
+    let python = seam_tests::acp_python();
+    let has_sdk = Command::new(&python)
+        .args(["-c", "import mcp, fastmcp"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        has_sdk,
+        "{} cannot import mcp and fastmcp: run `make setup-kit`",
+        python.display()
+    );
+    python
+}
+
+/// Six entries: `ask` (a run that reports two progress updates and answers), `wait` (a run
+/// that reports progress, then waits until cancelled), `fail` (a provider that refuses to
+/// start), each a subagent tool on a mock provider.
+fn serve_config(dir: &Path) -> PathBuf {
+    let mock = seam_tests::guest("mock_provider");
+    let tool = seam_tests::guest("subagent_tool");
+    let mut text = String::new();
+    for (provider, settings, tool_name) in [
+        (
+            "mock",
+            r#"reply = "answer to {prompt}", progress = ["looking", "found it"]"#,
+            "ask",
+        ),
+        (
+            "slow",
+            r#"steering = true, progress = ["started"], awaitMessages = 1"#,
+            "wait",
+        ),
+        ("refuse", r#"failBeforeReady = "no child for you""#, "fail"),
+    ] {
+        text += &format!(
+            "[[plugin]]\nid = \"{provider}\"\ncomponent = \"{}\"\nconfig = {{ name = \"{provider}\", {settings} }}\n\n\
+             [[plugin]]\nid = \"{tool_name}\"\ncomponent = \"{}\"\nconfig = {{ provider = \"{provider}\", toolName = \"{tool_name}\" }}\n\n",
+            mock.display(),
+            tool.display()
+        );
+    }
+    let path = dir.join("serve.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn client(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(mcp_python())
+        .arg(root().join("tests/fixtures/mcp_client.py"))
+        .args(args)
+        .current_dir(root())
+        .env("SEAM_CACHE_DIR", root().join("target/seam-test-cache"))
+        .env("XDG_STATE_HOME", root().join("target/seam-test-state"))
+        .output()
+        .expect("the MCP client runs");
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            seam_tests::text(&out.stdout),
+            seam_tests::text(&out.stderr)
+        )
+    })
+}
+
+/// What every transport must show of the same scenario; `events` is what seam printed.
+fn assert_served(out: &serde_json::Value, events: &str) {
+    let tools = out["tools"].as_object().unwrap();
+    let mut names: Vec<&String> = tools.keys().collect();
+    names.sort();
+    assert_eq!(names, ["ask", "fail", "wait"], "{out}");
+    // The wording and the schema are the subagent tool's own.
+    let ask = &tools["ask"];
+    assert!(
+        ask["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("Delegate a task to a subagent"),
+        "{ask}"
+    );
+    assert_eq!(
+        ask["inputSchema"]["required"],
+        serde_json::json!(["description", "prompt"])
+    );
+
+    assert_eq!(out["ask"]["isError"], false, "{out}");
+    assert_eq!(out["ask"]["text"], serde_json::json!(["answer to hello"]));
+    let progress: Vec<&str> = out["ask"]["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(progress, ["looking", "found it"], "{out}");
+
+    assert_eq!(out["fail"]["isError"], true, "{out}");
+    assert!(
+        out["fail"]["text"][0]
+            .as_str()
+            .unwrap()
+            .contains("no child for you"),
+        "{out}"
+    );
+    assert!(
+        out["missing"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no tool named `no_such_tool`"),
+        "{out}"
+    );
+
+    // Cancelled after its progress: the run under the call ends aborted, and the server goes
+    // on serving.
+    assert_eq!(out["wait"]["finished"], false, "{out}");
+    assert_eq!(out["wait"]["progress"], serde_json::json!(["started"]));
+    let aborted = events.lines().any(|l| {
+        l.contains("\"event\":\"subagent/end\"")
+            && l.contains("\"provider\":\"slow\"")
+            && l.contains("\"stop-reason\":\"aborted\"")
+    });
+    assert!(aborted, "no aborted end of the `wait` run:\n{events}");
+    assert_eq!(out["after_cancel"], serde_json::json!(["answer to again"]));
+}
+
+#[test]
+fn the_python_sdk_uses_seam_tools_over_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = serve_config(dir.path());
+    let events = dir.path().join("stderr.log");
+    let out = client(&[
+        "stdio",
+        env!("CARGO_BIN_EXE_seam"),
+        config.to_str().unwrap(),
+        events.to_str().unwrap(),
+    ]);
+    assert_served(&out, &std::fs::read_to_string(&events).unwrap());
+}
+
+#[test]
+fn the_python_sdk_uses_seam_tools_over_http_with_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = serve_config(dir.path());
+    let mut seam = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["mcp", config.to_str().unwrap(), "--events"])
+        .args([
+            "--http",
+            "127.0.0.1:0",
+            "--token-env",
+            "SEAM_TEST_MCP_TOKEN",
+        ])
+        .env("SEAM_TEST_MCP_TOKEN", "s3cret")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = seam_tests::lines_of(seam.stderr.take().unwrap());
+    let url = loop {
+        let line = lines
+            .recv_timeout(seam_tests::BARRIER_TIMEOUT)
+            .expect("seam mcp says where it serves");
+        if let Some(url) = line.strip_prefix("seam mcp: serving on ") {
+            break url.to_string();
+        }
+    };
+    let out = client(&["http", &url, "s3cret"]);
+    let kill = Command::new("kill")
+        .args(["-INT", &seam.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let mut events = String::new();
+    while let Ok(line) = lines.recv_timeout(Duration::from_secs(60)) {
+        events += &line;
+        events.push('\n');
+    }
+    assert_eq!(seam.wait().unwrap().code(), Some(130));
+    assert_served(&out, &events);
+    let refused = &out["refused"];
+    assert_eq!(refused["no_token"], 401, "{refused}");
+    assert_eq!(refused["wrong_token"], 401, "{refused}");
+    assert_eq!(refused["foreign_origin"], 403, "{refused}");
+    assert_eq!(refused["loopback_origin"], 200, "{refused}");
+}
+
+#[test]
+fn http_off_loopback_without_a_token_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = serve_config(dir.path());
+    let out = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["mcp", config.to_str().unwrap(), "--http", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = seam_tests::text(&out.stderr);
+    assert!(err.contains("not a loopback address"), "{err}");
+    assert!(err.contains("--token-env"), "{err}");
+}
+
+/// The FastMCP fixture server, as an entry's `command` (argv as TOML).
+fn fixture_command(mode: &str) -> String {
+    format!(
+        "[\"{}\", \"{}\", \"{mode}\"]",
+        mcp_python().display(),
+        root().join("tests/fixtures/mcp_server.py").display()
+    )
+}
+
+/// A scripted lead that first calls `first` (alone, in a step of its own), then `then` (at
+/// once), and answers with the results of `then`.
+fn lead(first: &str, then: &str) -> String {
+    format!(
+        "[agent]\nmodel = \"scripted:lead\"\nprompt = \"go\"\n\n\
+         [models.scripts.lead]\nsteps = [\n  {{ text = \"first\", tool_calls = [ {first} ] }},\n  \
+         {{ text = \"then\", tool_calls = [ {then} ] }},\n  {{ text = \"results:\\n{{tool_results}}\" }},\n]\n\n"
+    )
+}
+
+#[test]
+fn a_seam_agent_calls_a_fastmcp_server_over_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("mount.toml");
+    let text = lead(
+        // The server exits mid-call: that call fails, and the next reconnects.
+        r#"{ name = "fx__die", arguments = {} }"#,
+        r#"{ name = "fx__add", arguments = { a = 2, b = 3 } }, { name = "loud", arguments = { text = "hello" } }, { name = "fx__boom", arguments = {} }, { name = "fx__big", arguments = { n = 5000 } }, { name = "fx__where", arguments = {} }"#,
+    ) + &format!(
+        "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\ncommand = {}\n\
+         config = {{ rename = {{ shout = \"loud\" }}, deny = [\"secret\"], max_output_bytes = 1000 }}\n\
+         [plugin.grants]\nenv = [\"SEAM_TEST_GRANTED\"]\n",
+        fixture_command("stdio")
+    );
+    std::fs::write(&config, text).unwrap();
+
+    let check = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["check", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let listed = seam_tests::text(&check.stdout);
+    assert!(
+        check.status.success(),
+        "{listed}{}",
+        seam_tests::text(&check.stderr)
+    );
+    for name in ["fx__add", "loud", "fx__boom", "fx__big", "fx__die"] {
+        assert!(
+            listed.contains(&format!("  {name} ")),
+            "{name} not listed:\n{listed}"
+        );
+    }
+    assert!(
+        !listed.contains("secret"),
+        "a denied tool is listed:\n{listed}"
+    );
+    assert!(
+        !listed.contains("fx__shout"),
+        "a renamed tool keeps its name:\n{listed}"
+    );
+
+    let run = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["run", config.to_str().unwrap()])
+        .current_dir(dir.path())
+        .env("SEAM_TEST_GRANTED", "yes")
+        .env("SEAM_TEST_NOT_GRANTED", "no")
+        .output()
+        .unwrap();
+    let out = seam_tests::text(&run.stdout);
+    let err = seam_tests::text(&run.stderr);
+    assert!(run.status.success(), "{out}{err}");
+    assert!(out.contains("\n5\n"), "{out}");
+    // The server runs in the parent's working directory, seeing only the granted variables.
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("cwd "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.starts_with(&format!("cwd {} env ", cwd.display())),
+        "{line}"
+    );
+    let names: Vec<&str> = line.rsplit_once(" env ").unwrap().1.split(' ').collect();
+    assert!(names.contains(&"SEAM_TEST_GRANTED"), "{line}");
+    for hidden in ["SEAM_TEST_NOT_GRANTED", "PATH", "HOME", "SEAM_CACHE_DIR"] {
+        assert!(
+            !names.contains(&hidden),
+            "{hidden} reached the server: {line}"
+        );
+    }
+    assert!(out.contains("HELLO"), "{out}");
+    assert!(out.contains("failed on purpose"), "{out}");
+    assert!(
+        out.contains("tool `fx__big` (MCP entry `fx`): the result of 5000 bytes is more than `config.max_output_bytes` (1000)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_seam_agent_calls_a_fastmcp_server_over_http_with_a_granted_header() {
+    let mut server = Command::new(mcp_python())
+        .arg(root().join("tests/fixtures/mcp_server.py"))
+        .arg("http")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = seam_tests::lines_of(server.stdout.take().unwrap());
+    let port: u16 = lines
+        .recv_timeout(seam_tests::BARRIER_TIMEOUT)
+        .expect("the fixture says its port")
+        .strip_prefix("port ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("mount.toml");
+    let entry = |grant: &str| {
+        lead(
+            r#"{ name = "fx__add", arguments = { a = 20, b = 22 } }"#,
+            r#"{ name = "fx__whoami", arguments = {} }"#,
+        ) + &format!(
+            "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n\
+             config = {{ headers = {{ Authorization = \"FX_AUTH\" }} }}\n\
+             [plugin.grants]\nenv = [\"FX_AUTH\"]\nhttp = [{grant}]\n"
+        )
+    };
+    std::fs::write(&config, entry(&format!("\"http://127.0.0.1:{port}\""))).unwrap();
+    let run = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["run", config.to_str().unwrap()])
+        .env("FX_AUTH", "Bearer tok-1")
+        .output()
+        .unwrap();
+    let out = seam_tests::text(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{out}{}",
+        seam_tests::text(&run.stderr)
+    );
+    assert!(out.contains("Bearer tok-1"), "{out}");
+
+    // Without the origin in `grants.http`, the entry is refused, naming the key.
+    std::fs::write(&config, entry("")).unwrap();
+    let check = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["check", config.to_str().unwrap()])
+        .env("FX_AUTH", "Bearer tok-1")
+        .output()
+        .unwrap();
+    let err = seam_tests::text(&check.stderr);
+    assert_eq!(check.status.code(), Some(1), "{err}");
+    assert!(err.contains("plugin `fx`: key `grants.http`"), "{err}");
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[test]
+fn bad_mcp_servers_fail_their_entry_and_the_rest_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.toml");
+    let text = format!(
+        "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\ncommand = {}\n\n\
+         [[plugin]]\nid = \"stuck\"\nkind = \"mcp\"\ncommand = [\"sleep\", \"600\"]\nconfig = {{ init_timeout_ms = 500 }}\n\n\
+         [[plugin]]\nid = \"garbage\"\nkind = \"mcp\"\ncommand = [\"echo\", \"this is not JSON-RPC\"]\n\n\
+         [[plugin]]\nid = \"many\"\nkind = \"mcp\"\ncommand = {}\nconfig = {{ init_timeout_ms = 120000 }}\n\n\
+         [[plugin]]\nid = \"wide\"\nkind = \"mcp\"\ncommand = {}\nconfig = {{ init_timeout_ms = 120000 }}\n\n\
+         [[plugin]]\nid = \"dup\"\nkind = \"mcp\"\ncommand = {}\nconfig = {{ prefix = \"fx\", rename = {{ add = \"dup_add\" }} }}\n",
+        fixture_command("stdio"),
+        fixture_command("many"),
+        fixture_command("bigschema"),
+        fixture_command("stdio"),
+    );
+    std::fs::write(&config, text).unwrap();
+    let check = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["check", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let out = seam_tests::text(&check.stdout);
+    let err = seam_tests::text(&check.stderr);
+    assert_eq!(check.status.code(), Some(1), "{out}{err}");
+    for needle in [
+        "MCP entry `stuck`: the server did not answer `initialize` within 500 ms",
+        "MCP entry `garbage`: initialize:",
+        // 10,000 and the fixture's own.
+        "MCP entry `many`: the server offers 100",
+        "tools, more than `config.max_tools` (256)",
+        "MCP entry `wide`: tool `wide` has an input schema of",
+        // Its second tool would take a name the first entry has: its first (renamed, mounted
+        // by then) is unmounted again.
+        "MCP entry `dup`: tool name `fx__shout` is already used by plugin `fx`",
+    ] {
+        assert!(
+            err.contains(needle) || out.contains(needle),
+            "no `{needle}`:\n{out}{err}"
+        );
+    }
+    // The good entry still mounts, and nothing of the failed ones.
+    assert!(out.contains("  fx__add "), "{out}");
+    assert!(out.contains("MCP server"), "{out}");
+    assert!(!out.contains("dup_add"), "{out}");
+    for failed in ["stuck", "garbage", "many", "wide", "dup"] {
+        assert!(
+            !out.contains(&format!("(plugin `{failed}`")),
+            "{failed} mounts:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn a_reload_under_watch_tells_the_client_the_tools_changed() {
+    // A 2026-07-28 client listens for the change; a handshake-era one hears it unasked.
+    for mode in ["auto", "legacy"] {
+        let dir = tempfile::tempdir().unwrap();
+        let full = serve_config(dir.path());
+        let full_text = std::fs::read_to_string(&full).unwrap();
+        // The first two entries: the `mock` provider and its `ask` tool.
+        let first: String = full_text
+            .split("[[plugin]]")
+            .filter(|s| !s.trim().is_empty())
+            .take(2)
+            .map(|s| format!("[[plugin]]{s}"))
+            .collect();
+        let config = dir.path().join("watched.toml");
+        std::fs::write(&config, first).unwrap();
+        let stderr = dir.path().join("stderr.log");
+        let out = client(&[
+            "watch",
+            env!("CARGO_BIN_EXE_seam"),
+            config.to_str().unwrap(),
+            full.to_str().unwrap(),
+            stderr.to_str().unwrap(),
+            mode,
+        ]);
+        assert_eq!(out["before"], serde_json::json!(["ask"]), "{mode}: {out}");
+        assert_eq!(
+            out["after"],
+            serde_json::json!(["ask", "fail", "wait"]),
+            "{mode}: {out}"
+        );
+        let legacy = out["protocol"].as_str().unwrap() < "2026";
+        assert_eq!(legacy, mode == "legacy", "{out}");
+    }
+}
+
+#[test]
+fn a_call_past_its_timeout_is_cancelled_on_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("cancel.toml");
+    // `hang` never answers: past `timeout_ms` the call ends, and the server is sent
+    // notifications/cancelled, which `was_cancelled` (waiting for it) then reports.
+    let text = lead(
+        r#"{ name = "fx__hang", arguments = {} }"#,
+        r#"{ name = "fx__was_cancelled", arguments = {} }"#,
+    ) + &format!(
+        "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\ncommand = {}\nconfig = {{ timeout_ms = 3000 }}\n",
+        fixture_command("stdio")
+    );
+    std::fs::write(&config, text).unwrap();
+    let run = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["run", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let out = seam_tests::text(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{out}{}",
+        seam_tests::text(&run.stderr)
+    );
+    assert!(out.contains("the server saw the call cancelled"), "{out}");
+}
+
+#[test]
+fn the_example_serves_a_background_delegation_and_its_control_tool() {
+    let out = client(&[
+        "background",
+        env!("CARGO_BIN_EXE_seam"),
+        root().join("examples/mcp.toml").to_str().unwrap(),
+    ]);
+    assert!(
+        out["started"]
+            .as_str()
+            .unwrap()
+            .starts_with("started background run"),
+        "{out}"
+    );
+    // A later call of the same client reads the run its earlier call started.
+    assert_eq!(out["isError"], false, "{out}");
+    let output = out["output"].as_str().unwrap();
+    assert!(output.contains("finished: completed"), "{out}");
+    assert!(
+        output.contains("its own instance and store per run"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_server_that_adds_a_tool_mounts_it_and_seam_mcp_says_so() {
+    // Both directions at once: the Python SDK drives `seam mcp`, which serves the tools of a
+    // mounted FastMCP server; the server adds a tool mid-session and says its list changed.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("grow.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\ncommand = {}\n",
+            fixture_command("stdio")
+        ),
+    )
+    .unwrap();
+    let out = client(&["grow", env!("CARGO_BIN_EXE_seam"), config.to_str().unwrap()]);
+    let has = |key: &str, name: &str| {
+        out[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str() == Some(name))
+    };
+    assert!(
+        has("before", "fx__grow") && !has("before", "fx__extra"),
+        "{out}"
+    );
+    assert!(has("after", "fx__extra"), "{out}");
+    assert_eq!(out["extra"], "the extra tool answers", "{out}");
+}
+
+#[test]
+fn a_result_past_the_entry_memory_budget_fails_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("memory.toml");
+    // 1.5 MB is within `max_output_bytes` but not within a 1 MiB `host_memory_mb`.
+    let text = lead(
+        r#"{ name = "fx__add", arguments = { a = 1, b = 1 } }"#,
+        r#"{ name = "fx__big", arguments = { n = 1500000 } }"#,
+    ) + &format!(
+        "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\ncommand = {}\n\
+         config = {{ max_output_bytes = 4000000 }}\n[plugin.limits]\nhost_memory_mb = 1\n",
+        fixture_command("stdio")
+    );
+    std::fs::write(&config, text).unwrap();
+    let run = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["run", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let out = seam_tests::text(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{out}{}",
+        seam_tests::text(&run.stderr)
+    );
+    assert!(
+        out.contains("tool `fx__big` (MCP entry `fx`): the result of 1500000 bytes is more than is left of `limits.host_memory_mb`"),
+        "{out}"
+    );
+}
+
+/// A handshake-era `initialize`, which opens a session.
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"0"}}}"#;
+
+/// POSTs `body` to `addr`; the HTTP status.
+fn post_status(addr: &str, body: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(seam_tests::BARRIER_TIMEOUT))
+        .unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    // The status line is all that is needed; the rest (an SSE stream, maybe) is left unread.
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    String::from_utf8_lossy(&head[9..12]).parse().unwrap()
+}
+
+#[test]
+fn http_sessions_and_bodies_past_their_caps_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = serve_config(dir.path());
+    let mut seam = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["mcp", config.to_str().unwrap()])
+        .args(["--http", "127.0.0.1:0", "--max-sessions", "1"])
+        .args(["--max-request-bytes", "1000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = seam_tests::lines_of(seam.stderr.take().unwrap());
+    let addr = loop {
+        let line = lines
+            .recv_timeout(seam_tests::BARRIER_TIMEOUT)
+            .expect("seam mcp says where it serves");
+        if let Some(url) = line.strip_prefix("seam mcp: serving on http://") {
+            break url.trim_end_matches("/mcp").to_string();
+        }
+    };
+    // A body past the size cap is refused before it is read whole.
+    let padded = INITIALIZE.replace("\"probe\"", &format!("\"{}\"", "p".repeat(2000)));
+    assert_eq!(post_status(&addr, &padded), 413);
+    assert_eq!(post_status(&addr, INITIALIZE), 200);
+    assert_eq!(post_status(&addr, INITIALIZE), 503);
+    let kill = Command::new("kill")
+        .args(["-INT", &seam.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    assert_eq!(seam.wait().unwrap().code(), Some(130));
+}
