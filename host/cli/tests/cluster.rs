@@ -451,3 +451,64 @@ fn seam_acp_serves_an_agent_that_delegates_to_the_cluster() {
         "{last}"
     );
 }
+
+#[test]
+fn seam_mcp_serves_a_background_delegation_to_the_cluster_and_its_control_tool_reads_it() {
+    let server = NatsServer::start();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let _worker = start_worker(&server, &worker_config(dir.path(), "w1", ""), "w1", &[]);
+    // The subagent tool runs in the background on the worker-only provider; a control tool
+    // reads the run in a later call.
+    let front = dir.path().join("mcp-front.toml");
+    std::fs::write(
+        &front,
+        format!(
+            r#"[cluster]
+nats = "{url}"
+name = "cli"
+
+[[plugin]]
+id = "research"
+component = "{tool}"
+config = {{ provider = "researcher", toolName = "research", runInBackground = true }}
+
+[[plugin]]
+id = "subagent-output"
+component = "{control}"
+config = {{ action = "output" }}
+"#,
+            url = server.url,
+            tool = seam_tests::guest("subagent_tool").display(),
+            control = seam_tests::guest("subagent_control").display(),
+        ),
+    )
+    .expect("the config");
+    // The official MCP Python SDK's client drives `seam mcp` on it.
+    let out = Command::new(seam_tests::acp_python())
+        .arg(root().join("tests/fixtures/mcp_client.py"))
+        .args([
+            "background",
+            env!("CARGO_BIN_EXE_seam"),
+            front.to_str().expect("utf-8"),
+        ])
+        .current_dir(root())
+        .env("SEAM_CACHE_DIR", root().join("target/seam-test-cache"))
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .output()
+        .expect("the MCP client runs");
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    let out: serde_json::Value = serde_json::from_slice(&out.stdout).expect("its JSON");
+    assert!(
+        out["started"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("started background run")),
+        "{out}"
+    );
+    assert_eq!(out["isError"], false, "{out}");
+    assert!(
+        out["output"]
+            .as_str()
+            .is_some_and(|s| s.contains("w1 answers How?")),
+        "{out}"
+    );
+}
