@@ -620,3 +620,61 @@ fn http_sessions_and_bodies_past_their_caps_are_refused() {
     assert!(kill.success());
     assert_eq!(seam.wait().unwrap().code(), Some(130));
 }
+
+/// An `https://` entry speaks TLS: what reaches the server first is a TLS handshake record
+/// (0x16), not plain HTTP. (A loopback listener stands in for the server: no certificate
+/// this machine trusts is needed to see the client try.)
+#[test]
+fn an_https_entry_speaks_tls() {
+    /// Ended with the test, passed or failed.
+    struct Listener(std::process::Child);
+    impl Drop for Listener {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut listener = Listener(
+        Command::new("python3")
+            .args([
+                "-c",
+                "import socket,sys\n\
+             s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(1)\n\
+             print('port', s.getsockname()[1], flush=True)\n\
+             c,_=s.accept(); b=c.recv(1)\n\
+             print('first', b[0] if b else -1, flush=True)",
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let lines = seam_tests::lines_of(listener.0.stdout.take().unwrap());
+    let port: u16 = lines
+        .recv_timeout(seam_tests::BARRIER_TIMEOUT)
+        .expect("the listener says its port")
+        .strip_prefix("port ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tls.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\nurl = \"https://127.0.0.1:{port}/mcp\"\n\
+             config = {{ init_timeout_ms = 5000 }}\n[plugin.grants]\nhttp = [\"https://127.0.0.1:{port}\"]\n"
+        ),
+    )
+    .unwrap();
+    let check = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["check", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    // The entry fails (the listener is no server), naming it.
+    assert_eq!(check.status.code(), Some(1));
+    assert!(seam_tests::text(&check.stderr).contains("MCP entry `fx`"));
+    let first = lines
+        .recv_timeout(seam_tests::BARRIER_TIMEOUT)
+        .expect("the listener saw the client");
+    assert_eq!(first, "first 22", "a TLS handshake record starts with 0x16");
+}
