@@ -678,3 +678,80 @@ fn an_https_entry_speaks_tls() {
         .expect("the listener saw the client");
     assert_eq!(first, "first 22", "a TLS handshake record starts with 0x16");
 }
+
+/// A mounted server's progress on a call becomes progress of the calling agent's run: a spawn
+/// child calls `fx__count`, whose steps show as its run's `subagent/progress` (the server waits
+/// for the test to see one before it goes on), in increasing order (the SDK hands
+/// notifications over concurrently: one overtaken by a later one is dropped, not reordered),
+/// and a flood of 100 more is cut at 64 per call.
+#[test]
+fn a_mounted_servers_progress_becomes_the_calling_runs_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("progress.toml");
+    let release = dir.path().join("release");
+    let text = format!(
+        "[agent]\nmodel = \"scripted:lead\"\n\n\
+         [models.scripts.lead]\nsteps = [ {{ text = \"asking\", tool_calls = [ {{ name = \"ask\", arguments = {{ description = \"d\", prompt = \"p\" }} }} ] }}, {{ text = \"done: {{tool_results}}\" }} ]\n\n\
+         [models.scripts.child]\nsteps = [ {{ text = \"counting\", tool_calls = [ {{ name = \"fx__count\", arguments = {{ n = 3, release = \"{}\" }} }} ] }}, {{ text = \"child: {{tool_results}}\" }} ]\n\n\
+         [[plugin]]\nid = \"fx\"\nkind = \"mcp\"\ncommand = {}\n\n\
+         [[plugin]]\nid = \"spawn\"\ncomponent = \"{}\"\n\n\
+         [[plugin]]\nid = \"ask\"\ncomponent = \"{}\"\nconfig = {{ provider = \"spawn\", toolName = \"ask\", agentOptions = {{ model = \"scripted:child\" }} }}\n",
+        release.display(),
+        fixture_command("stdio"),
+        seam_tests::guest("spawn_provider").display(),
+        seam_tests::guest("subagent_tool").display(),
+    );
+    std::fs::write(&config, text).unwrap();
+    let mut run = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["run", config.to_str().unwrap(), "go", "--events"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = seam_tests::lines_of(run.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    // The server holds its flood until a step of its has shown as the run's progress.
+    loop {
+        let line = stderr
+            .recv_timeout(seam_tests::BARRIER_TIMEOUT)
+            .unwrap_or_else(|_| panic!("no progress of the server's: {}", seen.join("\n")));
+        let shown = line.contains("\"subagent/progress\"") && line.contains("tool `fx__count`: ");
+        seen.push(line);
+        if shown {
+            break;
+        }
+    }
+    std::fs::write(&release, "").unwrap();
+    seen.extend(stderr.iter());
+    let status = run.wait().unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut run.stdout.take().unwrap(), &mut out).unwrap();
+    let err = seen.join("\n");
+    assert!(status.success(), "{out}{err}");
+    assert!(out.contains("child: counted"), "{out}");
+    let texts: Vec<String> = seen
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "subagent/progress")
+        .map(|e| {
+            e["content"][0]["value"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .filter(|t| t.starts_with("tool `fx__count`: "))
+        .collect();
+    let values: Vec<u32> = texts
+        .iter()
+        .map(|t| {
+            let amount = t["tool `fx__count`: ".len()..]
+                .split([':', '/'])
+                .next()
+                .unwrap();
+            amount.trim().parse().unwrap()
+        })
+        .collect();
+    assert!(values[0] <= 3 && texts[0].contains(": step "), "{texts:?}");
+    assert!(values.windows(2).all(|w| w[0] < w[1]), "{texts:?}");
+    assert!(values.len() <= 64, "the flood is cut at 64: {texts:?}");
+}

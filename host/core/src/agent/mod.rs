@@ -277,6 +277,12 @@ impl Agent {
         *lock(&self.progress) = Some(run);
     }
 
+    /// Reports progress of this agent's run (a run's child agent; nothing for a top-level
+    /// agent): what one of its tools says while a call goes, such as an MCP server's progress.
+    pub fn report_progress(&self, text: String) {
+        self.report(text);
+    }
+
     fn report(&self, text: String) {
         // What the report tells of is durable before anyone hears of it.
         self.save();

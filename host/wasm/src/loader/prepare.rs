@@ -136,6 +136,7 @@ impl Loader {
             &sandbox,
             self.runtime.cancel_grace,
             self.runtime.live.clone(),
+            Arc::downgrade(&self.runtime.agents),
         )
         .map_err(|source| LoadError::Mcp {
             id: entry.id.clone(),

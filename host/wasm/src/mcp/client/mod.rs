@@ -12,20 +12,27 @@
 //! `tools/list_changed` mounts and unmounts tools. What a bad server does ends that call or
 //! that entry with a diagnostic naming the entry: it never finishes `initialize` (the
 //! `init_timeout_ms`), answers garbage (the SDK's decoder; the call times out), offers more than
-//! `max_tools` tools or a schema over `max_schema_bytes`, floods progress (ignored: it is not
-//! queued), or returns more than `max_output_bytes`.
+//! `max_tools` tools or a schema over `max_schema_bytes`, floods progress (its first
+//! [`MAX_PROGRESS`] notifications of a call become the calling agent's run's progress, the rest
+//! are dropped: nothing is queued), or returns more than `max_output_bytes`.
 
 pub mod settings;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
 use futures::future::BoxFuture;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, JsonObject, Tool as McpTool};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientRequest, JsonObject, ProgressNotificationParam,
+    ProgressToken, ServerResult, Tool as McpTool,
+};
+use rmcp::service::PeerRequestOptions;
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
+use seam_core::agent::AgentRegistry;
 use seam_core::budget::{Charge, MemoryBudget};
 use seam_core::live::LiveCounts;
 use seam_core::tool::{DescribeError, Tool, ToolBinding, ToolRegistry, ToolSource};
@@ -158,6 +165,53 @@ struct Shared {
     reconciling: tokio::sync::Mutex<()>,
     /// The registry the tools are mounted in, and the (Seam name, server name) of each.
     mounted: Mutex<Mounted>,
+    /// The agents calls are made for: a server's progress on a call is reported as their run's.
+    agents: Weak<AgentRegistry>,
+    /// Calls going, by the progress token the SDK gave their request, and progress that came
+    /// for a token before its call was registered (the request is sent first).
+    calls: Mutex<Calls>,
+}
+
+/// Calls going, and progress that arrived ahead of its call's registration.
+#[derive(Default)]
+struct Calls {
+    going: HashMap<ProgressToken, Going>,
+    early: Vec<ProgressNotificationParam>,
+}
+
+/// Progress notifications kept for calls not yet registered: a server that sends progress for
+/// no call of ours fills nothing past this.
+const MAX_EARLY: usize = 64;
+
+/// A call going, as its server's progress needs it.
+struct Going {
+    /// The calling agent.
+    agent: String,
+    /// The tool's Seam name.
+    tool: String,
+    /// Progress notifications reported so far (at most [`MAX_PROGRESS`]).
+    reported: u32,
+    /// The last progress value reported: the SDK hands notifications over concurrently, and
+    /// one that comes after a later one (progress only grows) is dropped, not reordered.
+    last: f64,
+}
+
+/// Progress notifications of one call reported as its run's progress; a server that sends more
+/// floods nothing: the rest are dropped.
+const MAX_PROGRESS: u32 = 64;
+
+/// Removes a call's progress registration when the call ends, however it ends.
+struct Registered<'a> {
+    shared: &'a Shared,
+    token: ProgressToken,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        seam_core::sync::lock(&self.shared.calls)
+            .going
+            .remove(&self.token);
+    }
 }
 
 /// The registry an entry's tools are mounted in, and the (Seam name, server name) of each.
@@ -179,6 +233,7 @@ impl McpEntry {
         sandbox: &Sandbox,
         grace: Duration,
         live: Arc<LiveCounts>,
+        agents: Weak<AgentRegistry>,
     ) -> Result<Self, crate::sandbox::EntryError> {
         let settings = McpSettings::parse(config)?;
         let env = sandbox.grants().env_values().to_vec();
@@ -210,6 +265,8 @@ impl McpEntry {
                 reconnecting: tokio::sync::Mutex::new(()),
                 reconciling: tokio::sync::Mutex::new(()),
                 mounted: Mutex::new((Weak::new(), Vec::new())),
+                agents,
+                calls: Mutex::default(),
             }),
         })
     }
@@ -513,6 +570,7 @@ impl Shared {
     /// request, which sends `notifications/cancelled`.
     async fn call(
         self: Arc<Self>,
+        caller: ParentRef,
         server_name: String,
         seam_name: String,
         arguments: String,
@@ -533,6 +591,7 @@ impl Shared {
             };
         let mut params = CallToolRequestParams::new(server_name);
         params.arguments = arguments;
+
         let ms = self.settings.timeout_ms;
         let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
         // A server found gone when the call is sent is reconnected once, for this call; one that
@@ -544,12 +603,15 @@ impl Shared {
                 Ok(peer) => peer,
                 Err(e) => return ToolResult::error(e.to_string()),
             };
-            let response = tokio::select! {
-                r = peer.call_tool_once(params.clone()) => r,
-                () = tokio::time::sleep_until(deadline) => {
-                    return fail(format!("no answer within {ms} ms (`config.timeout_ms`)"));
+            let response = self
+                .call_once(&peer, &params, &caller, &seam_name, deadline, &abort)
+                .await;
+            let response = match response {
+                Ok(r) => r,
+                Err(Ended::Timeout) => {
+                    return fail(format!("no answer within {ms} ms (`config.timeout_ms`)"))
                 }
-                () = abort.cancelled() => return ToolResult::error("cancelled"),
+                Err(Ended::Aborted) => return ToolResult::error("cancelled"),
             };
             match response {
                 Err(rmcp::ServiceError::TransportClosed)
@@ -561,7 +623,7 @@ impl Shared {
             }
         };
         let result = match response {
-            Ok(CallToolResponse::Complete(result)) => result,
+            Ok(ServerResult::CallToolResult(result)) => result,
             Ok(_) => {
                 return fail(
                     "the server asked for input or made a task, which Seam does not support".into(),
@@ -624,7 +686,130 @@ struct Handler {
     shared: Weak<Shared>,
 }
 
+/// How a call ended without an answer.
+enum Ended {
+    Timeout,
+    Aborted,
+}
+
+impl Shared {
+    /// Sends one `tools/call`, its progress token registered for the caller, and waits for the
+    /// answer until `deadline` or `abort`; either sends `notifications/cancelled`.
+    async fn call_once(
+        &self,
+        peer: &Peer<RoleClient>,
+        params: &CallToolRequestParams,
+        caller: &ParentRef,
+        seam_name: &str,
+        deadline: tokio::time::Instant,
+        abort: &CancellationToken,
+    ) -> Result<Result<ServerResult, rmcp::ServiceError>, Ended> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+        let mut handle = tokio::select! {
+            sent = peer.send_cancellable_request(request, PeerRequestOptions::no_options()) => match sent {
+                Ok(handle) => handle,
+                Err(e) => return Ok(Err(e)),
+            },
+            () = tokio::time::sleep_until(deadline) => return Err(Ended::Timeout),
+            () = abort.cancelled() => return Err(Ended::Aborted),
+        };
+        // Registered once the SDK has numbered the request; progress that beat it is replayed.
+        let _registered = self.register(handle.progress_token.clone(), caller, seam_name);
+        let ended = tokio::select! {
+            answer = &mut handle.rx => {
+                return Ok(answer.unwrap_or(Err(rmcp::ServiceError::TransportClosed)));
+            }
+            () = tokio::time::sleep_until(deadline) => Ended::Timeout,
+            () = abort.cancelled() => Ended::Aborted,
+        };
+        let reason = match ended {
+            Ended::Timeout => "timeout",
+            Ended::Aborted => "cancelled",
+        };
+        let _ = handle.cancel(Some(reason.into())).await;
+        Err(ended)
+    }
+
+    /// Registers a call's progress token, and reports what came for it ahead of this.
+    fn register<'a>(
+        &'a self,
+        token: ProgressToken,
+        caller: &ParentRef,
+        seam_name: &str,
+    ) -> Registered<'a> {
+        // Under the lock throughout: what came early is reported before what comes next.
+        let mut calls = seam_core::sync::lock(&self.calls);
+        calls.going.insert(
+            token.clone(),
+            Going {
+                agent: caller.id.clone(),
+                tool: seam_name.to_string(),
+                reported: 0,
+                last: f64::NEG_INFINITY,
+            },
+        );
+        let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut calls.early)
+            .into_iter()
+            .partition(|p| p.progress_token == token);
+        calls.early = others;
+        for params in &mine {
+            self.report(&mut calls, params);
+        }
+        drop(calls);
+        Registered {
+            shared: self,
+            token,
+        }
+    }
+
+    /// A server's progress on a call, reported as the calling agent's run's progress.
+    fn progress(&self, params: &ProgressNotificationParam) {
+        let mut calls = seam_core::sync::lock(&self.calls);
+        self.report(&mut calls, params);
+    }
+
+    /// Reports `params` for its call, in order with every other report (the caller holds the
+    /// calls' lock), or keeps it for a call not registered yet.
+    fn report(&self, calls: &mut Calls, params: &ProgressNotificationParam) {
+        let Some(going) = calls.going.get_mut(&params.progress_token) else {
+            if calls.early.len() < MAX_EARLY {
+                calls.early.push(params.clone());
+            }
+            return;
+        };
+        if going.reported >= MAX_PROGRESS || params.progress <= going.last {
+            return;
+        }
+        going.reported += 1;
+        going.last = params.progress;
+        let amount = match params.total {
+            Some(total) => format!("{}/{}", params.progress, total),
+            None => params.progress.to_string(),
+        };
+        let text = match &params.message {
+            Some(m) => format!("tool `{}`: {amount}: {m}", going.tool),
+            None => format!("tool `{}`: {amount}", going.tool),
+        };
+        match self.agents.upgrade().and_then(|a| a.get(&going.agent)) {
+            Some(found) => found.report_progress(text),
+            None => {
+                tracing::debug!(plugin = %self.id, agent = %going.agent, "progress for an agent that is gone")
+            }
+        }
+    }
+}
+
 impl ClientHandler for Handler {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.progress(&params);
+        }
+    }
+
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
         let Some(shared) = self.shared.upgrade() else {
             return;
@@ -658,11 +843,12 @@ struct McpToolSource {
 impl Tool for McpToolSource {
     fn execute(
         &self,
-        _caller: ParentRef,
+        caller: ParentRef,
         arguments: String,
         abort: CancellationToken,
     ) -> BoxFuture<'static, ToolResult> {
         Box::pin(self.shared.clone().call(
+            caller,
             self.server_name.clone(),
             self.descriptor.name.clone(),
             arguments,
