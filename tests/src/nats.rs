@@ -1,10 +1,8 @@
 //! A real `nats-server` (the pinned one `make setup-kit` installs) on a loopback port it picks
 //! itself, with JetStream in a temporary folder: started for a test, ended with it.
 
-use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 /// A running `nats-server`.
@@ -96,7 +94,7 @@ fn spawn(dir: &tempfile::TempDir, host: &str, extra: &str, port: Option<u16>) ->
         .stderr(Stdio::piped())
         .spawn()
         .expect("nats-server starts");
-    let lines = lines(child.stderr.take().expect("its stderr"));
+    let lines = crate::lines_of(child.stderr.take().expect("its stderr"));
     let mut found = None;
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
@@ -115,19 +113,4 @@ fn spawn(dir: &tempfile::TempDir, host: &str, extra: &str, port: Option<u16>) ->
     // Keep draining its log, so that it never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
     (child, found.expect("the server's port in its log"))
-}
-
-fn lines(stream: impl std::io::Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stream)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }

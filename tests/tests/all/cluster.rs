@@ -331,6 +331,41 @@ async fn no_worker_answering_is_start_failed_naming_the_provider() {
     front.unload_all().await;
 }
 
+/// Plays a worker of `provider` named `worker`: it takes every start (answering `accepted`) and
+/// sends the run, as its one message, what `message` makes of the start's number (from 1).
+async fn play_worker(
+    client: &async_nats::Client,
+    provider: &str,
+    worker: &'static str,
+    message: impl Fn(usize) -> Vec<u8> + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    let mut starts = client
+        .queue_subscribe(format!("seam.t.start.{provider}"), "workers".into())
+        .await
+        .expect("subscribes");
+    let fake = client.clone();
+    tokio::spawn(async move {
+        let mut n = 0;
+        while let Some(msg) = starts.next().await {
+            n += 1;
+            let start: serde_json::Value = serde_json::from_slice(&msg.payload).expect("a start");
+            let token = start["token"].as_str().expect("a token").to_string();
+            let reply = StartReply::Accepted {
+                worker: worker.into(),
+            };
+            fake.publish(
+                msg.reply.expect("a reply subject"),
+                serde_json::to_vec(&reply).expect("json").into(),
+            )
+            .await
+            .expect("answers");
+            fake.publish(format!("seam.t.run.{token}.out"), message(n).into())
+                .await
+                .expect("sends");
+        }
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_that_loses_a_message_or_speaks_garbage_ends_the_run_naming_it() {
     let server = NatsServer::start();
@@ -339,39 +374,18 @@ async fn a_worker_that_loses_a_message_or_speaks_garbage_ends_the_run_naming_it(
         .expect("connects");
     // A worker that answers every start, then breaks the run's stream: the first run's first
     // message is numbered 2, the second run gets a message that is not one.
-    let mut starts = client
-        .queue_subscribe("seam.t.start.broken", "workers".into())
-        .await
-        .expect("subscribes");
-    let fake = client.clone();
-    let player = tokio::spawn(async move {
-        let mut n = 0;
-        while let Some(msg) = starts.next().await {
-            n += 1;
-            let start: serde_json::Value = serde_json::from_slice(&msg.payload).expect("a start");
-            let token = start["token"].as_str().expect("a token").to_string();
-            let reply = StartReply::Accepted {
-                worker: "liar".into(),
-            };
-            fake.publish(
-                msg.reply.expect("a reply subject"),
-                serde_json::to_vec(&reply).expect("json").into(),
-            )
-            .await
-            .expect("answers");
-            let out = format!("seam.t.run.{token}.out");
-            let body = if n == 1 {
-                serde_json::to_vec(&Out {
-                    seq: 2,
-                    body: OutBody::Ready,
-                })
-                .expect("json")
-            } else {
-                b"{ not json".to_vec()
-            };
-            fake.publish(out, body.into()).await.expect("sends");
+    let player = play_worker(&client, "broken", "liar", |n| {
+        if n == 1 {
+            serde_json::to_vec(&Out {
+                seq: 2,
+                body: OutBody::Ready,
+            })
+            .expect("json")
+        } else {
+            b"{ not json".to_vec()
         }
-    });
+    })
+    .await;
     let front = front(&server).await;
     let mut events = watch_events(&front);
     advertise(&client, "broken", "liar").await;
@@ -447,34 +461,14 @@ async fn a_worker_gone_silent_ends_its_runs_naming_it_and_its_provider_goes() {
         .await
         .expect("connects");
     // A worker that takes the run, says it is ready, then neither beats nor answers again.
-    let mut starts = client
-        .queue_subscribe("seam.t.start.mute", "workers".into())
-        .await
-        .expect("subscribes");
-    let fake = client.clone();
-    let player = tokio::spawn(async move {
-        while let Some(msg) = starts.next().await {
-            let start: serde_json::Value = serde_json::from_slice(&msg.payload).expect("a start");
-            let token = start["token"].as_str().expect("a token").to_string();
-            let reply = StartReply::Accepted {
-                worker: "mute".into(),
-            };
-            fake.publish(
-                msg.reply.expect("a reply"),
-                serde_json::to_vec(&reply).expect("json").into(),
-            )
-            .await
-            .expect("answers");
-            let ready = serde_json::to_vec(&Out {
-                seq: 1,
-                body: OutBody::Ready,
-            })
-            .expect("json");
-            fake.publish(format!("seam.t.run.{token}.out"), ready.into())
-                .await
-                .expect("sends");
-        }
-    });
+    let player = play_worker(&client, "mute", "mute", |_| {
+        serde_json::to_vec(&Out {
+            seq: 1,
+            body: OutBody::Ready,
+        })
+        .expect("json")
+    })
+    .await;
     let front = front(&server).await;
     let mut events = watch_events(&front);
     // One advert, with a short heartbeat, never put again.
