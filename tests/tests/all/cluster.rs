@@ -210,6 +210,9 @@ async fn a_resumed_remote_child_continues_on_the_worker_that_ran_it() {
     );
     again.dispose().await;
     run.dispose().await;
+    // A finished run stays resumable after dispose, for as long as a handle of it lives; the
+    // worker is told to let go of its own once the last one goes.
+    drop((again, run));
     assert!(
         seam_tests::eventually(|| w.runs() == 0).await,
         "the worker still holds runs"

@@ -174,9 +174,8 @@ pub(crate) struct RunShared {
     /// Teardown the run's store started as it was dropped (the background runs of a child cut
     /// short): dispose waits for it, so that nothing below the run outlives its dispose.
     teardown: Mutex<Vec<JoinHandle<()>>>,
-    /// For a resumed run: what its child starts from (dropped at dispose, like
-    /// `left_for_resume`: what a seed holds, such as a cluster worker's kept run, goes with it).
-    resume_seed: Mutex<Option<ResumeSeed>>,
+    /// For a resumed run: what its child starts from.
+    resume_seed: Option<ResumeSeed>,
     /// The provider's runtime features, for `send-message` and `resume`.
     pub(crate) features: RuntimeFeatures,
     /// The request as started (without its signal), for `resume`.
@@ -260,7 +259,7 @@ impl RunShared {
             child: Mutex::new(None),
             left_for_resume: Mutex::new(None),
             teardown: Mutex::new(Vec::new()),
-            resume_seed: Mutex::new(resume_seed),
+            resume_seed,
             features: descriptor.features,
             request: StartRequest {
                 signal: None,
@@ -555,13 +554,6 @@ impl RunShared {
             return;
         }
         self.cancel(Some("disposed".into()));
-        // A disposed run is resumed no more: what it kept for that goes now, not when the last
-        // handle of it does.
-        let kept = (
-            lock(&self.left_for_resume).take(),
-            lock(&self.resume_seed).take(),
-        );
-        drop(kept);
         let task = lock(&self.task).take();
         let own_task = task
             .as_ref()
@@ -761,7 +753,7 @@ impl RunContext {
 
     /// For a resumed run: what its child must start from.
     pub fn resumed_from(&self) -> Option<ResumeSeed> {
-        lock(&self.0.resume_seed).clone()
+        self.0.resume_seed.clone()
     }
 
     /// The run id (the child's agent id).
