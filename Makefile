@@ -91,7 +91,8 @@ demo: build
 
 # A release `seam` for users, as `cargo install --path host/cli --locked` builds it, into
 # $(PREFIX)/bin (cargo's own default, ~/.cargo/bin; `make install PREFIX=~/.local` for another).
-# The debug `seam` that `make build` and `make demo` use compiles guests 2-4 times slower.
+# The debug `seam` that `make build` and `make demo` use compiles guests about 1.5 times slower
+# (the book's CLI chapter has the figures).
 PREFIX ?= $(or $(CARGO_HOME),$(HOME)/.cargo)
 install:
 	$(CARGO) install --path host/cli --locked --root $(PREFIX)
