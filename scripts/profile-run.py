@@ -18,7 +18,7 @@ RUNS = 11_000  # measured + warm-up mock runs in benches/latency.rs
 # Parts, first match wins; a function's self cost is counted once.
 PARTS = [
     ("guest code (compiled Wasm)", r"^\?\?\?:0x0"),
-    ("host start and load (once, not per run)", r"sha2|cranelift|regalloc|wasmparser|CompileCache|postcard|gimli|object::|Linkers|Host::new"),
+    ("host start and load (once, not per run)", r"sha2|blake3|memmap2|cranelift|regalloc|wasmparser|CompileCache|postcard|gimli|object::|Linkers|Host::new"),
     ("memset / memcpy (slot reset, argument copies)", r"memset|memmove|memcpy|memcmp"),
     ("malloc / free", r"malloc|free|_int_|arena\.c|__rdl_|__rust_alloc|__rust_dealloc|realloc|unlink_chunk|tcache"),
     ("wasmtime: instantiation", r"Instantiator|Instance::new|lookup_vmdef|func_loc|get_func_ref|funcref|OwnedImports|store_invariant|ModuleRegistry|allocate_instance|FuncKey|index_allocator|InstancePre|trampoline|component::instance|ComponentInstance"),

@@ -343,8 +343,56 @@ async fn measure(g: &Guest) -> serde_json::Value {
     results
 }
 
+/// `SEAM_BENCH_CACHE=DIR`: only the loads, through the compile cache in `DIR`, kept between
+/// runs: one load that fills it (a first load if it was empty), then `SEAM_BENCH_LOADS` (11)
+/// cached loads. For A/B comparisons of the cache, alternating two builds over one directory
+/// (a change of artifact format names its entries apart).
+async fn loads_only(g: &Guest, cache: &Path) -> serde_json::Value {
+    let n: usize = std::env::var("SEAM_BENCH_LOADS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(11);
+    let fill = {
+        let host = Host::new(options(cache, 16)).expect("the host starts");
+        let took = load(&host, &g.path).await;
+        host.unload_all().await;
+        took
+    };
+    let mut warm = Vec::new();
+    for _ in 0..n {
+        let host = Host::new(options(cache, 16)).expect("the host starts");
+        warm.push(load(&host, &g.path).await);
+        host.unload_all().await;
+    }
+    let min = warm.iter().min().copied().map_or(0.0, ms);
+    serde_json::json!({
+        "fill_ms": ms(fill),
+        "cached_load_ms": median_ms(warm),
+        "cached_load_min_ms": min,
+    })
+}
+
 fn main() {
     let rt = runtime();
+    if let Some(cache) = std::env::var_os("SEAM_BENCH_CACHE") {
+        let cache = PathBuf::from(cache);
+        let only = std::env::var("SEAM_BENCH_GUESTS").ok();
+        for g in guests() {
+            if only
+                .as_deref()
+                .is_some_and(|o| !o.split(',').any(|k| k == g.key))
+            {
+                continue;
+            }
+            let cache = cache.clone();
+            let key = g.key;
+            let value = rt
+                .block_on(rt.spawn(async move { loads_only(&g, &cache).await }))
+                .expect("the load benchmark panicked");
+            eprintln!("loads {key}: {value}");
+        }
+        return;
+    }
     // `SEAM_BENCH_GUESTS=python,js` measures only those, keeping the others' last results.
     let only = std::env::var("SEAM_BENCH_GUESTS").ok();
     let mut results: serde_json::Map<String, serde_json::Value> =

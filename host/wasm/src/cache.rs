@@ -9,12 +9,19 @@
 //! - **No plugin can reach it.** A `dirs` grant that is the cache directory, inside it or above
 //!   it (symlinks resolved) fails that plugin's load ([`CompileCache::guarded_dir`], checked by
 //!   [`Grants::resolve_avoiding`](crate::sandbox::Grants::resolve_avoiding)).
-//! - **Each artifact is bound to its source and its engine.** It starts with a header: a magic,
-//!   the SHA-256 of the component's bytes, a digest of the engine's compatibility hash (its
-//!   target, compiler flags, tunables, features and wasmtime's version) and of this crate's
-//!   version, and the length and SHA-256 of the artifact body. The header is checked before
-//!   wasmtime sees a byte of the body, so an artifact copied over another one's name, a
-//!   headerless file, a truncated or edited body are all recompiled and rewritten, never run.
+//! - **Each artifact is bound to its source and its engine.** It ends with a trailer: a magic,
+//!   the BLAKE3 digest of the component's bytes, a digest of the engine's compatibility hash
+//!   (its target, compiler flags, tunables, features and wasmtime's version) and of this
+//!   crate's version, and the length and BLAKE3 digest of the artifact body. The trailer and
+//!   the body are checked before wasmtime maps the file, so an artifact copied over another
+//!   one's name, a file without the trailer, a truncated or edited body are all recompiled and
+//!   rewritten, never run.
+//!
+//! The body comes first, as wasmtime wrote it, so that wasmtime maps the file itself
+//! ([`Component::deserialize_file`]): a hit copies nothing, and only the pages of code that
+//! run are ever touched. The cache never changes a file in place (it writes a new one and
+//! renames it over the old), which is what a mapping needs; the docs' security chapter has the
+//! threat model.
 //!
 //! The directory is `$SEAM_CACHE_DIR`, `$XDG_CACHE_HOME/seam` or `~/.cache/seam` by default.
 //!
@@ -35,7 +42,6 @@ use std::time::SystemTime;
 use seam_core::types::PluginKind;
 
 use crate::versions::{Recognised, WitVersion};
-use sha2::{Digest, Sha256};
 use thiserror::Error;
 use wasmtime::component::Component;
 use wasmtime::Engine;
@@ -56,10 +62,12 @@ pub struct CacheStats {
     pub shared: AtomicU64,
 }
 
-/// The first bytes of every artifact file; the version is the header format's.
-const MAGIC: &[u8; 16] = b"seam-artifact-01";
+/// The first bytes of every artifact's trailer; the version is the format's. Version 01 was a
+/// header before the body, hashed with SHA-256; its entries have other names (the magic is part
+/// of the engine digest) and are never read, only pruned in time.
+const MAGIC: &[u8; 16] = b"seam-artifact-02";
 /// Magic, source digest, engine digest, body length (u64, little-endian), body digest.
-const HEADER_LEN: usize = MAGIC.len() + 32 + 32 + 8 + 32;
+const TRAILER_LEN: usize = MAGIC.len() + 32 + 32 + 8 + 32;
 
 /// Compiles components for one engine, through its artifact cache.
 pub(crate) struct CompileCache {
@@ -133,11 +141,20 @@ impl CompileCache {
     /// the loader loads concurrently, would otherwise each compile it (seconds for a Python or
     /// JavaScript guest) or each read its artifact.
     pub(crate) fn compile(&self, path: &Path) -> Result<Component, EngineError> {
-        let bytes = std::fs::read(path).map_err(|source| EngineError::Read {
+        let read_error = |source| EngineError::Read {
             path: path.to_path_buf(),
             source,
-        })?;
-        let source: [u8; 32] = Sha256::digest(&bytes).into();
+        };
+        // Hashed as it is read, into a small buffer: a hit needs only the digest, and a
+        // large guest's bytes are not worth a copy in memory.
+        let source: [u8; 32] = std::fs::File::open(path)
+            .and_then(|file| {
+                blake3::Hasher::new()
+                    .update_reader(file)
+                    .map(|h| h.finalize())
+            })
+            .map_err(read_error)?
+            .into();
         let flight = lock(&self.flights).entry(source).or_default().clone();
         let result = {
             let mut done = lock(&flight);
@@ -147,7 +164,7 @@ impl CompileCache {
                     Ok(component.clone())
                 }
                 None => {
-                    let result = self.compile_bytes(path, &bytes, &source);
+                    let result = self.compile_source(path, &source);
                     if let Ok(component) = &result {
                         *done = Some(component.clone());
                     }
@@ -164,73 +181,30 @@ impl CompileCache {
         result
     }
 
-    fn compile_bytes(
-        &self,
-        path: &Path,
-        bytes: &[u8],
-        source: &[u8; 32],
-    ) -> Result<Component, EngineError> {
-        let invalid = |e: wasmtime::Error| EngineError::Invalid {
-            path: path.to_path_buf(),
-            reason: crate::fault::one_line(&format!("{e:#}")),
-        };
+    /// The component whose bytes at `path` hashed to `source`: from its cached artifact when
+    /// there is a good one, else compiled (and its artifact written).
+    fn compile_source(&self, path: &Path, source: &[u8; 32]) -> Result<Component, EngineError> {
         let Some(dir) = &self.dir else {
-            self.stats.compiled.fetch_add(1, Ordering::Relaxed);
-            return Component::new(&self.engine, bytes).map_err(invalid);
+            return self.compile_file(path).map(|(component, _)| component);
         };
-        let cached = dir.join(format!(
-            "{}-{}.cwasm",
-            hex(source),
-            hex(&self.engine_digest[..8])
-        ));
-        let mut stale = false;
-        match std::fs::read(&cached) {
-            Ok(file) => match self.verify(&file, source) {
-                Ok(body) => {
-                    // SAFETY: `deserialize` maps `body` as native code for this engine, so it
-                    // must be an artifact this engine wrote for this component. The trust model:
-                    // the cache directory is the user's own and no one else can write to it
-                    // (checked in `new`: owned by this user, not writable by group or others,
-                    // created 0700); no plugin can reach it (a `dirs` grant at, above or below
-                    // it fails the plugin's load); and the header just checked binds the body to
-                    // the SHA-256 of this component's bytes, to this engine's compatibility hash
-                    // and to the body's own SHA-256. The body is read into memory once and those
-                    // very bytes are checked and deserialized (no second read of the file), and
-                    // wasmtime checks its own header and engine settings again.
-                    match unsafe { Component::deserialize(&self.engine, body) } {
-                        Ok(component) => {
-                            self.stats.hits.fetch_add(1, Ordering::Relaxed);
-                            mark_used(&cached);
-                            return Ok(component);
-                        }
-                        Err(e) => {
-                            stale = true;
-                            tracing::warn!(
-                                file = %cached.display(),
-                                error = %format!("{e:#}"),
-                                "wasmtime refused a compile cache entry; recompiling"
-                            )
-                        }
-                    }
-                }
-                Err(reason) => {
-                    stale = true;
-                    tracing::warn!(
-                        file = %cached.display(),
-                        "refusing compile cache entry `{}`: {reason}; recompiling",
-                        cached.display()
-                    )
-                }
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                stale = true;
-                tracing::warn!(file = %cached.display(), error = %e, "cannot read compile cache entry; recompiling")
+        let cached = self.artifact_path(dir, source);
+        let stale = match self.load_artifact(&cached, source) {
+            Lookup::Hit(component) => {
+                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                mark_used(&cached);
+                return Ok(component);
             }
-        }
-        self.stats.compiled.fetch_add(1, Ordering::Relaxed);
-        let component = Component::new(&self.engine, bytes).map_err(invalid)?;
-        match self.store_artifact(&component, source, &cached) {
+            Lookup::Missing => false,
+            Lookup::Unusable => true,
+        };
+        let (component, compiled) = self.compile_file(path)?;
+        // The file changed since it was hashed: the artifact is named after what was compiled.
+        let cached = if compiled == *source {
+            cached
+        } else {
+            self.artifact_path(dir, &compiled)
+        };
+        match self.store_artifact(&component, &compiled, &cached) {
             Ok(()) => {
                 if stale {
                     self.stats.rewritten.fetch_add(1, Ordering::Relaxed);
@@ -247,14 +221,93 @@ impl CompileCache {
         Ok(component)
     }
 
-    /// Checks an artifact file's header against the component's digest and this engine, and
-    /// its body against the header; returns the body.
-    fn verify<'a>(&self, file: &'a [u8], source: &[u8; 32]) -> Result<&'a [u8], StaleArtifact> {
-        if file.len() < HEADER_LEN || !file.starts_with(MAGIC) {
-            return Err(StaleArtifact::NoHeader { len: file.len() });
+    /// Where the artifact of the component with digest `source` is kept.
+    fn artifact_path(&self, dir: &Path, source: &[u8; 32]) -> PathBuf {
+        dir.join(format!(
+            "{}-{}.cwasm",
+            hex(source),
+            hex(&self.engine_digest[..8])
+        ))
+    }
+
+    /// Reads and compiles the component at `path`; returns it with the digest of the bytes
+    /// compiled.
+    fn compile_file(&self, path: &Path) -> Result<(Component, [u8; 32]), EngineError> {
+        let bytes = std::fs::read(path).map_err(|source| EngineError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        self.stats.compiled.fetch_add(1, Ordering::Relaxed);
+        let component = Component::new(&self.engine, &bytes).map_err(|e| EngineError::Invalid {
+            path: path.to_path_buf(),
+            reason: crate::fault::one_line(&format!("{e:#}")),
+        })?;
+        Ok((component, blake3::hash(&bytes).into()))
+    }
+
+    /// The component of the artifact at `cached`, if it is there and good; one that is there
+    /// and cannot be used is said in a warning.
+    fn load_artifact(&self, cached: &Path, source: &[u8; 32]) -> Lookup {
+        let refused = |reason: &dyn std::fmt::Display| {
+            tracing::warn!(
+                file = %cached.display(),
+                "refusing compile cache entry `{}`: {reason}; recompiling",
+                cached.display()
+            );
+            Lookup::Unusable
+        };
+        let file = match std::fs::File::open(cached) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Lookup::Missing,
+            Err(e) => return refused(&format_args!("cannot read it: {e}")),
+        };
+        // SAFETY: the mapping is only read, and only while this function runs. The file is an
+        // artifact in the user's own private cache directory, which the host writes only as a
+        // new file renamed into place, never in place: nothing changes the mapped file unless
+        // the user edits it in place meanwhile (the threat model in the docs' security chapter).
+        // Populated at once: every page is about to be hashed.
+        let checked = match unsafe { memmap2::MmapOptions::new().populate().map(&file) } {
+            Ok(map) => self.verify(&map, source),
+            Err(e) => return refused(&format_args!("cannot map it: {e}")),
+        };
+        if let Err(reason) = checked {
+            return refused(&reason);
         }
-        let (header, body) = file.split_at(HEADER_LEN);
-        let (_, rest) = header.split_at(MAGIC.len());
+        // SAFETY: `deserialize_file` maps the file as native code for this engine, so it must
+        // be an artifact this engine wrote for this component, and must not change while the
+        // component lives. The trust model: the cache directory is the user's own and no one
+        // else can write to it (checked in `new`: owned by this user, not writable by group or
+        // others, created 0700); no plugin can reach it (a `dirs` grant at, above or below it
+        // fails the plugin's load); the trailer just checked binds the body to the digest of
+        // this component's bytes, to this engine's compatibility hash and to the body's own
+        // BLAKE3 digest; and wasmtime maps the very file that was checked (`same_file`). The
+        // host never writes an artifact in place, so the file stays as checked. wasmtime checks
+        // its own header and engine settings again; it reads its image by the ELF's offsets
+        // (header, section table, sections), so the trailer after the image is never read.
+        match unsafe { Component::deserialize_file(&self.engine, same_file(&file, cached)) } {
+            Ok(component) => Lookup::Hit(component),
+            Err(e) => {
+                tracing::warn!(
+                    file = %cached.display(),
+                    error = %format!("{e:#}"),
+                    "wasmtime refused a compile cache entry; recompiling"
+                );
+                Lookup::Unusable
+            }
+        }
+    }
+
+    /// Checks an artifact file's trailer against the component's digest and this engine, and
+    /// its body against the trailer.
+    fn verify(&self, file: &[u8], source: &[u8; 32]) -> Result<(), StaleArtifact> {
+        let no_trailer = StaleArtifact::NoTrailer { len: file.len() };
+        let Some(at) = file.len().checked_sub(TRAILER_LEN) else {
+            return Err(no_trailer);
+        };
+        let (body, trailer) = file.split_at(at);
+        let Some(rest) = trailer.strip_prefix(MAGIC.as_slice()) else {
+            return Err(no_trailer);
+        };
         let (source_digest, rest) = rest.split_at(32);
         let (engine_digest, rest) = rest.split_at(32);
         let (body_len, body_digest) = rest.split_at(8);
@@ -271,13 +324,13 @@ impl CompileCache {
         if body_len != body.len() as u64 {
             return Err(StaleArtifact::Length {
                 len: body.len(),
-                header: body_len,
+                trailer: body_len,
             });
         }
-        if Sha256::digest(body).as_slice() != body_digest {
+        if blake3::hash(body).as_bytes() != body_digest {
             return Err(StaleArtifact::Digest);
         }
-        Ok(body)
+        Ok(())
     }
 
     fn store_artifact(
@@ -289,13 +342,13 @@ impl CompileCache {
         let body = component
             .serialize()
             .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
-        let mut header = Vec::with_capacity(HEADER_LEN);
-        header.extend_from_slice(MAGIC);
-        header.extend_from_slice(source);
-        header.extend_from_slice(&self.engine_digest);
-        header.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        header.extend_from_slice(&Sha256::digest(&body));
-        debug_assert_eq!(header.len(), HEADER_LEN);
+        let mut trailer = Vec::with_capacity(TRAILER_LEN);
+        trailer.extend_from_slice(MAGIC);
+        trailer.extend_from_slice(source);
+        trailer.extend_from_slice(&self.engine_digest);
+        trailer.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        trailer.extend_from_slice(blake3::hash(&body).as_bytes());
+        debug_assert_eq!(trailer.len(), TRAILER_LEN);
         let dir = path.parent().unwrap_or(Path::new("."));
         // Write then rename, so a concurrent reader never sees half a file; the temporary name
         // is unique so that two plugins compiling the same component do not collide.
@@ -310,8 +363,8 @@ impl CompileCache {
         ));
         let written = (|| {
             let mut file = new_private_file(&tmp)?;
-            file.write_all(&header)?;
             file.write_all(&body)?;
+            file.write_all(&trailer)?;
             file.flush()?;
             drop(file);
             std::fs::rename(&tmp, path)
@@ -367,6 +420,33 @@ impl CompileCache {
             }),
         }
     }
+}
+
+/// What the cache holds for a component.
+enum Lookup {
+    /// A good artifact, mapped.
+    Hit(Component),
+    /// No artifact.
+    Missing,
+    /// An artifact that cannot be used (a warning said why): it is rewritten.
+    Unusable,
+}
+
+/// A path that opens the very file `file` is, where the OS has one (Linux's `/proc/self/fd`):
+/// wasmtime then maps the file just checked even if another was renamed over its name since.
+/// Elsewhere, `path`.
+fn same_file(file: &std::fs::File, path: &Path) -> PathBuf {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let fd = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        if fd.exists() {
+            return fd;
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = file;
+    path.to_path_buf()
 }
 
 /// Marks an artifact as just used (its modification time), for the least-recently-used order.
@@ -450,16 +530,16 @@ pub fn clear_cache(dir: &Path) -> std::io::Result<Vec<CacheEntry>> {
     prune_cache(dir, 0, None)
 }
 
-/// Feeds whatever a `Hash` impl writes into SHA-256.
-struct Sha256Hasher(Sha256);
+/// Feeds whatever a `Hash` impl writes into BLAKE3.
+struct DigestHasher(blake3::Hasher);
 
-impl Hasher for Sha256Hasher {
+impl Hasher for DigestHasher {
     fn write(&mut self, bytes: &[u8]) {
         self.0.update(bytes);
     }
 
     fn finish(&self) -> u64 {
-        unreachable!("only the SHA-256 state is used")
+        unreachable!("only the digest is used")
     }
 }
 
@@ -467,7 +547,7 @@ impl Hasher for Sha256Hasher {
 /// version and wasmtime's compatibility hash (target, compiler and ISA flags, tunables, wasm
 /// features, and wasmtime's own version).
 fn engine_digest(engine: &Engine) -> [u8; 32] {
-    let mut hasher = Sha256Hasher(Sha256::new());
+    let mut hasher = DigestHasher(blake3::Hasher::new());
     hasher.write(MAGIC);
     hasher.write(concat!("seam-host ", env!("CARGO_PKG_VERSION"), "\0").as_bytes());
     engine.precompile_compatibility_hash().hash(&mut hasher);
@@ -582,15 +662,15 @@ enum UntrustedDir {
 /// Why a cached artifact is not used (it is recompiled and rewritten).
 #[derive(Debug, Error)]
 enum StaleArtifact {
-    #[error("it has no Seam artifact header ({len} bytes)")]
-    NoHeader { len: usize },
+    #[error("it does not end with a Seam artifact trailer ({len} bytes)")]
+    NoTrailer { len: usize },
     #[error("it was compiled from another component (source digest {found}, expected {expected})")]
     OtherSource { found: String, expected: String },
     #[error("it was compiled by another engine or engine configuration")]
     OtherEngine,
-    #[error("its body is {len} bytes, the header says {header}")]
-    Length { len: usize, header: u64 },
-    #[error("its body does not match the digest in its header")]
+    #[error("its body is {len} bytes, the trailer says {trailer}")]
+    Length { len: usize, trailer: u64 },
+    #[error("its body does not match the digest in its trailer")]
     Digest,
 }
 

@@ -1,5 +1,5 @@
 //! Security round two: cache_trust. The compile cache holds native code the host runs, so an
-//! artifact is used only if its header binds it to this component and this engine, the cache
+//! artifact is used only if its trailer binds it to this component and this engine, the cache
 //! directory must be the user's own and private, and no grant may reach it. Every test ends with
 //! a well-behaved mock provider serving.
 
@@ -9,6 +9,9 @@ use std::sync::atomic::Ordering;
 
 use seam_host::{Host, HostOptions, LoadReport, StopReason};
 use seam_tests::*;
+
+/// The first bytes of the trailer that binds an artifact to its component and engine.
+const TRAILER_MAGIC: &[u8] = b"seam-artifact-02";
 
 /// Test options with the compile cache in `dir`.
 fn cache_options(dir: &Path) -> HostOptions {
@@ -136,36 +139,45 @@ async fn an_artifact_copied_over_another_components_entry_is_recompiled_not_run(
 }
 
 #[tokio::test]
-async fn headerless_truncated_and_edited_artifacts_are_recompiled_not_run() {
+async fn artifacts_without_trailer_truncated_or_edited_are_recompiled_not_run() {
     let root = tempfile::tempdir().unwrap();
     let cache = root.path().join("cache");
     let (mock_file, spawn_file) = two_artifacts(&cache).await;
     let spawn = std::fs::read(&spawn_file).unwrap();
-    let elf = spawn
-        .windows(4)
-        .position(|w| w == b"\x7fELF")
-        .expect("a wasmtime artifact is an ELF image");
-    assert!(elf > 0, "an artifact starts with Seam's header");
+    assert!(
+        spawn.starts_with(b"\x7fELF"),
+        "an artifact's body is the ELF image wasmtime maps"
+    );
+    let trailer_at = |file: &[u8]| {
+        file.windows(TRAILER_MAGIC.len())
+            .rposition(|w| w == TRAILER_MAGIC)
+            .expect("an artifact ends with Seam's trailer")
+    };
+    let at = trailer_at(&spawn);
+    assert!(at > 0 && at < spawn.len(), "a trailer follows the body");
 
-    // Bare native code, as wasmtime wrote it, with no header: planted.
-    std::fs::write(&mock_file, &spawn[elf..]).unwrap();
-    mock_recompiled(&cache, "headerless native code").await;
+    // Bare native code, as wasmtime wrote it, with no trailer: planted.
+    std::fs::write(&mock_file, &spawn[..at]).unwrap();
+    mock_recompiled(&cache, "native code without the trailer").await;
 
-    // The genuine entry, truncated.
+    // The genuine entry, its body truncated, its trailer kept.
     let genuine = std::fs::read(&mock_file).unwrap();
-    std::fs::write(&mock_file, &genuine[..genuine.len() - 4096]).unwrap();
+    let at = trailer_at(&genuine);
+    let (body, trailer) = genuine.split_at(at);
+    std::fs::write(&mock_file, [&body[..body.len() - 4096], trailer].concat()).unwrap();
     mock_recompiled(&cache, "truncated body").await;
 
-    // The genuine entry with one byte of its body changed.
+    // The genuine entry with one byte of its body changed, in the middle (its code), where
+    // nothing but the digest would notice.
     let mut edited = std::fs::read(&mock_file).unwrap();
-    let at = edited.len() - 100;
-    edited[at] ^= 0xff;
+    let at = trailer_at(&edited);
+    edited[at / 2] ^= 0xff;
     std::fs::write(&mock_file, &edited).unwrap();
     mock_recompiled(&cache, "edited body").await;
 
-    // Nothing but a header.
-    std::fs::write(&mock_file, &genuine[..elf]).unwrap();
-    mock_recompiled(&cache, "header only").await;
+    // Nothing but a trailer.
+    std::fs::write(&mock_file, trailer).unwrap();
+    mock_recompiled(&cache, "trailer only").await;
 }
 
 #[tokio::test]
