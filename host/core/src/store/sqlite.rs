@@ -123,6 +123,17 @@ struct Inner {
 struct Queue {
     items: Vec<(i64, Deferred)>,
     closing: bool,
+    /// Whether the writer thread was woken for what is queued (and will take it): later writes
+    /// wake it no more, so that a batch costs one wake-up, not one a write.
+    woken: bool,
+}
+
+impl Queue {
+    /// Queues `items`; whether the writer thread must be woken for them.
+    fn push(&mut self, items: impl IntoIterator<Item = (i64, Deferred)>) -> bool {
+        self.items.extend(items);
+        !std::mem::replace(&mut self.woken, true)
+    }
 }
 
 /// One queued write.
@@ -284,8 +295,10 @@ impl Inner {
 
     /// Queues `item`, waking the writer thread.
     fn enqueue(&self, item: Deferred) {
-        lock(&self.queue).items.push((now_ms() as i64, item));
-        self.queued.notify_one();
+        let wake = lock(&self.queue).push([(now_ms() as i64, item)]);
+        if wake {
+            self.queued.notify_one();
+        }
     }
 
     /// The writer thread: commits whatever is queued, a batch a transaction, until the store
@@ -295,6 +308,7 @@ impl Inner {
             {
                 let mut queue = lock(&self.queue);
                 while queue.items.is_empty() && !queue.closing {
+                    queue.woken = false;
                     queue = self.queued.wait(queue).unwrap_or_else(|p| p.into_inner());
                 }
                 if queue.items.is_empty() {
@@ -674,13 +688,12 @@ impl SessionStore for SqliteStore {
     }
 
     fn commit_later(&self, writes: Vec<Write>) {
-        let mut queue = lock(&self.inner.queue);
         let now = now_ms() as i64;
-        queue
-            .items
-            .extend(writes.into_iter().map(|w| (now, Deferred::Write(w))));
-        drop(queue);
-        self.inner.queued.notify_one();
+        let wake =
+            lock(&self.inner.queue).push(writes.into_iter().map(|w| (now, Deferred::Write(w))));
+        if wake {
+            self.inner.queued.notify_one();
+        }
     }
 
     /// Queues the run's record (see the module's doc): its key is this opening's next.
