@@ -408,6 +408,21 @@ fn a_partition_between_front_end_and_worker_ends_the_run_error_naming_the_worker
     worker.wait_for("cut off from the cluster: cancelling the runs its front-ends have ended");
 }
 
+/// Runs a client fixture (the official ACP or MCP Python SDK's, in `tests/fixtures/`) with the
+/// tests' cache and a state folder in `dir`; returns the JSON it printed.
+fn python_client(fixture: &str, args: &[&str], dir: &Path) -> serde_json::Value {
+    let out = Command::new(seam_tests::acp_python())
+        .arg(root().join("tests/fixtures").join(fixture))
+        .args(args)
+        .current_dir(root())
+        .env("SEAM_CACHE_DIR", root().join("target/seam-test-cache"))
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .output()
+        .expect("the client runs");
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("its JSON")
+}
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -419,21 +434,16 @@ fn seam_acp_serves_an_agent_that_delegates_to_the_cluster() {
     let _worker = start_worker(&server, &worker_config(dir.path(), "w1", ""), "w1", &[]);
     let front = front_config(dir.path(), &server);
     // The official ACP Python SDK's client drives `seam acp` on the front-end's config.
-    let out = Command::new(seam_tests::acp_python())
-        .arg(root().join("tests/fixtures/acp_client.py"))
-        .args([
+    let out = python_client(
+        "acp_client.py",
+        &[
             env!("CARGO_BIN_EXE_seam"),
             front.to_str().expect("utf-8"),
             "prompt",
             "q",
-        ])
-        .current_dir(root())
-        .env("SEAM_CACHE_DIR", root().join("target/seam-test-cache"))
-        .env("XDG_STATE_HOME", dir.path().join("state"))
-        .output()
-        .expect("the ACP client runs");
-    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
-    let out: serde_json::Value = serde_json::from_slice(&out.stdout).expect("its JSON");
+        ],
+        dir.path(),
+    );
     assert_eq!(out["stopReason"], "end_turn", "{out}");
     let updates = out["updates"].as_array().expect("updates");
     assert!(
@@ -484,20 +494,15 @@ config = {{ action = "output" }}
     )
     .expect("the config");
     // The official MCP Python SDK's client drives `seam mcp` on it.
-    let out = Command::new(seam_tests::acp_python())
-        .arg(root().join("tests/fixtures/mcp_client.py"))
-        .args([
+    let out = python_client(
+        "mcp_client.py",
+        &[
             "background",
             env!("CARGO_BIN_EXE_seam"),
             front.to_str().expect("utf-8"),
-        ])
-        .current_dir(root())
-        .env("SEAM_CACHE_DIR", root().join("target/seam-test-cache"))
-        .env("XDG_STATE_HOME", dir.path().join("state"))
-        .output()
-        .expect("the MCP client runs");
-    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
-    let out: serde_json::Value = serde_json::from_slice(&out.stdout).expect("its JSON");
+        ],
+        dir.path(),
+    );
     assert!(
         out["started"]
             .as_str()

@@ -274,8 +274,15 @@ async fn a_busy_worker_hands_the_start_to_another_replica_and_a_full_cluster_ref
     h2.unload_all().await;
 }
 
-/// Puts an advert for `provider` from `worker`, as a worker would.
-async fn advertise(client: &async_nats::Client, provider: &str, worker: &str) {
+/// Puts an advert for `provider` from `worker` (beating every `heartbeat_ms`), as a worker
+/// would, and waits for the front-end whose `events` these are to register it.
+async fn advertise(
+    client: &async_nats::Client,
+    events: &mut tokio::sync::watch::Receiver<Vec<Event>>,
+    provider: &str,
+    worker: &str,
+    heartbeat_ms: u64,
+) {
     let js = async_nats::jetstream::new(client.clone());
     let kv = js
         .get_key_value("seam-t-providers")
@@ -293,7 +300,7 @@ async fn advertise(client: &async_nats::Client, provider: &str, worker: &str) {
         protocol: PROTOCOL,
         capacity: 1,
         waits: false,
-        heartbeat_ms: 600_000,
+        heartbeat_ms,
         draining: false,
     };
     kv.put(
@@ -302,6 +309,11 @@ async fn advertise(client: &async_nats::Client, provider: &str, worker: &str) {
     )
     .await
     .expect("put");
+    wait_for(events, "the advertised provider", |seen| {
+        seen.iter()
+            .any(|e| matches!(e, Event::ProviderAdded { name } if name == provider))
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -313,12 +325,7 @@ async fn no_worker_answering_is_start_failed_naming_the_provider() {
     let front = front(&server).await;
     let mut events = watch_events(&front);
     // Advertised, but nobody listens on its subject.
-    advertise(&client, "ghost", "gone").await;
-    wait_for(&mut events, "the ghost provider", |seen| {
-        seen.iter()
-            .any(|e| matches!(e, Event::ProviderAdded { name } if name == "ghost"))
-    })
-    .await;
+    advertise(&client, &mut events, "ghost", "gone", 600_000).await;
     let run = front
         .subagents()
         .start("ghost", request("x"))
@@ -391,12 +398,7 @@ async fn a_worker_that_loses_a_message_or_speaks_garbage_ends_the_run_naming_it(
     .await;
     let front = front(&server).await;
     let mut events = watch_events(&front);
-    advertise(&client, "broken", "liar").await;
-    wait_for(&mut events, "the broken provider", |seen| {
-        seen.iter()
-            .any(|e| matches!(e, Event::ProviderAdded { name } if name == "broken"))
-    })
-    .await;
+    advertise(&client, &mut events, "broken", "liar", 600_000).await;
     let run = front
         .subagents()
         .start("broken", request("x"))
@@ -475,27 +477,7 @@ async fn a_worker_gone_silent_ends_its_runs_naming_it_and_its_provider_goes() {
     let front = front(&server).await;
     let mut events = watch_events(&front);
     // One advert, with a short heartbeat, never put again.
-    let js = async_nats::jetstream::new(client.clone());
-    let kv = js
-        .get_key_value("seam-t-providers")
-        .await
-        .expect("the bucket");
-    let advert = serde_json::json!({
-        "worker": "mute",
-        "descriptor": {"name": "mute", "capabilities": {"output-schema": false, "depth-limit": false, "tool-filter": false, "persona": false}, "features": {"steering": false, "resume": false}, "inherits-parent-context": false},
-        "contract": "seam:plugin@0.3.0", "protocol": PROTOCOL, "capacity": 1, "waits": false, "heartbeat-ms": BEAT_MS,
-    });
-    kv.put(
-        "mute.mute",
-        serde_json::to_vec(&advert).expect("json").into(),
-    )
-    .await
-    .expect("put");
-    wait_for(&mut events, "the mute provider", |seen| {
-        seen.iter()
-            .any(|e| matches!(e, Event::ProviderAdded { name } if name == "mute"))
-    })
-    .await;
+    advertise(&client, &mut events, "mute", "mute", BEAT_MS).await;
     let run = front
         .subagents()
         .start("mute", request("x"))
