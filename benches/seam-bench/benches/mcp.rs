@@ -5,7 +5,10 @@
 //! - `mcp/stdio`: the same call by an rmcp client to `seam_host`'s MCP server over an in-memory
 //!   byte pipe, framed as on stdio (JSON lines);
 //! - `mcp/http`: the same call by rmcp's streamable HTTP client to `seam mcp --http`'s endpoint
-//!   on loopback.
+//!   on loopback;
+//! - `mcp/mounted`: a `kind = "mcp"` entry's tool (the FastMCP fixture's `add`, over stdio)
+//!   called as an agent calls it, against the same server called directly by the official Python
+//!   client (`mcp_client.py direct`, timed by itself, written to `target/seam-bench/mcp_direct.json`).
 //!
 //! The goal (issue 23) is at most 1 ms added per call.
 
@@ -16,7 +19,7 @@ use rmcp::model::{CallToolRequestParams, JsonObject};
 use rmcp::service::RunningService;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{RoleClient, ServiceExt};
-use seam_bench::{host_with, on_worker, options, runtime};
+use seam_bench::{guest_dir, host_with, on_worker, options, repo, runtime, write_result};
 use seam_host::mcp_server::http::{HttpOptions, McpHttp};
 use seam_host::mcp_server::server::McpServer;
 use seam_host::{Host, ParentRef};
@@ -124,7 +127,70 @@ fn mcp(c: &mut Criterion) {
             })
         })
     });
+    // A mounted FastMCP server, called as a Seam agent calls its tools.
+    let python = repo().join("target/toolchains/python/bin/python");
+    let server = repo().join("tests/fixtures/mcp_server.py");
+    let entry = format!(
+        "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\ncommand = [\"{}\", \"{}\", \"stdio\"]\n",
+        python.display(),
+        server.display()
+    );
+    let mounted = rt.block_on(async {
+        let host = Host::new(options(10)).expect("the host starts");
+        let config =
+            seam_host::Config::parse(&entry, std::path::Path::new("mcp.toml"), &guest_dir())
+                .expect("the entry parses");
+        let report = host.load(&config).await;
+        assert!(
+            report.is_ok(),
+            "the FastMCP fixture mounts (make setup-kit): {:?}",
+            report.failed
+        );
+        host
+    });
+    group.bench_function("mounted", |b| {
+        b.iter_custom(|iters| {
+            let host = mounted.clone();
+            on_worker(&rt, async move {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    let caller = ParentRef::top_level("bench", "/work");
+                    let result = host
+                        .call_tool(
+                            "fx__add",
+                            caller,
+                            r#"{"a":2,"b":3}"#,
+                            CancellationToken::new(),
+                        )
+                        .await
+                        .expect("the tool is mounted");
+                    assert!(!result.is_error, "{}", result.text());
+                }
+                t.elapsed()
+            })
+        })
+    });
     group.finish();
+    rt.block_on(mounted.unload_all());
+    // The same server called directly by the official Python client, in the same run.
+    let out = std::process::Command::new(&python)
+        .arg(repo().join("tests/fixtures/mcp_client.py"))
+        .args([
+            "direct",
+            &python.display().to_string(),
+            &server.display().to_string(),
+            "500",
+        ])
+        .output()
+        .expect("the Python client runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let direct: serde_json::Value = serde_json::from_slice(&out.stdout).expect("its JSON");
+    eprintln!("mcp direct (Python client): {direct}");
+    write_result("mcp_direct", &direct);
 }
 
 criterion_group!(benches, mcp);

@@ -102,6 +102,10 @@ impl Host {
         options: HostOptions,
         store: Arc<dyn seam_core::store::SessionStore>,
     ) -> Result<Self, EngineError> {
+        // reqwest 0.13 (rmcp's HTTP client, for `kind = "mcp"` urls and embedders' MCP clients)
+        // builds its TLS on the process's rustls provider and panics without one: ring, as the
+        // rest of the host; an embedder's own choice, installed first, is kept.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let engine = SeamEngine::new(&options.engine)?;
         let linkers = Linkers::new(&engine.engine)
             .map_err(|e| EngineError::Config(format!("cannot build the linkers: {e:#}")))?;

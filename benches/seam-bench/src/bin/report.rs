@@ -329,6 +329,16 @@ fn tables() -> String {
         dur(over_http),
         dur(added(over_http))
     );
+    // A mounted server's tool called as an agent calls it, against the Python client's own call.
+    let mounted = criterion_median("mcp/mounted");
+    let python = result("mcp_direct").and_then(|v| num(&v, &["p50_ns"]));
+    let _ = writeln!(
+        w,
+        "| a `kind = \"mcp\"` tool (FastMCP over stdio) called as an agent calls it | {} | {} vs the Python client's {} (p50) |",
+        dur(mounted),
+        dur(mounted.zip(python).map(|(m, p)| m - p)),
+        dur(python)
+    );
 
     // The targets of round two (issue 13); round one's that still hold are kept as guards.
     let _ = writeln!(w, "\n**Targets**\n");

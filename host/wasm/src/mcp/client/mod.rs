@@ -365,9 +365,7 @@ impl Shared {
                         .map_err(|e| protocol(format!("header `{name}`: {e}")))?;
                     headers.insert(name, value);
                 }
-                // reqwest 0.13 takes the process's TLS provider: ring (a second install is a
-                // no-op), so that an `https://` entry works without aws-lc.
-                let _ = rustls::crypto::ring::default_provider().install_default();
+                // Its TLS uses the process's rustls provider, which `Host::with_store` installs.
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(headers);
                 let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
