@@ -42,7 +42,11 @@ pub(crate) struct Args {
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
     let config = read_config(&args.config)?;
     // Opened first: a store that cannot be written fails the command before anything runs.
-    let opened = store::open(config.sessions.store.as_ref(), &config.sessions)?;
+    let opened = store::open(
+        config.sessions.store.as_ref(),
+        &config.sessions,
+        config.cluster.as_ref(),
+    )?;
     with_host_store(opened.store, |host| async move {
         load_for_use(&host, &config, &interrupt).await?;
         serve(&host, interrupt).await;

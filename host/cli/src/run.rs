@@ -68,7 +68,11 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         .context("no prompt: give one on the command line or set `prompt` under [agent]")?;
     let cwd = working_directory()?;
     // Opened first: a store that cannot be written fails the command before anything runs.
-    let store = sessions::open(config.sessions.store.as_ref(), &config.sessions)?;
+    let store = sessions::open(
+        config.sessions.store.as_ref(),
+        &config.sessions,
+        config.cluster.as_ref(),
+    )?;
     if let Some(id) = &args.session {
         if store.store.session(id)?.is_none() {
             anyhow::bail!(

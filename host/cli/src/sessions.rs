@@ -1,8 +1,8 @@
 //! `seam sessions list | show ID | tree ID | rm ID | gc --older-than D`, and the store every
 //! command that keeps sessions opens (`seam run`).
 //!
-//! The store is `[sessions] store` of the config when given (`"memory"` or `"sqlite:PATH"`),
-//! else the SQLite file `$XDG_STATE_HOME/seam/sessions.db` (`~/.local/state/seam/...`). It is
+//! The store is `[sessions] store` of the config when given (`"memory"`, `"sqlite:PATH"`, or
+//! `"nats"` for the JetStream of its `[cluster]`), else the SQLite file `$XDG_STATE_HOME/seam/sessions.db` (`~/.local/state/seam/...`). It is
 //! opened before anything runs, so that a store that cannot be written fails the command at
 //! its start, naming the file.
 
@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use seam_host::cluster::{ClusterConfig, JetStreamStore};
 use seam_host::config::{SessionsConfig, StoreSpec};
 use seam_host::session_store::{
     now_ms, MemoryStore, RunRecord, SessionStore, SqliteStore, StoreLimits,
@@ -22,7 +23,7 @@ use super::{read_config, EXIT_OK};
 pub(crate) struct OpenStore {
     /// The store.
     pub(crate) store: Arc<dyn SessionStore>,
-    /// `memory`, or the database file.
+    /// `memory`, the database file, or the NATS server and cluster.
     pub(crate) name: String,
 }
 
@@ -42,30 +43,39 @@ fn default_path() -> Result<PathBuf> {
 }
 
 /// Opens the store `spec` names (the default file when `None`), applying `config`'s limits and
-/// its retention.
-pub(crate) fn open(spec: Option<&StoreSpec>, config: &SessionsConfig) -> Result<OpenStore> {
+/// its retention; `cluster` is the config's `[cluster]`, which `"nats"` needs.
+pub(crate) fn open(
+    spec: Option<&StoreSpec>,
+    config: &SessionsConfig,
+    cluster: Option<&ClusterConfig>,
+) -> Result<OpenStore> {
     let limits = StoreLimits {
         max_session_bytes: config.max_session_mb.saturating_mul(1024 * 1024),
     };
-    let path = match spec {
+    let (store, name): (Arc<dyn SessionStore>, String) = match spec {
         Some(StoreSpec::Memory) => {
             return Ok(OpenStore {
                 store: Arc::new(MemoryStore::new(limits)),
                 name: "memory".into(),
             })
         }
-        Some(StoreSpec::Sqlite(path)) => path.clone(),
-        None => default_path()?,
+        Some(StoreSpec::Nats) => {
+            let cluster = cluster.context(
+                "the session store \"nats\" is the JetStream of a [cluster]: give a config \
+                 that has one (`--config`)",
+            )?;
+            let store = JetStreamStore::open(cluster, limits)?;
+            let name = store.name().to_string();
+            (Arc::new(store), name)
+        }
+        Some(StoreSpec::Sqlite(path)) => sqlite(path, limits)?,
+        None => sqlite(&default_path()?, limits)?,
     };
-    let store = SqliteStore::open(&path, limits)?;
     if config.retain_days > 0 {
         let cutoff = now_ms().saturating_sub(config.retain_days.saturating_mul(86_400_000));
-        let gone = store.gc(cutoff).with_context(|| {
-            format!(
-                "cannot apply `[sessions] retain_days` to {}",
-                path.display()
-            )
-        })?;
+        let gone = store
+            .gc(cutoff)
+            .with_context(|| format!("cannot apply `[sessions] retain_days` to {name}"))?;
         if gone > 0 {
             tracing::info!(
                 gone,
@@ -74,16 +84,19 @@ pub(crate) fn open(spec: Option<&StoreSpec>, config: &SessionsConfig) -> Result<
             );
         }
     }
-    Ok(OpenStore {
-        store: Arc::new(store),
-        name: path.display().to_string(),
-    })
+    Ok(OpenStore { store, name })
+}
+
+fn sqlite(path: &Path, limits: StoreLimits) -> Result<(Arc<dyn SessionStore>, String)> {
+    let store = SqliteStore::open(path, limits)?;
+    Ok((Arc::new(store), path.display().to_string()))
 }
 
 /// `seam sessions`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The store: `sqlite:PATH` or `memory` (default: `[sessions] store` of `--config`, else
+    /// The store: `sqlite:PATH`, `memory`, or `nats` (the JetStream of `--config`'s
+    /// `[cluster]`) (default: `[sessions] store` of `--config`, else
     /// $XDG_STATE_HOME/seam/sessions.db).
     #[arg(long, value_name = "STORE", global = true)]
     store: Option<String>,
@@ -125,12 +138,16 @@ enum SessionsCommand {
 }
 
 pub(crate) fn run(args: Args) -> Result<u8> {
-    let (config, base) = match &args.config {
-        Some(path) => (
-            read_config(path)?.sessions,
-            path.parent().unwrap_or(Path::new(".")).to_path_buf(),
-        ),
-        None => (SessionsConfig::default(), PathBuf::from(".")),
+    let (config, cluster, base) = match &args.config {
+        Some(path) => {
+            let whole = read_config(path)?;
+            (
+                whole.sessions,
+                whole.cluster,
+                path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            )
+        }
+        None => (SessionsConfig::default(), None, PathBuf::from(".")),
     };
     let spec = match &args.store {
         Some(text) => {
@@ -143,7 +160,7 @@ pub(crate) fn run(args: Args) -> Result<u8> {
         retain_days: 0,
         ..config
     };
-    let open = open(spec.as_ref(), &config)?;
+    let open = open(spec.as_ref(), &config, cluster.as_ref())?;
     let store = open.store.as_ref();
     match args.command {
         SessionsCommand::List => list(store, args.json)?,

@@ -517,3 +517,182 @@ config = {{ action = "output" }}
         "{out}"
     );
 }
+
+/// A front-end config whose sessions are kept in the cluster's JetStream: the lead starts
+/// `research` (a child on the local `spawn`, running `researcher`) in the background; the
+/// follow-up script wakes it with `send_message` and reads it with `subagent_output`.
+fn store_config(dir: &Path, server: &NatsServer, name: &str, researcher: &str) -> PathBuf {
+    let guest = |name: &str| seam_tests::guest(name).display().to_string();
+    let text = format!(
+        r#"[cluster]
+nats = "{url}"
+name = "cli"
+heartbeat_ms = {BEAT_MS}
+
+[sessions]
+store = "nats"
+
+[agent]
+model = "scripted:lead"
+
+[models.scripts.lead]
+steps = [
+    {{ text = "dig in the background", tool_calls = [
+        {{ name = "research", arguments = {{ description = "d", prompt = "dig", run_in_background = true }} }},
+    ] }},
+    {{ text = "left it digging" }},
+]
+
+[models.scripts.followup]
+steps = [
+    {{ text = "wake it", tool_calls = [{{ name = "send_message", arguments = {{ id = "spawn-1", message = "wrap up" }} }}] }},
+    {{ text = "read it", tool_calls = [{{ name = "subagent_output", arguments = {{ id = "spawn-1", timeout_ms = 60000 }} }}] }},
+    {{ text = "{{tool_results}}" }},
+]
+
+[models.scripts.researcher]
+steps = [{researcher}]
+
+[[plugin]]
+id = "spawn"
+component = "{spawn}"
+
+[[plugin]]
+id = "research"
+component = "{tool}"
+config = {{ provider = "spawn", toolName = "research", agentOptions = {{ model = "scripted:researcher" }}, runInBackground = true }}
+
+[[plugin]]
+id = "send-message"
+component = "{control}"
+config = {{ action = "send_message" }}
+
+[[plugin]]
+id = "subagent-output"
+component = "{control}"
+config = {{ action = "output" }}
+"#,
+        url = server.url,
+        spawn = guest("spawn_provider"),
+        tool = guest("subagent_tool"),
+        control = guest("subagent_control"),
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("the front-end's config");
+    path
+}
+
+/// `seam sessions ARGS --config CONFIG --json`, parsed.
+fn sessions_json(config: &Path, args: &[&str]) -> serde_json::Value {
+    let out = seam()
+        .arg("sessions")
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .arg("--json")
+        .output()
+        .expect("seam sessions runs");
+    let text = seam_tests::text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        seam_tests::text(&out.stderr)
+    );
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// `[sessions] store = "nats"`: a background child started through one front-end, which is
+/// then killed with SIGKILL, is listed and read by a second front-end without being resumed,
+/// reads as interrupted once the first one's lease runs out, and is continued by a third from
+/// its stored session, which every message reached in order.
+#[test]
+fn a_background_run_of_a_front_end_that_died_is_listed_read_and_continued_from_another() {
+    let server = NatsServer::start();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let slow = store_config(
+        dir.path(),
+        &server,
+        "slow.toml",
+        r#"{ text = "never in time", delay_ms = 600000 }"#,
+    );
+    let quick = store_config(
+        dir.path(),
+        &server,
+        "quick.toml",
+        r#"{ text = "picked up: {prompt}" }"#,
+    );
+    let mut first = {
+        let mut command = seam();
+        command.arg("run").arg(&slow).args(["go", "--events"]);
+        Proc::spawn(command)
+    };
+    // The lead's turn, then the child's: the child is running its (endless) model call.
+    first.wait_for("\"event\":\"agent/turn-start\"");
+    first.wait_for("\"event\":\"agent/turn-start\"");
+    first.signal("-KILL");
+    let (code, _, _) = first.finish();
+    assert_eq!(code, None, "killed by a signal");
+
+    let listed = sessions_json(&quick, &["list"]);
+    let rows = listed.as_array().expect("a listing");
+    assert_eq!(rows.len(), 1, "{listed}");
+    let session = rows[0]["id"].as_str().expect("an id").to_string();
+
+    // Interrupted once the dead front-end's lease (three of its heartbeats) has run out.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let run = loop {
+        let tree = sessions_json(&quick, &["tree", &session]);
+        let run = tree["runs"][0].clone();
+        if run["status"] == "interrupted" {
+            break run;
+        }
+        assert_eq!(run["status"], "running", "{tree}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never interrupted: {tree}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        run["diagnostic"]
+            .as_str()
+            .is_some_and(|d| d.contains("process running it ended")),
+        "{run}"
+    );
+    let child = run["session"]
+        .as_str()
+        .expect("the child's session was linked before the kill")
+        .to_string();
+    let events = sessions_json(&quick, &["show", &child]);
+    assert!(events.to_string().contains("dig"), "{events}");
+
+    let out = seam()
+        .arg("run")
+        .arg(&quick)
+        .args([
+            "--session",
+            &session,
+            "--model",
+            "scripted:followup",
+            "again",
+        ])
+        .output()
+        .expect("seam run runs");
+    let (stdout, stderr) = (seam_tests::text(&out.stdout), seam_tests::text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("picked up") && stdout.contains("wrap up"),
+        "{stdout}\n{stderr}"
+    );
+    let tree = sessions_json(&quick, &["tree", &session]);
+    let runs = tree["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2, "two activations: {tree}");
+    assert_eq!(runs[1]["session"], child.as_str(), "{tree}");
+    assert_eq!(runs[1]["stop-reason"], "completed", "{tree}");
+    let said = sessions_json(&quick, &["show", &child]).to_string();
+    let (dig, wrap) = (said.find("dig"), said.find("wrap up"));
+    assert!(
+        dig.is_some() && wrap.is_some() && dig < wrap,
+        "every message reached the child, in order: {said}"
+    );
+}

@@ -9,6 +9,9 @@
 //!   ([`remote`]), ending a run `error` with a diagnostic naming the worker whenever the worker
 //!   or the path to it fails.
 //!
+//! - [`JetStreamStore`] (`[sessions] store = "nats"`): the session store in the cluster's
+//!   JetStream, so that runs are listed, read and continued from any front-end.
+//!
 //! Subjects are built only from checked names ([`names`]); messages over the server's
 //! `max_payload` are refused with an error, never truncated. The protocol is in [`wire`].
 
@@ -18,6 +21,7 @@ mod front;
 mod members;
 pub mod names;
 mod remote;
+mod store;
 pub mod wire;
 mod worker;
 
@@ -25,4 +29,5 @@ pub use connect::{ClusterConfig, DEFAULT_CLUSTER, DEFAULT_HEARTBEAT_MS, DEFAULT_
 pub use error::ClusterError;
 pub use front::ClusterFront;
 pub use members::plugin_name;
+pub use store::JetStreamStore;
 pub use worker::{Served, Worker, WorkerOptions, DEFAULT_KEEP_FINISHED};

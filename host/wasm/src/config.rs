@@ -152,25 +152,26 @@ pub enum StoreSpec {
     Memory,
     /// `"sqlite:PATH"`: one SQLite file (a relative path is the config's folder's).
     Sqlite(PathBuf),
+    /// `"nats"`: the JetStream of the config's `[cluster]`, shared by every front-end on it.
+    Nats,
 }
 
 impl StoreSpec {
-    /// Parses `memory` or `sqlite:PATH`, a relative path resolved against `base`.
+    /// Parses `memory`, `nats` or `sqlite:PATH`, a relative path resolved against `base`.
     pub fn parse(text: &str, base: &Path) -> Result<Self, BadStore> {
         match text.split_once(':') {
             _ if text == "memory" => Ok(Self::Memory),
+            _ if text == "nats" => Ok(Self::Nats),
             Some(("sqlite", path)) if !path.is_empty() => Ok(Self::Sqlite(base.join(path))),
             _ => Err(BadStore(text.to_string())),
         }
     }
 }
 
-/// A `store` that is neither `memory` nor `sqlite:PATH`.
+/// A `store` that is none of `memory`, `sqlite:PATH` and `nats`.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("`{0}` is not a store: write \"memory\" or \"sqlite:PATH\"")]
+#[error("`{0}` is not a store: write \"memory\", \"sqlite:PATH\" or \"nats\"")]
 pub struct BadStore(pub String);
-
-impl StoreSpec {}
 
 /// `[sessions]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -384,6 +385,14 @@ impl Config {
             }
             None => None,
         };
+        if sessions.store == Some(StoreSpec::Nats) && cluster.is_none() {
+            return Err(ConfigError::Parse {
+                path: name.to_path_buf(),
+                message: "[sessions] key `store`: \"nats\" keeps sessions in the JetStream of \
+                          the config's [cluster], and this config has no [cluster] table"
+                    .into(),
+            });
+        }
         Ok(Self {
             source: Some(name.to_path_buf()),
             plugins,
@@ -602,6 +611,25 @@ mod tests {
         assert_eq!(config.agent, AgentConfig::default());
         assert_eq!(config.models, ModelsConfig::default());
         assert!(parse("").unwrap().plugins.is_empty());
+    }
+
+    #[test]
+    fn a_nats_session_store_needs_a_cluster_and_names_the_key() {
+        let err = parse("[sessions]\nstore = \"nats\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(FILE) && err.contains("key `store`") && err.contains("[cluster]"),
+            "{err}"
+        );
+        let config =
+            parse("[sessions]\nstore = \"nats\"\n\n[cluster]\nnats = \"nats://127.0.0.1:4222\"\n")
+                .unwrap();
+        assert_eq!(config.sessions.store, Some(StoreSpec::Nats));
+        let err = parse("[sessions]\nstore = \"jetstream\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("\"nats\""), "the choices are named: {err}");
     }
 
     #[test]

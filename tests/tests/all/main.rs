@@ -31,6 +31,7 @@ mod registry;
 mod reload;
 mod run_ids;
 mod runs;
+mod session_stores;
 mod steering;
 mod structured;
 mod teardown;

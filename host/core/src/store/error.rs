@@ -15,6 +15,14 @@ pub enum StoreError {
         /// Why, in words.
         message: String,
     },
+    /// A remote store (JetStream) could not be reached or prepared.
+    #[error("cannot open the session store {store}: {message}")]
+    Connect {
+        /// The server and what on it.
+        store: String,
+        /// Why, in words.
+        message: String,
+    },
     /// The database was written by a newer Seam.
     #[error(
         "the session store {} has schema version {found}, newer than the {supported} this seam \

@@ -1,13 +1,13 @@
-//! Durable sessions (contract section 12): the store trait on both backends, write-before-
-//! deliver on the bus, continuing a stored session, the size limit, the schema version.
+//! Durable sessions (contract section 12): write-before-deliver on the bus, continuing a stored
+//! session, the size limit, the schema version. The store trait on every backend is tested in
+//! seam-tests (`session_stores`), beside the NATS server the JetStream backend needs.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use seam_core::agent::{AgentSpec, SessionEvent};
 use seam_core::store::{
-    MemoryStore, RunStart, RunStatus, SessionStore, SqliteStore, StoreError, StoreLimits, Write,
-    SCHEMA_VERSION,
+    MemoryStore, SessionStore, SqliteStore, StoreError, StoreLimits, Write, SCHEMA_VERSION,
 };
 use seam_core::{ContentBlock, Event, StopReason};
 
@@ -17,16 +17,6 @@ fn limits(bytes: u64) -> StoreLimits {
     StoreLimits {
         max_session_bytes: bytes,
     }
-}
-
-/// Both backends, each fresh; the SQLite one in a temporary folder (kept alive by the return).
-fn backends(max: u64) -> Vec<(Arc<dyn SessionStore>, Option<tempfile::TempDir>)> {
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite = SqliteStore::open(&dir.path().join("s.db"), limits(max)).unwrap();
-    vec![
-        (Arc::new(MemoryStore::journaling(limits(max))), None),
-        (Arc::new(sqlite), Some(dir)),
-    ]
 }
 
 fn open(id: &str, parent: Option<&str>) -> Write {
@@ -43,131 +33,6 @@ fn append(session: &str, body: &str) -> Write {
         session: session.into(),
         kind: "user-message".into(),
         body: body.into(),
-    }
-}
-
-fn run_start(run: &str, parent_session: &str) -> RunStart {
-    RunStart {
-        run_id: run.into(),
-        provider: "spawn".into(),
-        parent_agent: "agent:1".into(),
-        parent_session: parent_session.into(),
-        request: seam_core::RequestSnapshot::of(&seam_core::StartRequest::new(
-            "x",
-            seam_core::ParentRef::top_level("agent:1", "/work"),
-        )),
-        background: false,
-        label: String::new(),
-    }
-}
-
-#[test]
-fn both_backends_keep_sessions_runs_and_the_journal_and_remove_whole_trees() {
-    for (store, _dir) in backends(1 << 20) {
-        let name = format!("{store:?}");
-        // An id that would break a formatted query is only data.
-        let odd = "s'; DROP TABLE sessions; --";
-        store
-            .commit(vec![open(odd, None), append(odd, "a"), append(odd, "bb")])
-            .unwrap();
-        let events = store.events(odd).unwrap();
-        assert_eq!(events.len(), 2, "{name}");
-        assert_eq!((events[0].seq, events[1].seq), (1, 2), "{name}");
-        assert_eq!(events[1].body, "bb", "{name}");
-        let summary = store.session(odd).unwrap().expect("the session is kept");
-        assert_eq!((summary.events, summary.bytes), (2, 3), "{name}");
-
-        let run = store.start_run(run_start("spawn-1", odd)).unwrap();
-        store
-            .commit(vec![
-                open("child", Some(odd)),
-                Write::LinkChild {
-                    run,
-                    session: "child".into(),
-                },
-                append("child", "c"),
-            ])
-            .unwrap();
-        let runs = store.runs_of(odd).unwrap();
-        assert_eq!(runs.len(), 1, "{name}");
-        assert_eq!(runs[0].status, RunStatus::Running, "{name}");
-        assert_eq!(runs[0].child_session.as_deref(), Some("child"), "{name}");
-        store
-            .commit(vec![Write::RunEnded {
-                run,
-                stop_reason: "completed".into(),
-                diagnostic: None,
-            }])
-            .unwrap();
-        let ended = &store.runs_of(odd).unwrap()[0];
-        assert_eq!(ended.status, RunStatus::Ended, "{name}");
-        assert_eq!(ended.stop_reason.as_deref(), Some("completed"), "{name}");
-        assert!(ended.ended_ms.is_some(), "{name}");
-
-        store
-            .commit(vec![Write::Bus {
-                name: "x".into(),
-                body: "{\"event\":\"x\"}".into(),
-            }])
-            .unwrap();
-        assert_eq!(
-            store.journal().unwrap(),
-            vec!["{\"event\":\"x\"}"],
-            "{name}"
-        );
-
-        // An append to a session the store does not have is refused, and so is its batch.
-        let refused = store.commit(vec![append(odd, "lost"), append("ghost", "x")]);
-        assert_eq!(
-            refused,
-            Err(StoreError::NoSession("ghost".into())),
-            "{name}"
-        );
-        assert_eq!(store.events(odd).unwrap().len(), 2, "{name}: all or none");
-
-        assert!(store.remove(odd).unwrap(), "{name}");
-        assert!(store.session(odd).unwrap().is_none(), "{name}");
-        assert!(
-            store.session("child").unwrap().is_none(),
-            "{name}: the child goes too"
-        );
-        assert!(store.runs_of(odd).unwrap().is_empty(), "{name}");
-        assert!(!store.remove(odd).unwrap(), "{name}");
-
-        // gc takes top-level sessions last written before the cutoff, with their children.
-        store.commit(vec![open("old", None)]).unwrap();
-        assert_eq!(
-            store.gc(0).unwrap(),
-            0,
-            "{name}: nothing is older than the epoch"
-        );
-        assert_eq!(store.gc(u64::MAX).unwrap(), 1, "{name}");
-        assert!(store.sessions().unwrap().is_empty(), "{name}");
-    }
-}
-
-#[test]
-fn an_append_past_the_session_limit_is_refused_naming_the_session_and_changes_nothing() {
-    for (store, _dir) in backends(10) {
-        let name = format!("{store:?}");
-        store
-            .commit(vec![open("s", None), append("s", "12345")])
-            .unwrap();
-        let err = store
-            .commit(vec![append("s", "123"), append("s", "456")])
-            .unwrap_err();
-        assert_eq!(
-            err,
-            StoreError::SessionFull {
-                session: "s".into(),
-                limit_bytes: 10
-            },
-            "{name}"
-        );
-        assert!(err.to_string().contains("max_session_mb"), "{err}");
-        assert_eq!(store.session("s").unwrap().unwrap().bytes, 5, "{name}");
-        // Up to the limit is fine.
-        store.commit(vec![append("s", "12345")]).unwrap();
     }
 }
 
@@ -206,33 +71,6 @@ fn a_store_that_cannot_be_created_fails_naming_its_path() {
         err.to_string().contains(&path.display().to_string()),
         "{err}"
     );
-}
-
-#[test]
-fn runs_are_interrupted_when_their_store_closes_and_not_while_another_opener_holds_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.db");
-    let first = SqliteStore::open(&path, StoreLimits::default()).unwrap();
-    first.commit(vec![open("top", None)]).unwrap();
-    first.start_run(run_start("spawn-1", "top")).unwrap();
-    // A run's start is batched: the first opener's own read commits it.
-    assert_eq!(first.runs_of("top").unwrap().len(), 1);
-    // A second opener (another process, say) sees the first one's run as live.
-    let second = SqliteStore::open(&path, StoreLimits::default()).unwrap();
-    assert_ne!(
-        first.id_prefix(),
-        second.id_prefix(),
-        "session ids never collide"
-    );
-    assert_eq!(second.runs_of("top").unwrap()[0].status, RunStatus::Running);
-    drop(first);
-    let run = &second.runs_of("top").unwrap()[0];
-    assert_eq!(run.status, RunStatus::Interrupted);
-    assert!(
-        run.diagnostic.as_deref().unwrap().contains("interrupted"),
-        "{run:?}"
-    );
-    assert_eq!(second.integrity_check().unwrap(), "ok");
 }
 
 /// Every event a listener receives is already in the store's journal, and so is the session
