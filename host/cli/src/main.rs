@@ -137,6 +137,11 @@ fn main() -> ExitCode {
         }
     };
     init_tracing();
+    // Before the runtime: the OTLP exporter's blocking client makes a runtime of its own.
+    let telemetry = match seam_host::telemetry::Telemetry::install_from_env() {
+        Ok(t) => t,
+        Err(e) => return report_error(&anyhow::Error::new(e)),
+    };
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -178,6 +183,9 @@ fn main() -> ExitCode {
     runtime.shutdown_background();
     // Each command has ended its processes; this catches any whose ending was cut short.
     seam_host::process::shutdown();
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown(std::time::Duration::from_secs(5));
+    }
     code
 }
 

@@ -132,12 +132,15 @@ async fn run(
         }
     };
 
+    // The run's trace, for a worker that traces: W3C trace context in a NATS header.
+    let traceparent = ctx.traceparent();
     let ask = || {
         let front = front.clone();
         let subject = subject.clone();
         let body = body.clone();
         let name = name.clone();
-        async move { ask(&front, &name, subject, body).await }
+        let traceparent = traceparent.clone();
+        async move { ask(&front, &name, subject, body, traceparent).await }
     };
     let waits = front.waits(&name);
     let tries = BUSY_TRIES.max(front.replicas(&name) * 2);
@@ -259,10 +262,16 @@ async fn ask(
     name: &str,
     subject: String,
     body: Bytes,
+    traceparent: Option<String>,
 ) -> Result<String, NotTaken> {
-    let request = async_nats::Request::new()
+    let mut request = async_nats::Request::new()
         .payload(body)
         .timeout(Some(front.start_timeout));
+    if let Some(traceparent) = traceparent {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("traceparent", traceparent.as_str());
+        request = request.headers(headers);
+    }
     let reply = match front.client.send_request(subject, request).await {
         Ok(reply) => reply,
         Err(e) => {

@@ -28,6 +28,7 @@ pub mod store;
 pub mod subagent;
 pub mod sync;
 pub mod tool;
+pub mod trace;
 pub mod types;
 
 pub use agent::RunChild;

@@ -102,14 +102,14 @@ impl Host {
         options: HostOptions,
         store: Arc<dyn seam_core::store::SessionStore>,
     ) -> Result<Self, EngineError> {
-        // reqwest 0.13 (rmcp's HTTP client, for `kind = "mcp"` urls and embedders' MCP clients)
-        // builds its TLS on the process's rustls provider and panics without one: ring, as the
-        // rest of the host; an embedder's own choice, installed first, is kept.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        install_crypto_provider();
         let engine = SeamEngine::new(&options.engine)?;
         let linkers = Linkers::new(&engine.engine)
             .map_err(|e| EngineError::Config(format!("cannot build the linkers: {e:#}")))?;
         let events = Arc::new(EventBus::with_store(store));
+        if let Some(telemetry) = crate::telemetry::Telemetry::installed() {
+            telemetry.observe(&events);
+        }
         let live = Arc::new(LiveCounts::default());
         let subagents = Arc::new(SubagentService::new(
             events.clone(),
@@ -417,4 +417,11 @@ impl Host {
         }
         Ok(info)
     }
+}
+
+/// reqwest 0.13 (rmcp's HTTP client, for `kind = "mcp"` urls and embedders' MCP clients, and
+/// the OTLP exporter's) builds its TLS on the process's rustls provider and panics without one:
+/// ring, as the rest of the host; an embedder's own choice, installed first, is kept.
+pub(crate) fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }

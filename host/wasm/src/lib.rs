@@ -26,6 +26,7 @@ pub mod probe;
 pub mod process;
 pub mod sandbox;
 mod store;
+pub mod telemetry;
 pub mod versions;
 mod wasi;
 

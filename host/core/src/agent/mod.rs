@@ -394,11 +394,20 @@ impl Agent {
                 );
             }
             calls += 1;
+            let span = crate::trace::model_call(&self.id, &self.spec.model);
             let request = ModelRequest {
                 messages: self.messages(),
                 tools: self.tools.specs(),
+                traceparent: span.as_ref().and_then(|s| s.traceparent()),
             };
-            let reply = match self.model.complete(request, abort.child_token()).await {
+            let outcome = self.model.complete(request, abort.child_token()).await;
+            if let Some(span) = span {
+                match &outcome {
+                    Ok(reply) => span.end(reply.usage.as_ref(), None),
+                    Err(e) => span.end(None, Some(&e.to_string())),
+                }
+            }
+            let reply = match outcome {
                 Ok(r) => r,
                 Err(ModelError::Aborted) => return (StopReason::Aborted, Some(self.aborted())),
                 Err(e) => return (StopReason::Error, Some(format!("model error: {e}"))),
@@ -474,12 +483,14 @@ impl Agent {
         }
         let ran = futures::future::join_all(pending.iter().map(|i| {
             let call = &calls[*i];
-            self.tools.run(
+            let run = self.tools.run(
                 &call.name,
                 caller.clone(),
                 call.arguments.clone(),
                 abort.child_token(),
-            )
+            );
+            // Whatever the call starts (a run) knows which call it is under.
+            crate::trace::in_call(&self.id, &call.id, run)
         }))
         .await;
         for (i, r) in pending.into_iter().zip(ran) {

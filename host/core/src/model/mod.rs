@@ -82,6 +82,9 @@ pub struct ModelRequest {
     pub messages: Vec<ChatMessage>,
     /// The tools the model may call.
     pub tools: Vec<ToolSpec>,
+    /// The W3C `traceparent` of the call's span, for an endpoint that traces (see
+    /// [`crate::trace`]).
+    pub traceparent: Option<String>,
 }
 
 /// Why the model stopped producing this reply.

@@ -285,6 +285,9 @@ impl SubagentService {
             descriptor.name,
             self.next_run.fetch_add(1, Ordering::Relaxed)
         );
+        // Its span begins now, under the tool call that asks for it: what its provider sends
+        // before the start is announced carries it.
+        crate::trace::run_begun(&id, &request.parent.id);
         let registry = Arc::downgrade(&runs);
         let hooks = RunHooks {
             events: self.events.clone(),

@@ -771,6 +771,15 @@ impl RunContext {
         &self.0.parent
     }
 
+    /// The run's W3C `traceparent`, when the process traces (see [`crate::trace`]): for what
+    /// its provider sends on its behalf (an ACP agent's requests, a worker's start).
+    pub fn traceparent(&self) -> Option<String> {
+        crate::trace::traceparent(crate::trace::Scope::Run {
+            run: &self.0.id,
+            parent: &self.0.parent.id,
+        })
+    }
+
     /// Declares that the child exists. Ignored once cancelled or already ready.
     pub fn ready(&self) {
         self.0.mark_ready();

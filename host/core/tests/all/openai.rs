@@ -41,6 +41,7 @@ fn hello() -> ModelRequest {
             ChatMessage::new(Role::User, "hello"),
         ],
         tools: vec![],
+        traceparent: None,
     }
 }
 
@@ -400,6 +401,7 @@ async fn request_body_and_headers_match_the_wire_format() {
             description: "Current weather".into(),
             parameters: parameters.clone(),
         }],
+        traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
     };
     complete(&model(config), request).await.unwrap();
 
@@ -409,6 +411,11 @@ async fn request_body_and_headers_match_the_wire_format() {
     assert_eq!(seen.method, "POST");
     assert_eq!(seen.path, "/v1/chat/completions");
     assert_eq!(seen.headers["authorization"], "Bearer sk-test-wire-1234");
+    // The call's span, for an endpoint that traces.
+    assert_eq!(
+        seen.headers["traceparent"],
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    );
     assert!(seen.headers["content-type"]
         .to_str()
         .unwrap()
@@ -447,6 +454,7 @@ async fn no_tools_and_no_key_leave_out_tools_and_authorization() {
         .unwrap();
     let seen = &server.seen()[0];
     assert!(seen.headers.get("authorization").is_none());
+    assert!(seen.headers.get("traceparent").is_none(), "untraced");
     let body = seen.body.as_object().unwrap();
     assert!(!body.contains_key("tools"));
     assert!(!body.contains_key("temperature"));

@@ -514,7 +514,13 @@ impl Session<'_> {
 
     /// Sends a request and serves the agent until its answer comes. `None`: the run was
     /// cancelled before a session existed to cancel (nothing to wait for).
-    async fn call(&mut self, method: &str, params: Value) -> Result<Option<Value>, Stop> {
+    async fn call(&mut self, method: &str, mut params: Value) -> Result<Option<Value>, Stop> {
+        // The run's trace, for an agent that traces: W3C trace context in `_meta`, as MCP and
+        // ACP carry it.
+        if let (Some(traceparent), Some(fields)) = (self.ctx.traceparent(), params.as_object_mut())
+        {
+            fields.insert("_meta".into(), json!({ "traceparent": traceparent }));
+        }
         self.next_id += 1;
         let id = self.next_id;
         if !self.agent.send(rpc::request(id, method, params)).await {

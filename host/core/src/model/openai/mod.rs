@@ -133,12 +133,19 @@ impl Call {
     async fn run(&self, request: ModelRequest) -> Result<ModelReply, ModelError> {
         let auth = self.authorization()?;
         let body = request_body(&self.config, &request);
+        let traceparent = request
+            .traceparent
+            .as_deref()
+            .and_then(|t| HeaderValue::from_str(t).ok());
         let policy = Policy {
             model: &self.config.model,
             max_retries: self.config.max_retries,
             backoff_ms: self.config.backoff_ms,
         };
-        retrying(policy, || self.attempt(&body, auth.as_ref())).await
+        retrying(policy, || {
+            self.attempt(&body, auth.as_ref(), traceparent.as_ref())
+        })
+        .await
     }
 
     /// The `Authorization` header, from the variable named by `api_key_env` (read per call, so a
@@ -180,6 +187,7 @@ impl Call {
         &self,
         body: &Value,
         auth: Option<&HeaderValue>,
+        traceparent: Option<&HeaderValue>,
     ) -> Result<ModelReply, Failure> {
         let limit = Duration::from_millis(self.config.timeout_ms);
         let deadline = Instant::now() + limit;
@@ -199,6 +207,9 @@ impl Call {
             .json(body);
         if let Some(auth) = auth {
             builder = builder.header(AUTHORIZATION, auth.clone());
+        }
+        if let Some(traceparent) = traceparent {
+            builder = builder.header("traceparent", traceparent.clone());
         }
         let response = timeout_at(deadline, builder.send())
             .await

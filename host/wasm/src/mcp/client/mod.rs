@@ -589,6 +589,17 @@ impl Shared {
             };
         let mut params = CallToolRequestParams::new(server_name);
         params.arguments = arguments;
+        // The calling tool call's trace, for a server that traces (the SDK adds its progress
+        // token beside it).
+        if let Some(traceparent) =
+            seam_core::trace::traceparent(seam_core::trace::Scope::Agent(&caller.id))
+        {
+            let mut meta = JsonObject::new();
+            meta.insert("traceparent".into(), traceparent.into());
+            params.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(
+                meta,
+            )));
+        }
 
         let ms = self.settings.timeout_ms;
         let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);

@@ -1,0 +1,279 @@
+//! Traces through the real `seam` binary, exported by OTLP/HTTP to a receiver on loopback that
+//! decodes them with the official protobuf definitions (`tests/fixtures/otlp_receiver.py`,
+//! opentelemetry-proto): the span tree of a run whose spawn child calls an ACP agent (the
+//! official ACP Python SDK, `tests/fixtures/acp_agent.py`), the trace id the agent received
+//! across the process boundary, and a failed child's error status.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The receiver, listening; its spans go to `out`.
+struct Receiver {
+    child: Child,
+    port: u16,
+}
+
+impl Receiver {
+    fn start(out: &Path) -> Self {
+        let mut child = Command::new(seam_tests::acp_python())
+            .arg(root().join("tests/fixtures/otlp_receiver.py"))
+            .arg(out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the receiver starts");
+        let lines = seam_tests::lines_of(child.stdout.take().expect("stdout"));
+        let line = lines
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the receiver says where it listens");
+        let port = line
+            .strip_prefix("listening ")
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{line:?}"));
+        Self { child, port }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The lead delegates `research` (a spawn child, which asks the ACP agent for the trace
+/// context it got) and, at once, `ask_agent` with a prompt that makes the agent exit mid-run.
+fn config(dir: &Path) -> PathBuf {
+    let guest = |name: &str| seam_tests::guest(name).display().to_string();
+    let text = format!(
+        r#"[agent]
+model = "scripted:lead"
+
+[models.scripts.lead]
+steps = [
+    {{ text = "delegating", usage = {{ prompt_tokens = 20, completion_tokens = 4 }}, tool_calls = [
+        {{ name = "research", arguments = {{ description = "d", prompt = "dig" }} }},
+        {{ name = "ask_agent", arguments = {{ description = "d", prompt = "exit" }} }},
+    ] }},
+    {{ text = "done: {{tool_results}}" }},
+]
+
+[models.scripts.researcher]
+steps = [
+    {{ text = "asking", usage = {{ prompt_tokens = 30, completion_tokens = 7 }}, tool_calls = [
+        {{ name = "ask_agent", arguments = {{ description = "d", prompt = "trace" }} }},
+    ] }},
+    {{ text = "child saw {{tool_results}}" }},
+]
+
+[[plugin]]
+id = "spawn"
+component = "{spawn}"
+
+[[plugin]]
+id = "agent"
+kind = "acp"
+command = ["{python}", "{fixture}"]
+
+[[plugin]]
+id = "research"
+component = "{tool}"
+config = {{ provider = "spawn", toolName = "research", agentOptions = {{ model = "scripted:researcher" }} }}
+
+[[plugin]]
+id = "ask-agent"
+component = "{tool}"
+config = {{ provider = "agent", toolName = "ask_agent" }}
+"#,
+        spawn = guest("spawn_provider"),
+        tool = guest("subagent_tool"),
+        python = seam_tests::acp_python().display(),
+        fixture = root().join("tests/fixtures/acp_agent.py").display(),
+    );
+    let path = dir.join("traced.toml");
+    std::fs::write(&path, text).expect("the config");
+    path
+}
+
+fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
+    &span["attributes"][key]
+}
+
+#[test]
+fn a_run_is_exported_as_one_span_tree_whose_trace_reaches_the_acp_agent() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let out = dir.path().join("spans.jsonl");
+    let receiver = Receiver::start(&out);
+    let output = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .arg("run")
+        .arg(config(dir.path()))
+        .arg("go")
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{}", receiver.port),
+        )
+        .env("OTEL_SERVICE_NAME", "seam-under-test")
+        .output()
+        .expect("seam runs");
+    let stdout = seam_tests::text(&output.stdout);
+    let stderr = seam_tests::text(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    // `seam` flushed its spans before it exited, and the receiver wrote them before answering.
+    let text = std::fs::read_to_string(&out).expect("spans were exported");
+    let spans: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert!(
+        spans.iter().all(|s| s.get("error").is_none()),
+        "every request decoded: {text}"
+    );
+    let by_id: HashMap<&str, &Value> = spans
+        .iter()
+        .map(|s| (s["span-id"].as_str().expect("an id"), s))
+        .collect();
+    let named =
+        |name: &str| -> Vec<&Value> { spans.iter().filter(|s| s["name"] == name).collect() };
+    let parent_of = |span: &Value| -> Option<&Value> {
+        let id = span["parent-span-id"].as_str().unwrap_or("");
+        by_id.get(id).copied()
+    };
+
+    // One trace, one root: the lead's turn.
+    let trace = spans[0]["trace-id"].as_str().expect("a trace id");
+    assert!(spans.iter().all(|s| s["trace-id"] == trace), "{text}");
+    assert!(spans.iter().all(|s| s["service"] == "seam-under-test"));
+    let roots: Vec<&&Value> = by_id.values().filter(|s| parent_of(s).is_none()).collect();
+    assert_eq!(roots.len(), 1, "{roots:#?}");
+    assert_eq!(roots[0]["name"], "agent.turn");
+    assert_eq!(attr(roots[0], "seam.agent.id"), "agent:1");
+
+    // research -> spawn run -> the child's turn -> ask_agent -> the ACP run.
+    let runs = named("subagent.run");
+    assert_eq!(runs.len(), 3, "{runs:#?}");
+    let spawn = runs
+        .iter()
+        .find(|r| attr(r, "seam.provider") == "spawn")
+        .expect("the spawn run");
+    let call = parent_of(spawn).expect("the run lies under a span");
+    assert_eq!(call["name"], "tool.call");
+    assert_eq!(
+        attr(call, "seam.tool.name"),
+        "research",
+        "under the call that started it, not the one made beside it"
+    );
+    assert_eq!(
+        parent_of(call).map(|t| &t["span-id"]),
+        Some(&roots[0]["span-id"])
+    );
+    assert_eq!(attr(spawn, "seam.stop_reason"), "completed");
+    assert_eq!(attr(spawn, "seam.depth"), 1);
+    let child_turn = named("agent.turn")
+        .into_iter()
+        .find(|t| parent_of(t).map(|p| &p["span-id"]) == Some(&spawn["span-id"]))
+        .expect("the child's turn lies under its run");
+    let acp_runs: Vec<&&Value> = runs
+        .iter()
+        .filter(|r| attr(r, "seam.provider") == "agent")
+        .collect();
+    assert_eq!(acp_runs.len(), 2);
+    let traced = acp_runs
+        .iter()
+        .find(|r| {
+            parent_of(r)
+                .and_then(parent_of)
+                .is_some_and(|t| t["span-id"] == child_turn["span-id"])
+        })
+        .expect("the child's ACP run lies under its call, under the child's turn");
+    assert_eq!(attr(traced, "seam.depth"), 2);
+
+    // The agent got the trace context of its run across the process boundary.
+    let seen = stdout
+        .split("traceparent=")
+        .nth(1)
+        .expect("the agent answered with what it got")
+        .split_whitespace()
+        .next()
+        .unwrap_or("");
+    let parts: Vec<&str> = seen.split('-').collect();
+    assert_eq!(parts.len(), 4, "{seen}");
+    assert_eq!(parts[1], trace, "the same trace");
+    assert_eq!(parts[2], traced["span-id"], "the run's own span: {seen}");
+
+    // The agent that exited mid-run: its run has the error status and the diagnostic.
+    let failed = acp_runs
+        .iter()
+        .find(|r| r["span-id"] != traced["span-id"])
+        .expect("the failed run");
+    assert_eq!(failed["status"], "error", "{failed:#}");
+    assert_eq!(attr(failed, "seam.stop_reason"), "error");
+    assert!(
+        !failed["status-message"].as_str().unwrap_or("").is_empty(),
+        "{failed:#}"
+    );
+    assert_eq!(
+        parent_of(failed).map(|c| attr(c, "seam.tool.name")),
+        Some(&Value::from("ask_agent"))
+    );
+
+    // Model calls, with their tokens, under the turns that made them.
+    let calls = named("model.call");
+    assert!(calls.len() >= 4, "{calls:#?}");
+    assert!(calls
+        .iter()
+        .all(|c| parent_of(c).is_some_and(|t| t["name"] == "agent.turn")));
+    let child_first = calls
+        .iter()
+        .find(|c| {
+            parent_of(c).map(|t| &t["span-id"]) == Some(&child_turn["span-id"])
+                && attr(c, "gen_ai.usage.input_tokens") == 30
+        })
+        .expect("the child's first model call, with its usage");
+    assert_eq!(attr(child_first, "gen_ai.usage.output_tokens"), 7);
+    assert_eq!(
+        attr(child_first, "gen_ai.request.model"),
+        "scripted:researcher"
+    );
+    // Spans end after they start, and a child's within its parent's.
+    for span in &spans {
+        let (start, end) = (
+            span["start"].as_u64().unwrap(),
+            span["end"].as_u64().unwrap(),
+        );
+        assert!(start <= end, "{span:#}");
+    }
+    let (run_start, run_end) = (
+        spawn["start"].as_u64().unwrap(),
+        spawn["end"].as_u64().unwrap(),
+    );
+    assert!(child_turn["start"].as_u64().unwrap() >= run_start);
+    assert!(child_turn["end"].as_u64().unwrap() <= run_end);
+}
+
+/// With no OTLP variable set nothing is exported and nothing is asked of the environment;
+/// a protocol other than HTTP/protobuf is refused by name before anything runs.
+#[test]
+fn a_protocol_seam_does_not_speak_is_refused_naming_the_variable() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let output = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .arg("run")
+        .arg(config(dir.path()))
+        .arg("go")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .output()
+        .expect("seam runs");
+    let stderr = seam_tests::text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("OTEL_EXPORTER_OTLP_PROTOCOL") && stderr.contains("http/protobuf"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,100 @@
+//! Where traces hook in: the spans the lifecycle events cannot draw (a model call), and the
+//! W3C `traceparent` each outbound request carries, so that the work an ACP agent, an MCP
+//! server, a model endpoint or a cluster worker does joins the run's trace.
+//!
+//! The core knows no exporter: an embedder (the CLI, with OpenTelemetry) installs a
+//! [`Tracer`] once per process; without one, every hook is a no-op that costs a load.
+
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+
+use crate::types::Usage;
+
+/// What a `traceparent` is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// A run (`run`), started by the agent `parent`: what its provider sends on its behalf.
+    Run {
+        /// The run id.
+        run: &'a str,
+        /// The calling agent's id.
+        parent: &'a str,
+    },
+    /// A tool call of an agent: what the tool sends on the call's behalf.
+    ToolCall {
+        /// The agent id.
+        agent: &'a str,
+        /// The call id.
+        call: &'a str,
+    },
+    /// An agent: what it is doing now (its latest open tool call, else its turn).
+    Agent(&'a str),
+}
+
+/// A span begun through a hook, ended by its owner.
+pub trait OpenSpan: Send {
+    /// Its W3C `traceparent`, for the request made within it.
+    fn traceparent(&self) -> Option<String>;
+    /// Ends it: `error` marks it failed.
+    fn end(self: Box<Self>, usage: Option<&Usage>, error: Option<&str>);
+}
+
+/// What an embedder installs.
+pub trait Tracer: Send + Sync + 'static {
+    /// The `traceparent` of `scope`, if it is traced.
+    fn traceparent(&self, scope: Scope<'_>) -> Option<String>;
+    /// Begins a `model.call` span of agent `agent` calling `model`.
+    fn model_call(&self, agent: &str, model: &str) -> Box<dyn OpenSpan>;
+    /// A run was made (before its provider starts it) by agent `parent`, within its tool call
+    /// `call` when one is known.
+    fn run_begun(&self, run: &str, parent: &str, call: Option<&str>);
+}
+
+tokio::task_local! {
+    /// The tool call a future runs for: (agent id, call id).
+    static CALL: (String, String);
+}
+
+/// Runs `future` as the work of agent `agent`'s tool call `call`: a run it starts is placed
+/// under that call, even among calls that run at once.
+pub async fn in_call<F: Future>(agent: &str, call: &str, future: F) -> F::Output {
+    if !enabled() {
+        return future.await;
+    }
+    CALL.scope((agent.to_string(), call.to_string()), future)
+        .await
+}
+
+/// A run was made by agent `parent` (see [`Tracer::run_begun`]).
+pub fn run_begun(run: &str, parent: &str) {
+    let Some(tracer) = TRACER.get() else {
+        return;
+    };
+    let call = CALL
+        .try_with(|(agent, call)| (agent == parent).then(|| call.clone()))
+        .ok()
+        .flatten();
+    tracer.run_begun(run, parent, call.as_deref());
+}
+
+static TRACER: OnceLock<Arc<dyn Tracer>> = OnceLock::new();
+
+/// Installs the process's tracer; returns false if one was installed already.
+pub fn install(tracer: Arc<dyn Tracer>) -> bool {
+    TRACER.set(tracer).is_ok()
+}
+
+/// Whether a tracer is installed.
+pub fn enabled() -> bool {
+    TRACER.get().is_some()
+}
+
+/// The `traceparent` of `scope`, if a tracer is installed and traces it.
+pub fn traceparent(scope: Scope<'_>) -> Option<String> {
+    TRACER.get()?.traceparent(scope)
+}
+
+/// Begins a `model.call` span, if a tracer is installed.
+pub fn model_call(agent: &str, model: &str) -> Option<Box<dyn OpenSpan>> {
+    Some(TRACER.get()?.model_call(agent, model))
+}
