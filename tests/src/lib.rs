@@ -377,3 +377,58 @@ pub fn lines_of(stream: impl std::io::Read + Send + 'static) -> std::sync::mpsc:
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
+
+/// The config of the continuation tests (`host/cli/tests/sessions.rs`, `cluster.rs`): after
+/// `preamble` (where the sessions are kept), the lead starts `research` (a child on `spawn`,
+/// running the script step `researcher`) in the background; the follow-up script wakes it with
+/// `send_message` and reads it with `subagent_output`.
+pub fn continuation_config(preamble: &str, researcher: &str) -> String {
+    let guest = |name: &str| guest(name).display().to_string();
+    format!(
+        r#"{preamble}
+
+[agent]
+model = "scripted:lead"
+
+[models.scripts.lead]
+steps = [
+    {{ text = "dig in the background", tool_calls = [
+        {{ name = "research", arguments = {{ description = "d", prompt = "dig", run_in_background = true }} }},
+    ] }},
+    {{ text = "left it digging" }},
+]
+
+[models.scripts.followup]
+steps = [
+    {{ text = "wake it", tool_calls = [{{ name = "send_message", arguments = {{ id = "spawn-1", message = "wrap up" }} }}] }},
+    {{ text = "read it", tool_calls = [{{ name = "subagent_output", arguments = {{ id = "spawn-1", timeout_ms = 60000 }} }}] }},
+    {{ text = "{{tool_results}}" }},
+]
+
+[models.scripts.researcher]
+steps = [{researcher}]
+
+[[plugin]]
+id = "spawn"
+component = "{spawn}"
+
+[[plugin]]
+id = "research"
+component = "{tool}"
+config = {{ provider = "spawn", toolName = "research", agentOptions = {{ model = "scripted:researcher" }}, runInBackground = true }}
+
+[[plugin]]
+id = "send-message"
+component = "{control}"
+config = {{ action = "send_message" }}
+
+[[plugin]]
+id = "subagent-output"
+component = "{control}"
+config = {{ action = "output" }}
+"#,
+        spawn = guest("spawn_provider"),
+        tool = guest("subagent_tool"),
+        control = guest("subagent_control"),
+    )
+}

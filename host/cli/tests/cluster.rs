@@ -518,67 +518,20 @@ config = {{ action = "output" }}
     );
 }
 
-/// A front-end config whose sessions are kept in the cluster's JetStream: the lead starts
-/// `research` (a child on the local `spawn`, running `researcher`) in the background; the
-/// follow-up script wakes it with `send_message` and reads it with `subagent_output`.
+/// A front-end config whose sessions are kept in the cluster's JetStream: the continuation
+/// config (a background child on the local `spawn`, running `researcher`, woken by the
+/// follow-up script).
 fn store_config(dir: &Path, server: &NatsServer, name: &str, researcher: &str) -> PathBuf {
-    let guest = |name: &str| seam_tests::guest(name).display().to_string();
-    let text = format!(
-        r#"[cluster]
-nats = "{url}"
-name = "cli"
-heartbeat_ms = {BEAT_MS}
-
-[sessions]
-store = "nats"
-
-[agent]
-model = "scripted:lead"
-
-[models.scripts.lead]
-steps = [
-    {{ text = "dig in the background", tool_calls = [
-        {{ name = "research", arguments = {{ description = "d", prompt = "dig", run_in_background = true }} }},
-    ] }},
-    {{ text = "left it digging" }},
-]
-
-[models.scripts.followup]
-steps = [
-    {{ text = "wake it", tool_calls = [{{ name = "send_message", arguments = {{ id = "spawn-1", message = "wrap up" }} }}] }},
-    {{ text = "read it", tool_calls = [{{ name = "subagent_output", arguments = {{ id = "spawn-1", timeout_ms = 60000 }} }}] }},
-    {{ text = "{{tool_results}}" }},
-]
-
-[models.scripts.researcher]
-steps = [{researcher}]
-
-[[plugin]]
-id = "spawn"
-component = "{spawn}"
-
-[[plugin]]
-id = "research"
-component = "{tool}"
-config = {{ provider = "spawn", toolName = "research", agentOptions = {{ model = "scripted:researcher" }}, runInBackground = true }}
-
-[[plugin]]
-id = "send-message"
-component = "{control}"
-config = {{ action = "send_message" }}
-
-[[plugin]]
-id = "subagent-output"
-component = "{control}"
-config = {{ action = "output" }}
-"#,
-        url = server.url,
-        spawn = guest("spawn_provider"),
-        tool = guest("subagent_tool"),
-        control = guest("subagent_control"),
+    let preamble = format!(
+        "[cluster]\nnats = \"{url}\"\nname = \"cli\"\nheartbeat_ms = {BEAT_MS}\n\n[sessions]\nstore = \"nats\"",
+        url = server.url
     );
     let path = dir.join(name);
-    std::fs::write(&path, text).expect("the front-end's config");
+    std::fs::write(
+        &path,
+        seam_tests::continuation_config(&preamble, researcher),
+    )
+    .expect("the front-end's config");
     path
 }
 

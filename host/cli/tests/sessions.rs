@@ -451,56 +451,8 @@ fn a_background_child_is_continued_by_a_later_process() {
 /// The config of the `--detach` test: `researcher` is the child's script, and the store is
 /// `sessions.db` in `dir`, shared by every config written there.
 fn detach_config(dir: &Path, name: &str, researcher: &str) -> PathBuf {
-    let guest = |name: &str| seam_tests::guest(name).display().to_string();
-    let config = format!(
-        r#"
-[agent]
-model = "scripted:lead"
-
-[sessions]
-store = "sqlite:sessions.db"
-
-[models.scripts.lead]
-steps = [
-    {{ text = "dig in the background", tool_calls = [
-        {{ name = "research", arguments = {{ description = "d", prompt = "dig", run_in_background = true }} }},
-    ] }},
-    {{ text = "left it digging" }},
-]
-
-[models.scripts.followup]
-steps = [
-    {{ text = "wake it", tool_calls = [{{ name = "send_message", arguments = {{ id = "spawn-1", message = "wrap up" }} }}] }},
-    {{ text = "read it", tool_calls = [{{ name = "subagent_output", arguments = {{ id = "spawn-1", timeout_ms = 60000 }} }}] }},
-    {{ text = "{{tool_results}}" }},
-]
-
-[models.scripts.researcher]
-steps = [{researcher}]
-
-[[plugin]]
-id = "spawn"
-component = "{spawn}"
-
-[[plugin]]
-id = "research"
-component = "{tool}"
-config = {{ provider = "spawn", toolName = "research", agentOptions = {{ model = "scripted:researcher" }}, runInBackground = true }}
-
-[[plugin]]
-id = "send-message"
-component = "{control}"
-config = {{ action = "send_message" }}
-
-[[plugin]]
-id = "subagent-output"
-component = "{control}"
-config = {{ action = "output" }}
-"#,
-        spawn = guest("spawn_provider"),
-        tool = guest("subagent_tool"),
-        control = guest("subagent_control"),
-    );
+    let config =
+        seam_tests::continuation_config("[sessions]\nstore = \"sqlite:sessions.db\"", researcher);
     let path = dir.join(name);
     std::fs::write(&path, config).unwrap();
     path

@@ -49,8 +49,9 @@ impl Drop for Receiver {
 }
 
 /// The lead delegates `research` (a spawn child, which asks the ACP agent for the trace
-/// context it got) and, at once, `ask_agent` with a prompt that makes the agent exit mid-run.
-fn config(dir: &Path) -> PathBuf {
+/// context it got), and at once `ask_agent` with a prompt that makes the agent exit mid-run and
+/// `ask_http` (a component whose run is one wasi:http request to the receiver's endpoint).
+fn config(dir: &Path, port: u16) -> PathBuf {
     let guest = |name: &str| seam_tests::guest(name).display().to_string();
     let text = format!(
         r#"[agent]
@@ -61,6 +62,7 @@ steps = [
     {{ text = "delegating", usage = {{ prompt_tokens = 20, completion_tokens = 4 }}, tool_calls = [
         {{ name = "research", arguments = {{ description = "d", prompt = "dig" }} }},
         {{ name = "ask_agent", arguments = {{ description = "d", prompt = "exit" }} }},
+        {{ name = "ask_http", arguments = {{ description = "d", prompt = "hello" }} }},
     ] }},
     {{ text = "done: {{tool_results}}" }},
 ]
@@ -91,7 +93,20 @@ config = {{ provider = "spawn", toolName = "research", agentOptions = {{ model =
 id = "ask-agent"
 component = "{tool}"
 config = {{ provider = "agent", toolName = "ask_agent" }}
+
+[[plugin]]
+id = "endpoint"
+component = "{http}"
+config = {{ endpoint = "http://127.0.0.1:{port}/llm", model = "m", stream = false }}
+[plugin.grants]
+http = ["http://127.0.0.1:{port}"]
+
+[[plugin]]
+id = "ask-http"
+component = "{tool}"
+config = {{ provider = "http-agent", toolName = "ask_http" }}
 "#,
+        http = guest("http_agent_provider"),
         spawn = guest("spawn_provider"),
         tool = guest("subagent_tool"),
         python = seam_tests::acp_python().display(),
@@ -113,7 +128,7 @@ fn a_run_is_exported_as_one_span_tree_whose_trace_reaches_the_acp_agent() {
     let receiver = Receiver::start(&out);
     let output = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
         .arg("run")
-        .arg(config(dir.path()))
+        .arg(config(dir.path(), receiver.port))
         .arg("go")
         .env(
             "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -127,10 +142,12 @@ fn a_run_is_exported_as_one_span_tree_whose_trace_reaches_the_acp_agent() {
     assert!(output.status.success(), "{stdout}\n{stderr}");
     // `seam` flushed its spans before it exited, and the receiver wrote them before answering.
     let text = std::fs::read_to_string(&out).expect("spans were exported");
-    let spans: Vec<Value> = text
+    let lines: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect();
+    let (requests, spans): (Vec<Value>, Vec<Value>) =
+        lines.into_iter().partition(|l| l.get("request").is_some());
     assert!(
         spans.iter().all(|s| s.get("error").is_none()),
         "every request decoded: {text}"
@@ -157,7 +174,7 @@ fn a_run_is_exported_as_one_span_tree_whose_trace_reaches_the_acp_agent() {
 
     // research -> spawn run -> the child's turn -> ask_agent -> the ACP run.
     let runs = named("subagent.run");
-    assert_eq!(runs.len(), 3, "{runs:#?}");
+    assert_eq!(runs.len(), 4, "{runs:#?}");
     let spawn = runs
         .iter()
         .find(|r| attr(r, "seam.provider") == "spawn")
@@ -223,6 +240,22 @@ fn a_run_is_exported_as_one_span_tree_whose_trace_reaches_the_acp_agent() {
         Some(&Value::from("ask_agent"))
     );
 
+    // The component's wasi:http request carried its run's span, added by the host.
+    let http_run = runs
+        .iter()
+        .find(|r| attr(r, "seam.provider") == "http-agent")
+        .expect("the http-agent run");
+    assert_eq!(attr(http_run, "seam.stop_reason"), "completed");
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    let header = requests[0]["traceparent"]
+        .as_str()
+        .expect("a traceparent header");
+    let parts: Vec<&str> = header.split('-').collect();
+    assert_eq!(
+        (parts[1], parts[2]),
+        (trace, http_run["span-id"].as_str().unwrap())
+    );
+
     // Model calls, with their tokens, under the turns that made them.
     let calls = named("model.call");
     assert!(calls.len() >= 4, "{calls:#?}");
@@ -264,7 +297,7 @@ fn a_protocol_seam_does_not_speak_is_refused_naming_the_variable() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let output = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
         .arg("run")
-        .arg(config(dir.path()))
+        .arg(config(dir.path(), 9))
         .arg("go")
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")

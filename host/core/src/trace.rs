@@ -53,6 +53,33 @@ pub trait Tracer: Send + Sync + 'static {
 tokio::task_local! {
     /// The tool call a future runs for: (agent id, call id).
     static CALL: (String, String);
+    /// The run a provider's future runs: (run id, calling agent id).
+    static RUN: (String, String);
+}
+
+/// Runs `future` as the provider's work for run `run` of agent `parent`: what it sends (a
+/// component's `wasi:http` request) carries the run's trace.
+pub async fn in_run<F: Future>(run: &str, parent: &str, future: F) -> F::Output {
+    if !enabled() {
+        return future.await;
+    }
+    RUN.scope((run.to_string(), parent.to_string()), future)
+        .await
+}
+
+/// The `traceparent` of whatever the current future works for: the tool call it runs within
+/// (a tool's request, or a child agent's call inside a provider), else the run it is the
+/// provider's work for.
+pub fn current() -> Option<String> {
+    let tracer = TRACER.get()?;
+    if let Ok(found) =
+        CALL.try_with(|(agent, call)| tracer.traceparent(Scope::ToolCall { agent, call }))
+    {
+        return found;
+    }
+    RUN.try_with(|(run, parent)| tracer.traceparent(Scope::Run { run, parent }))
+        .ok()
+        .flatten()
 }
 
 /// Runs `future` as the work of agent `agent`'s tool call `call`: a run it starts is placed

@@ -508,12 +508,14 @@ impl RunShared {
         let handle = tokio::spawn(async move {
             let signal = request.signal.clone();
             // A panic in the provider is contained to its run, which then ends `error`.
-            let fut =
-                std::panic::AssertUnwindSafe(provider.run(RunContext(shared.clone()), request))
-                    .catch_unwind()
-                    .map(|r| {
-                        r.unwrap_or_else(|panic| Err(RunFailure::Panicked(panic_text(&*panic))))
-                    });
+            let work = crate::trace::in_run(
+                &shared.id,
+                &shared.parent.id,
+                provider.run(RunContext(shared.clone()), request),
+            );
+            let fut = std::panic::AssertUnwindSafe(work)
+                .catch_unwind()
+                .map(|r| r.unwrap_or_else(|panic| Err(RunFailure::Panicked(panic_text(&*panic)))));
             let enforce = async {
                 shared.cancel.cancelled().await;
                 tokio::time::sleep(grace).await;

@@ -99,6 +99,16 @@ impl WasiHttpHooks for HttpHooks {
             self.warn_denied(request.uri(), origin.as_ref());
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
+        // The trace of the run or tool call the request is made for, unless the guest gave
+        // its own.
+        let mut request = request;
+        if !request.headers().contains_key("traceparent") {
+            if let Some(value) =
+                seam_core::trace::current().and_then(|t| http::HeaderValue::from_str(&t).ok())
+            {
+                request.headers_mut().insert("traceparent", value);
+            }
+        }
         let limit = self.timeout;
         let asked = options.unwrap_or_default();
         let options = RequestOptions {
