@@ -649,3 +649,59 @@ fn a_background_run_of_a_front_end_that_died_is_listed_read_and_continued_from_a
         "every message reached the child, in order: {said}"
     );
 }
+
+/// Traces cross the cluster: a front-end's run on a provider only a worker loads, both
+/// exporting to one OTLP receiver, is one trace, the worker's run span under the front-end's.
+#[test]
+fn a_remote_run_continues_the_front_ends_trace_on_the_worker() {
+    let server = NatsServer::start();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let receiver = seam_tests::otlp::OtlpReceiver::start(&dir.path().join("spans.jsonl"));
+    let config = worker_config(dir.path(), "w1", "");
+    let mut command = seam();
+    command
+        .env("RUST_LOG", "warn,seam_cluster=info")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+        .env("OTEL_SERVICE_NAME", "worker")
+        .arg("worker")
+        .arg(&config)
+        .args(["--nats", &server.url, "--cluster", "cli", "--id", "w1"])
+        .args(["--heartbeat-ms", BEAT_MS]);
+    let mut worker = Proc::spawn(command);
+    worker.wait_for("worker `w1` serving researcher");
+    let front = front_config(dir.path(), &server);
+    let out = seam()
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+        .env("OTEL_SERVICE_NAME", "front")
+        .arg("run")
+        .arg(&front)
+        .arg("go")
+        .output()
+        .expect("seam run runs");
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    // The worker exports what it has when it exits (drained: 128 + SIGTERM).
+    worker.signal("-TERM");
+    let (code, _, lines) = worker.finish();
+    assert_eq!(code, Some(143), "{lines:#?}");
+
+    let spans = receiver.lines();
+    let run_of = |service: &str| {
+        spans
+            .iter()
+            .find(|s| {
+                s["service"] == service
+                    && s["name"] == "subagent.run"
+                    && s["attributes"]["seam.run.id"]
+                        .as_str()
+                        .is_some_and(|id| id.starts_with("researcher"))
+            })
+            .unwrap_or_else(|| panic!("no {service} run span: {spans:#?}"))
+    };
+    let (front_run, worker_run) = (run_of("front"), run_of("worker"));
+    assert_eq!(worker_run["trace-id"], front_run["trace-id"], "one trace");
+    assert_eq!(
+        worker_run["parent-span-id"], front_run["span-id"],
+        "the worker's run lies under the front-end's"
+    );
+    assert_eq!(worker_run["attributes"]["seam.stop_reason"], "completed");
+}

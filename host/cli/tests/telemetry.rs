@@ -6,46 +6,12 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
+use seam_tests::otlp::OtlpReceiver;
 use serde_json::Value;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The receiver, listening; its spans go to `out`.
-struct Receiver {
-    child: Child,
-    port: u16,
-}
-
-impl Receiver {
-    fn start(out: &Path) -> Self {
-        let mut child = Command::new(seam_tests::acp_python())
-            .arg(root().join("tests/fixtures/otlp_receiver.py"))
-            .arg(out)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the receiver starts");
-        let lines = seam_tests::lines_of(child.stdout.take().expect("stdout"));
-        let line = lines
-            .recv_timeout(std::time::Duration::from_secs(60))
-            .expect("the receiver says where it listens");
-        let port = line
-            .strip_prefix("listening ")
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{line:?}"));
-        Self { child, port }
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// The lead delegates `research` (a spawn child, which asks the ACP agent for the trace
@@ -125,15 +91,12 @@ fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
 fn a_run_is_exported_as_one_span_tree_whose_trace_reaches_the_acp_agent() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let out = dir.path().join("spans.jsonl");
-    let receiver = Receiver::start(&out);
+    let receiver = OtlpReceiver::start(&out);
     let output = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
         .arg("run")
         .arg(config(dir.path(), receiver.port))
         .arg("go")
-        .env(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            format!("http://127.0.0.1:{}", receiver.port),
-        )
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
         .env("OTEL_SERVICE_NAME", "seam-under-test")
         .output()
         .expect("seam runs");
@@ -141,13 +104,29 @@ fn a_run_is_exported_as_one_span_tree_whose_trace_reaches_the_acp_agent() {
     let stderr = seam_tests::text(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     // `seam` flushed its spans before it exited, and the receiver wrote them before answering.
-    let text = std::fs::read_to_string(&out).expect("spans were exported");
-    let lines: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect();
+    let lines = receiver.lines();
+    let text = format!("{lines:#?}");
     let (requests, spans): (Vec<Value>, Vec<Value>) =
         lines.into_iter().partition(|l| l.get("request").is_some());
+    // Each component's load is a root of its own, saying where its code came from.
+    let (loads, spans): (Vec<Value>, Vec<Value>) =
+        spans.into_iter().partition(|s| s["name"] == "plugin.load");
+    let mut loaded: Vec<&str> = loads
+        .iter()
+        .map(|l| attr(l, "seam.plugin.id").as_str().unwrap_or(""))
+        .collect();
+    loaded.sort_unstable();
+    assert_eq!(
+        loaded,
+        ["ask-agent", "ask-http", "endpoint", "research", "spawn"]
+    );
+    assert!(loads.iter().all(|l| {
+        l["parent-span-id"] == ""
+            && matches!(
+                attr(l, "seam.plugin.code").as_str(),
+                Some("cache-hit" | "compiled" | "shared")
+            )
+    }));
     assert!(
         spans.iter().all(|s| s.get("error").is_none()),
         "every request decoded: {text}"

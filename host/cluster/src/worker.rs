@@ -476,10 +476,19 @@ impl Shared {
                 None => {
                     let parent = start.request.parent.clone();
                     let prompt = start.request.prompt.clone();
-                    self.service.start(
-                        &start.provider,
-                        start.request.clone().into_request(parent, prompt),
-                    )
+                    // The front-end's run span, from the start's header: this run continues
+                    // its trace.
+                    let traceparent = msg
+                        .headers
+                        .as_ref()
+                        .and_then(|h| h.get("traceparent"))
+                        .map(|v| v.as_str().to_string());
+                    seam_core::trace::under_remote(traceparent.as_deref(), || {
+                        self.service.start(
+                            &start.provider,
+                            start.request.clone().into_request(parent, prompt),
+                        )
+                    })
                 }
             };
             if let Ok(run) = &started {

@@ -45,9 +45,37 @@ pub trait Tracer: Send + Sync + 'static {
     fn traceparent(&self, scope: Scope<'_>) -> Option<String>;
     /// Begins a `model.call` span of agent `agent` calling `model`.
     fn model_call(&self, agent: &str, model: &str) -> Box<dyn OpenSpan>;
-    /// A run was made (before its provider starts it) by agent `parent`, within its tool call
-    /// `call` when one is known.
-    fn run_begun(&self, run: &str, parent: &str, call: Option<&str>);
+    /// A run was made (before its provider starts it) by agent `parent`, `under` what.
+    fn run_begun(&self, run: &str, parent: &str, under: Under<'_>);
+}
+
+/// What a run is made under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Under<'a> {
+    /// The calling agent's tool call with this id.
+    Call(&'a str),
+    /// A span of another process, by its `traceparent` (a cluster worker's run, under the
+    /// front-end's).
+    Remote(&'a str),
+    /// Not known: whatever the calling agent is doing.
+    Unknown,
+}
+
+std::thread_local! {
+    /// The remote span the runs made on this thread are under, while [`under_remote`] runs.
+    static REMOTE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `make` (which makes a run, synchronously) with the runs it makes placed under the
+/// remote span `traceparent`: how a cluster worker continues a front-end's trace.
+pub fn under_remote<T>(traceparent: Option<&str>, make: impl FnOnce() -> T) -> T {
+    let Some(traceparent) = traceparent.filter(|_| enabled()) else {
+        return make();
+    };
+    let before = REMOTE.with(|r| r.replace(Some(traceparent.to_string())));
+    let made = make();
+    REMOTE.with(|r| *r.borrow_mut() = before);
+    made
 }
 
 tokio::task_local! {
@@ -97,11 +125,15 @@ pub fn run_begun(run: &str, parent: &str) {
     let Some(tracer) = TRACER.get() else {
         return;
     };
+    if let Some(remote) = REMOTE.with(|r| r.borrow().clone()) {
+        return tracer.run_begun(run, parent, Under::Remote(&remote));
+    }
     let call = CALL
         .try_with(|(agent, call)| (agent == parent).then(|| call.clone()))
         .ok()
         .flatten();
-    tracer.run_begun(run, parent, call.as_deref());
+    let under = call.as_deref().map_or(Under::Unknown, Under::Call);
+    tracer.run_begun(run, parent, under);
 }
 
 static TRACER: OnceLock<Arc<dyn Tracer>> = OnceLock::new();

@@ -48,6 +48,28 @@ use wasmtime::Engine;
 
 use crate::engine::EngineError;
 
+/// Where a loaded component's native code came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// Its cached artifact.
+    Cached,
+    /// Compiled now.
+    Compiled,
+    /// Another load of the same bytes at the same time.
+    Shared,
+}
+
+impl Origin {
+    /// Its name in traces.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Cached => "cache-hit",
+            Self::Compiled => "compiled",
+            Self::Shared => "shared",
+        }
+    }
+}
+
 /// How a [`CompileCache::compile`] got its component, for tests and diagnostics.
 #[derive(Debug, Default)]
 pub struct CacheStats {
@@ -140,7 +162,7 @@ impl CompileCache {
     /// the same bytes at the same time compile once: several entries of one component, which
     /// the loader loads concurrently, would otherwise each compile it (seconds for a Python or
     /// JavaScript guest) or each read its artifact.
-    pub(crate) fn compile(&self, path: &Path) -> Result<Component, EngineError> {
+    pub(crate) fn compile(&self, path: &Path) -> Result<(Component, Origin), EngineError> {
         let read_error = |source| EngineError::Read {
             path: path.to_path_buf(),
             source,
@@ -161,11 +183,11 @@ impl CompileCache {
             match done.as_ref() {
                 Some(component) => {
                     self.stats.shared.fetch_add(1, Ordering::Relaxed);
-                    Ok(component.clone())
+                    Ok((component.clone(), Origin::Shared))
                 }
                 None => {
                     let result = self.compile_source(path, &source);
-                    if let Ok(component) = &result {
+                    if let Ok((component, _)) = &result {
                         *done = Some(component.clone());
                     }
                     result
@@ -183,16 +205,22 @@ impl CompileCache {
 
     /// The component whose bytes at `path` hashed to `source`: from its cached artifact when
     /// there is a good one, else compiled (and its artifact written).
-    fn compile_source(&self, path: &Path, source: &[u8; 32]) -> Result<Component, EngineError> {
+    fn compile_source(
+        &self,
+        path: &Path,
+        source: &[u8; 32],
+    ) -> Result<(Component, Origin), EngineError> {
         let Some(dir) = &self.dir else {
-            return self.compile_file(path).map(|(component, _)| component);
+            return self
+                .compile_file(path)
+                .map(|(component, _)| (component, Origin::Compiled));
         };
         let cached = self.artifact_path(dir, source);
         let stale = match self.load_artifact(&cached, source) {
             Lookup::Hit(component) => {
                 self.stats.hits.fetch_add(1, Ordering::Relaxed);
                 mark_used(&cached);
-                return Ok(component);
+                return Ok((component, Origin::Cached));
             }
             Lookup::Missing => false,
             Lookup::Unusable => true,
@@ -218,7 +246,7 @@ impl CompileCache {
                 tracing::warn!(file = %cached.display(), error = %e, "cannot write compile cache")
             }
         }
-        Ok(component)
+        Ok((component, Origin::Compiled))
     }
 
     /// Where the artifact of the component with digest `source` is kept.
@@ -381,8 +409,8 @@ impl CompileCache {
     pub(crate) async fn compile_and_recognise(
         self: &Arc<Self>,
         path: &Path,
-    ) -> Result<(Component, PluginKind, WitVersion), EngineError> {
-        let component = {
+    ) -> Result<(Component, PluginKind, WitVersion, Origin), EngineError> {
+        let (component, origin) = {
             let path = path.to_path_buf();
             let cache = self.clone();
             tokio::task::spawn_blocking(move || cache.compile(&path))
@@ -393,7 +421,7 @@ impl CompileCache {
                 })??
         };
         let (kind, version) = self.kind_of(path, &component)?;
-        Ok((component, kind, version))
+        Ok((component, kind, version, origin))
     }
 
     /// The kind of plugin `component` is, by its exports, and the package version it was built

@@ -365,7 +365,7 @@ impl Host {
         path: &Path,
         config: Option<serde_json::Value>,
     ) -> Result<ComponentInfo, EngineError> {
-        let (component, kind, version) = self.inner.cache.compile_and_recognise(path).await?;
+        let (component, kind, version, _) = self.inner.cache.compile_and_recognise(path).await?;
         let engine = &self.inner.runtime.engine;
         let ty = component.component_type();
         let imports = ty.imports(engine).map(|(n, _)| n.to_string()).collect();

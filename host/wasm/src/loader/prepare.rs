@@ -41,11 +41,17 @@ impl Loader {
             id: id.clone(),
             source,
         };
-        let (component, kind, version) = self
-            .cache
-            .compile_and_recognise(&entry.component)
-            .await
-            .map_err(engine_err)?;
+        let began = std::time::SystemTime::now();
+        let compiled = self.cache.compile_and_recognise(&entry.component).await;
+        if let Some(telemetry) = crate::telemetry::Telemetry::installed() {
+            telemetry.plugin_load(
+                &entry.id,
+                &entry.component,
+                began,
+                compiled.as_ref().map(|(_, _, _, origin)| origin.as_str()),
+            );
+        }
+        let (component, kind, version, _) = compiled.map_err(engine_err)?;
         info.kind = Some(kind);
         info.version = Some(version);
         if let Some(expected) = entry.kind.filter(|k| *k != kind) {

@@ -120,6 +120,19 @@ impl Telemetry {
         });
     }
 
+    /// Draws a `plugin.load` span (a root of its own): entry `id`'s component at `path`,
+    /// from `began` until now, `Ok` with where its code came from (`cache-hit`, `compiled`,
+    /// `shared`) or failed.
+    pub fn plugin_load<E: std::fmt::Display>(
+        &self,
+        id: &str,
+        path: &std::path::Path,
+        began: std::time::SystemTime,
+        outcome: Result<&'static str, &E>,
+    ) {
+        self.spans.plugin_load(id, path, began, outcome);
+    }
+
     /// Ends whatever is still open and exports what is queued, waiting at most `timeout`: for
     /// a process about to exit. Call it outside an async runtime.
     pub fn shutdown(&self, timeout: Duration) {

@@ -19,7 +19,7 @@ use opentelemetry::trace::{Status, TraceContextExt, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracer;
-use seam_core::trace::{OpenSpan, Scope, Tracer};
+use seam_core::trace::{OpenSpan, Scope, Tracer, Under};
 use seam_core::types::{StopReason, Usage};
 
 use crate::events::Event;
@@ -102,21 +102,26 @@ impl Spans {
         parent.with_span(span)
     }
 
-    /// The run's span, begun now if it has not been: under `parent`'s call `call` if it is
-    /// open, else under what `parent` is doing.
-    fn run(&self, state: &mut State, run: &str, parent: &str, call: Option<&str>) -> Context {
+    /// The run's span, begun now if it has not been: under `parent`'s call, or the remote
+    /// span, `under` names, else under what `parent` is doing.
+    fn run(&self, state: &mut State, run: &str, parent: &str, under: Under<'_>) -> Context {
         if let Some(cx) = state.runs.get(run) {
             return cx.clone();
         }
-        let caller = call
-            .and_then(|call| {
-                state
-                    .agents
-                    .get(parent)
-                    .and_then(|a| a.calls.iter().find(|(c, _)| c == call))
-                    .map(|(_, cx)| cx.clone())
-            })
-            .unwrap_or_else(|| state.caller_context(parent));
+        let named = match under {
+            Under::Call(call) => state
+                .agents
+                .get(parent)
+                .and_then(|a| a.calls.iter().find(|(c, _)| c == call))
+                .map(|(_, cx)| cx.clone()),
+            Under::Remote(traceparent) => {
+                let carrier = HashMap::from([("traceparent".to_string(), traceparent.to_string())]);
+                let cx = TraceContextPropagator::new().extract(&carrier);
+                cx.span().span_context().is_valid().then_some(cx)
+            }
+            Under::Unknown => None,
+        };
+        let caller = named.unwrap_or_else(|| state.caller_context(parent));
         let cx = self.start(
             "subagent.run",
             &caller,
@@ -138,7 +143,7 @@ impl Spans {
                 parent: Some(parent),
                 ..
             } => {
-                self.run(&mut state, id, parent, None);
+                self.run(&mut state, id, parent, Under::Unknown);
             }
             Event::AgentTurnStart { id, turn } => {
                 let parent = state.runs.get(id).cloned().unwrap_or_default();
@@ -210,7 +215,7 @@ impl Spans {
                 id,
                 parent,
             } => {
-                let cx = self.run(&mut state, id, &parent.id, None);
+                let cx = self.run(&mut state, id, &parent.id, Under::Unknown);
                 cx.span().set_attributes([
                     KeyValue::new("seam.provider", provider.clone()),
                     KeyValue::new("seam.depth", i64::from(parent.depth) + 1),
@@ -224,7 +229,7 @@ impl Spans {
                 diagnostic,
                 ..
             } => {
-                let cx = self.run(&mut state, id, &parent.id, None);
+                let cx = self.run(&mut state, id, &parent.id, Under::Unknown);
                 state.runs.remove(id);
                 let span = cx.span();
                 span.set_attributes([
@@ -250,6 +255,32 @@ impl Spans {
             }
             _ => {}
         }
+    }
+
+    /// A `plugin.load` span, begun at `began` and ended now.
+    pub fn plugin_load<E: std::fmt::Display>(
+        &self,
+        id: &str,
+        path: &std::path::Path,
+        began: std::time::SystemTime,
+        outcome: Result<&'static str, &E>,
+    ) {
+        let mut attributes = vec![
+            KeyValue::new("seam.plugin.id", id.to_string()),
+            KeyValue::new("seam.plugin.component", path.display().to_string()),
+        ];
+        if let Ok(origin) = outcome {
+            attributes.push(KeyValue::new("seam.plugin.code", origin));
+        }
+        let span = self
+            .tracer
+            .span_builder("plugin.load")
+            .with_start_time(began)
+            .with_attributes(attributes)
+            .start_with_context(&self.tracer, &Context::new());
+        let cx = Context::new().with_span(span);
+        let failed = outcome.err().map(ToString::to_string);
+        end(&cx, failed.as_deref());
     }
 
     /// Ends every span still open, marked unfinished (the process is exiting).
@@ -292,7 +323,7 @@ impl Tracer for Spans {
     fn traceparent(&self, scope: Scope<'_>) -> Option<String> {
         let mut state = lock(&self.state);
         let cx = match scope {
-            Scope::Run { run, parent } => Some(self.run(&mut state, run, parent, None)),
+            Scope::Run { run, parent } => Some(self.run(&mut state, run, parent, Under::Unknown)),
             Scope::ToolCall { agent, call } => state
                 .agents
                 .get(agent)
@@ -306,9 +337,9 @@ impl Tracer for Spans {
         traceparent_of(&cx)
     }
 
-    fn run_begun(&self, run: &str, parent: &str, call: Option<&str>) {
+    fn run_begun(&self, run: &str, parent: &str, under: Under<'_>) {
         let mut state = lock(&self.state);
-        self.run(&mut state, run, parent, call);
+        self.run(&mut state, run, parent, under);
     }
 
     fn model_call(&self, agent: &str, model: &str) -> Box<dyn OpenSpan> {
