@@ -37,6 +37,8 @@ const OUTBOX_BYTES: usize = 4 << 20;
 pub(crate) struct Args {
     /// The config file (TOML): its plugins, `[agent]` and `[models]`.
     config: PathBuf,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArg,
 }
 
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
@@ -48,6 +50,7 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         config.cluster.as_ref(),
     )?;
     with_host_store(opened.store, |host| async move {
+        args.metrics.start(&host, &interrupt).await?;
         load_for_use(&host, &config, &interrupt).await?;
         serve(&host, interrupt).await;
         Ok(EXIT_OK)

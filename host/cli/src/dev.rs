@@ -30,6 +30,8 @@ pub(crate) struct Args {
     /// output in several steps.
     #[arg(long, value_name = "MS", default_value_t = 200)]
     settle_ms: u64,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArg,
 }
 
 /// The `--then` command, parsed once, up front.
@@ -90,6 +92,7 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
     );
 
     with_host_options(options, |host| async move {
+        args.metrics.start(&host, &interrupt).await?;
         let (tx, mut changes) = mpsc::unbounded_channel();
         let mut watcher = notify::recommended_watcher(move |event| {
             // The receiver only goes when `dev` ends.

@@ -32,6 +32,7 @@ mod delegate;
 mod dev;
 mod inspect;
 mod mcp;
+mod metrics;
 mod new;
 mod pictures;
 mod recording;

@@ -55,6 +55,8 @@ pub(crate) struct Args {
     /// The largest HTTP request body, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 4 << 20, requires = "http")]
     max_request_bytes: usize,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArg,
 }
 
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
@@ -63,6 +65,7 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         .with_context(|| format!("cannot resolve `{}`", args.config.display()))?;
     let config = read_config(&path)?;
     with_host(|host| async move {
+        args.metrics.start(&host, &interrupt).await?;
         load_for_use(&host, &config, &interrupt).await?;
         // Printed until the plugins are unloaded: the ends of the runs cut short show too.
         let _listener = args.events.then(|| print_events(&host));

@@ -43,6 +43,8 @@ pub(crate) struct Args {
     /// How long a finished, resumable run is kept for its front-end, in milliseconds.
     #[arg(long, value_name = "MS")]
     keep_finished_ms: Option<u64>,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArg,
 }
 
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
@@ -71,6 +73,7 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
     cluster.validate().context("bad cluster settings")?;
     let id = args.id.clone().unwrap_or_else(default_id);
     with_host(|host| async move {
+        args.metrics.start(&host, &interrupt).await?;
         load_plugins(&host, &config, &interrupt).await?;
         let mut providers = Vec::new();
         for plugin in host.plugins().await {

@@ -705,3 +705,72 @@ fn a_remote_run_continues_the_front_ends_trace_on_the_worker() {
     );
     assert_eq!(worker_run["attributes"]["seam.stop_reason"], "completed");
 }
+
+/// `GET path` on `addr` (HTTP/1.0, so the server closes when done); the body.
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::Read as _;
+    let mut stream = std::net::TcpStream::connect(addr).expect("the metrics server accepts");
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("a request");
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).expect("a reply");
+    let (head, body) = reply.split_once("\r\n\r\n").expect("headers and a body");
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{head}"
+    );
+    body.to_string()
+}
+
+/// `seam worker --metrics ADDR` serves its runs' counters as Prometheus text.
+#[test]
+fn a_worker_serves_its_metrics_as_prometheus_text() {
+    let server = NatsServer::start();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = worker_config(dir.path(), "w1", "");
+    let worker = start_worker(&server, &config, "w1", &["--metrics", "127.0.0.1:0"]);
+    // Printed before it serves, so among the lines `start_worker` read.
+    let line = worker
+        .seen
+        .iter()
+        .find(|l| l.contains("metrics on http://"))
+        .expect("the metrics address")
+        .clone();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .expect("the address")
+        .to_string();
+    let front = front_config(dir.path(), &server);
+    for _ in 0..2 {
+        let out = seam()
+            .arg("run")
+            .arg(&front)
+            .arg("go")
+            .output()
+            .expect("seam run");
+        assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    }
+    let text = http_get(&addr, "/metrics");
+    assert!(
+        text.contains("seam_runs_started_total{provider=\"researcher\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("seam_runs_ended_total{provider=\"researcher\",stop_reason=\"completed\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("seam_run_duration_seconds_count{provider=\"researcher\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("seam_plugin_host_memory_bytes{plugin=\"researcher\"}"),
+        "{text}"
+    );
+    assert!(text.contains("seam_live_runs "), "{text}");
+    assert!(
+        text.trim_end().ends_with("# EOF"),
+        "OpenMetrics text: {text}"
+    );
+}

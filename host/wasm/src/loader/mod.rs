@@ -250,6 +250,7 @@ impl Loader {
             grants: None,
             limits: None,
             command: entry.command.clone(),
+            host_memory: None,
             stale: None,
         }
     }

@@ -64,6 +64,7 @@ impl Loader {
         let sandbox = self.sandbox_for(entry)?;
         info.grants = Some(sandbox.grants().clone());
         info.limits = Some(sandbox.limits().clone());
+        info.host_memory = Some(sandbox.host_memory().clone());
         let sandbox_limits = sandbox.limits().clone();
         let linked = link(
             &self.runtime,
@@ -101,6 +102,7 @@ impl Loader {
         let sandbox = self.sandbox_for(entry)?;
         info.grants = Some(sandbox.grants().clone());
         info.limits = Some(sandbox.limits().clone());
+        info.host_memory = Some(sandbox.host_memory().clone());
         let (descriptor, provider) = crate::acp::provider(
             entry,
             argv,
@@ -135,6 +137,7 @@ impl Loader {
         let sandbox = self.sandbox_for(entry)?;
         info.grants = Some(sandbox.grants().clone());
         info.limits = Some(sandbox.limits().clone());
+        info.host_memory = Some(sandbox.host_memory().clone());
         let mcp = crate::mcp::client::McpEntry::new(
             &entry.id,
             &entry.config,

@@ -134,6 +134,9 @@ pub struct PluginInfo {
     /// serving ([`Reload::Swap`] only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stale: Option<String>,
+    /// The host memory charged to the plugin, live (`host_memory_mb` bounds it).
+    #[serde(skip)]
+    pub host_memory: Option<std::sync::Arc<seam_core::budget::MemoryBudget>>,
 }
 
 /// How a changed entry is reloaded.

@@ -13,6 +13,7 @@
 //! come through [`seam_core::trace`], the hook every outbound request also reads its
 //! `traceparent` from.
 
+pub mod metrics;
 mod spans;
 
 use std::sync::{Arc, OnceLock};

@@ -1,0 +1,209 @@
+//! A host's metrics, counted from its lifecycle events and read from it when asked: served as
+//! Prometheus text (`--metrics ADDR` of the long-running commands, [`serve`]).
+//!
+//! | metric | labels | what |
+//! |---|---|---|
+//! | `seam_runs_started_total` | `provider` | runs started |
+//! | `seam_runs_ended_total` | `provider`, `stop_reason` | runs settled |
+//! | `seam_run_duration_seconds` | `provider` | from start to settle (histogram) |
+//! | `seam_live_runs` | | runs not yet disposed |
+//! | `seam_plugin_host_memory_bytes` | `plugin` | host memory charged to the plugin |
+//! | `seam_model_tokens_total` | `kind` (`input`, `output`) | tokens the model endpoints reported |
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::Event;
+use crate::sync::lock;
+use crate::Host;
+
+type Labels = Vec<(String, String)>;
+
+fn duration_histogram() -> Histogram {
+    // 1 ms to about 9 minutes.
+    Histogram::new(exponential_buckets(0.001, 2.0, 20))
+}
+
+/// The metrics of one host.
+pub struct Metrics {
+    registry: Registry,
+    started: Family<Labels, Counter>,
+    ended: Family<Labels, Counter>,
+    duration: Family<Labels, Histogram, fn() -> Histogram>,
+    live: Gauge,
+    memory: Family<Labels, Gauge>,
+    tokens: Family<Labels, Counter>,
+    /// When each live run started.
+    open: Mutex<HashMap<String, Instant>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// Counts `host`'s events from now on.
+    pub fn of(host: &Host) -> Arc<Self> {
+        let mut registry = Registry::with_prefix("seam");
+        let started = Family::<Labels, Counter>::default();
+        let ended = Family::<Labels, Counter>::default();
+        let duration = Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(
+            duration_histogram as fn() -> Histogram,
+        );
+        let live = Gauge::default();
+        let memory = Family::<Labels, Gauge>::default();
+        let tokens = Family::<Labels, Counter>::default();
+        registry.register("runs_started", "Runs started", started.clone());
+        registry.register("runs_ended", "Runs settled", ended.clone());
+        registry.register(
+            "run_duration_seconds",
+            "How long runs took, from start to settle",
+            duration.clone(),
+        );
+        registry.register("live_runs", "Runs not yet disposed", live.clone());
+        registry.register(
+            "plugin_host_memory_bytes",
+            "Host memory charged to each plugin",
+            memory.clone(),
+        );
+        registry.register(
+            "model_tokens",
+            "Tokens the model endpoints reported",
+            tokens.clone(),
+        );
+        let metrics = Arc::new(Self {
+            registry,
+            started,
+            ended,
+            duration,
+            live,
+            memory,
+            tokens,
+            open: Mutex::default(),
+        });
+        let counting = metrics.clone();
+        host.events().subscribe(move |event| {
+            counting.on_event(&event);
+            Ok(())
+        });
+        metrics
+    }
+
+    fn on_event(&self, event: &Event) {
+        let provider = |p: &str| vec![("provider".to_string(), p.to_string())];
+        match event {
+            Event::SubagentStart {
+                provider: p, id, ..
+            } => {
+                self.started.get_or_create(&provider(p)).inc();
+                lock(&self.open).insert(id.clone(), Instant::now());
+            }
+            Event::SubagentEnd {
+                provider: p,
+                id,
+                stop_reason,
+                ..
+            } => {
+                let mut labels = provider(p);
+                labels.push(("stop_reason".into(), stop_reason.as_str().to_string()));
+                self.ended.get_or_create(&labels).inc();
+                if let Some(began) = lock(&self.open).remove(id) {
+                    self.duration
+                        .get_or_create(&provider(p))
+                        .observe(began.elapsed().as_secs_f64());
+                }
+            }
+            Event::AgentTurnEnd {
+                usage: Some(usage), ..
+            } => {
+                let kind = |k: &str| vec![("kind".to_string(), k.to_string())];
+                self.tokens
+                    .get_or_create(&kind("input"))
+                    .inc_by(usage.prompt_tokens);
+                self.tokens
+                    .get_or_create(&kind("output"))
+                    .inc_by(usage.completion_tokens);
+            }
+            _ => {}
+        }
+    }
+
+    /// The metrics as Prometheus text, the gauges read from `host` now.
+    pub async fn render(&self, host: &Host) -> String {
+        self.live.set(host.live_runs() as i64);
+        for plugin in host.plugins().await {
+            if let Some(budget) = &plugin.host_memory {
+                self.memory
+                    .get_or_create(&vec![("plugin".to_string(), plugin.id.clone())])
+                    .set(budget.used() as i64);
+            }
+        }
+        let mut text = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
+            tracing::warn!(error = %e, "cannot encode the metrics");
+        }
+        text
+    }
+}
+
+/// Serves `metrics` of `host` as Prometheus text on `GET /metrics` at `listener`, until
+/// `cancel` fires. Any other path is 404.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    host: Host,
+    metrics: Arc<Metrics>,
+    cancel: CancellationToken,
+) {
+    use hyper::service::service_fn;
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the metrics listener failed");
+                    return;
+                }
+            },
+            () = cancel.cancelled() => return,
+        };
+        let (host, metrics) = (host.clone(), metrics.clone());
+        tokio::spawn(async move {
+            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                let (host, metrics) = (host.clone(), metrics.clone());
+                async move {
+                    let response = if request.uri().path() == "/metrics" {
+                        hyper::Response::builder()
+                            .header(
+                                "content-type",
+                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            )
+                            .body(http_body_util::Full::new(bytes::Bytes::from(
+                                metrics.render(&host).await,
+                            )))
+                    } else {
+                        hyper::Response::builder()
+                            .status(404)
+                            .body(http_body_util::Full::new(bytes::Bytes::from_static(
+                                b"only /metrics is here\n",
+                            )))
+                    };
+                    response.map_err(|e| e.to_string())
+                }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await;
+        });
+    }
+}
