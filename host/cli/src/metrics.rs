@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 
 use anyhow::{Context, Result};
-use seam_host::telemetry::metrics::{serve, Metrics};
+use seam_host::telemetry::metrics::serve;
 use seam_host::Host;
 use tokio_util::sync::CancellationToken;
 
@@ -31,8 +31,7 @@ impl MetricsArg {
             .local_addr()
             .with_context(|| format!("--metrics {addr}"))?;
         errln!("metrics on http://{bound}/metrics");
-        let metrics = Metrics::of(host);
-        tokio::spawn(serve(listener, host.clone(), metrics, stop.clone()));
+        tokio::spawn(serve(listener, host.clone(), host.metrics(), stop.clone()));
         Ok(())
     }
 }

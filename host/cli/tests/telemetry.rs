@@ -106,8 +106,43 @@ fn a_run_is_exported_as_one_span_tree_whose_trace_reaches_the_acp_agent() {
     // `seam` flushed its spans before it exited, and the receiver wrote them before answering.
     let lines = receiver.lines();
     let text = format!("{lines:#?}");
+    let (metrics, lines): (Vec<Value>, Vec<Value>) =
+        lines.into_iter().partition(|l| l.get("metric").is_some());
     let (requests, spans): (Vec<Value>, Vec<Value>) =
         lines.into_iter().partition(|l| l.get("request").is_some());
+    // The metrics went out the same way, with the last export at the exit.
+    let points = |name: &str| -> Vec<Value> {
+        metrics
+            .iter()
+            .filter(|m| m["metric"] == name)
+            .flat_map(|m| m["points"].as_array().cloned().unwrap_or_default())
+            .collect()
+    };
+    let last = |name: &str, key: &str, value: &str| -> Option<i64> {
+        points(name)
+            .iter()
+            .rev()
+            .find(|p| p["attributes"][key] == value)
+            .and_then(|p| p["value"].as_i64())
+    };
+    assert_eq!(
+        last("seam.runs.started", "provider", "agent"),
+        Some(2),
+        "{metrics:#?}"
+    );
+    assert_eq!(last("seam.runs.started", "provider", "spawn"), Some(1));
+    assert_eq!(last("seam.run.duration", "provider", "spawn"), Some(1));
+    let ended: Vec<Value> = points("seam.runs.ended");
+    assert!(
+        ended
+            .iter()
+            .any(|p| p["attributes"]["provider"] == "agent"
+                && p["attributes"]["stop_reason"] == "error"),
+        "{ended:#?}"
+    );
+    assert_eq!(last("seam.model.tokens", "kind", "input"), Some(50));
+    assert_eq!(last("seam.model.tokens", "kind", "output"), Some(11));
+    assert!(metrics.iter().all(|m| m["service"] == "seam-under-test"));
     // Each component's load is a root of its own, saying where its code came from.
     let (loads, spans): (Vec<Value>, Vec<Value>) =
         spans.into_iter().partition(|s| s["name"] == "plugin.load");

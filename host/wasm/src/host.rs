@@ -53,6 +53,8 @@ pub(crate) struct HostShared {
     pub(crate) options: HostOptions,
     /// The cluster this host is a front-end of ([`Host::join_cluster`]).
     pub(crate) cluster: tokio::sync::Mutex<Option<seam_cluster::ClusterFront>>,
+    /// Its metrics, counted once asked for ([`Host::metrics`]) or when OTLP export is on.
+    pub(crate) metrics: std::sync::OnceLock<Arc<crate::telemetry::metrics::Metrics>>,
     /// Last, so that the epoch ticker stops after everything that uses the engine is gone.
     _engine: SeamEngine,
 }
@@ -146,7 +148,7 @@ impl Host {
             options.limits.clone(),
             options.engine.clone(),
         );
-        Ok(Self {
+        let host = Self {
             inner: Arc::new(HostShared {
                 runtime,
                 cache,
@@ -156,9 +158,28 @@ impl Host {
                 loader,
                 options,
                 cluster: tokio::sync::Mutex::new(None),
+                metrics: std::sync::OnceLock::new(),
                 _engine: engine,
             }),
-        })
+        };
+        if crate::telemetry::Telemetry::installed().is_some_and(|t| t.exports_metrics()) {
+            host.metrics();
+        }
+        Ok(host)
+    }
+
+    /// The host's metrics, counted from its events from the first call on (or from its
+    /// creation, when OTLP metrics are exported).
+    pub fn metrics(&self) -> Arc<crate::telemetry::metrics::Metrics> {
+        self.inner
+            .metrics
+            .get_or_init(|| {
+                crate::telemetry::metrics::Metrics::new(
+                    &self.inner.events,
+                    self.inner.runtime.live.clone(),
+                )
+            })
+            .clone()
     }
 
     /// Loads every entry of `config`. On a host that already has plugins this is

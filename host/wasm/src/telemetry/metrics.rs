@@ -1,5 +1,9 @@
 //! A host's metrics, counted from its lifecycle events and read from it when asked: served as
-//! Prometheus text (`--metrics ADDR` of the long-running commands, [`serve`]).
+//! Prometheus text (`--metrics ADDR` of the long-running commands, [`serve`]), and exported by
+//! OTLP with the traces when the `OTEL_*` variables ask for it (the same names, dotted:
+//! `seam.runs.started`, `seam.runs.ended`, `seam.run.duration`, `seam.runs.live`,
+//! `seam.model.tokens`; host memory per plugin is Prometheus only, as it is read from the
+//! loader when scraped).
 //!
 //! | metric | labels | what |
 //! |---|---|---|
@@ -21,9 +25,50 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::Event;
+use crate::events::{Event, EventBus};
+use crate::live::LiveCounts;
 use crate::sync::lock;
 use crate::Host;
+use opentelemetry::metrics::{Counter as OtelCounter, Histogram as OtelHistogram, ObservableGauge};
+use opentelemetry::KeyValue;
+
+/// The OTLP side: the same counts, as OpenTelemetry instruments.
+struct Otel {
+    started: OtelCounter<u64>,
+    ended: OtelCounter<u64>,
+    duration: OtelHistogram<f64>,
+    tokens: OtelCounter<u64>,
+    _live: ObservableGauge<i64>,
+}
+
+impl Otel {
+    fn new(meter: &opentelemetry::metrics::Meter, live: Arc<LiveCounts>) -> Self {
+        Self {
+            started: meter
+                .u64_counter("seam.runs.started")
+                .with_description("Runs started")
+                .build(),
+            ended: meter
+                .u64_counter("seam.runs.ended")
+                .with_description("Runs settled")
+                .build(),
+            duration: meter
+                .f64_histogram("seam.run.duration")
+                .with_unit("s")
+                .with_description("How long runs took, from start to settle")
+                .build(),
+            tokens: meter
+                .u64_counter("seam.model.tokens")
+                .with_description("Tokens the model endpoints reported")
+                .build(),
+            _live: meter
+                .i64_observable_gauge("seam.runs.live")
+                .with_description("Runs not yet disposed")
+                .with_callback(move |gauge| gauge.observe(live.runs() as i64, &[]))
+                .build(),
+        }
+    }
+}
 
 type Labels = Vec<(String, String)>;
 
@@ -43,6 +88,7 @@ pub struct Metrics {
     tokens: Family<Labels, Counter>,
     /// When each live run started.
     open: Mutex<HashMap<String, Instant>>,
+    otel: Option<Otel>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -52,8 +98,8 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
-    /// Counts `host`'s events from now on.
-    pub fn of(host: &Host) -> Arc<Self> {
+    /// Counts the events of `bus` from now on; `live` is its host's count of live runs.
+    pub(crate) fn new(bus: &EventBus, live_runs: Arc<LiveCounts>) -> Arc<Self> {
         let mut registry = Registry::with_prefix("seam");
         let started = Family::<Labels, Counter>::default();
         let ended = Family::<Labels, Counter>::default();
@@ -90,9 +136,12 @@ impl Metrics {
             memory,
             tokens,
             open: Mutex::default(),
+            otel: crate::telemetry::Telemetry::installed()
+                .and_then(|t| t.meter())
+                .map(|meter| Otel::new(&meter, live_runs)),
         });
         let counting = metrics.clone();
-        host.events().subscribe(move |event| {
+        bus.subscribe(move |event| {
             counting.on_event(&event);
             Ok(())
         });
@@ -107,6 +156,9 @@ impl Metrics {
             } => {
                 self.started.get_or_create(&provider(p)).inc();
                 lock(&self.open).insert(id.clone(), Instant::now());
+                if let Some(otel) = &self.otel {
+                    otel.started.add(1, &[KeyValue::new("provider", p.clone())]);
+                }
             }
             Event::SubagentEnd {
                 provider: p,
@@ -117,10 +169,22 @@ impl Metrics {
                 let mut labels = provider(p);
                 labels.push(("stop_reason".into(), stop_reason.as_str().to_string()));
                 self.ended.get_or_create(&labels).inc();
-                if let Some(began) = lock(&self.open).remove(id) {
-                    self.duration
-                        .get_or_create(&provider(p))
-                        .observe(began.elapsed().as_secs_f64());
+                let took = lock(&self.open)
+                    .remove(id)
+                    .map(|b| b.elapsed().as_secs_f64());
+                if let Some(took) = took {
+                    self.duration.get_or_create(&provider(p)).observe(took);
+                }
+                if let Some(otel) = &self.otel {
+                    let at = [KeyValue::new("provider", p.clone())];
+                    let ended = [
+                        at[0].clone(),
+                        KeyValue::new("stop_reason", stop_reason.as_str().to_string()),
+                    ];
+                    otel.ended.add(1, &ended);
+                    if let Some(took) = took {
+                        otel.duration.record(took, &at);
+                    }
                 }
             }
             Event::AgentTurnEnd {
@@ -133,6 +197,12 @@ impl Metrics {
                 self.tokens
                     .get_or_create(&kind("output"))
                     .inc_by(usage.completion_tokens);
+                if let Some(otel) = &self.otel {
+                    otel.tokens
+                        .add(usage.prompt_tokens, &[KeyValue::new("kind", "input")]);
+                    otel.tokens
+                        .add(usage.completion_tokens, &[KeyValue::new("kind", "output")]);
+                }
             }
             _ => {}
         }

@@ -1,6 +1,6 @@
 //! OpenTelemetry traces of the delegation tree, exported by OTLP over HTTP/protobuf.
 //!
-//! Configured only by the standard variables: it is on when `OTEL_EXPORTER_OTLP_ENDPOINT` or
+//! Traces and metrics ([`metrics`]). Configured only by the standard variables: it is on when `OTEL_EXPORTER_OTLP_ENDPOINT` or
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set (and `OTEL_SDK_DISABLED` is not `true`, and
 //! `OTEL_TRACES_EXPORTER` is not `none`); `OTEL_SERVICE_NAME` (default `seam`),
 //! `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`, `OTEL_EXPORTER_OTLP_HEADERS` and the
@@ -19,7 +19,9 @@ mod spans;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
 use thiserror::Error;
@@ -45,6 +47,8 @@ pub enum TelemetryError {
 /// The process's traces: the exporter, and the spans drawn from each host's events.
 pub struct Telemetry {
     provider: SdkTracerProvider,
+    /// Metrics, unless `OTEL_METRICS_EXPORTER=none`.
+    meters: Option<SdkMeterProvider>,
     spans: Arc<Spans>,
 }
 
@@ -95,13 +99,33 @@ impl Telemetry {
         if set("OTEL_SERVICE_NAME").is_none() {
             resource = resource.with_service_name("seam");
         }
+        let resource = resource.build();
         let provider = SdkTracerProvider::builder()
             .with_batch_exporter(exporter)
-            .with_resource(resource.build())
+            .with_resource(resource.clone())
             .build();
+        let meters = if set("OTEL_METRICS_EXPORTER").is_some_and(|v| v.eq_ignore_ascii_case("none"))
+        {
+            None
+        } else {
+            let exporter = opentelemetry_otlp::MetricExporter::builder()
+                .with_http()
+                .build()
+                .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+            Some(
+                SdkMeterProvider::builder()
+                    .with_periodic_exporter(exporter)
+                    .with_resource(resource)
+                    .build(),
+            )
+        };
         let tracer = provider.tracer("seam");
         let spans = Arc::new(Spans::new(tracer));
-        let telemetry = Arc::new(Telemetry { provider, spans });
+        let telemetry = Arc::new(Telemetry {
+            provider,
+            meters,
+            spans,
+        });
         let installed = INSTALLED.get_or_init(|| telemetry.clone()).clone();
         seam_core::trace::install(installed.spans.clone());
         Ok(Some(installed))
@@ -110,6 +134,16 @@ impl Telemetry {
     /// The installed telemetry, if any.
     pub fn installed() -> Option<&'static Arc<Telemetry>> {
         INSTALLED.get()
+    }
+
+    /// Whether metrics are exported too.
+    pub fn exports_metrics(&self) -> bool {
+        self.meters.is_some()
+    }
+
+    /// The meter the hosts' metrics are recorded with, when metrics are exported.
+    pub fn meter(&self) -> Option<opentelemetry::metrics::Meter> {
+        self.meters.as_ref().map(|m| m.meter("seam"))
     }
 
     /// Draws spans from `bus`'s events (every host does this when telemetry is installed).
@@ -140,6 +174,11 @@ impl Telemetry {
         self.spans.end_all();
         if let Err(e) = self.provider.shutdown_with_timeout(timeout) {
             tracing::warn!(error = %e, "traces could not all be exported");
+        }
+        if let Some(meters) = &self.meters {
+            if let Err(e) = meters.shutdown_with_timeout(timeout) {
+                tracing::warn!(error = %e, "metrics could not all be exported");
+            }
         }
     }
 }
