@@ -305,6 +305,23 @@ fn tables() -> String {
     );
     let _ = writeln!(w, "| reload a 10,000-event session | {} | |", dur(reload));
 
+    // Issue 25: OTLP export on against off, in one run.
+    let off = criterion_median("telemetry/off");
+    let on = criterion_median("telemetry/on");
+    let _ = writeln!(
+        w,
+        "\n**Traces and metrics** (criterion medians; the full mock run, OTLP/HTTP to a sink on loopback)\n"
+    );
+    let _ = writeln!(w, "| | time | |");
+    let _ = writeln!(w, "|---|---:|---:|");
+    let _ = writeln!(w, "| export off | {} | 1.00× |", dur(off));
+    let _ = writeln!(
+        w,
+        "| export on (spans and metrics) | {} | {} |",
+        dur(on),
+        ratio(on, off)
+    );
+
     // Issue 23: a tool served over MCP, against the same call in-process (`seam call`'s).
     let direct = criterion_median("mcp/direct");
     let over_stdio = criterion_median("mcp/stdio");
