@@ -279,8 +279,8 @@ async fn wait_for_background(
     }
 }
 
-/// A one-line spinner on stderr saying what the agent tree is doing, and how many background
-/// runs are going.
+/// A one-line spinner on stderr saying what the agent tree is doing: the latest step, how
+/// many runs are going, and the one that has run longest, for how long.
 struct Progress {
     status: Arc<Mutex<String>>,
     listener: seam_host::ListenerId,
@@ -288,12 +288,36 @@ struct Progress {
     done: CancellationToken,
 }
 
+/// The runs going, by id, with when each started.
+type Going = Arc<Mutex<Vec<(String, std::time::Instant)>>>;
+
+/// What the spinner says of the runs going.
+fn going_text(going: &[(String, std::time::Instant)], now: std::time::Instant) -> String {
+    let Some((id, since)) = going.iter().min_by_key(|(_, since)| *since) else {
+        return String::new();
+    };
+    let took = now.saturating_duration_since(*since).as_secs_f64();
+    match going.len() {
+        1 => format!(" · 1 run going ({id}, {took:.1} s)"),
+        n => format!(" · {n} runs going (longest {id}, {took:.1} s)"),
+    }
+}
+
 impl Progress {
     fn start(host: &Host) -> Self {
         let status = Arc::new(Mutex::new(String::from("thinking")));
         let status_line = status.clone();
         let sink = status.clone();
+        let going: Going = Arc::default();
+        let runs = going.clone();
         let listener = host.events().subscribe(move |event| {
+            match &event {
+                Event::SubagentStart { id, .. } => {
+                    lock(&runs).push((id.clone(), std::time::Instant::now()))
+                }
+                Event::SubagentEnd { id, .. } => lock(&runs).retain(|(r, _)| r != id),
+                _ => {}
+            }
             let line = match &event {
                 Event::AgentToolCall { id, tool, .. } => format!("{id}: calling `{tool}`"),
                 Event::SubagentStart { provider, id, .. } => format!("{id}: child on `{provider}`"),
@@ -313,17 +337,11 @@ impl Progress {
         });
         let done = CancellationToken::new();
         let stopped = done.clone();
-        let host = host.clone();
         let ticker = tokio::spawn(async move {
             const FRAMES: [char; 4] = ['|', '/', '-', '\\'];
             for frame in FRAMES.iter().cycle() {
                 let line = lock(&status).clone();
-                let background = host.subagents().running_background();
-                let suffix = match background {
-                    0 => String::new(),
-                    1 => " (1 background run)".to_string(),
-                    n => format!(" ({n} background runs)"),
-                };
+                let suffix = going_text(&lock(&going), std::time::Instant::now());
                 {
                     use std::io::Write as _;
                     let mut err = std::io::stderr().lock();
@@ -358,5 +376,27 @@ impl Progress {
         let mut err = std::io::stderr().lock();
         let _ = write!(err, "\r\x1b[2K");
         let _ = err.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::going_text;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_spinner_names_the_longest_run_and_how_long_it_has_gone() {
+        let now = Instant::now();
+        assert_eq!(going_text(&[], now), "");
+        let one = vec![("spawn-1".to_string(), now - Duration::from_millis(2_500))];
+        assert_eq!(going_text(&one, now), " · 1 run going (spawn-1, 2.5 s)");
+        let two = vec![
+            ("spawn-2".to_string(), now - Duration::from_millis(300)),
+            ("spawn-1".to_string(), now - Duration::from_millis(4_000)),
+        ];
+        assert_eq!(
+            going_text(&two, now),
+            " · 2 runs going (longest spawn-1, 4.0 s)"
+        );
     }
 }
