@@ -206,6 +206,11 @@ fn a_run_is_exported_as_one_span_tree_whose_trace_reaches_the_acp_agent() {
     );
     assert_eq!(attr(spawn, "seam.stop_reason"), "completed");
     assert_eq!(attr(spawn, "seam.depth"), 1);
+    assert_eq!(
+        attr(spawn, "seam.plugin"),
+        "spawn",
+        "the plugin that registered it"
+    );
     let child_turn = named("agent.turn")
         .into_iter()
         .find(|t| parent_of(t).map(|p| &p["span-id"]) == Some(&spawn["span-id"]))

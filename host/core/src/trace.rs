@@ -45,8 +45,23 @@ pub trait Tracer: Send + Sync + 'static {
     fn traceparent(&self, scope: Scope<'_>) -> Option<String>;
     /// Begins a `model.call` span of agent `agent` calling `model`.
     fn model_call(&self, agent: &str, model: &str) -> Box<dyn OpenSpan>;
-    /// A run was made (before its provider starts it) by agent `parent`, `under` what.
-    fn run_begun(&self, run: &str, parent: &str, under: Under<'_>);
+    /// A run was made (before its provider starts it).
+    fn run_begun(&self, run: &RunBegun<'_>);
+}
+
+/// A run as it is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunBegun<'a> {
+    /// The run id.
+    pub run: &'a str,
+    /// The calling agent's id.
+    pub parent: &'a str,
+    /// The provider.
+    pub provider: &'a str,
+    /// The plugin that registered the provider.
+    pub plugin: &'a str,
+    /// What it is made under.
+    pub under: Under<'a>,
 }
 
 /// What a run is made under.
@@ -120,20 +135,29 @@ pub async fn in_call<F: Future>(agent: &str, call: &str, future: F) -> F::Output
         .await
 }
 
-/// A run was made by agent `parent` (see [`Tracer::run_begun`]).
-pub fn run_begun(run: &str, parent: &str) {
+/// Run `run` on `provider` (of `plugin`) was made by agent `parent` (see
+/// [`Tracer::run_begun`]).
+pub fn run_begun(run: &str, parent: &str, provider: &str, plugin: &str) {
     let Some(tracer) = TRACER.get() else {
         return;
     };
-    if let Some(remote) = REMOTE.with(|r| r.borrow().clone()) {
-        return tracer.run_begun(run, parent, Under::Remote(&remote));
-    }
+    let remote = REMOTE.with(|r| r.borrow().clone());
     let call = CALL
         .try_with(|(agent, call)| (agent == parent).then(|| call.clone()))
         .ok()
         .flatten();
-    let under = call.as_deref().map_or(Under::Unknown, Under::Call);
-    tracer.run_begun(run, parent, under);
+    let under = match (&remote, &call) {
+        (Some(remote), _) => Under::Remote(remote),
+        (None, Some(call)) => Under::Call(call),
+        (None, None) => Under::Unknown,
+    };
+    tracer.run_begun(&RunBegun {
+        run,
+        parent,
+        provider,
+        plugin,
+        under,
+    });
 }
 
 static TRACER: OnceLock<Arc<dyn Tracer>> = OnceLock::new();

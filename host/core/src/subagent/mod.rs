@@ -39,6 +39,8 @@ type RunMap = Arc<Mutex<HashMap<String, Arc<RunShared>>>>;
 struct Entry {
     descriptor: Arc<ProviderDescriptor>,
     provider: Arc<dyn Provider>,
+    /// The plugin that registered it (for traces).
+    plugin: Arc<str>,
     /// The runs started on this provider and not yet disposed.
     runs: RunMap,
 }
@@ -108,6 +110,7 @@ impl SubagentService {
             providers.push(Entry {
                 descriptor: descriptor.clone(),
                 provider,
+                plugin: plugin.into(),
                 runs: Arc::default(),
             });
         }
@@ -136,6 +139,7 @@ impl SubagentService {
             .ok_or_else(|| SubagentError::NoProvider(descriptor.name.clone()))?;
         entry.descriptor = descriptor.clone();
         entry.provider = provider;
+        entry.plugin = plugin.into();
         Ok(descriptor)
     }
 
@@ -250,7 +254,7 @@ impl SubagentService {
         resume_seed: Option<ResumeSeed>,
         background: Option<&str>,
     ) -> Result<SubagentRun, SubagentError> {
-        let (descriptor, provider, runs) = {
+        let (descriptor, provider, runs, plugin) = {
             let providers = self.read();
             let entry = providers
                 .iter()
@@ -260,6 +264,7 @@ impl SubagentService {
                 entry.descriptor.clone(),
                 entry.provider.clone(),
                 entry.runs.clone(),
+                entry.plugin.clone(),
             )
         };
         validate::capabilities(&descriptor, &request)?;
@@ -287,7 +292,7 @@ impl SubagentService {
         );
         // Its span begins now, under the tool call that asks for it: what its provider sends
         // before the start is announced carries it.
-        crate::trace::run_begun(&id, &request.parent.id);
+        crate::trace::run_begun(&id, &request.parent.id, &descriptor.name, &plugin);
         let registry = Arc::downgrade(&runs);
         let hooks = RunHooks {
             events: self.events.clone(),

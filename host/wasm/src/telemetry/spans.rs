@@ -19,7 +19,7 @@ use opentelemetry::trace::{Status, TraceContextExt, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracer;
-use seam_core::trace::{OpenSpan, Scope, Tracer, Under};
+use seam_core::trace::{OpenSpan, RunBegun, Scope, Tracer, Under};
 use seam_core::types::{StopReason, Usage};
 
 use crate::events::Event;
@@ -337,9 +337,13 @@ impl Tracer for Spans {
         traceparent_of(&cx)
     }
 
-    fn run_begun(&self, run: &str, parent: &str, under: Under<'_>) {
+    fn run_begun(&self, begun: &RunBegun<'_>) {
         let mut state = lock(&self.state);
-        self.run(&mut state, run, parent, under);
+        let cx = self.run(&mut state, begun.run, begun.parent, begun.under);
+        cx.span().set_attributes([
+            KeyValue::new("seam.provider", begun.provider.to_string()),
+            KeyValue::new("seam.plugin", begun.plugin.to_string()),
+        ]);
     }
 
     fn model_call(&self, agent: &str, model: &str) -> Box<dyn OpenSpan> {
