@@ -112,7 +112,7 @@ impl TestRegistry {
                 .unwrap_or_else(|_| panic!("docker-registry did not say it listens"));
             if let Some(rest) = line.split("listening on ").nth(1) {
                 break rest
-                    .split(|c: char| c == '"' || c.is_whitespace())
+                    .split(|c: char| c == '"' || c == ',' || c.is_whitespace())
                     .next()
                     .unwrap_or_default()
                     .to_string();

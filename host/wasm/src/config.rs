@@ -288,17 +288,13 @@ impl Config {
         Ok(config.with_lock(lock))
     }
 
-    /// The config with `lock` as its lock: each `oci://` entry gets the line locking its id, if
-    /// that line is for the reference the entry names (a line for another reference is stale,
-    /// and ignored: [`Config::staleness`] reports it).
+    /// The config with `lock` as its lock: each `oci://` entry gets the line locking its id.
+    /// A load then pulls exactly the locked digest, and refuses a reference that names another
+    /// (even after the config was edited: `seam lock` accepts the edit).
     pub fn with_lock(mut self, lock: Option<Lock>) -> Self {
         for entry in &mut self.plugins {
             if let Some(source) = &mut entry.oci {
-                source.locked = lock
-                    .as_ref()
-                    .and_then(|l| l.entry(&entry.id))
-                    .filter(|l| l.reference == source.reference.to_string())
-                    .cloned();
+                source.locked = lock.as_ref().and_then(|l| l.entry(&entry.id)).cloned();
             }
         }
         self.lock = lock;

@@ -109,9 +109,13 @@ pub(crate) async fn staleness_online(
     let mut stale = config.staleness();
     let mut notes = Vec::new();
     for (entry, source) in config.oci_entries() {
+        // Only a locked tag can move; a line for another reference is stale already.
         let (Some(locked), None) = (&source.locked, source.reference.digest()) else {
             continue;
         };
+        if locked.reference != source.reference.to_string() {
+            continue;
+        }
         match host.oci().current_digest(source).await {
             Ok(digest) if digest != locked.digest => stale.push(Staleness::Moved {
                 id: entry.id.clone(),

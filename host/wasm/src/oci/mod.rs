@@ -137,20 +137,19 @@ pub enum OciError {
         /// The lock line that named `expected`, if one did.
         lock: Option<String>,
     },
-    /// The config names another digest than its lock.
+    /// What the config names is another digest than its lock's.
     #[error(
-        "`{reference}`: {place} locks {locked}, but the config names {found}: refused (run `seam \
-         lock` to lock the new digest)"
+        "`{reference}` {how} {found}, but {lock}: refused (run `seam lock` to lock the new digest)"
     )]
     LockMismatch {
         /// The reference as written.
         reference: String,
-        /// The lock line (`` `seam.lock` line 7 ``).
-        place: String,
-        /// The locked digest.
-        locked: Digest,
+        /// `names` (a digest reference) or `resolves to` (a tag, at the registry).
+        how: &'static str,
         /// The digest the config names.
         found: Digest,
+        /// The lock line and what it locks: `` `seam.lock` line 7 locks sha256:… (`oci://…`) ``.
+        lock: String,
     },
     /// A layer or payload larger than its limit, refused before it is stored.
     #[error(

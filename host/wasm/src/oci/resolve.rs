@@ -1,9 +1,11 @@
 //! The path of a load: from an entry's `oci://` reference to a checked component file in the
 //! store, pulling only what the store lacks.
 //!
-//! 1. **The digest.** A digest reference is its digest (refused if the lock locks another); a
-//!    locked tag is its locked digest (the registry is not asked, so it loads offline); an
-//!    unlocked tag is resolved at the registry.
+//! 1. **The digest.** A locked tag is its locked digest (the registry is not asked, so it loads
+//!    offline); a digest reference is its digest; an unlocked tag is resolved at the registry.
+//!    When the entry has a lock line, whatever the reference names must be the locked digest:
+//!    a config edited to name another digest (or a tag that names another) is refused until
+//!    `seam lock` locks it.
 //! 2. **The manifest**, from the store or the registry, checked against the digest.
 //! 3. **The signature** (unless `verify = false`): a cosign signature by a required key whose
 //!    payload names this manifest digest, from the store or the registry. Before the layer, so
@@ -86,17 +88,29 @@ impl Oci {
         let locked = source.locked.as_ref();
         let mut registry = Connection::new(source);
         let digest = match (reference.digest(), locked) {
-            (Some(found), Some(lock)) if found != lock.digest => {
-                return Err(OciError::LockMismatch {
-                    reference: reference.to_string(),
-                    place: lock.place(),
-                    locked: lock.digest,
-                    found,
-                })
-            }
-            (Some(digest), _) => digest,
-            (None, Some(lock)) => lock.digest,
+            (None, Some(lock)) if lock.reference == reference.to_string() => lock.digest,
+            (Some(digest), None) => digest,
             (None, None) => registry.get()?.resolve(reference).await?,
+            (written, Some(lock)) => {
+                let (found, how) = match written {
+                    Some(digest) => (digest, "names"),
+                    None => (registry.get()?.resolve(reference).await?, "resolves to"),
+                };
+                if found != lock.digest {
+                    return Err(OciError::LockMismatch {
+                        reference: reference.to_string(),
+                        how,
+                        found,
+                        lock: format!(
+                            "{} locks {} (`{}`)",
+                            lock.place(),
+                            lock.digest,
+                            lock.reference
+                        ),
+                    });
+                }
+                found
+            }
         };
         self.fetch(source, digest, locked, &mut registry).await
     }
