@@ -995,6 +995,71 @@ mod tests {
     }
 
     #[test]
+    fn oci_entries_name_a_reference_and_what_verifies_it() {
+        let hex = "a".repeat(64);
+        let config = parse(&format!(
+            "[oci]\nhttp = [\"127.0.0.1:5000\"]\nmax_layer_mb = 8\n\n\
+             [[plugin]]\nid = \"a\"\ncomponent = \"oci://127.0.0.1:5000/seam/a:1.0\"\nverify = false\n\n\
+             [[plugin]]\nid = \"b\"\ncomponent = \"oci://ghcr.io/org/b@sha256:{hex}\"\nverify = false\n"
+        ))
+        .unwrap();
+        let [a, b] = &config.plugins[..] else {
+            panic!("{:?}", config.plugins)
+        };
+        // The reference is kept as written, never joined to the config's folder.
+        assert_eq!(a.component, Path::new("oci://127.0.0.1:5000/seam/a:1.0"));
+        let source = a.oci.as_ref().unwrap();
+        assert_eq!(source.reference.tag(), Some("1.0"));
+        assert_eq!(source.verify, crate::oci::Verify::Unsigned);
+        assert_eq!(source.settings.max_layer_bytes, 8 << 20);
+        assert_eq!(
+            b.oci.as_ref().unwrap().reference.digest().unwrap().hex(),
+            hex
+        );
+        // Both lack a lock line until one is read.
+        let names: Vec<String> = config.staleness().iter().map(|s| s.to_string()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+
+        for (text, wanted) in [
+            (
+                "[[plugin]]\nid = \"a\"\ncomponent = \"oci://ghcr.io/org/a:1\"\n",
+                "key `verify`: `oci://ghcr.io/org/a:1` comes from a registry, so it must be verified",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\ncomponent = \"oci://ghcr.io/org/a:1\"\nverify = \"alice\"\n",
+                "key `verify`: `alice` is not a key of [trust.keys] (the config has none)",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\ncomponent = \"a.wasm\"\nverify = false\n",
+                "key `verify` is only for components from a registry",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\ncomponent = \"oci://org/a:1\"\nverify = false\n",
+                "key `component`: `oci://org/a:1` does not start with a registry",
+            ),
+        ] {
+            let (index, id, message) = entry_error(text);
+            assert_eq!((index, id.as_str()), (1, "a"), "{text}");
+            assert!(message.starts_with(wanted), "{text}: {message}");
+        }
+        let shown = parse("[oci]\nhttp = [\"registry.lan:5000\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            shown.contains("[oci]: key `http`: `registry.lan:5000` is not a loopback registry"),
+            "{shown}"
+        );
+        assert!(parse("[oci]\nhttp = [\"registry.lan:5000\"]\ninsecure = true\n").is_ok());
+        let shown = parse("[trust.keys]\nalice = \"missing.pub\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            shown.contains("[trust]: key `keys.alice`: cannot read key file `/base/missing.pub`"),
+            "{shown}"
+        );
+    }
+
+    #[test]
     fn the_rendered_error_names_file_entry_and_key() {
         let shown = parse("[[plugin]]\nid = \"a\"\ncomponent = \"a.wasm\"\nconfig = 3\n")
             .unwrap_err()
