@@ -80,8 +80,8 @@ impl OciSettings {
         self.http.iter().any(|r| r == registry)
     }
 
-    /// Checks the settings: a non-loopback registry over HTTP needs `insecure`. `key` prefixes
-    /// the key named in the error (`[oci] ` in a config, `--` for flags).
+    /// Checks the settings: `max_layer_mb` is at least 1, and a non-loopback registry over HTTP
+    /// needs `insecure`. The error names the `[oci]` key.
     pub fn validate(&self) -> Result<(), EntryError> {
         if self.max_layer_bytes == 0 {
             return Err(EntryError::new(
