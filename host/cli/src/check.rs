@@ -16,6 +16,10 @@ pub(crate) struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Fail if the config's lock file would change: an `oci://` entry without a lock line, a
+    /// stale line, or a locked tag that now names another digest.
+    #[arg(long)]
+    locked: bool,
 }
 
 /// A mounted tool, as `check` reports it.
@@ -28,12 +32,34 @@ struct ToolLine {
 
 pub(crate) async fn run(args: Args, interrupt: &CancellationToken) -> Result<u8> {
     let config = read_config(&args.config)?;
+    if args.locked {
+        crate::oci::ensure_locked(&config, &args.config)?;
+    }
     let path = args.config.clone();
-    let problems = with_host(|host| async move {
+    let (problems, stale, notes) = with_host(|host| async move {
         interruptible(host.load(&config), interrupt).await?;
-        report(&host, &path, args.json).await
+        let (stale, notes) = crate::oci::staleness_online(&host, &config).await;
+        let mut problems = report(&host, &path, args.json, Some(&stale)).await?;
+        if args.locked && !stale.is_empty() {
+            problems.push(format!(
+                "the lock file would change (--locked): {}",
+                crate::oci::list(&stale)
+            ));
+        }
+        Ok((problems, stale, notes))
     })
     .await?;
+    for note in &notes {
+        errln!("note: {note}");
+    }
+    if !stale.is_empty() && !args.locked {
+        errln!(
+            "warning: the lock file `{}` is stale: {}; run `seam lock {}`",
+            seam_host::oci::lock_path(&args.config).display(),
+            crate::oci::list(&stale),
+            args.config.display()
+        );
+    }
     if problems.is_empty() {
         return Ok(EXIT_OK);
     }
@@ -50,7 +76,12 @@ pub(crate) async fn run(args: Args, interrupt: &CancellationToken) -> Result<u8>
 }
 
 /// Prints the report of `host`, which has `config` loaded, and returns its problems.
-pub(crate) async fn report(host: &Host, config: &Path, json: bool) -> Result<Vec<String>> {
+pub(crate) async fn report(
+    host: &Host,
+    config: &Path,
+    json: bool,
+    stale: Option<&[seam_host::oci::Staleness]>,
+) -> Result<Vec<String>> {
     let plugins = host.plugins().await;
     let tools = mounted_tools(host);
     let problems = problems(host, &plugins).await;
@@ -58,6 +89,7 @@ pub(crate) async fn report(host: &Host, config: &Path, json: bool) -> Result<Vec
         let doc = json!({
             "config": config,
             "ok": problems.is_empty(),
+            "lock_stale": stale.map(|s| s.iter().map(ToString::to_string).collect::<Vec<_>>()),
             "plugins": plugins.iter().map(plugin_json).collect::<Vec<_>>(),
             "tools": tools.iter().map(|t| json!({
                 "name": t.name,
@@ -145,6 +177,7 @@ fn plugin_json(p: &PluginInfo) -> serde_json::Value {
         "command": p.command,
         "grants": p.grants,
         "limits": p.limits,
+        "pulled": p.pulled,
     })
 }
 
@@ -215,6 +248,17 @@ fn print_human(config: &std::path::Path, plugins: &[PluginInfo], tools: &[ToolLi
         let line = format!("  {id:<w0$}  {kind:<w1$}  {state:<w2$}  {what}");
         outln!("{}", line.trim_end());
         // What the sandbox lets it do, once the grants were checked against this host.
+        if let Some(pulled) = &p.pulled {
+            let signer = match &pulled.signer {
+                Some((name, fingerprint)) => format!("signed by `{name}` ({fingerprint})"),
+                None => "not signature-checked (verify = false)".into(),
+            };
+            outln!(
+                "      pulled: {} ({} bytes), {signer}",
+                pulled.digest,
+                pulled.size
+            );
+        }
         if let Some(grants) = &p.grants {
             outln!("      grants: {}", grants.summary());
         }

@@ -109,7 +109,7 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         loop {
             if changed {
                 watched.follow(&mut watcher, &config_path, &config);
-                for problem in check::report(&host, &args.config, false).await? {
+                for problem in check::report(&host, &args.config, false, None).await? {
                     errln!("error: {problem}");
                 }
                 if let Some(then) = &then {

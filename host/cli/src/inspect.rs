@@ -1,4 +1,5 @@
-//! `seam inspect COMPONENT [--config JSON] [--json]`.
+//! `seam inspect COMPONENT [--config JSON] [--json]`; COMPONENT is a file or an `oci://`
+//! reference (pulled and checked into the store first, its signature against `--key` if given).
 
 use std::path::PathBuf;
 
@@ -11,8 +12,15 @@ use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The `.wasm` component.
+    /// The `.wasm` component, or `oci://REGISTRY/REPOSITORY:TAG` (or `@sha256:DIGEST`) for one
+    /// in a registry.
     component: PathBuf,
+    /// For an `oci://` component: the public key (PEM) its signature must verify against.
+    /// Without it the signature is not checked (and the output says so).
+    #[arg(long, value_name = "KEY.pub")]
+    key: Option<PathBuf>,
+    #[command(flatten)]
+    registry: crate::oci::RegistryArgs,
     /// The plugin config to describe it with, as a JSON object (default `{}`). With this flag, a
     /// config the component refuses makes the command exit 1.
     #[arg(long, value_name = "JSON")]
@@ -35,10 +43,26 @@ pub(crate) async fn run(args: Args, interrupt: &CancellationToken) -> Result<u8>
         }
     };
     let given = config.is_some();
-    let info = with_host(|host| async move {
-        interruptible(host.inspect(&args.component, config), interrupt)
+    let written = args.component.to_string_lossy().into_owned();
+    let source = if written.starts_with(seam_host::oci::reference::SCHEME) {
+        Some(oci_source(&written, &args)?)
+    } else {
+        None
+    };
+    let (info, pulled) = with_host(|host| async move {
+        let (path, pulled) = match &source {
+            Some(source) => {
+                let resolved = interruptible(host.oci().resolve(source), interrupt)
+                    .await?
+                    .with_context(|| format!("cannot inspect `{written}`"))?;
+                (resolved.path.clone(), Some(resolved))
+            }
+            None => (args.component.clone(), None),
+        };
+        let info = interruptible(host.inspect(&path, config), interrupt)
             .await?
-            .with_context(|| format!("cannot inspect `{}`", args.component.display()))
+            .with_context(|| format!("cannot inspect `{written}`"))?;
+        Ok((info, pulled))
     })
     .await?;
 
@@ -50,11 +74,33 @@ pub(crate) async fn run(args: Args, interrupt: &CancellationToken) -> Result<u8>
                 seam_host::versions::world_name(info.kind).into(),
             );
             fields.insert("grants".into(), serde_json::to_value(Granted::default())?);
+            if let Some(pulled) = &pulled {
+                fields.insert("reference".into(), pulled.reference.to_string().into());
+                fields.insert("digest".into(), pulled.digest.to_string().into());
+                fields.insert(
+                    "signer".into(),
+                    pulled
+                        .signer
+                        .as_ref()
+                        .map(|s| serde_json::json!({"name": s.name, "fingerprint": s.fingerprint}))
+                        .into(),
+                );
+            }
             fields.insert("limits".into(), serde_json::to_value(Limits::default())?);
         }
         let text = serde_json::to_string_pretty(&value).context("cannot serialise the report")?;
         outln!("{text}");
     } else {
+        if let Some(pulled) = &pulled {
+            outln!("reference: {}", pulled.reference);
+            outln!(
+                "signature: {}",
+                match &pulled.signer {
+                    Some(s) => format!("verified against {} ({})", s.name, s.fingerprint),
+                    None => "not checked (pass --key KEY.pub to check it)".into(),
+                }
+            );
+        }
         print_human(&info, given);
     }
     Ok(
@@ -64,6 +110,27 @@ pub(crate) async fn run(args: Args, interrupt: &CancellationToken) -> Result<u8>
             EXIT_OK
         },
     )
+}
+
+/// What `seam inspect oci://...` pulls: the reference, checked against `--key` if given, with
+/// the registry flags.
+fn oci_source(written: &str, args: &Args) -> Result<seam_host::oci::OciSource> {
+    let reference = crate::oci::parse_reference(written)?;
+    let settings = args.registry.settings(&reference)?;
+    let verify = match &args.key {
+        Some(path) => seam_host::oci::Verify::Keys(vec![seam_host::oci::TrustKey {
+            name: format!("`{}`", path.display()),
+            path: path.clone(),
+            key: seam_host::oci::signature::PublicKey::from_file(path)?,
+        }]),
+        None => seam_host::oci::Verify::Unsigned,
+    };
+    Ok(seam_host::oci::OciSource {
+        reference,
+        verify,
+        locked: None,
+        settings: std::sync::Arc::new(settings),
+    })
 }
 
 fn print_human(info: &ComponentInfo, config_given: bool) {

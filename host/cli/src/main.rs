@@ -34,6 +34,7 @@ mod inspect;
 mod mcp;
 mod metrics;
 mod new;
+mod oci;
 mod pictures;
 mod recording;
 mod run;
@@ -73,6 +74,8 @@ pub(crate) const EXIT_TERMINATED: u8 = 143;
 const ENVIRONMENT: &str = "Environment:
   SEAM_CACHE_DIR     where compiled components are cached (default $XDG_CACHE_HOME/seam or ~/.cache/seam)
   SEAM_CACHE_MAX_MB  most MiB the cache keeps, least recently used evicted first (default 1024)
+  SEAM_OCI_CA_FILE   more trusted roots (PEM) for registries, when a config's [oci] has no ca_file
+  DOCKER_CONFIG      where the Docker config file with registry credentials is (default ~/.docker)
   SEAM_COMPILER      cranelift (default) or winch: winch compiles large guests faster, for development
   SEAM_CONTAINMENT   how the processes of ACP agents are contained: cgroup (a cgroup v2 each, the
                      default where one can be made) or subreaper
@@ -121,6 +124,16 @@ enum Command {
     /// Serve every mounted tool (Wasm tools, subagent tools, background control tools) to an
     /// MCP client, over stdio or streamable HTTP.
     Mcp(mcp::Args),
+    /// Resolve every `oci://` component of a config at its registry, check it, and write the
+    /// config's lock file (`seam.lock` beside `seam.toml`).
+    Lock(oci::lock::Args),
+    /// Fetch and check every `oci://` component of a config into the store, so that loading it
+    /// needs no registry.
+    Pull(oci::pull::Args),
+    /// Publish a component to a registry as a Wasm OCI artifact.
+    Push(oci::push::Args),
+    /// Sign a component in a registry with a key, as cosign signs (cosign verifies it).
+    Sign(oci::sign::Args),
     /// Keep a host up on a config, reloading what changes (the config, a rebuilt component)
     /// and running a command after each reload.
     Dev(dev::Args),
@@ -170,6 +183,10 @@ fn main() -> ExitCode {
             Command::Acp(args) => acp::run(args, interrupt.clone()).await,
             Command::Worker(args) => worker::run(args, interrupt.clone()).await,
             Command::Mcp(args) => mcp::run(args, interrupt.clone()).await,
+            Command::Lock(args) => oci::lock::run(args).await,
+            Command::Pull(args) => oci::pull::run(args).await,
+            Command::Push(args) => oci::push::run(args, &interrupt).await,
+            Command::Sign(args) => oci::sign::run(args).await,
         };
         if interrupt.is_cancelled() {
             errln!("interrupted");

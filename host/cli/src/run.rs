@@ -53,6 +53,10 @@ pub(crate) struct Args {
     /// it in ui.perfetto.dev).
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// Fail if the config's lock file would change (an `oci://` entry without a lock line, or
+    /// a stale line), before anything is loaded.
+    #[arg(long)]
+    locked: bool,
 }
 
 /// The diagnostic of a background child `seam run` let go of.
@@ -61,6 +65,9 @@ const DETACHED: &str = "interrupted: `seam run` ended before it (--detach or Ctr
 
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
     let config = read_config(&args.config)?;
+    if args.locked {
+        crate::oci::ensure_locked(&config, &args.config)?;
+    }
     let prompt = args
         .prompt
         .clone()

@@ -158,6 +158,16 @@ impl CompileCache {
         self.guarded.as_deref()
     }
 
+    /// The cache directory in use (canonical), or why there is none: `Err(None)` when no cache
+    /// is configured, `Err(Some(dir))` when the configured one was refused (a warning said why).
+    /// The OCI store lives inside it, under the same trust.
+    pub(crate) fn usable_dir(&self) -> Result<&Path, Option<&Path>> {
+        match (&self.dir, &self.guarded) {
+            (Some(dir), _) => Ok(dir),
+            (None, guarded) => Err(guarded.as_deref()),
+        }
+    }
+
     /// Reads and compiles a component, through the artifact cache when one is in use. Loads of
     /// the same bytes at the same time compile once: several entries of one component, which
     /// the loader loads concurrently, would otherwise each compile it (seconds for a Python or
@@ -617,7 +627,7 @@ fn canonical_lenient(path: &Path) -> PathBuf {
 /// Makes sure `dir` is a cache directory the host can trust, creating it `0700` if it is
 /// missing; returns its canonical path, or why it cannot be used.
 #[cfg(unix)]
-fn prepare_dir(dir: &Path) -> Result<PathBuf, UntrustedDir> {
+pub(crate) fn prepare_dir(dir: &Path) -> Result<PathBuf, UntrustedDir> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 
     if std::fs::symlink_metadata(dir).is_err() {
@@ -655,14 +665,14 @@ fn prepare_dir(dir: &Path) -> Result<PathBuf, UntrustedDir> {
 }
 
 #[cfg(not(unix))]
-fn prepare_dir(dir: &Path) -> Result<PathBuf, UntrustedDir> {
+pub(crate) fn prepare_dir(dir: &Path) -> Result<PathBuf, UntrustedDir> {
     std::fs::create_dir_all(dir).map_err(UntrustedDir::Create)?;
     std::fs::canonicalize(dir).map_err(UntrustedDir::Resolve)
 }
 
 /// Why a cache directory cannot be trusted with native code.
 #[derive(Debug, Error)]
-enum UntrustedDir {
+pub(crate) enum UntrustedDir {
     #[error("cannot create it: {0}")]
     Create(std::io::Error),
     #[error("cannot make it private (0700): {0}")]
@@ -733,7 +743,7 @@ fn current_uid() -> std::io::Result<u32> {
 }
 
 /// Creates a new file readable and writable by its owner only; fails if it exists.
-fn new_private_file(path: &Path) -> std::io::Result<std::fs::File> {
+pub(crate) fn new_private_file(path: &Path) -> std::io::Result<std::fs::File> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]

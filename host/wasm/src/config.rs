@@ -20,6 +20,14 @@
 //! [plugin.grants]
 //! env = ["ANTHROPIC_API_KEY"]         # the only variables the process sees
 //!
+//! [[plugin]]                          # a component from a registry, signed by a trusted key
+//! id = "researcher"
+//! component = "oci://ghcr.io/org/researcher:1.0"   # or `...@sha256:DIGEST`
+//! verify = "alice"                    # a key of [trust.keys]; `false` loads it unsigned
+//!
+//! [trust.keys]
+//! alice = "keys/alice.pub"
+//!
 //! [[plugin]]                          # an MCP server's tools (no component)
 //! id = "notes"
 //! kind = "mcp"
@@ -28,11 +36,15 @@
 //! ```
 //!
 //! `[plugin.grants]` and `[plugin.limits]` are read by [`crate::sandbox::parse_grants`] and
-//! [`crate::sandbox::parse_limits`].
+//! [`crate::sandbox::parse_limits`]; `[oci]`, `[trust]` and `verify` by [`crate::oci::settings`].
+//! [`Config::from_file`] also reads the config's lock file (`seam.lock` beside `seam.toml`).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
+
+use crate::oci::{Lock, LockError, OciRef, OciSettings, OciSource, Staleness, Trust};
 
 use crate::sandbox::EntryError;
 
@@ -71,6 +83,9 @@ pub enum ConfigError {
         /// What is wrong, naming the key.
         message: String,
     },
+    /// The config's lock file cannot be read.
+    #[error(transparent)]
+    Lock(#[from] LockError),
 }
 
 /// One plugin entry.
@@ -91,6 +106,11 @@ pub struct PluginEntry {
     /// refused. Optional: without it the kind is read from the component.
     #[serde(default)]
     pub kind: Option<seam_core::types::PluginKind>,
+    /// For `component = "oci://..."`: the reference, the signature it must carry, its lock line
+    /// and how registries are reached. Such an entry's `component` is the reference as written,
+    /// for display; what is compiled is the checked file in the OCI store.
+    #[serde(skip)]
+    pub oci: Option<OciSource>,
     /// `[plugin.grants]`: what the plugin may reach beyond Seam's imports (default: nothing).
     #[serde(skip)]
     pub grants: crate::sandbox::Grants,
@@ -143,6 +163,12 @@ pub struct Config {
     /// `[cluster]`: the NATS cluster whose providers a front-end runs on (`seam worker` reads
     /// its connection here too).
     pub cluster: Option<seam_cluster::ClusterConfig>,
+    /// `[oci]`: how registries are reached.
+    pub oci: Arc<OciSettings>,
+    /// `[trust]`: the keys a pulled component may be signed by.
+    pub trust: Trust,
+    /// The lock file read beside the config ([`crate::oci::lock_path`]), if there is one.
+    pub lock: Option<Lock>,
 }
 
 /// Where sessions are kept (`[sessions] store`).
@@ -242,17 +268,87 @@ struct RawConfig {
     sessions: Option<toml::Value>,
     #[serde(default)]
     cluster: Option<toml::Value>,
+    #[serde(default)]
+    oci: Option<toml::Value>,
+    #[serde(default)]
+    trust: Option<toml::Value>,
 }
 
 impl Config {
-    /// Reads and validates a config file; component paths are resolved against its folder.
+    /// Reads and validates a config file; component paths are resolved against its folder. Its
+    /// lock file, if there is one, is read too, and each `oci://` entry gets its lock line.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
-        Self::parse(&text, path, base)
+        let config = Self::parse(&text, path, base)?;
+        let lock = Lock::read(&crate::oci::lock_path(path))?;
+        Ok(config.with_lock(lock))
+    }
+
+    /// The config with `lock` as its lock: each `oci://` entry gets the line locking its id.
+    /// A load then pulls exactly the locked digest, and refuses a reference that names another
+    /// (even after the config was edited: `seam lock` accepts the edit).
+    pub fn with_lock(mut self, lock: Option<Lock>) -> Self {
+        for entry in &mut self.plugins {
+            if let Some(source) = &mut entry.oci {
+                source.locked = lock.as_ref().and_then(|l| l.entry(&entry.id)).cloned();
+            }
+        }
+        self.lock = lock;
+        self
+    }
+
+    /// The enabled `oci://` entries.
+    pub fn oci_entries(&self) -> impl Iterator<Item = (&PluginEntry, &OciSource)> {
+        self.plugins
+            .iter()
+            .filter(|e| !e.disabled)
+            .filter_map(|e| e.oci.as_ref().map(|s| (e, s)))
+    }
+
+    /// How the config and its lock disagree, without asking a registry: entries without a lock
+    /// line, lines for another reference or digest, lines for no entry. Empty for a config with
+    /// no `oci://` entry and no lock.
+    pub fn staleness(&self) -> Vec<Staleness> {
+        let mut found = Vec::new();
+        let lock = self.lock.as_ref();
+        for (entry, source) in self.oci_entries() {
+            let reference = source.reference.to_string();
+            match lock.and_then(|l| l.entry(&entry.id)) {
+                None => found.push(Staleness::Missing {
+                    id: entry.id.clone(),
+                    reference,
+                }),
+                Some(locked) if locked.reference != reference => {
+                    found.push(Staleness::OtherReference {
+                        id: entry.id.clone(),
+                        reference,
+                        locked: locked.clone(),
+                    })
+                }
+                Some(locked) => {
+                    if let Some(digest) = source.reference.digest().filter(|d| *d != locked.digest)
+                    {
+                        found.push(Staleness::OtherDigest {
+                            id: entry.id.clone(),
+                            digest,
+                            locked: locked.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        for locked in lock.map(|l| l.entries.as_slice()).unwrap_or_default() {
+            if !self.oci_entries().any(|(e, _)| e.id == locked.id) {
+                found.push(Staleness::Unused {
+                    locked: locked.clone(),
+                });
+            }
+        }
+        found
     }
 
     /// Parses config text; `name` labels errors, `base` resolves relative component paths.
@@ -261,6 +357,22 @@ impl Config {
             path: name.to_path_buf(),
             message: e.message().to_string() + &line_of(text, e.span()),
         })?;
+        let oci_section = |key: &str, e: EntryError| ConfigError::Parse {
+            path: name.to_path_buf(),
+            message: format!("[{key}]: {e}"),
+        };
+        let oci = Arc::new(match raw.oci {
+            Some(v) => {
+                crate::oci::settings::parse_oci(v, base).map_err(|e| oci_section("oci", e))?
+            }
+            None => OciSettings::default(),
+        });
+        let trust = match raw.trust {
+            Some(v) => {
+                crate::oci::settings::parse_trust(v, base).map_err(|e| oci_section("trust", e))?
+            }
+            None => Trust::default(),
+        };
         let mut plugins: Vec<PluginEntry> = Vec::with_capacity(raw.plugin.len());
         for (i, value) in raw.plugin.into_iter().enumerate() {
             let id = value
@@ -287,6 +399,7 @@ impl Config {
                 Some(table) => acp_command(table).map_err(|e| entry_err(e.to_string()))?,
                 None => None,
             };
+            let verify = value.as_table_mut().and_then(|t| t.remove("verify"));
             let mut entry: PluginEntry = value
                 .try_into()
                 .map_err(|e: toml::de::Error| entry_err(e.message().to_string()))?;
@@ -334,7 +447,30 @@ impl Config {
             if entry.component.as_os_str().is_empty() {
                 return Err(entry_err("key `component` is empty".into()));
             }
-            if entry.component.is_relative() && !entry.is_acp() && entry.mcp.is_none() {
+            let written = entry.component.to_string_lossy().into_owned();
+            if written.starts_with(crate::oci::reference::SCHEME) && entry.command.is_none() {
+                let reference = OciRef::parse(&written)
+                    .map_err(|e| entry_err(format!("key `component`: {e}")))?;
+                let verify =
+                    crate::oci::settings::entry_verify(verify.as_ref(), &trust, &reference)
+                        .map_err(|e| entry_err(e.to_string()))?;
+                entry.oci = Some(OciSource {
+                    reference,
+                    verify,
+                    locked: None,
+                    settings: oci.clone(),
+                });
+            } else if verify.is_some() {
+                return Err(entry_err(
+                    "key `verify` is only for components from a registry (`component =                      \"oci://...\"`)"
+                        .into(),
+                ));
+            }
+            if entry.component.is_relative()
+                && !entry.is_acp()
+                && entry.mcp.is_none()
+                && entry.oci.is_none()
+            {
                 entry.component = base.join(&entry.component);
             }
             plugins.push(entry);
@@ -400,6 +536,9 @@ impl Config {
             models,
             sessions,
             cluster,
+            oci,
+            trust,
+            lock: None,
         })
     }
 }
@@ -853,6 +992,71 @@ mod tests {
             assert_eq!((index, id.as_str()), (1, "a"), "{text}");
             assert!(message.starts_with(wanted), "{text}: {message}");
         }
+    }
+
+    #[test]
+    fn oci_entries_name_a_reference_and_what_verifies_it() {
+        let hex = "a".repeat(64);
+        let config = parse(&format!(
+            "[oci]\nhttp = [\"127.0.0.1:5000\"]\nmax_layer_mb = 8\n\n\
+             [[plugin]]\nid = \"a\"\ncomponent = \"oci://127.0.0.1:5000/seam/a:1.0\"\nverify = false\n\n\
+             [[plugin]]\nid = \"b\"\ncomponent = \"oci://ghcr.io/org/b@sha256:{hex}\"\nverify = false\n"
+        ))
+        .unwrap();
+        let [a, b] = &config.plugins[..] else {
+            panic!("{:?}", config.plugins)
+        };
+        // The reference is kept as written, never joined to the config's folder.
+        assert_eq!(a.component, Path::new("oci://127.0.0.1:5000/seam/a:1.0"));
+        let source = a.oci.as_ref().unwrap();
+        assert_eq!(source.reference.tag(), Some("1.0"));
+        assert_eq!(source.verify, crate::oci::Verify::Unsigned);
+        assert_eq!(source.settings.max_layer_bytes, 8 << 20);
+        assert_eq!(
+            b.oci.as_ref().unwrap().reference.digest().unwrap().hex(),
+            hex
+        );
+        // Both lack a lock line until one is read.
+        let names: Vec<String> = config.staleness().iter().map(|s| s.to_string()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+
+        for (text, wanted) in [
+            (
+                "[[plugin]]\nid = \"a\"\ncomponent = \"oci://ghcr.io/org/a:1\"\n",
+                "key `verify`: `oci://ghcr.io/org/a:1` comes from a registry, so it must be verified",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\ncomponent = \"oci://ghcr.io/org/a:1\"\nverify = \"alice\"\n",
+                "key `verify`: `alice` is not a key of [trust.keys] (the config has none)",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\ncomponent = \"a.wasm\"\nverify = false\n",
+                "key `verify` is only for components from a registry",
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\ncomponent = \"oci://org/a:1\"\nverify = false\n",
+                "key `component`: `oci://org/a:1` does not start with a registry",
+            ),
+        ] {
+            let (index, id, message) = entry_error(text);
+            assert_eq!((index, id.as_str()), (1, "a"), "{text}");
+            assert!(message.starts_with(wanted), "{text}: {message}");
+        }
+        let shown = parse("[oci]\nhttp = [\"registry.lan:5000\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            shown.contains("[oci]: key `http`: `registry.lan:5000` is not a loopback registry"),
+            "{shown}"
+        );
+        assert!(parse("[oci]\nhttp = [\"registry.lan:5000\"]\ninsecure = true\n").is_ok());
+        let shown = parse("[trust.keys]\nalice = \"missing.pub\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            shown.contains("[trust]: key `keys.alice`: cannot read key file `/base/missing.pub`"),
+            "{shown}"
+        );
     }
 
     #[test]

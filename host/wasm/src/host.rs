@@ -182,6 +182,13 @@ impl Host {
             .clone()
     }
 
+    /// Pulls and checks components from registries into this host's OCI store (beside its
+    /// compile cache), as loading an `oci://` entry does: for `seam pull`, `seam lock` and
+    /// `seam inspect oci://...`.
+    pub fn oci(&self) -> &crate::oci::Oci {
+        self.inner.loader.oci()
+    }
+
     /// Loads every entry of `config`. On a host that already has plugins this is
     /// [`Host::reconfigure`]: entries not in `config` are unloaded.
     pub async fn load(&self, config: &Config) -> LoadReport {

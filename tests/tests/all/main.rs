@@ -26,6 +26,7 @@ mod loader;
 mod loopback;
 mod mock;
 mod observers;
+mod oci;
 mod progress;
 mod registry;
 mod reload;

@@ -15,7 +15,7 @@ mod plan;
 mod prepare;
 mod status;
 
-pub use status::{LoadError, LoadReport, PluginInfo, PluginState, Reload};
+pub use status::{LoadError, LoadReport, PluginInfo, PluginState, Pulled, Reload};
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -83,6 +83,8 @@ pub(crate) struct Loader {
     observers: Mutex<HashMap<String, ObserverHandle>>,
     defaults: Limits,
     engine_options: EngineOptions,
+    /// Where components from registries are pulled into and checked.
+    oci: Arc<crate::oci::Oci>,
 }
 
 impl Loader {
@@ -95,6 +97,8 @@ impl Loader {
         defaults: Limits,
         engine_options: EngineOptions,
     ) -> Self {
+        // Pulled components are kept inside the compile cache directory, under its trust.
+        let oci = Arc::new(crate::oci::Oci::new(cache.usable_dir()));
         Self {
             runtime,
             cache,
@@ -105,7 +109,13 @@ impl Loader {
             observers: Mutex::new(HashMap::new()),
             defaults,
             engine_options,
+            oci,
         }
+    }
+
+    /// Where components from registries are pulled into and checked.
+    pub(crate) fn oci(&self) -> &crate::oci::Oci {
+        &self.oci
     }
 
     /// Moves the loaded plugins to `config`: entries that left are unloaded (in reverse load
@@ -252,6 +262,7 @@ impl Loader {
             command: entry.command.clone(),
             host_memory: None,
             stale: None,
+            pulled: None,
         }
     }
 }

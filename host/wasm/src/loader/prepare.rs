@@ -41,12 +41,33 @@ impl Loader {
             id: id.clone(),
             source,
         };
+        // A component from a registry is pulled and checked (digest, lock, signature, size)
+        // before a byte of it is compiled; then its file in the store is compiled like any.
+        let path = match &entry.oci {
+            Some(source) => {
+                let resolved = self
+                    .oci
+                    .resolve(source)
+                    .await
+                    .map_err(|source| LoadError::Oci {
+                        id: id.clone(),
+                        source: Box::new(source),
+                    })?;
+                info.pulled = Some(super::Pulled {
+                    digest: resolved.digest.to_string(),
+                    size: resolved.size,
+                    signer: resolved.signer.map(|s| (s.name, s.fingerprint)),
+                });
+                resolved.path
+            }
+            None => entry.component.clone(),
+        };
         let began = std::time::SystemTime::now();
-        let compiled = self.cache.compile_and_recognise(&entry.component).await;
+        let compiled = self.cache.compile_and_recognise(&path).await;
         if let Some(telemetry) = crate::telemetry::Telemetry::installed() {
             telemetry.plugin_load(
                 &entry.id,
-                &entry.component,
+                &path,
                 began,
                 compiled.as_ref().map(|(_, _, _, origin)| origin.as_str()),
             );

@@ -94,6 +94,16 @@ pub enum LoadError {
         /// What went wrong.
         source: crate::mcp::client::MountError,
     },
+    /// A component from a registry could not be pulled, or was refused (a digest that is not
+    /// the lock's or not what the registry's copy hashes to, a missing or wrong signature, a
+    /// layer over the size limit).
+    #[error("plugin `{id}`: {source}")]
+    Oci {
+        /// The plugin id.
+        id: String,
+        /// What went wrong, naming the reference.
+        source: Box<crate::oci::OciError>,
+    },
     /// The tool could not be added.
     #[error("plugin `{id}`: {source}")]
     Tool {
@@ -137,6 +147,20 @@ pub struct PluginInfo {
     /// The host memory charged to the plugin, live (`host_memory_mb` bounds it).
     #[serde(skip)]
     pub host_memory: Option<std::sync::Arc<seam_core::budget::MemoryBudget>>,
+    /// For a component from a registry: what was pulled and checked, once it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pulled: Option<Pulled>,
+}
+
+/// What a component from a registry resolved to, as `seam check` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pulled {
+    /// The manifest digest.
+    pub digest: String,
+    /// The component's size in bytes.
+    pub size: u64,
+    /// The key its signature verified against (name and fingerprint), if one was required.
+    pub signer: Option<(String, String)>,
 }
 
 /// How a changed entry is reloaded.

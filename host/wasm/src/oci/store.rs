@@ -1,0 +1,214 @@
+//! The content-addressed store of what was pulled: `<cache dir>/oci/blobs/sha256/<hex>`, beside
+//! the compile cache and under the same trust rules (the user's own directory, `0700`, files
+//! `0600`, never reachable by a grant since the cache directory is guarded whole).
+//!
+//! A blob's name is the SHA-256 of its bytes, and that is checked on every read: a blob whose
+//! bytes hash to something else (a damaged disk, an edit) is removed with a warning and reads as
+//! missing, so that it is pulled again. Blobs are written as a new file renamed into place, never
+//! in place.
+//!
+//! Beside the blobs, `signatures/<manifest hex>` names the manifest of a component's cosign
+//! signatures (the last one that verified), so that a signed component loads offline. That file
+//! is not integrity-protected and need not be: whatever it names is a blob checked on read, and
+//! a signature in it still has to verify against the config's key.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sha2::Digest as _;
+
+use super::reference::Digest;
+use super::OciError;
+use crate::cache::{new_private_file, prepare_dir};
+
+/// The store, opened.
+#[derive(Debug)]
+pub(crate) struct BlobStore {
+    /// `<cache dir>/oci`, canonical.
+    root: PathBuf,
+}
+
+impl BlobStore {
+    /// Opens (creating it `0700` if needed) the store inside the compile cache directory
+    /// `cache_dir`, which the caller has already checked.
+    pub(crate) fn open(cache_dir: &Path) -> Result<Self, OciError> {
+        let root = cache_dir.join("oci");
+        let store_error = |dir: &Path, reason: String| OciError::Store {
+            dir: dir.to_path_buf(),
+            reason,
+        };
+        let root = prepare_dir(&root).map_err(|e| store_error(&root, e.to_string()))?;
+        for sub in [root.join("blobs").join("sha256"), root.join("signatures")] {
+            // `prepare_dir` creates one level at a time with the mode checked, so the parents
+            // go first.
+            if let Some(parent) = sub.parent().filter(|p| *p != root) {
+                prepare_dir(parent).map_err(|e| store_error(parent, e.to_string()))?;
+            }
+            prepare_dir(&sub).map_err(|e| store_error(&sub, e.to_string()))?;
+        }
+        Ok(Self { root })
+    }
+
+    /// The store's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.root
+    }
+
+    fn blob_path(&self, digest: &Digest) -> PathBuf {
+        self.root.join("blobs").join("sha256").join(digest.hex())
+    }
+
+    /// The bytes of blob `digest`, checked; `None` if it is missing or was damaged (then it is
+    /// removed, and a warning says so).
+    pub(crate) fn read(&self, digest: &Digest) -> Option<Vec<u8>> {
+        let path = self.blob_path(digest);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                tracing::warn!(file = %path.display(), error = %e, "cannot read OCI store blob; pulling it again");
+                return None;
+            }
+        };
+        let found = Digest::of(&bytes);
+        if found != *digest {
+            self.discard(&path, digest, &found);
+            return None;
+        }
+        Some(bytes)
+    }
+
+    /// The path of blob `digest` after checking its bytes (hashed as they are read, not held in
+    /// memory: a layer can be large); `None` if it is missing or was damaged (then removed).
+    pub(crate) fn verified_path(&self, digest: &Digest) -> Option<PathBuf> {
+        let path = self.blob_path(digest);
+        let mut file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                tracing::warn!(file = %path.display(), error = %e, "cannot read OCI store blob; pulling it again");
+                return None;
+            }
+        };
+        let mut hasher = sha2::Sha256::new();
+        let mut buffer = vec![0u8; 1 << 16];
+        loop {
+            match file.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(n) => hasher.update(&buffer[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), error = %e, "cannot read OCI store blob; pulling it again");
+                    return None;
+                }
+            }
+        }
+        let found = Digest::from_bytes(hasher.finalize().into());
+        if found != *digest {
+            self.discard(&path, digest, &found);
+            return None;
+        }
+        Some(path)
+    }
+
+    fn discard(&self, path: &Path, digest: &Digest, found: &Digest) {
+        tracing::warn!(
+            file = %path.display(),
+            "refusing OCI store blob `{}`: its bytes hash to {found}, not {digest}; removing it \
+             and pulling it again",
+            path.display()
+        );
+        let _ = std::fs::remove_file(path);
+    }
+
+    /// Stores `bytes`, whose digest the caller checked is `digest`; returns the blob's path.
+    pub(crate) fn write(&self, digest: &Digest, bytes: &[u8]) -> Result<PathBuf, OciError> {
+        debug_assert_eq!(Digest::of(bytes), *digest);
+        let path = self.blob_path(digest);
+        self.write_file(&path, bytes)?;
+        Ok(path)
+    }
+
+    /// The manifest of the signatures that last verified for manifest `digest`, if recorded.
+    pub(crate) fn signatures_of(&self, digest: &Digest) -> Option<Digest> {
+        let path = self.root.join("signatures").join(digest.hex());
+        std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    }
+
+    /// Records that `signatures` is the signature manifest that verified for `digest`.
+    pub(crate) fn set_signatures_of(
+        &self,
+        digest: &Digest,
+        signatures: &Digest,
+    ) -> Result<(), OciError> {
+        let path = self.root.join("signatures").join(digest.hex());
+        self.write_file(&path, format!("{signatures}\n").as_bytes())
+    }
+
+    /// Writes `bytes` to `path` through a new private file renamed into place, so that a reader
+    /// never sees half a file.
+    fn write_file(&self, path: &Path, bytes: &[u8]) -> Result<(), OciError> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = path.parent().unwrap_or(&self.root);
+        let tmp = dir.join(format!(
+            ".{}.{}.{}.tmp",
+            path.file_name().and_then(|n| n.to_str()).unwrap_or("blob"),
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let written = (|| {
+            let mut file = new_private_file(&tmp)?;
+            file.write_all(bytes)?;
+            file.flush()?;
+            drop(file);
+            std::fs::rename(&tmp, path)
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(OciError::Store {
+                dir: self.root.clone(),
+                reason: format!("cannot write `{}`: {e}", path.display()),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blob_reads_back_and_a_damaged_one_reads_as_missing() {
+        let cache = tempfile::tempdir().unwrap();
+        let store = BlobStore::open(cache.path()).unwrap();
+        let digest = Digest::of(b"a component");
+        let path = store.write(&digest, b"a component").unwrap();
+        assert_eq!(store.read(&digest).as_deref(), Some(&b"a component"[..]));
+        assert_eq!(
+            store.verified_path(&digest).as_deref(),
+            Some(path.as_path())
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&path), 0o600);
+            assert_eq!(mode(store.dir()), 0o700);
+            assert_eq!(mode(&store.dir().join("blobs").join("sha256")), 0o700);
+        }
+        std::fs::write(&path, b"another component").unwrap();
+        assert_eq!(store.verified_path(&digest), None);
+        assert!(!path.exists(), "a damaged blob is removed");
+        store.write(&digest, b"a component").unwrap();
+        std::fs::write(&path, b"edited").unwrap();
+        assert_eq!(store.read(&digest), None);
+        assert_eq!(store.read(&Digest::of(b"never stored")), None);
+
+        let signatures = Digest::of(b"signatures");
+        assert_eq!(store.signatures_of(&digest), None);
+        store.set_signatures_of(&digest, &signatures).unwrap();
+        assert_eq!(store.signatures_of(&digest), Some(signatures));
+    }
+}
