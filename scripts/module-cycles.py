@@ -33,8 +33,9 @@ USE_GROUP = re.compile(r"\buse\s+(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)
 LAYERS = {
     "core": [
         ["types", "sync", "live", "budget"],
-        # Durable sessions: opaque JSON bodies, so that the bus can write before it delivers.
-        ["store"],
+        # Durable sessions: opaque JSON bodies, so that the bus can write before it delivers;
+        # the trace hooks, which the runtime above calls.
+        ["store", "trace"],
         ["events"],
         ["subagent"],
         ["tool"],

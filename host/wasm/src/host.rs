@@ -104,7 +104,7 @@ impl Host {
         options: HostOptions,
         store: Arc<dyn seam_core::store::SessionStore>,
     ) -> Result<Self, EngineError> {
-        install_crypto_provider();
+        crate::tls::install_crypto_provider();
         let engine = SeamEngine::new(&options.engine)?;
         let linkers = Linkers::new(&engine.engine)
             .map_err(|e| EngineError::Config(format!("cannot build the linkers: {e:#}")))?;
@@ -447,9 +447,14 @@ impl Host {
     }
 }
 
-/// reqwest 0.13 (rmcp's HTTP client, for `kind = "mcp"` urls and embedders' MCP clients, and
-/// the OTLP exporter's) builds its TLS on the process's rustls provider and panics without one:
-/// ring, as the rest of the host; an embedder's own choice, installed first, is kept.
-pub(crate) fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+impl crate::telemetry::metrics::Gauges for Host {
+    fn plugin_memory(&self) -> futures::future::BoxFuture<'_, Vec<(String, usize)>> {
+        Box::pin(async move {
+            self.plugins()
+                .await
+                .into_iter()
+                .filter_map(|p| Some((p.id, p.host_memory?.used())))
+                .collect()
+        })
+    }
 }

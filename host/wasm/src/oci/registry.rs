@@ -38,9 +38,8 @@ pub(crate) struct Registry {
 impl Registry {
     /// A client for `reference`'s registry.
     pub(crate) fn connect(settings: &OciSettings, reference: &OciRef) -> Result<Self, OciError> {
-        // reqwest 0.13 builds its TLS on the process's rustls provider: ring, as the host
-        // installs it (`seam push`/`sign` reach a registry without a host).
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // `seam push`/`sign` reach a registry without a host, which would install it.
+        crate::tls::install_crypto_provider();
         let registry = reference.registry().to_string();
         let protocol = if settings.uses_http(&registry) {
             if !settings.insecure && !reference.is_loopback() {

@@ -25,10 +25,17 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
+use futures::future::BoxFuture;
+
 use crate::events::{Event, EventBus};
 use crate::live::LiveCounts;
 use crate::sync::lock;
-use crate::Host;
+
+/// What the gauges are read from when the metrics are rendered (the host implements it).
+pub trait Gauges: Send + Sync + 'static {
+    /// Each plugin's id and the host memory charged to it, in bytes.
+    fn plugin_memory(&self) -> BoxFuture<'_, Vec<(String, usize)>>;
+}
 use opentelemetry::metrics::{Counter as OtelCounter, Histogram as OtelHistogram, ObservableGauge};
 use opentelemetry::KeyValue;
 
@@ -89,6 +96,8 @@ pub struct Metrics {
     /// When each live run started.
     open: Mutex<HashMap<String, Instant>>,
     otel: Option<Otel>,
+    /// The host's live counts.
+    live_runs: Arc<LiveCounts>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -138,7 +147,8 @@ impl Metrics {
             open: Mutex::default(),
             otel: crate::telemetry::Telemetry::installed()
                 .and_then(|t| t.meter())
-                .map(|meter| Otel::new(&meter, live_runs)),
+                .map(|meter| Otel::new(&meter, live_runs.clone())),
+            live_runs,
         });
         let counting = metrics.clone();
         bus.subscribe(move |event| {
@@ -208,15 +218,13 @@ impl Metrics {
         }
     }
 
-    /// The metrics as Prometheus text, the gauges read from `host` now.
-    pub async fn render(&self, host: &Host) -> String {
-        self.live.set(host.live_runs() as i64);
-        for plugin in host.plugins().await {
-            if let Some(budget) = &plugin.host_memory {
-                self.memory
-                    .get_or_create(&vec![("plugin".to_string(), plugin.id.clone())])
-                    .set(budget.used() as i64);
-            }
+    /// The metrics as Prometheus text, the gauges read from `gauges` now.
+    pub async fn render(&self, gauges: &dyn Gauges) -> String {
+        self.live.set(self.live_runs.runs() as i64);
+        for (plugin, bytes) in gauges.plugin_memory().await {
+            self.memory
+                .get_or_create(&vec![("plugin".to_string(), plugin)])
+                .set(bytes as i64);
         }
         let mut text = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
@@ -226,11 +234,11 @@ impl Metrics {
     }
 }
 
-/// Serves `metrics` of `host` as Prometheus text on `GET /metrics` at `listener`, until
-/// `cancel` fires. Any other path is 404.
+/// Serves `metrics` as Prometheus text on `GET /metrics` at `listener`, the gauges read from
+/// `gauges`, until `cancel` fires. Any other path is 404.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    host: Host,
+    gauges: Arc<dyn Gauges>,
     metrics: Arc<Metrics>,
     cancel: CancellationToken,
 ) {
@@ -246,10 +254,10 @@ pub async fn serve(
             },
             () = cancel.cancelled() => return,
         };
-        let (host, metrics) = (host.clone(), metrics.clone());
+        let (gauges, metrics) = (gauges.clone(), metrics.clone());
         tokio::spawn(async move {
             let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let (host, metrics) = (host.clone(), metrics.clone());
+                let (gauges, metrics) = (gauges.clone(), metrics.clone());
                 async move {
                     let response = if request.uri().path() == "/metrics" {
                         hyper::Response::builder()
@@ -258,7 +266,7 @@ pub async fn serve(
                                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
                             )
                             .body(http_body_util::Full::new(bytes::Bytes::from(
-                                metrics.render(&host).await,
+                                metrics.render(gauges.as_ref()).await,
                             )))
                     } else {
                         hyper::Response::builder()

@@ -90,7 +90,7 @@ impl Telemetry {
                 break;
             }
         }
-        crate::host::install_crypto_provider();
+        crate::tls::install_crypto_provider();
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .build()
