@@ -14,7 +14,9 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use seam_bench::{guest, host, on_worker, one_run, options, request, runtime, MOCK, NATIVE};
+use seam_bench::{
+    guest, host, on_worker, one_run, options, request, runtime, time_runs, MOCK, NATIVE,
+};
 use seam_host::probe::Template;
 
 /// The mock's config, as `describe` gets it.
@@ -27,17 +29,7 @@ fn runs(c: &mut Criterion) {
     for provider in [MOCK, NATIVE] {
         let name = if provider == MOCK { "seam" } else { "native" };
         group.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let host = host.clone();
-                on_worker(&rt, async move {
-                    let req = request();
-                    let t = Instant::now();
-                    for _ in 0..iters {
-                        one_run(&host, provider, req.clone()).await;
-                    }
-                    t.elapsed()
-                })
-            })
+            b.iter_custom(|iters| time_runs(&rt, &host, provider, iters))
         });
     }
     // The same on a current-thread runtime: no second worker to steal the caller or the

@@ -11,10 +11,9 @@
 //!   from SQLite, its completed turns kept), then disposed.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use seam_bench::{host_with_store, on_worker, one_run, options, repo, request, runtime, MOCK};
+use seam_bench::{host_with_store, options, repo, runtime, time_runs, MOCK};
 use seam_host::session_store::{MemoryStore, SessionStore, SqliteStore, StoreLimits, Write};
 
 fn sqlite(dir: &tempfile::TempDir, name: &str) -> Arc<SqliteStore> {
@@ -69,17 +68,7 @@ fn store(c: &mut Criterion) {
             host.events().subscribe(|_| Ok(()));
         }
         group.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let host = host.clone();
-                on_worker(&rt, async move {
-                    let req = request();
-                    let t = Instant::now();
-                    for _ in 0..iters {
-                        one_run(&host, MOCK, req.clone()).await;
-                    }
-                    t.elapsed()
-                })
-            })
+            b.iter_custom(|iters| time_runs(&rt, &host, MOCK, iters))
         });
         rt.block_on(host.unload_all());
     }

@@ -10,10 +10,9 @@
 //! Off must be installed first: telemetry is once per process.
 
 use std::convert::Infallible;
-use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use seam_bench::{host, on_worker, one_run, options, request, runtime, MOCK};
+use seam_bench::{host, options, runtime, time_runs, MOCK};
 
 /// An OTLP sink on loopback: reads each request whole and answers 200.
 fn sink(rt: &tokio::runtime::Runtime) -> u16 {
@@ -59,17 +58,7 @@ fn telemetry(c: &mut Criterion) {
         }
         let host = rt.block_on(host(options(1000), "", 1000));
         group.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let host = host.clone();
-                on_worker(&rt, async move {
-                    let req = request();
-                    let t = Instant::now();
-                    for _ in 0..iters {
-                        one_run(&host, MOCK, req.clone()).await;
-                    }
-                    t.elapsed()
-                })
-            })
+            b.iter_custom(|iters| time_runs(&rt, &host, MOCK, iters))
         });
         rt.block_on(host.unload_all());
     }

@@ -167,6 +167,25 @@ pub async fn one_run(host: &Host, provider: &str, request: StartRequest) {
     run.dispose().await;
 }
 
+/// Times `iters` full runs of `provider` on `host`, one after another, on a worker thread: the
+/// body of the per-run benchmarks' `iter_custom`.
+pub fn time_runs(
+    rt: &tokio::runtime::Runtime,
+    host: &Host,
+    provider: &'static str,
+    iters: u64,
+) -> Duration {
+    let host = host.clone();
+    on_worker(rt, async move {
+        let req = request();
+        let t = Instant::now();
+        for _ in 0..iters {
+            one_run(&host, provider, req.clone()).await;
+        }
+        t.elapsed()
+    })
+}
+
 /// The mock provider's task written in Rust, registered in-process: the floor a component run
 /// is compared with. It does what the mock component does for one run (log a debug line,
 /// declare readiness, fill the reply template), holding its parsed config as a native provider

@@ -109,10 +109,19 @@ impl Host {
         let linkers = Linkers::new(&engine.engine)
             .map_err(|e| EngineError::Config(format!("cannot build the linkers: {e:#}")))?;
         let events = Arc::new(EventBus::with_store(store));
-        if let Some(telemetry) = crate::telemetry::Telemetry::installed() {
-            telemetry.observe(&events);
-        }
         let live = Arc::new(LiveCounts::default());
+        // With OTLP export on, spans and metrics are drawn by one listener (one copy of each
+        // event), from the host's creation on.
+        let metrics = std::sync::OnceLock::new();
+        if let Some(telemetry) = crate::telemetry::Telemetry::installed() {
+            let counted = telemetry
+                .exports_metrics()
+                .then(|| crate::telemetry::metrics::Metrics::new(live.clone()));
+            telemetry.observe(&events, counted.clone());
+            if let Some(counted) = counted {
+                let _ = metrics.set(counted);
+            }
+        }
         let subagents = Arc::new(SubagentService::new(
             events.clone(),
             live.clone(),
@@ -158,13 +167,10 @@ impl Host {
                 loader,
                 options,
                 cluster: tokio::sync::Mutex::new(None),
-                metrics: std::sync::OnceLock::new(),
+                metrics,
                 _engine: engine,
             }),
         };
-        if crate::telemetry::Telemetry::installed().is_some_and(|t| t.exports_metrics()) {
-            host.metrics();
-        }
         Ok(host)
     }
 
@@ -174,10 +180,10 @@ impl Host {
         self.inner
             .metrics
             .get_or_init(|| {
-                crate::telemetry::metrics::Metrics::new(
-                    &self.inner.events,
-                    self.inner.runtime.live.clone(),
-                )
+                let metrics =
+                    crate::telemetry::metrics::Metrics::new(self.inner.runtime.live.clone());
+                metrics.subscribe(&self.inner.events);
+                metrics
             })
             .clone()
     }

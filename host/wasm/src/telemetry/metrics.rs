@@ -79,6 +79,23 @@ impl Otel {
 
 type Labels = Vec<(String, String)>;
 
+/// One provider's counters, taken from the families once.
+struct PerProvider {
+    started: Counter,
+    duration: Histogram,
+    /// By stop reason: the Prometheus counter and the OTLP attributes.
+    ended: HashMap<String, (Counter, [KeyValue; 2])>,
+    /// The OTLP attributes of its starts and durations.
+    attributes: [KeyValue; 1],
+}
+
+#[derive(Default)]
+struct State {
+    /// When each live run started.
+    open: HashMap<String, Instant>,
+    providers: HashMap<String, PerProvider>,
+}
+
 fn duration_histogram() -> Histogram {
     // 1 ms to about 9 minutes.
     Histogram::new(exponential_buckets(0.001, 2.0, 20))
@@ -93,8 +110,8 @@ pub struct Metrics {
     live: Gauge,
     memory: Family<Labels, Gauge>,
     tokens: Family<Labels, Counter>,
-    /// When each live run started.
-    open: Mutex<HashMap<String, Instant>>,
+    /// The live runs' starts, and each provider's counters (looked up once, then reused).
+    state: Mutex<State>,
     otel: Option<Otel>,
     /// The host's live counts.
     live_runs: Arc<LiveCounts>,
@@ -107,8 +124,9 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
-    /// Counts the events of `bus` from now on; `live` is its host's count of live runs.
-    pub(crate) fn new(bus: &EventBus, live_runs: Arc<LiveCounts>) -> Arc<Self> {
+    /// Metrics of a host whose live runs `live_runs` counts; they count once subscribed to its
+    /// bus ([`Metrics::subscribe`]), or fed its events.
+    pub(crate) fn new(live_runs: Arc<LiveCounts>) -> Arc<Self> {
         let mut registry = Registry::with_prefix("seam");
         let started = Family::<Labels, Counter>::default();
         let ended = Family::<Labels, Counter>::default();
@@ -136,7 +154,7 @@ impl Metrics {
             "Tokens the model endpoints reported",
             tokens.clone(),
         );
-        let metrics = Arc::new(Self {
+        Arc::new(Self {
             registry,
             started,
             ended,
@@ -144,56 +162,86 @@ impl Metrics {
             live,
             memory,
             tokens,
-            open: Mutex::default(),
+            state: Mutex::default(),
             otel: crate::telemetry::Telemetry::installed()
                 .and_then(|t| t.meter())
                 .map(|meter| Otel::new(&meter, live_runs.clone())),
             live_runs,
-        });
-        let counting = metrics.clone();
+        })
+    }
+
+    /// Counts the events of `bus` from now on (a host subscribes once).
+    pub(crate) fn subscribe(self: &Arc<Self>, bus: &EventBus) {
+        let counting = self.clone();
         bus.subscribe(move |event| {
             counting.on_event(&event);
             Ok(())
         });
-        metrics
     }
 
-    fn on_event(&self, event: &Event) {
-        let provider = |p: &str| vec![("provider".to_string(), p.to_string())];
+    fn provider<'a>(&self, state: &'a mut State, provider: &str) -> &'a mut PerProvider {
+        if !state.providers.contains_key(provider) {
+            let labels = vec![("provider".to_string(), provider.to_string())];
+            let counters = PerProvider {
+                started: self.started.get_or_create(&labels).clone(),
+                duration: self.duration.get_or_create(&labels).clone(),
+                ended: HashMap::new(),
+                attributes: [KeyValue::new("provider", provider.to_string())],
+            };
+            state.providers.insert(provider.to_string(), counters);
+        }
+        state
+            .providers
+            .get_mut(provider)
+            .expect("inserted just above")
+    }
+
+    /// Counts what `event` says.
+    pub(crate) fn on_event(&self, event: &Event) {
         match event {
-            Event::SubagentStart {
-                provider: p, id, ..
-            } => {
-                self.started.get_or_create(&provider(p)).inc();
-                lock(&self.open).insert(id.clone(), Instant::now());
+            Event::SubagentStart { provider, id, .. } => {
+                let mut state = lock(&self.state);
+                state.open.insert(id.clone(), Instant::now());
+                let counters = self.provider(&mut state, provider);
+                counters.started.inc();
                 if let Some(otel) = &self.otel {
-                    otel.started.add(1, &[KeyValue::new("provider", p.clone())]);
+                    otel.started.add(1, &counters.attributes);
                 }
             }
             Event::SubagentEnd {
-                provider: p,
+                provider,
                 id,
                 stop_reason,
                 ..
             } => {
-                let mut labels = provider(p);
-                labels.push(("stop_reason".into(), stop_reason.as_str().to_string()));
-                self.ended.get_or_create(&labels).inc();
-                let took = lock(&self.open)
-                    .remove(id)
-                    .map(|b| b.elapsed().as_secs_f64());
-                if let Some(took) = took {
-                    self.duration.get_or_create(&provider(p)).observe(took);
-                }
-                if let Some(otel) = &self.otel {
-                    let at = [KeyValue::new("provider", p.clone())];
-                    let ended = [
-                        at[0].clone(),
-                        KeyValue::new("stop_reason", stop_reason.as_str().to_string()),
+                let mut state = lock(&self.state);
+                let took = state.open.remove(id).map(|b| b.elapsed().as_secs_f64());
+                let reason = stop_reason.as_str();
+                let counters = self.provider(&mut state, provider);
+                if !counters.ended.contains_key(reason) {
+                    let labels = vec![
+                        ("provider".to_string(), provider.clone()),
+                        ("stop_reason".to_string(), reason.to_string()),
                     ];
-                    otel.ended.add(1, &ended);
-                    if let Some(took) = took {
-                        otel.duration.record(took, &at);
+                    let counter = self.ended.get_or_create(&labels).clone();
+                    let attributes = [
+                        counters.attributes[0].clone(),
+                        KeyValue::new("stop_reason", reason.to_string()),
+                    ];
+                    counters
+                        .ended
+                        .insert(reason.to_string(), (counter, attributes));
+                }
+                if let Some((counter, attributes)) = counters.ended.get(reason) {
+                    counter.inc();
+                    if let Some(otel) = &self.otel {
+                        otel.ended.add(1, attributes);
+                    }
+                }
+                if let Some(took) = took {
+                    counters.duration.observe(took);
+                    if let Some(otel) = &self.otel {
+                        otel.duration.record(took, &counters.attributes);
                     }
                 }
             }

@@ -146,11 +146,15 @@ impl Telemetry {
         self.meters.as_ref().map(|m| m.meter("seam"))
     }
 
-    /// Draws spans from `bus`'s events (every host does this when telemetry is installed).
-    pub fn observe(&self, bus: &EventBus) {
+    /// Draws spans from `bus`'s events, and counts them into `metrics` (every host does this
+    /// when telemetry is installed): one listener, so one copy of each event.
+    pub(crate) fn observe(&self, bus: &EventBus, metrics: Option<Arc<metrics::Metrics>>) {
         let spans = self.spans.clone();
         bus.subscribe(move |event| {
             spans.on_event(&event);
+            if let Some(metrics) = &metrics {
+                metrics.on_event(&event);
+            }
             Ok(())
         });
     }

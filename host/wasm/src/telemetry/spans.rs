@@ -210,19 +210,13 @@ impl Spans {
                     .then(|| diagnostic.as_deref().unwrap_or("the turn failed"));
                 end(&cx, failed);
             }
-            Event::SubagentStart {
-                provider,
-                id,
-                parent,
-            } => {
+            // The provider and plugin were set when the run was made (`run_begun`).
+            Event::SubagentStart { id, parent, .. } => {
                 let cx = self.run(&mut state, id, &parent.id, Under::Unknown);
-                cx.span().set_attributes([
-                    KeyValue::new("seam.provider", provider.clone()),
-                    KeyValue::new("seam.depth", i64::from(parent.depth) + 1),
-                ]);
+                cx.span()
+                    .set_attribute(KeyValue::new("seam.depth", i64::from(parent.depth) + 1));
             }
             Event::SubagentEnd {
-                provider,
                 id,
                 parent,
                 stop_reason,
@@ -232,10 +226,10 @@ impl Spans {
                 let cx = self.run(&mut state, id, &parent.id, Under::Unknown);
                 state.runs.remove(id);
                 let span = cx.span();
-                span.set_attributes([
-                    KeyValue::new("seam.provider", provider.clone()),
-                    KeyValue::new("seam.stop_reason", stop_reason.as_str().to_string()),
-                ]);
+                span.set_attribute(KeyValue::new(
+                    "seam.stop_reason",
+                    stop_reason.as_str().to_string(),
+                ));
                 if let Some(d) = diagnostic {
                     span.set_attribute(KeyValue::new("seam.diagnostic", d.clone()));
                 }
