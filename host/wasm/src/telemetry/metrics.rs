@@ -36,43 +36,70 @@ pub trait Gauges: Send + Sync + 'static {
     /// Each plugin's id and the host memory charged to it, in bytes.
     fn plugin_memory(&self) -> BoxFuture<'_, Vec<(String, usize)>>;
 }
-use opentelemetry::metrics::{Counter as OtelCounter, Histogram as OtelHistogram, ObservableGauge};
+use opentelemetry::metrics::{Histogram as OtelHistogram, ObservableCounter, ObservableGauge};
 use opentelemetry::KeyValue;
 
-/// The OTLP side: the same counts, as OpenTelemetry instruments.
+/// The OTLP side. The counters are observed when the SDK collects (read from the Prometheus
+/// counts, so a run pays nothing for them); only the duration histogram is recorded per run.
 struct Otel {
-    started: OtelCounter<u64>,
-    ended: OtelCounter<u64>,
     duration: OtelHistogram<f64>,
-    tokens: OtelCounter<u64>,
-    _live: ObservableGauge<i64>,
+    _observed: (
+        ObservableCounter<u64>,
+        ObservableCounter<u64>,
+        ObservableCounter<u64>,
+        ObservableGauge<i64>,
+    ),
 }
 
 impl Otel {
-    fn new(meter: &opentelemetry::metrics::Meter, live: Arc<LiveCounts>) -> Self {
+    fn new(
+        meter: &opentelemetry::metrics::Meter,
+        live: Arc<LiveCounts>,
+        state: Arc<Mutex<State>>,
+        tokens: [Counter; 2],
+    ) -> Self {
+        let (for_started, for_ended) = (state.clone(), state);
         Self {
-            started: meter
-                .u64_counter("seam.runs.started")
-                .with_description("Runs started")
-                .build(),
-            ended: meter
-                .u64_counter("seam.runs.ended")
-                .with_description("Runs settled")
-                .build(),
             duration: meter
                 .f64_histogram("seam.run.duration")
                 .with_unit("s")
                 .with_description("How long runs took, from start to settle")
                 .build(),
-            tokens: meter
-                .u64_counter("seam.model.tokens")
-                .with_description("Tokens the model endpoints reported")
-                .build(),
-            _live: meter
-                .i64_observable_gauge("seam.runs.live")
-                .with_description("Runs not yet disposed")
-                .with_callback(move |gauge| gauge.observe(live.runs() as i64, &[]))
-                .build(),
+            _observed: (
+                meter
+                    .u64_observable_counter("seam.runs.started")
+                    .with_description("Runs started")
+                    .with_callback(move |observer| {
+                        for counters in lock(&for_started).providers.values() {
+                            observer.observe(counters.started.get(), &counters.attributes);
+                        }
+                    })
+                    .build(),
+                meter
+                    .u64_observable_counter("seam.runs.ended")
+                    .with_description("Runs settled")
+                    .with_callback(move |observer| {
+                        for counters in lock(&for_ended).providers.values() {
+                            for (counter, attributes) in counters.ended.values() {
+                                observer.observe(counter.get(), attributes);
+                            }
+                        }
+                    })
+                    .build(),
+                meter
+                    .u64_observable_counter("seam.model.tokens")
+                    .with_description("Tokens the model endpoints reported")
+                    .with_callback(move |observer| {
+                        observer.observe(tokens[0].get(), &[KeyValue::new("kind", "input")]);
+                        observer.observe(tokens[1].get(), &[KeyValue::new("kind", "output")]);
+                    })
+                    .build(),
+                meter
+                    .i64_observable_gauge("seam.runs.live")
+                    .with_description("Runs not yet disposed")
+                    .with_callback(move |gauge| gauge.observe(live.runs() as i64, &[]))
+                    .build(),
+            ),
         }
     }
 }
@@ -109,9 +136,10 @@ pub struct Metrics {
     duration: Family<Labels, Histogram, fn() -> Histogram>,
     live: Gauge,
     memory: Family<Labels, Gauge>,
-    tokens: Family<Labels, Counter>,
+    /// Input and output tokens.
+    tokens: [Counter; 2],
     /// The live runs' starts, and each provider's counters (looked up once, then reused).
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
     otel: Option<Otel>,
     /// The host's live counts.
     live_runs: Arc<LiveCounts>,
@@ -154,6 +182,13 @@ impl Metrics {
             "Tokens the model endpoints reported",
             tokens.clone(),
         );
+        let kind = |k: &str| {
+            tokens
+                .get_or_create(&vec![("kind".to_string(), k.to_string())])
+                .clone()
+        };
+        let tokens = [kind("input"), kind("output")];
+        let state: Arc<Mutex<State>> = Arc::default();
         Arc::new(Self {
             registry,
             started,
@@ -161,11 +196,11 @@ impl Metrics {
             duration,
             live,
             memory,
-            tokens,
-            state: Mutex::default(),
             otel: crate::telemetry::Telemetry::installed()
                 .and_then(|t| t.meter())
-                .map(|meter| Otel::new(&meter, live_runs.clone())),
+                .map(|meter| Otel::new(&meter, live_runs.clone(), state.clone(), tokens.clone())),
+            tokens,
+            state,
             live_runs,
         })
     }
@@ -202,11 +237,7 @@ impl Metrics {
             Event::SubagentStart { provider, id, .. } => {
                 let mut state = lock(&self.state);
                 state.open.insert(id.clone(), Instant::now());
-                let counters = self.provider(&mut state, provider);
-                counters.started.inc();
-                if let Some(otel) = &self.otel {
-                    otel.started.add(1, &counters.attributes);
-                }
+                self.provider(&mut state, provider).started.inc();
             }
             Event::SubagentEnd {
                 provider,
@@ -232,11 +263,8 @@ impl Metrics {
                         .ended
                         .insert(reason.to_string(), (counter, attributes));
                 }
-                if let Some((counter, attributes)) = counters.ended.get(reason) {
+                if let Some((counter, _)) = counters.ended.get(reason) {
                     counter.inc();
-                    if let Some(otel) = &self.otel {
-                        otel.ended.add(1, attributes);
-                    }
                 }
                 if let Some(took) = took {
                     counters.duration.observe(took);
@@ -248,19 +276,8 @@ impl Metrics {
             Event::AgentTurnEnd {
                 usage: Some(usage), ..
             } => {
-                let kind = |k: &str| vec![("kind".to_string(), k.to_string())];
-                self.tokens
-                    .get_or_create(&kind("input"))
-                    .inc_by(usage.prompt_tokens);
-                self.tokens
-                    .get_or_create(&kind("output"))
-                    .inc_by(usage.completion_tokens);
-                if let Some(otel) = &self.otel {
-                    otel.tokens
-                        .add(usage.prompt_tokens, &[KeyValue::new("kind", "input")]);
-                    otel.tokens
-                        .add(usage.completion_tokens, &[KeyValue::new("kind", "output")]);
-                }
+                self.tokens[0].inc_by(usage.prompt_tokens);
+                self.tokens[1].inc_by(usage.completion_tokens);
             }
             _ => {}
         }

@@ -105,6 +105,18 @@ impl Spans {
     /// The run's span, begun now if it has not been: under `parent`'s call, or the remote
     /// span, `under` names, else under what `parent` is doing.
     fn run(&self, state: &mut State, run: &str, parent: &str, under: Under<'_>) -> Context {
+        self.run_with(state, run, parent, under, Vec::new())
+    }
+
+    /// [`Spans::run`], with `more` attributes on a span begun now.
+    fn run_with(
+        &self,
+        state: &mut State,
+        run: &str,
+        parent: &str,
+        under: Under<'_>,
+        mut more: Vec<KeyValue>,
+    ) -> Context {
         if let Some(cx) = state.runs.get(run) {
             return cx.clone();
         }
@@ -122,14 +134,9 @@ impl Spans {
             Under::Unknown => None,
         };
         let caller = named.unwrap_or_else(|| state.caller_context(parent));
-        let cx = self.start(
-            "subagent.run",
-            &caller,
-            vec![
-                KeyValue::new("seam.run.id", run.to_string()),
-                KeyValue::new("seam.parent.agent", parent.to_string()),
-            ],
-        );
+        more.push(KeyValue::new("seam.run.id", run.to_string()));
+        more.push(KeyValue::new("seam.parent.agent", parent.to_string()));
+        let cx = self.start("subagent.run", &caller, more);
         state.runs.insert(run.to_string(), cx.clone());
         cx
     }
@@ -333,11 +340,11 @@ impl Tracer for Spans {
 
     fn run_begun(&self, begun: &RunBegun<'_>) {
         let mut state = lock(&self.state);
-        let cx = self.run(&mut state, begun.run, begun.parent, begun.under);
-        cx.span().set_attributes([
+        let attributes = vec![
             KeyValue::new("seam.provider", begun.provider.to_string()),
             KeyValue::new("seam.plugin", begun.plugin.to_string()),
-        ]);
+        ];
+        self.run_with(&mut state, begun.run, begun.parent, begun.under, attributes);
     }
 
     fn model_call(&self, agent: &str, model: &str) -> Box<dyn OpenSpan> {
