@@ -31,12 +31,7 @@ impl MetricsArg {
             .local_addr()
             .with_context(|| format!("--metrics {addr}"))?;
         errln!("metrics on http://{bound}/metrics");
-        tokio::spawn(serve(
-            listener,
-            std::sync::Arc::new(host.clone()),
-            host.metrics(),
-            stop.clone(),
-        ));
+        tokio::spawn(serve(listener, host.metrics(), stop.clone()));
         Ok(())
     }
 }

@@ -143,6 +143,11 @@ fn a_run_is_exported_as_one_span_tree_whose_trace_reaches_the_acp_agent() {
     assert_eq!(last("seam.model.tokens", "kind", "input"), Some(50));
     assert_eq!(last("seam.model.tokens", "kind", "output"), Some(11));
     assert!(metrics.iter().all(|m| m["service"] == "seam-under-test"));
+    let charged: Vec<Value> = points("seam.plugin.host_memory");
+    assert!(
+        charged.iter().any(|p| p["attributes"]["plugin"] == "spawn"),
+        "host memory per plugin: {charged:#?}"
+    );
     // Each component's load is a root of its own, saying where its code came from.
     let (loads, spans): (Vec<Value>, Vec<Value>) =
         spans.into_iter().partition(|s| s["name"] == "plugin.load");

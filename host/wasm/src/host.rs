@@ -115,8 +115,8 @@ impl Host {
         let metrics = std::sync::OnceLock::new();
         if let Some(telemetry) = crate::telemetry::Telemetry::installed() {
             let counted = telemetry
-                .exports_metrics()
-                .then(|| crate::telemetry::metrics::Metrics::new(live.clone()));
+                .meter()
+                .map(|meter| crate::telemetry::metrics::Metrics::new(live.clone(), Some(meter)));
             telemetry.observe(&events, counted.clone());
             if let Some(counted) = counted {
                 let _ = metrics.set(counted);
@@ -180,8 +180,9 @@ impl Host {
         self.inner
             .metrics
             .get_or_init(|| {
+                let meter = crate::telemetry::Telemetry::installed().and_then(|t| t.meter());
                 let metrics =
-                    crate::telemetry::metrics::Metrics::new(self.inner.runtime.live.clone());
+                    crate::telemetry::metrics::Metrics::new(self.inner.runtime.live.clone(), meter);
                 metrics.subscribe(&self.inner.events);
                 metrics
             })
@@ -206,13 +207,30 @@ impl Host {
     /// active ones are not touched. An entry counts as changed when its definition differs or
     /// its component file was rewritten since it loaded. Changed entries [`Reload::Restart`].
     pub async fn reconfigure(&self, config: &Config) -> LoadReport {
-        self.inner.loader.reconfigure(config, Reload::Restart).await
+        self.reconfigure_with(config, Reload::Restart).await
     }
 
     /// [`Host::reconfigure`], with changed entries reloaded as `reload` says: `seam dev` swaps
     /// them, so that a broken rebuild leaves the last good version serving.
     pub async fn reconfigure_with(&self, config: &Config, reload: Reload) -> LoadReport {
-        self.inner.loader.reconfigure(config, reload).await
+        let report = self.inner.loader.reconfigure(config, reload).await;
+        self.refresh_metrics().await;
+        report
+    }
+
+    /// Tells the metrics, if counted, which plugins' host memory to report.
+    async fn refresh_metrics(&self) {
+        let Some(metrics) = self.inner.metrics.get() else {
+            return;
+        };
+        let budgets = self
+            .plugins()
+            .await
+            .into_iter()
+            .filter(|p| p.state == crate::PluginState::Active)
+            .filter_map(|p| Some((p.id, p.host_memory?)))
+            .collect();
+        metrics.set_plugins(budgets);
     }
 
     /// Unloads every plugin, last loaded first. The plugins stay listed, in state `disposed`,
@@ -224,6 +242,8 @@ impl Host {
         }
         self.inner.loader.unload_all().await;
         self.inner.runtime.live.processes_reaped().await;
+        // The metrics keep reporting the plugins (their memory released) until the next load:
+        // an export at the exit still says what each plugin was charged last.
     }
 
     /// The plugins of the current config, in config order.
@@ -450,17 +470,5 @@ impl Host {
             Err(e) => info.config_error = Some(e.to_string()),
         }
         Ok(info)
-    }
-}
-
-impl crate::telemetry::metrics::Gauges for Host {
-    fn plugin_memory(&self) -> futures::future::BoxFuture<'_, Vec<(String, usize)>> {
-        Box::pin(async move {
-            self.plugins()
-                .await
-                .into_iter()
-                .filter_map(|p| Some((p.id, p.host_memory?.used())))
-                .collect()
-        })
     }
 }

@@ -2,8 +2,7 @@
 //! Prometheus text (`--metrics ADDR` of the long-running commands, [`serve`]), and exported by
 //! OTLP with the traces when the `OTEL_*` variables ask for it (the same names, dotted:
 //! `seam.runs.started`, `seam.runs.ended`, `seam.run.duration`, `seam.runs.live`,
-//! `seam.model.tokens`; host memory per plugin is Prometheus only, as it is read from the
-//! loader when scraped).
+//! `seam.plugin.host_memory`, `seam.model.tokens`).
 //!
 //! | metric | labels | what |
 //! |---|---|---|
@@ -25,17 +24,14 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-use futures::future::BoxFuture;
+use seam_core::budget::MemoryBudget;
 
 use crate::events::{Event, EventBus};
 use crate::live::LiveCounts;
 use crate::sync::lock;
 
-/// What the gauges are read from when the metrics are rendered (the host implements it).
-pub trait Gauges: Send + Sync + 'static {
-    /// Each plugin's id and the host memory charged to it, in bytes.
-    fn plugin_memory(&self) -> BoxFuture<'_, Vec<(String, usize)>>;
-}
+/// The loaded plugins' host memory budgets, by plugin id (set by the host after each load).
+type Budgets = Arc<Mutex<Vec<(String, Arc<MemoryBudget>)>>>;
 use opentelemetry::metrics::{Histogram as OtelHistogram, ObservableCounter, ObservableGauge};
 use opentelemetry::KeyValue;
 
@@ -43,12 +39,10 @@ use opentelemetry::KeyValue;
 /// counts, so a run pays nothing for them); only the duration histogram is recorded per run.
 struct Otel {
     duration: OtelHistogram<f64>,
-    _observed: (
-        ObservableCounter<u64>,
-        ObservableCounter<u64>,
-        ObservableCounter<u64>,
-        ObservableGauge<i64>,
-    ),
+    /// Kept for their callbacks: runs started, runs ended, tokens.
+    _counters: [ObservableCounter<u64>; 3],
+    /// Kept for their callbacks: live runs, host memory per plugin.
+    _gauges: [ObservableGauge<i64>; 2],
 }
 
 impl Otel {
@@ -57,6 +51,7 @@ impl Otel {
         live: Arc<LiveCounts>,
         state: Arc<Mutex<State>>,
         tokens: [Counter; 2],
+        budgets: Budgets,
     ) -> Self {
         let (for_started, for_ended) = (state.clone(), state);
         Self {
@@ -65,7 +60,7 @@ impl Otel {
                 .with_unit("s")
                 .with_description("How long runs took, from start to settle")
                 .build(),
-            _observed: (
+            _counters: [
                 meter
                     .u64_observable_counter("seam.runs.started")
                     .with_description("Runs started")
@@ -94,12 +89,27 @@ impl Otel {
                         observer.observe(tokens[1].get(), &[KeyValue::new("kind", "output")]);
                     })
                     .build(),
+            ],
+            _gauges: [
                 meter
                     .i64_observable_gauge("seam.runs.live")
                     .with_description("Runs not yet disposed")
                     .with_callback(move |gauge| gauge.observe(live.runs() as i64, &[]))
                     .build(),
-            ),
+                meter
+                    .i64_observable_gauge("seam.plugin.host_memory")
+                    .with_unit("By")
+                    .with_description("Host memory charged to each plugin")
+                    .with_callback(move |gauge| {
+                        for (plugin, budget) in lock(&budgets).iter() {
+                            gauge.observe(
+                                budget.used() as i64,
+                                &[KeyValue::new("plugin", plugin.clone())],
+                            );
+                        }
+                    })
+                    .build(),
+            ],
         }
     }
 }
@@ -143,6 +153,7 @@ pub struct Metrics {
     otel: Option<Otel>,
     /// The host's live counts.
     live_runs: Arc<LiveCounts>,
+    budgets: Budgets,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -152,9 +163,13 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
-    /// Metrics of a host whose live runs `live_runs` counts; they count once subscribed to its
-    /// bus ([`Metrics::subscribe`]), or fed its events.
-    pub(crate) fn new(live_runs: Arc<LiveCounts>) -> Arc<Self> {
+    /// Metrics of a host whose live runs `live_runs` counts, exported by OTLP too through
+    /// `meter` when there is one; they count once subscribed to its bus
+    /// ([`Metrics::subscribe`]), or fed its events.
+    pub(crate) fn new(
+        live_runs: Arc<LiveCounts>,
+        meter: Option<opentelemetry::metrics::Meter>,
+    ) -> Arc<Self> {
         let mut registry = Registry::with_prefix("seam");
         let started = Family::<Labels, Counter>::default();
         let ended = Family::<Labels, Counter>::default();
@@ -189,6 +204,7 @@ impl Metrics {
         };
         let tokens = [kind("input"), kind("output")];
         let state: Arc<Mutex<State>> = Arc::default();
+        let budgets: Budgets = Arc::default();
         Arc::new(Self {
             registry,
             started,
@@ -196,12 +212,19 @@ impl Metrics {
             duration,
             live,
             memory,
-            otel: crate::telemetry::Telemetry::installed()
-                .and_then(|t| t.meter())
-                .map(|meter| Otel::new(&meter, live_runs.clone(), state.clone(), tokens.clone())),
+            otel: meter.map(|meter| {
+                Otel::new(
+                    &meter,
+                    live_runs.clone(),
+                    state.clone(),
+                    tokens.clone(),
+                    budgets.clone(),
+                )
+            }),
             tokens,
             state,
             live_runs,
+            budgets,
         })
     }
 
@@ -283,13 +306,19 @@ impl Metrics {
         }
     }
 
-    /// The metrics as Prometheus text, the gauges read from `gauges` now.
-    pub async fn render(&self, gauges: &dyn Gauges) -> String {
+    /// Sets the plugins whose host memory the gauges report (the host does, after each load).
+    pub(crate) fn set_plugins(&self, budgets: Vec<(String, Arc<MemoryBudget>)>) {
+        *lock(&self.budgets) = budgets;
+    }
+
+    /// The metrics as Prometheus text, the gauges read now.
+    pub fn render(&self) -> String {
         self.live.set(self.live_runs.runs() as i64);
-        for (plugin, bytes) in gauges.plugin_memory().await {
+        self.memory.clear();
+        for (plugin, budget) in lock(&self.budgets).iter() {
             self.memory
-                .get_or_create(&vec![("plugin".to_string(), plugin)])
-                .set(bytes as i64);
+                .get_or_create(&vec![("plugin".to_string(), plugin.clone())])
+                .set(budget.used() as i64);
         }
         let mut text = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
@@ -299,11 +328,10 @@ impl Metrics {
     }
 }
 
-/// Serves `metrics` as Prometheus text on `GET /metrics` at `listener`, the gauges read from
-/// `gauges`, until `cancel` fires. Any other path is 404.
+/// Serves `metrics` as Prometheus text on `GET /metrics` at `listener`, until `cancel` fires.
+/// Any other path is 404.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    gauges: Arc<dyn Gauges>,
     metrics: Arc<Metrics>,
     cancel: CancellationToken,
 ) {
@@ -319,10 +347,10 @@ pub async fn serve(
             },
             () = cancel.cancelled() => return,
         };
-        let (gauges, metrics) = (gauges.clone(), metrics.clone());
+        let metrics = metrics.clone();
         tokio::spawn(async move {
             let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let (gauges, metrics) = (gauges.clone(), metrics.clone());
+                let metrics = metrics.clone();
                 async move {
                     let response = if request.uri().path() == "/metrics" {
                         hyper::Response::builder()
@@ -331,7 +359,7 @@ pub async fn serve(
                                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
                             )
                             .body(http_body_util::Full::new(bytes::Bytes::from(
-                                metrics.render(gauges.as_ref()).await,
+                                metrics.render(),
                             )))
                     } else {
                         hyper::Response::builder()
