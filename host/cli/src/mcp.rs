@@ -69,9 +69,12 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         load_for_use(&host, &config, &interrupt).await?;
         // Printed until the plugins are unloaded: the ends of the runs cut short show too.
         let _listener = args.events.then(|| print_events(&host));
-        let watching = args
-            .watch
-            .then(|| tokio::spawn(watch(host.clone(), path, config)));
+        // Watching before serving: a change made once the client has its first answer is seen.
+        let watching = if args.watch {
+            Some(watch(host.clone(), path, config)?)
+        } else {
+            None
+        };
         let served = match args.http {
             Some(addr) => serve_http(host, cwd, &args, addr, interrupt).await,
             None => serve_stdio(host, cwd, interrupt).await,
@@ -89,34 +92,38 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
 /// How long the watched files must be quiet before a reload (a build writes in bursts).
 const SETTLE: Duration = Duration::from_millis(200);
 
-/// Reloads `config` whenever it or one of its components changes, for ever. A config that
-/// does not parse leaves the last good one serving.
-async fn watch(host: Host, path: PathBuf, mut config: Config) -> Result<()> {
+/// Watches `config` and its components (the watches in place when this returns), then reloads
+/// it whenever they change, for ever, on a task of its own. A config that does not parse leaves
+/// the last good one serving.
+fn watch(host: Host, path: PathBuf, config: Config) -> Result<tokio::task::JoinHandle<()>> {
     let (tx, mut changes) = tokio::sync::mpsc::unbounded_channel();
     let mut watcher = notify::recommended_watcher(move |event| {
         let _ = tx.send(event);
     })
     .context("cannot watch files")?;
     let mut watched = Watched::default();
-    loop {
-        watched.follow(&mut watcher, &path, &config);
-        watched.next_change(&mut changes, SETTLE).await;
-        match read_config(&path) {
-            Ok(new) => config = new,
-            Err(e) => {
-                errln!(
-                    "seam mcp: {}; still serving the last good config",
-                    chain(&e)
-                );
-                continue;
+    watched.follow(&mut watcher, &path, &config);
+    Ok(tokio::spawn(async move {
+        loop {
+            watched.next_change(&mut changes, SETTLE).await;
+            let config = match read_config(&path) {
+                Ok(new) => new,
+                Err(e) => {
+                    errln!(
+                        "seam mcp: {}; still serving the last good config",
+                        chain(&e)
+                    );
+                    continue;
+                }
+            };
+            let report = host.reconfigure_with(&config, Reload::Swap).await;
+            for failure in &report.failed {
+                errln!("warning: {failure}");
             }
+            errln!("seam mcp: reloaded {}", path.display());
+            watched.follow(&mut watcher, &path, &config);
         }
-        let report = host.reconfigure_with(&config, Reload::Swap).await;
-        for failure in &report.failed {
-            errln!("warning: {failure}");
-        }
-        errln!("seam mcp: reloaded {}", path.display());
-    }
+    }))
 }
 
 /// The top-level caller the stdio client's calls are made as.

@@ -591,7 +591,9 @@ fn a_background_run_of_a_front_end_that_died_is_listed_read_and_continued_from_a
     assert_eq!(rows.len(), 1, "{listed}");
     let session = rows[0]["id"].as_str().expect("an id").to_string();
 
-    // Interrupted once the dead front-end's lease (three of its heartbeats) has run out.
+    // Interrupted once the dead front-end's lease (three of its heartbeats) has run out. A lease
+    // lapses with time, not with anything a process sends (the process is dead): polled, with a
+    // deadline.
     let deadline = std::time::Instant::now() + PATIENCE;
     let run = loop {
         let tree = sessions_json(&quick, &["tree", &session]);

@@ -211,6 +211,22 @@ fn http_off_loopback_without_a_token_is_refused() {
     assert!(err.contains("--token-env"), "{err}");
 }
 
+/// `seam ARGS` with `env`, which must succeed; its stdout.
+fn seam_ok(args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stdout = seam_tests::text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "seam {args:?}: {stdout}{}",
+        seam_tests::text(&out.stderr)
+    );
+    stdout
+}
+
 /// The FastMCP fixture server, as an entry's `command` (argv as TOML).
 fn fixture_command(mode: &str) -> String {
     format!(
@@ -246,16 +262,7 @@ fn a_seam_agent_calls_a_fastmcp_server_over_stdio() {
     );
     std::fs::write(&config, text).unwrap();
 
-    let check = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
-        .args(["check", config.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let listed = seam_tests::text(&check.stdout);
-    assert!(
-        check.status.success(),
-        "{listed}{}",
-        seam_tests::text(&check.stderr)
-    );
+    let listed = seam_ok(&["check", config.to_str().unwrap()], &[]);
     for name in ["fx__add", "loud", "fx__boom", "fx__big", "fx__die"] {
         assert!(
             listed.contains(&format!("  {name} ")),
@@ -338,16 +345,9 @@ fn a_seam_agent_calls_a_fastmcp_server_over_http_with_a_granted_header() {
         )
     };
     std::fs::write(&config, entry(&format!("\"http://127.0.0.1:{port}\""))).unwrap();
-    let run = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
-        .args(["run", config.to_str().unwrap()])
-        .env("FX_AUTH", "Bearer tok-1")
-        .output()
-        .unwrap();
-    let out = seam_tests::text(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{out}{}",
-        seam_tests::text(&run.stderr)
+    let out = seam_ok(
+        &["run", config.to_str().unwrap()],
+        &[("FX_AUTH", "Bearer tok-1")],
     );
     assert!(out.contains("Bearer tok-1"), "{out}");
 
@@ -467,16 +467,7 @@ fn a_call_past_its_timeout_is_cancelled_on_the_server() {
         fixture_command("stdio")
     );
     std::fs::write(&config, text).unwrap();
-    let run = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
-        .args(["run", config.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let out = seam_tests::text(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{out}{}",
-        seam_tests::text(&run.stderr)
-    );
+    let out = seam_ok(&["run", config.to_str().unwrap()], &[]);
     assert!(out.contains("the server saw the call cancelled"), "{out}");
 }
 
@@ -548,16 +539,7 @@ fn a_result_past_the_entry_memory_budget_fails_the_call() {
         fixture_command("stdio")
     );
     std::fs::write(&config, text).unwrap();
-    let run = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
-        .args(["run", config.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let out = seam_tests::text(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{out}{}",
-        seam_tests::text(&run.stderr)
-    );
+    let out = seam_ok(&["run", config.to_str().unwrap()], &[]);
     assert!(
         out.contains("tool `fx__big` (MCP entry `fx`): the result of 1500000 bytes is more than is left of `limits.host_memory_mb`"),
         "{out}"
@@ -754,4 +736,39 @@ fn a_mounted_servers_progress_becomes_the_calling_runs_progress() {
     assert!(values[0] <= 3 && texts[0].contains(": step "), "{texts:?}");
     assert!(values.windows(2).all(|w| w[0] < w[1]), "{texts:?}");
     assert!(values.len() <= 64, "the flood is cut at 64: {texts:?}");
+}
+
+/// A traced run hands an MCP server the W3C trace context of the tool call, in `_meta` of
+/// `tools/call`: the span the receiver got for that call.
+#[test]
+fn a_traced_call_hands_the_mcp_server_its_trace_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = seam_tests::otlp::OtlpReceiver::start(&dir.path().join("spans.jsonl"));
+    let config = dir.path().join("traced.toml");
+    let text = lead(
+        r#"{ name = "fx__add", arguments = { a = 1, b = 1 } }"#,
+        r#"{ name = "fx__trace", arguments = {} }"#,
+    ) + &format!(
+        "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\ncommand = {}\n",
+        fixture_command("stdio")
+    );
+    std::fs::write(&config, text).unwrap();
+    let out = seam_ok(
+        &["run", config.to_str().unwrap()],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint())],
+    );
+    let seen = out
+        .split("traceparent=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("the server answered with what it got: {out}"));
+    let parts: Vec<&str> = seen.split('-').collect();
+    assert_eq!(parts.len(), 4, "{seen}");
+    let spans = receiver.lines();
+    let call = spans
+        .iter()
+        .find(|s| s["name"] == "tool.call" && s["attributes"]["seam.tool.name"] == "fx__trace")
+        .unwrap_or_else(|| panic!("no span of the call: {spans:#?}"));
+    assert_eq!(call["trace-id"], parts[1], "the same trace");
+    assert_eq!(call["span-id"], parts[2], "the call's own span");
 }

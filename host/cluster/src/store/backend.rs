@@ -101,7 +101,7 @@ impl Backend {
             },
         )
         .await
-        .map_err(&opening)?;
+        .map_err(|e| opening(e.to_string()))?;
         // A lease: an opening's key expires three heartbeats after its last put.
         let lease = config
             .heartbeat()
@@ -119,8 +119,10 @@ impl Backend {
             },
         )
         .await
-        .map_err(&opening)?;
-        let holder = take_holder(&data).await.map_err(&opening)?;
+        .map_err(|e| opening(e.to_string()))?;
+        let holder = take_holder(&data)
+            .await
+            .map_err(|e| opening(e.to_string()))?;
         holders
             .put(layout::holder_key(holder), Bytes::new())
             .await
@@ -758,31 +760,45 @@ fn update_run(doc: &mut RunDoc, write: Write, now: u64, ops: &mut Vec<Op>) {
     }
 }
 
+/// Why an opening could not get its buckets or its holder number.
+#[derive(Debug, thiserror::Error)]
+enum Setup {
+    #[error(
+        "cannot make the JetStream bucket `{bucket}` (is JetStream enabled on the server? \
+         `nats-server -js`): {reason}"
+    )]
+    Bucket { bucket: String, reason: String },
+    #[error("cannot read the holder counter: {0}")]
+    Counter(String),
+    #[error("the holder counter is exhausted")]
+    Exhausted,
+    #[error("the holder counter is contended: too many openings at once")]
+    Contended,
+}
+
 /// The bucket of `config`, made if missing (another opener may make it at the same moment).
-async fn bucket(js: &jetstream::Context, config: kv::Config) -> Result<kv::Store, String> {
+async fn bucket(js: &jetstream::Context, config: kv::Config) -> Result<kv::Store, Setup> {
     let name = config.bucket.clone();
     if let Ok(store) = js.get_key_value(&name).await {
         return Ok(store);
     }
     match js.create_key_value(config).await {
         Ok(store) => Ok(store),
-        Err(created) => js.get_key_value(&name).await.map_err(|_| {
-            format!(
-                "cannot make the JetStream bucket `{name}` (is JetStream enabled on the \
-                 server? `nats-server -js`): {created}"
-            )
+        Err(created) => js.get_key_value(&name).await.map_err(|_| Setup::Bucket {
+            bucket: name.clone(),
+            reason: created.to_string(),
         }),
     }
 }
 
 /// The next holder number, taken with compare-and-set on the counter so that two openers never
 /// get the same one.
-async fn take_holder(data: &kv::Store) -> Result<u64, String> {
+async fn take_holder(data: &kv::Store) -> Result<u64, Setup> {
     for _ in 0..64 {
         let current = data
             .entry(layout::HOLDERS)
             .await
-            .map_err(|e| format!("cannot read the holder counter: {e}"))?;
+            .map_err(|e| Setup::Counter(e.to_string()))?;
         let (last, revision) = match current {
             Some(e) if e.operation == kv::Operation::Put => (
                 std::str::from_utf8(&e.value)
@@ -796,7 +812,7 @@ async fn take_holder(data: &kv::Store) -> Result<u64, String> {
         };
         let next = last + 1;
         if next >= 1 << 31 {
-            return Err("the holder counter is exhausted".into());
+            return Err(Setup::Exhausted);
         }
         if data
             .update(layout::HOLDERS, Bytes::from(next.to_string()), revision)
@@ -806,5 +822,5 @@ async fn take_holder(data: &kv::Store) -> Result<u64, String> {
             return Ok(next);
         }
     }
-    Err("the holder counter is contended: too many openings at once".into())
+    Err(Setup::Contended)
 }

@@ -44,27 +44,34 @@ pub struct Resolved {
     pub signer: Option<Signer>,
 }
 
+/// Why a host has no store for pulled components.
+#[derive(Debug, thiserror::Error)]
+enum NoStore {
+    #[error("the host has no cache directory to keep pulled components in (set $SEAM_CACHE_DIR)")]
+    NoCacheDir,
+    #[error(
+        "the cache directory `{}` was refused (see the warning), and pulled components are kept \
+         inside it",
+        .0.display()
+    )]
+    Refused(std::path::PathBuf),
+    #[error(transparent)]
+    Open(OciError),
+}
+
 /// Pulls and checks components, into the store beside a host's compile cache.
 #[derive(Debug)]
 pub struct Oci {
-    store: Result<BlobStore, String>,
+    store: Result<BlobStore, NoStore>,
 }
 
 impl Oci {
     /// The store inside `cache_dir` (the compile cache directory in use), or why there is none.
     pub(crate) fn new(cache_dir: Result<&std::path::Path, Option<&std::path::Path>>) -> Self {
         let store = match cache_dir {
-            Ok(dir) => BlobStore::open(dir).map_err(|e| e.to_string()),
-            Err(None) => Err(
-                "the host has no cache directory to keep pulled components in \
-                              (set $SEAM_CACHE_DIR)"
-                    .to_string(),
-            ),
-            Err(Some(dir)) => Err(format!(
-                "the cache directory `{}` was refused (see the warning), and pulled components \
-                 are kept inside it",
-                dir.display()
-            )),
+            Ok(dir) => BlobStore::open(dir).map_err(NoStore::Open),
+            Err(None) => Err(NoStore::NoCacheDir),
+            Err(Some(dir)) => Err(NoStore::Refused(dir.to_path_buf())),
         };
         Self { store }
     }
@@ -77,7 +84,7 @@ impl Oci {
     fn store(&self, reference: &OciRef) -> Result<&BlobStore, OciError> {
         self.store.as_ref().map_err(|reason| OciError::NoStore {
             reference: reference.to_string(),
-            reason: reason.clone(),
+            reason: reason.to_string(),
         })
     }
 

@@ -75,6 +75,11 @@ pub enum KeyError {
     },
 }
 
+/// A public key that does not decode (or encode back to DER for its fingerprint).
+#[derive(Debug, Error)]
+#[error("{0}")]
+pub struct BadKey(#[from] p256::pkcs8::spki::Error);
+
 impl PublicKey {
     /// Reads an ECDSA P-256 public key (PEM SubjectPublicKeyInfo) from `path`.
     pub fn from_file(path: &Path) -> Result<Self, KeyError> {
@@ -82,21 +87,21 @@ impl PublicKey {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::from_pem(&text).map_err(|reason| KeyError::Parse {
+        Self::from_pem(&text).map_err(|e| KeyError::Parse {
             path: path.to_path_buf(),
             wanted: "an ECDSA P-256 public key in PEM (`BEGIN PUBLIC KEY`)",
-            reason,
+            reason: e.to_string(),
         })
     }
 
     /// Parses an ECDSA P-256 public key (PEM SubjectPublicKeyInfo).
-    pub fn from_pem(text: &str) -> Result<Self, String> {
-        let key = VerifyingKey::from_public_key_pem(text.trim()).map_err(|e| e.to_string())?;
+    pub fn from_pem(text: &str) -> Result<Self, BadKey> {
+        let key = VerifyingKey::from_public_key_pem(text.trim())?;
         Self::from_key(key)
     }
 
-    fn from_key(key: VerifyingKey) -> Result<Self, String> {
-        let der = key.to_public_key_der().map_err(|e| e.to_string())?;
+    fn from_key(key: VerifyingKey) -> Result<Self, BadKey> {
+        let der = key.to_public_key_der()?;
         Ok(Self {
             fingerprint: Digest::of(der.as_bytes()).to_string(),
             key,
@@ -171,7 +176,8 @@ impl SigningKeyFile {
         };
         let key =
             SigningKey::from_pkcs8_pem(text.trim()).map_err(|e| parse_error(e.to_string()))?;
-        let public = PublicKey::from_key(*key.verifying_key()).map_err(parse_error)?;
+        let public =
+            PublicKey::from_key(*key.verifying_key()).map_err(|e| parse_error(e.to_string()))?;
         Ok(Self { key, public })
     }
 

@@ -324,8 +324,6 @@ impl Shared {
             shared: Arc::downgrade(self),
         };
         let id = self.id.clone();
-        let ms = self.settings.init_timeout_ms;
-        let within = Duration::from_millis(ms);
         // A line (one message) may hold a whole result or tool list; past this it is dropped.
         let max_line = (self.settings.max_output_bytes * 4).max(4 << 20);
         let protocol = |e: String| McpClientError::Protocol {
@@ -345,15 +343,7 @@ impl Shared {
                 log_stderr(self.id.clone(), stderr);
                 let transport =
                     AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(max_line);
-                let service = tokio::time::timeout(within, handler.serve(transport))
-                    .await
-                    .map_err(|_| McpClientError::Timeout {
-                        id: id.clone(),
-                        step: "initialize",
-                        ms,
-                    })?
-                    .map_err(|e| protocol(e.to_string()))?;
-                Ok((service, Some(tree)))
+                Ok((self.initialize(handler, transport).await?, Some(tree)))
             }
             McpTransport::Http(url) => {
                 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -369,17 +359,34 @@ impl Shared {
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(headers);
                 let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
-                let service = tokio::time::timeout(within, handler.serve(transport))
-                    .await
-                    .map_err(|_| McpClientError::Timeout {
-                        id: id.clone(),
-                        step: "initialize",
-                        ms,
-                    })?
-                    .map_err(|e| protocol(e.to_string()))?;
-                Ok((service, None))
+                Ok((self.initialize(handler, transport).await?, None))
             }
         }
+    }
+
+    /// The MCP handshake over `transport`, within `config.init_timeout_ms`.
+    async fn initialize<T, E, A>(
+        &self,
+        handler: Handler,
+        transport: T,
+    ) -> Result<RunningService<RoleClient, Handler>, McpClientError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let ms = self.settings.init_timeout_ms;
+        tokio::time::timeout(Duration::from_millis(ms), handler.serve(transport))
+            .await
+            .map_err(|_| McpClientError::Timeout {
+                id: self.id.clone(),
+                step: "initialize",
+                ms,
+            })?
+            .map_err(|e| McpClientError::Protocol {
+                id: self.id.clone(),
+                step: "initialize",
+                message: e.to_string(),
+            })
     }
 
     fn spawn_error(&self, argv: &[String], message: String) -> McpClientError {
