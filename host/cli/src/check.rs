@@ -40,6 +40,7 @@ pub(crate) async fn run(args: Args, interrupt: &CancellationToken) -> Result<u8>
         interruptible(host.load(&config), interrupt).await?;
         let (stale, notes) = crate::oci::staleness_online(&host, &config).await;
         let mut problems = report(&host, &path, args.json, Some(&stale)).await?;
+        problems.extend(crate::oci::grammar_problems(&config));
         if args.locked && !stale.is_empty() {
             problems.push(format!(
                 "the lock file would change (--locked): {}",

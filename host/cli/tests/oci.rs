@@ -458,6 +458,34 @@ fn a_registry_that_is_down_is_named_and_a_pulled_digest_still_loads() {
 }
 
 #[test]
+fn a_reference_the_grammar_refuses_is_named_before_any_registry_is_asked() {
+    let setup = Setup::new();
+    // Nothing listens on port 9 of loopback: a reach would say `cannot reach registry`.
+    let config = setup.config(
+        "bad.toml",
+        "[oci]\nhttp = [\"127.0.0.1:9\"]\n\n[[plugin]]\nid = \"researcher\"\n\
+         component = \"oci://127.0.0.1:9/Seam/Mock:1.0\"\nverify = false\n",
+    );
+    for command in ["check", "pull"] {
+        let out = fails(setup.seam().arg(command).arg(&config));
+        assert!(
+            out.contains("plugin `researcher`")
+                && out.contains("`oci://127.0.0.1:9/Seam/Mock:1.0` is not an OCI reference"),
+            "seam {command}: {out}"
+        );
+        assert!(!out.contains("cannot reach registry"), "seam {command}: {out}");
+    }
+    let out = fails(
+        setup
+            .seam()
+            .args(["delegate", "--provider", "researcher", "--prompt", "hi"])
+            .arg(&config),
+    );
+    assert!(out.contains("is not an OCI reference"), "{out}");
+    assert!(!out.contains("cannot reach registry"), "{out}");
+}
+
+#[test]
 fn a_layer_over_the_size_limit_is_refused_before_it_is_stored() {
     let registry = TestRegistry::start();
     let setup = Setup::new();

@@ -172,21 +172,32 @@ impl CompileCache {
     /// the same bytes at the same time compile once: several entries of one component, which
     /// the loader loads concurrently, would otherwise each compile it (seconds for a Python or
     /// JavaScript guest) or each read its artifact.
-    pub(crate) fn compile(&self, path: &Path) -> Result<(Component, Origin), EngineError> {
+    ///
+    /// `checked` is the BLAKE3 of the file's bytes when the caller has just hashed them (the OCI
+    /// store checks a pulled layer that way): the file is then not hashed again, and a miss
+    /// compiles it only if its bytes still have that digest.
+    pub(crate) fn compile(
+        &self,
+        path: &Path,
+        checked: Option<[u8; 32]>,
+    ) -> Result<(Component, Origin), EngineError> {
         let read_error = |source| EngineError::Read {
             path: path.to_path_buf(),
             source,
         };
         // Hashed as it is read, into a small buffer: a hit needs only the digest, and a
         // large guest's bytes are not worth a copy in memory.
-        let source: [u8; 32] = std::fs::File::open(path)
-            .and_then(|file| {
-                blake3::Hasher::new()
-                    .update_reader(file)
-                    .map(|h| h.finalize())
-            })
-            .map_err(read_error)?
-            .into();
+        let source: [u8; 32] = match checked {
+            Some(digest) => digest,
+            None => std::fs::File::open(path)
+                .and_then(|file| {
+                    blake3::Hasher::new()
+                        .update_reader(file)
+                        .map(|h| h.finalize())
+                })
+                .map_err(read_error)?
+                .into(),
+        };
         let flight = lock(&self.flights).entry(source).or_default().clone();
         let result = {
             let mut done = lock(&flight);
@@ -196,7 +207,7 @@ impl CompileCache {
                     Ok((component.clone(), Origin::Shared))
                 }
                 None => {
-                    let result = self.compile_source(path, &source);
+                    let result = self.compile_source(path, &source, checked.is_some());
                     if let Ok((component, _)) = &result {
                         *done = Some(component.clone());
                     }
@@ -215,15 +226,25 @@ impl CompileCache {
 
     /// The component whose bytes at `path` hashed to `source`: from its cached artifact when
     /// there is a good one, else compiled (and its artifact written).
+    /// `pinned`: the bytes must be exactly `source`'s (they were checked against it), so a file
+    /// that changed since is refused rather than compiled.
     fn compile_source(
         &self,
         path: &Path,
         source: &[u8; 32],
+        pinned: bool,
     ) -> Result<(Component, Origin), EngineError> {
+        let compile = || {
+            let (component, compiled) = self.compile_file(path)?;
+            if pinned && compiled != *source {
+                return Err(EngineError::ChangedSinceChecked {
+                    path: path.to_path_buf(),
+                });
+            }
+            Ok((component, compiled))
+        };
         let Some(dir) = &self.dir else {
-            return self
-                .compile_file(path)
-                .map(|(component, _)| (component, Origin::Compiled));
+            return compile().map(|(component, _)| (component, Origin::Compiled));
         };
         let cached = self.artifact_path(dir, source);
         let stale = match self.load_artifact(&cached, source) {
@@ -235,7 +256,7 @@ impl CompileCache {
             Lookup::Missing => false,
             Lookup::Unusable => true,
         };
-        let (component, compiled) = self.compile_file(path)?;
+        let (component, compiled) = compile()?;
         // The file changed since it was hashed: the artifact is named after what was compiled.
         let cached = if compiled == *source {
             cached
@@ -416,14 +437,16 @@ impl CompileCache {
     /// [`CompileCache::compile`] on a blocking thread (compiling is CPU-bound), then what the
     /// component is: the one path from a file to a recognised component, for loading,
     /// inspecting and `seam compile`.
+    /// `checked` as for [`CompileCache::compile`].
     pub(crate) async fn compile_and_recognise(
         self: &Arc<Self>,
         path: &Path,
+        checked: Option<[u8; 32]>,
     ) -> Result<(Component, PluginKind, WitVersion, Origin), EngineError> {
         let (component, origin) = {
             let path = path.to_path_buf();
             let cache = self.clone();
-            tokio::task::spawn_blocking(move || cache.compile(&path))
+            tokio::task::spawn_blocking(move || cache.compile(&path, checked))
                 .await
                 .map_err(|source| EngineError::Task {
                     what: "compile",
@@ -763,5 +786,33 @@ mod tests {
             canonical_lenient(&dir.join("seam-surely-missing").join("cache")),
             canonical.join("seam-surely-missing").join("cache")
         );
+    }
+
+    #[test]
+    fn bytes_checked_elsewhere_are_not_hashed_again_and_are_refused_if_they_changed() {
+        // The header of an empty component: the smallest thing wasmtime compiles.
+        const EMPTY: &[u8] = b"\0asm\x0d\x00\x01\x00";
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("empty.wasm");
+        std::fs::write(&file, EMPTY).unwrap();
+        let cache_dir = dir.path().join("cache");
+        let cache = CompileCache::new(Engine::default(), Some(cache_dir), u64::MAX);
+        let digest: [u8; 32] = blake3::hash(EMPTY).into();
+
+        let (_, origin) = cache.compile(&file, Some(digest)).unwrap();
+        assert_eq!(origin, Origin::Compiled);
+        // A hit by the digest given: the file is not read, so even a file gone loads.
+        std::fs::remove_file(&file).unwrap();
+        let (_, origin) = cache.compile(&file, Some(digest)).unwrap();
+        assert_eq!(origin, Origin::Cached);
+
+        // A miss compiles only bytes that still have the digest they were checked by.
+        std::fs::write(&file, EMPTY).unwrap();
+        let other = [7u8; 32];
+        match cache.compile(&file, Some(other)) {
+            Err(EngineError::ChangedSinceChecked { path }) => assert_eq!(path, file),
+            Err(e) => panic!("refused for another reason: {e}"),
+            Ok(_) => panic!("compiled bytes that are not the ones checked"),
+        }
     }
 }

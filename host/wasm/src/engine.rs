@@ -156,6 +156,16 @@ pub enum EngineError {
         /// Why.
         source: std::io::Error,
     },
+    /// A file whose bytes were checked (a component pulled from a registry) changed before it
+    /// was compiled.
+    #[error(
+        "`{path}` changed after its bytes were checked and before they were compiled: refused \
+         (load it again to check it anew)"
+    )]
+    ChangedSinceChecked {
+        /// The file.
+        path: PathBuf,
+    },
     /// The bytes are not a valid component.
     #[error("`{path}` is not a valid WebAssembly component: {reason}")]
     Invalid {

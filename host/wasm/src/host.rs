@@ -264,7 +264,7 @@ impl Host {
             .stats()
             .hits
             .load(std::sync::atomic::Ordering::Relaxed);
-        cache.compile_and_recognise(path).await?;
+        cache.compile_and_recognise(path, None).await?;
         Ok(cache
             .stats()
             .hits
@@ -419,7 +419,7 @@ impl Host {
         path: &Path,
         config: Option<serde_json::Value>,
     ) -> Result<ComponentInfo, EngineError> {
-        let (component, kind, version, _) = self.inner.cache.compile_and_recognise(path).await?;
+        let (component, kind, version, _) = self.inner.cache.compile_and_recognise(path, None).await?;
         let engine = &self.inner.runtime.engine;
         let ty = component.component_type();
         let imports = ty.imports(engine).map(|(n, _)| n.to_string()).collect();

@@ -53,7 +53,7 @@ impl Template {
     /// Compiles (through the host's cache) and links the component at `path` with the
     /// provider linker.
     pub fn new(host: &Host, path: &Path) -> Result<Self, ProbeError> {
-        let (component, _) = host.inner.cache.compile(path)?;
+        let (component, _) = host.inner.cache.compile(path, None)?;
         let pre = host
             .inner
             .runtime
@@ -148,5 +148,27 @@ impl NoopInstance {
             .call_async(&mut self.store, ())
             .await
             .map_err(|e| guest_fault(&e))
+    }
+}
+
+/// A wasmtime engine made exactly as a host's is (the compiler, epoch interruption, the pooling
+/// allocator with warm slots where the kernel has PAGEMAP_SCAN, the memory reservation), with
+/// its epoch ticker, and nothing else of the host: no linker, compile cache, sandbox or run
+/// machinery. For measuring what wasmtime alone costs on Seam's engine settings.
+pub struct BareEngine {
+    seam: crate::engine::SeamEngine,
+}
+
+impl BareEngine {
+    /// An engine configured from `options` as `Host::new` configures its own.
+    pub fn new(options: &crate::engine::EngineOptions) -> Result<Self, EngineError> {
+        Ok(Self {
+            seam: crate::engine::SeamEngine::new(options)?,
+        })
+    }
+
+    /// The engine; its epoch ticker runs as long as `self` lives.
+    pub fn engine(&self) -> &wasmtime::Engine {
+        &self.seam.engine
     }
 }

@@ -72,7 +72,9 @@ impl RegistryArgs {
 
 /// Parses an `oci://` reference given on the command line.
 pub(crate) fn parse_reference(text: &str) -> Result<OciRef> {
-    Ok(OciRef::parse(text)?)
+    let reference = OciRef::parse(text)?;
+    reference.check_grammar()?;
+    Ok(reference)
 }
 
 /// Fails when the config's lock would change (`--locked`): an `oci://` entry without a lock
@@ -88,6 +90,19 @@ pub(crate) fn ensure_locked(config: &Config, config_path: &std::path::Path) -> R
         list(&stale),
         config_path.display()
     )
+}
+
+/// The `oci://` references of `config` that the distribution grammar refuses, as problems. A
+/// load checks the grammar only when it asks a registry (a pulled digest needs none); a check
+/// checks every reference.
+pub(crate) fn grammar_problems(config: &Config) -> Vec<String> {
+    config
+        .oci_entries()
+        .filter_map(|(entry, source)| {
+            let e = source.reference.check_grammar().err()?;
+            Some(format!("plugin `{}`: key `component`: {e}", entry.id))
+        })
+        .collect()
 }
 
 /// Staleness, as one line.

@@ -43,7 +43,7 @@ impl Loader {
         };
         // A component from a registry is pulled and checked (digest, lock, signature, size)
         // before a byte of it is compiled; then its file in the store is compiled like any.
-        let path = match &entry.oci {
+        let (path, checked) = match &entry.oci {
             Some(source) => {
                 let resolved = self
                     .oci
@@ -58,12 +58,12 @@ impl Loader {
                     size: resolved.size,
                     signer: resolved.signer.map(|s| (s.name, s.fingerprint)),
                 });
-                resolved.path
+                (resolved.path, Some(resolved.blake3))
             }
-            None => entry.component.clone(),
+            None => (entry.component.clone(), None),
         };
         let began = std::time::SystemTime::now();
-        let compiled = self.cache.compile_and_recognise(&path).await;
+        let compiled = self.cache.compile_and_recognise(&path, checked).await;
         if let Some(telemetry) = crate::telemetry::Telemetry::installed() {
             telemetry.plugin_load(
                 &entry.id,

@@ -92,6 +92,10 @@ pub enum OciError {
         /// What went wrong.
         reason: String,
     },
+    /// The reference is not one the distribution grammar allows (checked before a registry is
+    /// asked anything).
+    #[error(transparent)]
+    Reference(Box<reference::BadReference>),
     /// A registry over plain HTTP that is not on loopback, without `insecure = true`.
     #[error(
         "registry `{registry}` is not on loopback: plain HTTP to it needs `insecure = true` in \

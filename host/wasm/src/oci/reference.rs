@@ -2,10 +2,11 @@
 //! `component` names when the component comes from a registry, and the SHA-256 digests that
 //! name what a registry holds.
 //!
-//! The grammar of the part after `oci://` is the distribution reference's, parsed by `oci-spec`
-//! (through `oci-client`); this module adds the rules Seam needs on top: the registry is always
-//! written (no implicit `docker.io`), a tag or a digest is always written (no implicit
-//! `latest`), and a digest is SHA-256 (the store is addressed by it).
+//! The grammar of the part after `oci://` is the distribution reference's, checked by `oci-spec`
+//! (through `oci-client`) before a registry is asked anything; this module adds the rules Seam
+//! needs on top: the registry is always written (no implicit `docker.io`), a tag or a digest is
+//! always written (no implicit `latest`), and a digest is SHA-256 (the store is addressed by
+//! it).
 
 use std::fmt;
 use std::str::FromStr;
@@ -121,7 +122,12 @@ pub enum BadReference {
 }
 
 impl OciRef {
-    /// Parses `oci://REGISTRY/REPOSITORY[:TAG][@sha256:HEX]`.
+    /// Parses `oci://REGISTRY/REPOSITORY[:TAG][@sha256:HEX]` into its parts, with Seam's rules
+    /// (a registry, a tag or a digest, SHA-256). The distribution grammar of the parts is
+    /// [`OciRef::check_grammar`]'s: it is checked before anything is asked of a registry and by
+    /// `seam check`, not on every load, since `oci-spec` compiles a large regex for it (about
+    /// 25 ms of CPU, once per process) and a locked or digest reference that is already pulled
+    /// needs none of it.
     pub fn parse(text: &str) -> Result<Self, BadReference> {
         let rest = text
             .strip_prefix(SCHEME)
@@ -129,36 +135,74 @@ impl OciRef {
         let Some((registry, path)) = rest.split_once('/') else {
             return Err(BadReference::NoRegistry(text.to_string()));
         };
-        if registry.is_empty() || path.is_empty() {
+        // The distribution's own rule for telling a registry from a Docker Hub namespace: a
+        // dot, a port or `localhost`. Seam wants the registry written, so a first segment
+        // without one is refused rather than sent to Docker Hub.
+        let is_host = registry.contains(['.', ':']) || registry == "localhost";
+        if registry.is_empty() || path.is_empty() || !is_host {
             return Err(BadReference::NoRegistry(text.to_string()));
         }
-        let parsed = oci_client::Reference::from_str(rest).map_err(|e| BadReference::Syntax {
-            text: text.to_string(),
-            reason: e.to_string(),
-        })?;
-        // The parser reads a first segment without a dot or a port as a Docker Hub namespace;
-        // Seam wants the registry written, so such a reference is refused rather than sent to
-        // Docker Hub.
-        if parsed.registry() != registry {
-            return Err(BadReference::NoRegistry(text.to_string()));
-        }
-        let last = path.rsplit('/').next().unwrap_or(path);
-        if !last.contains(':') && !last.contains('@') {
+        let (named, digest) = match path.rsplit_once('@') {
+            Some((named, digest)) => {
+                let digest = digest
+                    .parse::<Digest>()
+                    .map_err(|source| BadReference::Digest {
+                        text: text.to_string(),
+                        source,
+                    })?;
+                (named, Some(digest))
+            }
+            None => (path, None),
+        };
+        let last = named.rsplit('/').next().unwrap_or(named);
+        let (repository, tag) = match last.rsplit_once(':') {
+            Some((_, tag)) => (&named[..named.len() - tag.len() - 1], Some(tag)),
+            None => (named, None),
+        };
+        if tag.is_none() && digest.is_none() {
             return Err(BadReference::Unpinned(text.to_string()));
         }
-        let digest = match parsed.digest() {
-            Some(d) => Some(d.parse::<Digest>().map_err(|source| BadReference::Digest {
+        if repository.is_empty() || tag.is_some_and(str::is_empty) {
+            return Err(BadReference::Syntax {
                 text: text.to_string(),
-                source,
-            })?),
-            None => None,
-        };
+                reason: "its repository or its tag is empty".into(),
+            });
+        }
         Ok(Self {
             registry: registry.to_string(),
-            repository: parsed.repository().to_string(),
-            tag: parsed.tag().map(str::to_string),
+            repository: repository.to_string(),
+            tag: tag.map(str::to_string),
             digest,
         })
+    }
+
+    /// Checks the reference against the distribution grammar (`oci-spec`'s parser): the
+    /// registry host, the repository's lower-case path components, the tag's characters and
+    /// length.
+    pub fn check_grammar(&self) -> Result<(), BadReference> {
+        let written = self.to_string();
+        let bare = &written[SCHEME.len()..];
+        let parsed = oci_client::Reference::from_str(bare).map_err(|e| BadReference::Syntax {
+            text: written.clone(),
+            reason: e.to_string(),
+        })?;
+        // What the grammar read must be what `parse` split: otherwise the registry would be
+        // asked for something other than what the config names.
+        if parsed.registry() != self.registry
+            || parsed.repository() != self.repository
+            || parsed.tag() != self.tag.as_deref()
+        {
+            return Err(BadReference::Syntax {
+                text: written,
+                reason: format!(
+                    "it reads as registry `{}`, repository `{}`, tag `{}`",
+                    parsed.registry(),
+                    parsed.repository(),
+                    parsed.tag().unwrap_or("")
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// The registry host (with its port, if written).
@@ -315,12 +359,25 @@ mod tests {
             ("oci://org/p:1", "does not start with a registry"),
             ("oci://ghcr.io", "does not start with a registry"),
             ("oci://ghcr.io/org/p", "names neither a tag nor a digest"),
-            ("oci://ghcr.io/Org/p:1", "is not an OCI reference"),
-            ("oci://ghcr.io/org/p@sha512:00", "is not an OCI reference"),
+            ("oci://ghcr.io/org/p@sha512:00", "is not a SHA-256 digest"),
+            ("oci://ghcr.io/org/p:", "is empty"),
+            ("oci://ghcr.io/:1", "is empty"),
         ] {
             let e = OciRef::parse(text).unwrap_err().to_string();
             assert!(e.contains(wanted), "{text}: {e}");
         }
+        // The grammar's refusals come from its check, which parsing defers.
+        for text in [
+            "oci://ghcr.io/Org/p:1",
+            "oci://ghcr.io/org/p:-bad",
+            "oci://ghcr.io/org//p:1",
+        ] {
+            let parsed = OciRef::parse(text).unwrap();
+            let e = parsed.check_grammar().expect_err(text).to_string();
+            assert!(e.contains("is not an OCI reference"), "{text}: {e}");
+        }
+        let good = OciRef::parse(&format!("oci://127.0.0.1:5000/seam/mock:1.0@sha256:{HEX}"));
+        good.unwrap().check_grammar().unwrap();
         let upper = format!("sha256:{}", HEX.to_uppercase());
         assert!(upper.parse::<Digest>().is_err());
         assert_eq!(

@@ -40,6 +40,9 @@ impl Registry {
     pub(crate) fn connect(settings: &OciSettings, reference: &OciRef) -> Result<Self, OciError> {
         // `seam push`/`sign` reach a registry without a host, which would install it.
         crate::tls::install_crypto_provider();
+        reference
+            .check_grammar()
+            .map_err(|e| OciError::Reference(Box::new(e)))?;
         let registry = reference.registry().to_string();
         let protocol = if settings.uses_http(&registry) {
             if !settings.insecure && !reference.is_loopback() {

@@ -40,6 +40,9 @@ pub struct Resolved {
     pub layer: Digest,
     /// The component layer's size in bytes.
     pub size: u64,
+    /// The BLAKE3 of the layer's bytes as they were checked: what the compile cache names the
+    /// component's artifact by, so that a load does not hash the layer a second time.
+    pub blake3: [u8; 32],
     /// The key its signature verified against (`None` for `verify = false`).
     pub signer: Option<Signer>,
 }
@@ -183,8 +186,8 @@ impl Oci {
             });
         }
         let signer = self.verify(source, store, &at, &digest, registry).await?;
-        let path = match store.verified_path(&layer) {
-            Some(path) => path,
+        let (path, blake3) = match store.verified_path(&layer) {
+            Some(found) => found,
             None => {
                 let bytes = registry
                     .get()?
@@ -201,6 +204,7 @@ impl Oci {
             digest,
             layer,
             size,
+            blake3,
             signer,
         })
     }

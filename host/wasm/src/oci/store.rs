@@ -89,8 +89,10 @@ impl BlobStore {
 
     /// The path of blob `digest` after checking its bytes (hashed as they are read, not held in
     /// memory: a layer can be large), by its BLAKE3 sidecar when it has one, else by its
-    /// SHA-256 name; `None` if it is missing or was damaged (then removed).
-    pub(crate) fn verified_path(&self, digest: &Digest) -> Option<PathBuf> {
+    /// SHA-256 name, with the BLAKE3 of the bytes checked (which the compile cache names
+    /// artifacts by, so that a load hashes the layer once); `None` if it is missing or was
+    /// damaged (then removed).
+    pub(crate) fn verified_path(&self, digest: &Digest) -> Option<(PathBuf, [u8; 32])> {
         let path = self.blob_path(digest);
         let unreadable = |e: &dyn std::fmt::Display| {
             tracing::warn!(file = %path.display(), error = %e, "cannot read OCI store blob; pulling it again");
@@ -100,7 +102,7 @@ impl BlobStore {
             .and_then(|text| blake3::Hash::from_hex(text.trim()).ok());
         if let Some(recorded) = recorded {
             match blake3_of(&path) {
-                Ok(found) if found == recorded => return Some(path),
+                Ok(found) if found == recorded => return Some((path, found.into())),
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
                 Err(e) => {
@@ -140,8 +142,9 @@ impl BlobStore {
             return None;
         }
         // Checked in full: later reads may go by the sidecar.
-        let _ = self.write_file(&sidecar(&path), fast.finalize().to_hex().as_bytes());
-        Some(path)
+        let fast = fast.finalize();
+        let _ = self.write_file(&sidecar(&path), fast.to_hex().as_bytes());
+        Some((path, fast.into()))
     }
 
     fn discard(&self, path: &Path, digest: &Digest, found: &Digest) {
@@ -156,15 +159,20 @@ impl BlobStore {
     }
 
     /// Stores `bytes`, whose digest the caller checked is `digest`, with their BLAKE3 sidecar;
-    /// returns the blob's path.
-    pub(crate) fn write(&self, digest: &Digest, bytes: &[u8]) -> Result<PathBuf, OciError> {
+    /// returns the blob's path and that BLAKE3.
+    pub(crate) fn write(
+        &self,
+        digest: &Digest,
+        bytes: &[u8],
+    ) -> Result<(PathBuf, [u8; 32]), OciError> {
         debug_assert_eq!(Digest::of(bytes), *digest);
         let path = self.blob_path(digest);
         // The sidecar goes first: a blob is never found with an older sidecar than its bytes.
         let _ = std::fs::remove_file(sidecar(&path));
         self.write_file(&path, bytes)?;
-        self.write_file(&sidecar(&path), blake3::hash(bytes).to_hex().as_bytes())?;
-        Ok(path)
+        let fast = blake3::hash(bytes);
+        self.write_file(&sidecar(&path), fast.to_hex().as_bytes())?;
+        Ok((path, fast.into()))
     }
 
     /// The manifest of the signatures that last verified for manifest `digest`, if recorded.
@@ -232,12 +240,10 @@ mod tests {
         let cache = tempfile::tempdir().unwrap();
         let store = BlobStore::open(cache.path()).unwrap();
         let digest = Digest::of(b"a component");
-        let path = store.write(&digest, b"a component").unwrap();
+        let (path, fast) = store.write(&digest, b"a component").unwrap();
+        assert_eq!(fast, *blake3::hash(b"a component").as_bytes());
         assert_eq!(store.read(&digest).as_deref(), Some(&b"a component"[..]));
-        assert_eq!(
-            store.verified_path(&digest).as_deref(),
-            Some(path.as_path())
-        );
+        assert_eq!(store.verified_path(&digest), Some((path.clone(), fast)));
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -254,18 +260,12 @@ mod tests {
         // A blob found without a sidecar is checked in full, and gets one.
         store.write(&digest, b"a component").unwrap();
         std::fs::remove_file(sidecar(&path)).unwrap();
-        assert_eq!(
-            store.verified_path(&digest).as_deref(),
-            Some(path.as_path())
-        );
+        assert_eq!(store.verified_path(&digest), Some((path.clone(), fast)));
         assert!(sidecar(&path).exists());
         // A sidecar that does not match falls back to the full check, which keeps the intact
         // blob and writes the sidecar again.
         std::fs::write(sidecar(&path), blake3::hash(b"other").to_hex().as_bytes()).unwrap();
-        assert_eq!(
-            store.verified_path(&digest).as_deref(),
-            Some(path.as_path())
-        );
+        assert_eq!(store.verified_path(&digest), Some((path.clone(), fast)));
         assert_eq!(
             std::fs::read_to_string(sidecar(&path)).unwrap(),
             blake3::hash(b"a component").to_hex().as_str()
