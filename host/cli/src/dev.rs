@@ -85,10 +85,7 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
     }
     outln!(
         "compiling with {} (SEAM_COMPILER)",
-        match options.engine.compiler {
-            Compiler::Cranelift => "cranelift",
-            Compiler::Winch => "winch",
-        }
+        options.engine.compiler.as_str()
     );
 
     with_host_options(options, |host| async move {

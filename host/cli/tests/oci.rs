@@ -473,7 +473,10 @@ fn a_reference_the_grammar_refuses_is_named_before_any_registry_is_asked() {
                 && out.contains("`oci://127.0.0.1:9/Seam/Mock:1.0` is not an OCI reference"),
             "seam {command}: {out}"
         );
-        assert!(!out.contains("cannot reach registry"), "seam {command}: {out}");
+        assert!(
+            !out.contains("cannot reach registry"),
+            "seam {command}: {out}"
+        );
     }
     let out = fails(
         setup

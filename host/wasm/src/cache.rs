@@ -70,6 +70,14 @@ impl Origin {
     }
 }
 
+/// A component compiled (or read from its artifact) from a file.
+pub(crate) struct Compiled {
+    pub(crate) component: Component,
+    pub(crate) origin: Origin,
+    /// The BLAKE3 of the bytes it was compiled from (what its artifacts are named by).
+    pub(crate) source: [u8; 32],
+}
+
 /// How a [`CompileCache::compile`] got its component, for tests and diagnostics.
 #[derive(Debug, Default)]
 pub struct CacheStats {
@@ -91,17 +99,45 @@ const MAGIC: &[u8; 16] = b"seam-artifact-02";
 /// Magic, source digest, engine digest, body length (u64, little-endian), body digest.
 const TRAILER_LEN: usize = MAGIC.len() + 32 + 32 + 8 + 32;
 
-/// Compiles components for one engine, through its artifact cache.
-pub(crate) struct CompileCache {
+/// One engine's compiler, and what its artifacts name as their engine.
+struct Tier {
     engine: Engine,
+    /// What an artifact's trailer must name as its engine.
+    digest: [u8; 32],
+}
+
+impl Tier {
+    fn new(engine: Engine) -> Self {
+        Self {
+            digest: engine_digest(&engine),
+            engine,
+        }
+    }
+}
+
+/// Whether a compile may start a component on Winch's code (a tiered host's first load of a
+/// large component) or must produce the optimised code (`seam compile`, a tier-up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tiering {
+    /// Winch first for a large component without an optimised artifact, if the host is tiered.
+    Allowed,
+    /// The main engine's code only.
+    Optimised,
+}
+
+/// Compiles components for the host's engine (and, on a tiered host, for Winch's first),
+/// through its artifact cache.
+pub(crate) struct CompileCache {
+    /// The main engine: Cranelift, unless `SEAM_COMPILER` forces Winch.
+    main: Tier,
+    /// A tiered host's Winch engine, and the smallest component it compiles first.
+    baseline: Option<(Tier, u64)>,
     /// Where artifacts are read and written (canonical); `None` when no cache is configured or
     /// the configured one was refused.
     dir: Option<PathBuf>,
     /// The configured directory, canonical as far as it exists, whether or not it is in use:
     /// no grant may reach it.
     guarded: Option<PathBuf>,
-    /// What an artifact's header must name as its engine.
-    engine_digest: [u8; 32],
     /// Most bytes of artifacts to keep.
     max_bytes: u64,
     stats: CacheStats,
@@ -117,8 +153,14 @@ impl CompileCache {
     /// A cache in `dir` (none: compile every time) for `engine`. The directory is created
     /// `0700` if it is missing; if it is not the user's own, or group or others can write to
     /// it, a warning says so and the host compiles without a cache.
-    pub(crate) fn new(engine: Engine, dir: Option<PathBuf>, max_bytes: u64) -> Self {
-        let engine_digest = engine_digest(&engine);
+    ///
+    /// `baseline`: a tiered host's Winch engine and the smallest component it compiles first.
+    pub(crate) fn new(
+        engine: Engine,
+        baseline: Option<(Engine, u64)>,
+        dir: Option<PathBuf>,
+        max_bytes: u64,
+    ) -> Self {
         let (dir, guarded) = match dir {
             None => (None, None),
             Some(configured) => {
@@ -137,10 +179,10 @@ impl CompileCache {
             }
         };
         Self {
-            engine,
+            main: Tier::new(engine),
+            baseline: baseline.map(|(engine, min_bytes)| (Tier::new(engine), min_bytes)),
             dir,
             guarded,
-            engine_digest,
             max_bytes,
             stats: CacheStats::default(),
             flights: Mutex::default(),
@@ -176,11 +218,16 @@ impl CompileCache {
     /// `checked` is the BLAKE3 of the file's bytes when the caller has just hashed them (the OCI
     /// store checks a pulled layer that way): the file is then not hashed again, and a miss
     /// compiles it only if its bytes still have that digest.
+    ///
+    /// `tiering` says whether a tiered host may start the component on Winch's code
+    /// ([`CompileCache::is_baseline`] then says so, and [`CompileCache::tier_up`] makes the
+    /// optimised code later).
     pub(crate) fn compile(
         &self,
         path: &Path,
         checked: Option<[u8; 32]>,
-    ) -> Result<(Component, Origin), EngineError> {
+        tiering: Tiering,
+    ) -> Result<Compiled, EngineError> {
         let read_error = |source| EngineError::Read {
             path: path.to_path_buf(),
             source,
@@ -207,7 +254,7 @@ impl CompileCache {
                     Ok((component.clone(), Origin::Shared))
                 }
                 None => {
-                    let result = self.compile_source(path, &source, checked.is_some());
+                    let result = self.compile_source(path, &source, checked.is_some(), tiering);
                     if let Ok((component, _)) = &result {
                         *done = Some(component.clone());
                     }
@@ -221,11 +268,16 @@ impl CompileCache {
         if Arc::strong_count(&flight) == 2 {
             flights.remove(&source);
         }
-        result
+        result.map(|(component, origin)| Compiled {
+            component,
+            origin,
+            source,
+        })
     }
 
     /// The component whose bytes at `path` hashed to `source`: from its cached artifact when
-    /// there is a good one, else compiled (and its artifact written).
+    /// there is a good one, else compiled (and its artifact written). The optimised artifact is
+    /// looked for first; a large component without one may start on Winch's (`tiering`).
     /// `pinned`: the bytes must be exactly `source`'s (they were checked against it), so a file
     /// that changed since is refused rather than compiled.
     fn compile_source(
@@ -233,37 +285,62 @@ impl CompileCache {
         path: &Path,
         source: &[u8; 32],
         pinned: bool,
+        tiering: Tiering,
     ) -> Result<(Component, Origin), EngineError> {
-        let compile = || {
-            let (component, compiled) = self.compile_file(path)?;
-            if pinned && compiled != *source {
-                return Err(EngineError::ChangedSinceChecked {
-                    path: path.to_path_buf(),
-                });
+        let mut stale = false;
+        if let Some(dir) = &self.dir {
+            match self.load_artifact(
+                &self.main,
+                &self.artifact_path(dir, &self.main, source),
+                source,
+            ) {
+                Lookup::Hit(component) => return Ok((component, Origin::Cached)),
+                Lookup::Missing => {}
+                Lookup::Unusable => stale = true,
             }
-            Ok((component, compiled))
+        }
+        let tier = match (&self.baseline, tiering) {
+            (Some((baseline, min_bytes)), Tiering::Allowed)
+                if std::fs::metadata(path).is_ok_and(|m| m.len() >= *min_bytes) =>
+            {
+                if let Some(dir) = &self.dir {
+                    let cached = self.artifact_path(dir, baseline, source);
+                    match self.load_artifact(baseline, &cached, source) {
+                        Lookup::Hit(component) => return Ok((component, Origin::Cached)),
+                        Lookup::Missing => {}
+                        Lookup::Unusable => stale = true,
+                    }
+                }
+                baseline
+            }
+            _ => &self.main,
         };
+        self.compile_into_cache(tier, path, source, pinned, stale)
+            .map(|component| (component, Origin::Compiled))
+    }
+
+    /// Compiles the component at `path` (whose bytes hashed to `source`) for `tier`, and
+    /// writes its artifact when there is a cache.
+    fn compile_into_cache(
+        &self,
+        tier: &Tier,
+        path: &Path,
+        source: &[u8; 32],
+        pinned: bool,
+        stale: bool,
+    ) -> Result<Component, EngineError> {
+        let (component, compiled) = self.compile_file(tier, path)?;
+        if pinned && compiled != *source {
+            return Err(EngineError::ChangedSinceChecked {
+                path: path.to_path_buf(),
+            });
+        }
         let Some(dir) = &self.dir else {
-            return compile().map(|(component, _)| (component, Origin::Compiled));
+            return Ok(component);
         };
-        let cached = self.artifact_path(dir, source);
-        let stale = match self.load_artifact(&cached, source) {
-            Lookup::Hit(component) => {
-                self.stats.hits.fetch_add(1, Ordering::Relaxed);
-                mark_used(&cached);
-                return Ok((component, Origin::Cached));
-            }
-            Lookup::Missing => false,
-            Lookup::Unusable => true,
-        };
-        let (component, compiled) = compile()?;
         // The file changed since it was hashed: the artifact is named after what was compiled.
-        let cached = if compiled == *source {
-            cached
-        } else {
-            self.artifact_path(dir, &compiled)
-        };
-        match self.store_artifact(&component, &compiled, &cached) {
+        let cached = self.artifact_path(dir, tier, &compiled);
+        match self.store_artifact(tier, &component, &compiled, &cached) {
             Ok(()) => {
                 if stale {
                     self.stats.rewritten.fetch_add(1, Ordering::Relaxed);
@@ -277,27 +354,44 @@ impl CompileCache {
                 tracing::warn!(file = %cached.display(), error = %e, "cannot write compile cache")
             }
         }
-        Ok((component, Origin::Compiled))
+        Ok(component)
     }
 
-    /// Where the artifact of the component with digest `source` is kept.
-    fn artifact_path(&self, dir: &Path, source: &[u8; 32]) -> PathBuf {
-        dir.join(format!(
-            "{}-{}.cwasm",
-            hex(source),
-            hex(&self.engine_digest[..8])
-        ))
+    /// Whether `component` runs Winch's code on a tiered host (so it awaits its tier-up).
+    pub(crate) fn is_baseline(&self, component: &Component) -> bool {
+        self.baseline
+            .as_ref()
+            .is_some_and(|(tier, _)| Engine::same(&tier.engine, component.engine()))
     }
 
-    /// Reads and compiles the component at `path`; returns it with the digest of the bytes
-    /// compiled.
-    fn compile_file(&self, path: &Path) -> Result<(Component, [u8; 32]), EngineError> {
+    /// The optimised code of the component at `path` whose bytes were checked to hash to
+    /// `source` (the digest its Winch code was compiled from): compiled and cached. Meant for
+    /// a background thread; a file that changed since is refused.
+    pub(crate) fn tier_up(&self, path: &Path, source: &[u8; 32]) -> Result<Component, EngineError> {
+        if let Some(dir) = &self.dir {
+            // Another process (or `seam compile`) may have made it meanwhile.
+            let cached = self.artifact_path(dir, &self.main, source);
+            if let Lookup::Hit(component) = self.load_artifact(&self.main, &cached, source) {
+                return Ok(component);
+            }
+        }
+        self.compile_into_cache(&self.main, path, source, true, false)
+    }
+
+    /// Where the artifact of the component with digest `source` is kept, for `tier`.
+    fn artifact_path(&self, dir: &Path, tier: &Tier, source: &[u8; 32]) -> PathBuf {
+        dir.join(format!("{}-{}.cwasm", hex(source), hex(&tier.digest[..8])))
+    }
+
+    /// Reads and compiles the component at `path` for `tier`; returns it with the digest of
+    /// the bytes compiled.
+    fn compile_file(&self, tier: &Tier, path: &Path) -> Result<(Component, [u8; 32]), EngineError> {
         let bytes = std::fs::read(path).map_err(|source| EngineError::Read {
             path: path.to_path_buf(),
             source,
         })?;
         self.stats.compiled.fetch_add(1, Ordering::Relaxed);
-        let component = Component::new(&self.engine, &bytes).map_err(|e| EngineError::Invalid {
+        let component = Component::new(&tier.engine, &bytes).map_err(|e| EngineError::Invalid {
             path: path.to_path_buf(),
             reason: crate::fault::one_line(&format!("{e:#}")),
         })?;
@@ -306,7 +400,7 @@ impl CompileCache {
 
     /// The component of the artifact at `cached`, if it is there and good; one that is there
     /// and cannot be used is said in a warning.
-    fn load_artifact(&self, cached: &Path, source: &[u8; 32]) -> Lookup {
+    fn load_artifact(&self, tier: &Tier, cached: &Path, source: &[u8; 32]) -> Lookup {
         let refused = |reason: &dyn std::fmt::Display| {
             tracing::warn!(
                 file = %cached.display(),
@@ -326,7 +420,7 @@ impl CompileCache {
         // the user edits it in place meanwhile (the threat model in the docs' security chapter).
         // Populated at once: every page is about to be hashed.
         let checked = match unsafe { memmap2::MmapOptions::new().populate().map(&file) } {
-            Ok(map) => self.verify(&map, source),
+            Ok(map) => verify(tier, &map, source),
             Err(e) => return refused(&format_args!("cannot map it: {e}")),
         };
         if let Err(reason) = checked {
@@ -343,8 +437,12 @@ impl CompileCache {
         // host never writes an artifact in place, so the file stays as checked. wasmtime checks
         // its own header and engine settings again; it reads its image by the ELF's offsets
         // (header, section table, sections), so the trailer after the image is never read.
-        match unsafe { Component::deserialize_file(&self.engine, same_file(&file, cached)) } {
-            Ok(component) => Lookup::Hit(component),
+        match unsafe { Component::deserialize_file(&tier.engine, same_file(&file, cached)) } {
+            Ok(component) => {
+                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                mark_used(cached);
+                Lookup::Hit(component)
+            }
             Err(e) => {
                 tracing::warn!(
                     file = %cached.display(),
@@ -356,44 +454,9 @@ impl CompileCache {
         }
     }
 
-    /// Checks an artifact file's trailer against the component's digest and this engine, and
-    /// its body against the trailer.
-    fn verify(&self, file: &[u8], source: &[u8; 32]) -> Result<(), StaleArtifact> {
-        let no_trailer = StaleArtifact::NoTrailer { len: file.len() };
-        let Some(at) = file.len().checked_sub(TRAILER_LEN) else {
-            return Err(no_trailer);
-        };
-        let (body, trailer) = file.split_at(at);
-        let Some(rest) = trailer.strip_prefix(MAGIC.as_slice()) else {
-            return Err(no_trailer);
-        };
-        let (source_digest, rest) = rest.split_at(32);
-        let (engine_digest, rest) = rest.split_at(32);
-        let (body_len, body_digest) = rest.split_at(8);
-        if source_digest != source.as_slice() {
-            return Err(StaleArtifact::OtherSource {
-                found: hex(source_digest),
-                expected: hex(source),
-            });
-        }
-        if engine_digest != self.engine_digest.as_slice() {
-            return Err(StaleArtifact::OtherEngine);
-        }
-        let body_len = u64::from_le_bytes(body_len.try_into().expect("8 bytes"));
-        if body_len != body.len() as u64 {
-            return Err(StaleArtifact::Length {
-                len: body.len(),
-                trailer: body_len,
-            });
-        }
-        if blake3::hash(body).as_bytes() != body_digest {
-            return Err(StaleArtifact::Digest);
-        }
-        Ok(())
-    }
-
     fn store_artifact(
         &self,
+        tier: &Tier,
         component: &Component,
         source: &[u8; 32],
         path: &Path,
@@ -404,7 +467,7 @@ impl CompileCache {
         let mut trailer = Vec::with_capacity(TRAILER_LEN);
         trailer.extend_from_slice(MAGIC);
         trailer.extend_from_slice(source);
-        trailer.extend_from_slice(&self.engine_digest);
+        trailer.extend_from_slice(&tier.digest);
         trailer.extend_from_slice(&(body.len() as u64).to_le_bytes());
         trailer.extend_from_slice(blake3::hash(&body).as_bytes());
         debug_assert_eq!(trailer.len(), TRAILER_LEN);
@@ -437,24 +500,25 @@ impl CompileCache {
     /// [`CompileCache::compile`] on a blocking thread (compiling is CPU-bound), then what the
     /// component is: the one path from a file to a recognised component, for loading,
     /// inspecting and `seam compile`.
-    /// `checked` as for [`CompileCache::compile`].
+    /// `checked` and `tiering` as for [`CompileCache::compile`].
     pub(crate) async fn compile_and_recognise(
         self: &Arc<Self>,
         path: &Path,
         checked: Option<[u8; 32]>,
-    ) -> Result<(Component, PluginKind, WitVersion, Origin), EngineError> {
-        let (component, origin) = {
+        tiering: Tiering,
+    ) -> Result<(Compiled, PluginKind, WitVersion), EngineError> {
+        let compiled = {
             let path = path.to_path_buf();
             let cache = self.clone();
-            tokio::task::spawn_blocking(move || cache.compile(&path, checked))
+            tokio::task::spawn_blocking(move || cache.compile(&path, checked, tiering))
                 .await
                 .map_err(|source| EngineError::Task {
                     what: "compile",
                     source,
                 })??
         };
-        let (kind, version) = self.kind_of(path, &component)?;
-        Ok((component, kind, version, origin))
+        let (kind, version) = self.kind_of(path, &compiled.component)?;
+        Ok((compiled, kind, version))
     }
 
     /// The kind of plugin `component` is, by its exports, and the package version it was built
@@ -466,7 +530,7 @@ impl CompileCache {
     ) -> Result<(PluginKind, WitVersion), EngineError> {
         let ty = component.component_type();
         let exports: Vec<String> = ty
-            .exports(&self.engine)
+            .exports(component.engine())
             .map(|(n, _)| n.to_string())
             .collect();
         match crate::versions::recognise(exports.iter().map(String::as_str)) {
@@ -491,6 +555,42 @@ enum Lookup {
     Missing,
     /// An artifact that cannot be used (a warning said why): it is rewritten.
     Unusable,
+}
+
+/// Checks an artifact file's trailer against the component's digest and this engine, and
+/// its body against the trailer.
+fn verify(tier: &Tier, file: &[u8], source: &[u8; 32]) -> Result<(), StaleArtifact> {
+    let no_trailer = StaleArtifact::NoTrailer { len: file.len() };
+    let Some(at) = file.len().checked_sub(TRAILER_LEN) else {
+        return Err(no_trailer);
+    };
+    let (body, trailer) = file.split_at(at);
+    let Some(rest) = trailer.strip_prefix(MAGIC.as_slice()) else {
+        return Err(no_trailer);
+    };
+    let (source_digest, rest) = rest.split_at(32);
+    let (engine_digest, rest) = rest.split_at(32);
+    let (body_len, body_digest) = rest.split_at(8);
+    if source_digest != source.as_slice() {
+        return Err(StaleArtifact::OtherSource {
+            found: hex(source_digest),
+            expected: hex(source),
+        });
+    }
+    if engine_digest != tier.digest.as_slice() {
+        return Err(StaleArtifact::OtherEngine);
+    }
+    let body_len = u64::from_le_bytes(body_len.try_into().expect("8 bytes"));
+    if body_len != body.len() as u64 {
+        return Err(StaleArtifact::Length {
+            len: body.len(),
+            trailer: body_len,
+        });
+    }
+    if blake3::hash(body).as_bytes() != body_digest {
+        return Err(StaleArtifact::Digest);
+    }
+    Ok(())
 }
 
 /// A path that opens the very file `file` is, where the OS has one (Linux's `/proc/self/fd`):
@@ -796,20 +896,24 @@ mod tests {
         let file = dir.path().join("empty.wasm");
         std::fs::write(&file, EMPTY).unwrap();
         let cache_dir = dir.path().join("cache");
-        let cache = CompileCache::new(Engine::default(), Some(cache_dir), u64::MAX);
+        let cache = CompileCache::new(Engine::default(), None, Some(cache_dir), u64::MAX);
         let digest: [u8; 32] = blake3::hash(EMPTY).into();
 
-        let (_, origin) = cache.compile(&file, Some(digest)).unwrap();
-        assert_eq!(origin, Origin::Compiled);
+        let compiled = cache
+            .compile(&file, Some(digest), Tiering::Allowed)
+            .unwrap();
+        assert_eq!(compiled.origin, Origin::Compiled);
         // A hit by the digest given: the file is not read, so even a file gone loads.
         std::fs::remove_file(&file).unwrap();
-        let (_, origin) = cache.compile(&file, Some(digest)).unwrap();
-        assert_eq!(origin, Origin::Cached);
+        let compiled = cache
+            .compile(&file, Some(digest), Tiering::Allowed)
+            .unwrap();
+        assert_eq!(compiled.origin, Origin::Cached);
 
         // A miss compiles only bytes that still have the digest they were checked by.
         std::fs::write(&file, EMPTY).unwrap();
         let other = [7u8; 32];
-        match cache.compile(&file, Some(other)) {
+        match cache.compile(&file, Some(other), Tiering::Allowed) {
             Err(EngineError::ChangedSinceChecked { path }) => assert_eq!(path, file),
             Err(e) => panic!("refused for another reason: {e}"),
             Ok(_) => panic!("compiled bytes that are not the ones checked"),

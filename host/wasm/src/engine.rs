@@ -33,33 +33,56 @@ pub struct EngineOptions {
     pub epoch_tick: Duration,
     /// The compiler that turns components into native code (`$SEAM_COMPILER`).
     pub compiler: Compiler,
+    /// With [`Compiler::Tiered`], components at least this large are compiled by Winch first
+    /// (smaller ones compile with Cranelift in well under a second, so they start on it).
+    pub tier_min_bytes: u64,
 }
+
+/// Default of [`EngineOptions::tier_min_bytes`]: 2 MiB (the Rust mock is 0.3 MB and compiles
+/// with Cranelift in 0.2 s; a Python guest is 18.5 MB and takes 5 to 6 s).
+pub const DEFAULT_TIER_MIN_BYTES: u64 = 2 << 20;
 
 /// Which wasmtime compiler compiles components.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Compiler {
-    /// Cranelift, the optimising compiler: slower to compile, faster code. The default.
+    /// Both, by tiers (the default): a large component with no cached Cranelift artifact is
+    /// compiled by Winch and serves at once, while Cranelift compiles it in the background at
+    /// low priority; runs that start after that are served by Cranelift's code (the plugin is
+    /// swapped as `seam dev` swaps a rebuilt one: runs going finish on the old code).
     #[default]
+    Tiered,
+    /// Cranelift only, the optimising compiler: slower to compile, faster code
+    /// (`SEAM_COMPILER=cranelift`; what `seam compile` always produces).
     Cranelift,
-    /// Winch, the baseline compiler: compiles large guests (Python, JavaScript) several times
-    /// faster, and the code runs slower. For development (`SEAM_COMPILER=winch`).
+    /// Winch only, the baseline compiler: compiles large guests (Python, JavaScript) several
+    /// times faster, and the code runs slower (`SEAM_COMPILER=winch`).
     Winch,
 }
 
 impl Compiler {
-    /// `$SEAM_COMPILER` (`cranelift` or `winch`), else Cranelift; another value is ignored,
-    /// with a warning.
+    /// `$SEAM_COMPILER` (`tiered`, `cranelift` or `winch`), else tiered; another value is
+    /// ignored, with a warning.
     pub fn from_env() -> Compiler {
         match std::env::var("SEAM_COMPILER").as_deref() {
-            Err(_) | Ok("") | Ok("cranelift") => Compiler::Cranelift,
+            Err(_) | Ok("") | Ok("tiered") => Compiler::Tiered,
+            Ok("cranelift") => Compiler::Cranelift,
             Ok("winch") => Compiler::Winch,
             Ok(other) => {
                 tracing::warn!(
-                    "SEAM_COMPILER=`{other}` is not `cranelift` or `winch`; using cranelift"
+                    "SEAM_COMPILER=`{other}` is not `tiered`, `cranelift` or `winch`; using tiered"
                 );
-                Compiler::Cranelift
+                Compiler::Tiered
             }
+        }
+    }
+
+    /// Its name, as `SEAM_COMPILER` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Compiler::Tiered => "tiered",
+            Compiler::Cranelift => "cranelift",
+            Compiler::Winch => "winch",
         }
     }
 }
@@ -75,6 +98,7 @@ impl Default for EngineOptions {
             pool_table_elements: 20_000,
             epoch_tick: Duration::from_millis(10),
             compiler: Compiler::from_env(),
+            tier_min_bytes: DEFAULT_TIER_MIN_BYTES,
         }
     }
 }
@@ -224,7 +248,7 @@ const CORE_INSTANCES_PER_COMPONENT: u32 = 32;
 fn engine_config(options: &EngineOptions, warm_slots: bool) -> Config {
     let mut config = Config::new();
     config.strategy(match options.compiler {
-        Compiler::Cranelift => Strategy::Cranelift,
+        Compiler::Tiered | Compiler::Cranelift => Strategy::Cranelift,
         Compiler::Winch => Strategy::Winch,
     });
     config.epoch_interruption(true);
@@ -291,9 +315,26 @@ impl Drop for EpochTicker {
     }
 }
 
-/// One engine per host, with its epoch ticker.
+/// The engine of Winch's code while a tiered host waits for Cranelift's: the host's settings
+/// with the baseline compiler and instances allocated on demand (the pool's slots are the main
+/// engine's, and this one serves only until the swap; the sandbox's limits are the stores').
+fn baseline_config(options: &EngineOptions) -> Config {
+    let baseline = EngineOptions {
+        compiler: Compiler::Winch,
+        pooling: false,
+        ..options.clone()
+    };
+    let mut config = engine_config(&baseline, false);
+    // As the pool's slots reserve, so that guests see the same memory bounds on either tier.
+    config.memory_reservation(options.pool_memory_bytes as u64);
+    config
+}
+
+/// One engine per host (two when tiered), with its epoch ticker.
 pub(crate) struct SeamEngine {
     pub(crate) engine: Engine,
+    /// Winch's engine, for a tiered host's first compiles of large components.
+    pub(crate) baseline: Option<Engine>,
     _ticker: EpochTicker,
 }
 
@@ -308,9 +349,20 @@ impl SeamEngine {
             Err(e) => return Err(EngineError::Config(format!("{e:#}"))),
         };
 
+        let baseline = match options.compiler {
+            Compiler::Tiered => Some(
+                Engine::new(&baseline_config(options))
+                    .map_err(|e| EngineError::Config(format!("the Winch engine: {e:#}")))?,
+            ),
+            Compiler::Cranelift | Compiler::Winch => None,
+        };
+
         let stop = Arc::new(AtomicBool::new(false));
         {
-            let engine = engine.clone();
+            // Both engines' guests are interrupted and timed by the same ticks.
+            let engines: Vec<Engine> = std::iter::once(engine.clone())
+                .chain(baseline.clone())
+                .collect();
             let stop = stop.clone();
             let tick = options.epoch_tick;
             std::thread::Builder::new()
@@ -318,7 +370,9 @@ impl SeamEngine {
                 .spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(tick);
-                        engine.increment_epoch();
+                        for engine in &engines {
+                            engine.increment_epoch();
+                        }
                     }
                 })
                 .map_err(|e| EngineError::Config(format!("cannot start epoch ticker: {e}")))?;
@@ -326,6 +380,7 @@ impl SeamEngine {
 
         Ok(Self {
             engine,
+            baseline,
             _ticker: EpochTicker(stop),
         })
     }

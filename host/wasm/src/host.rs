@@ -14,7 +14,7 @@ use seam_core::tool::{ToolError, ToolRegistry};
 use seam_core::types::{ParentRef, PluginKind, ProviderDescriptor, ToolDescriptor, ToolResult};
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::{CacheStats, CompileCache};
+use crate::cache::{CacheStats, CompileCache, Tiering};
 use crate::config::Config;
 use crate::engine::{EngineError, EngineOptions, SeamEngine};
 use crate::kinds::{link, Linked, PluginError, Runtime};
@@ -138,6 +138,10 @@ impl Host {
         let runtime = Arc::new(Runtime {
             engine: engine.engine.clone(),
             linkers,
+            baseline: engine
+                .baseline
+                .clone()
+                .map(|e| (e, std::sync::OnceLock::new())),
             live,
             subagents,
             agents,
@@ -145,6 +149,10 @@ impl Host {
         });
         let cache = Arc::new(CompileCache::new(
             engine.engine.clone(),
+            engine
+                .baseline
+                .clone()
+                .map(|e| (e, options.engine.tier_min_bytes)),
             options.engine.cache_dir.clone(),
             options.engine.cache_max_bytes,
         ));
@@ -214,6 +222,7 @@ impl Host {
     /// them, so that a broken rebuild leaves the last good version serving.
     pub async fn reconfigure_with(&self, config: &Config, reload: Reload) -> LoadReport {
         let report = self.inner.loader.reconfigure(config, reload).await;
+        crate::tiering::start(&self.inner);
         self.refresh_metrics().await;
         report
     }
@@ -264,7 +273,9 @@ impl Host {
             .stats()
             .hits
             .load(std::sync::atomic::Ordering::Relaxed);
-        cache.compile_and_recognise(path, None).await?;
+        cache
+            .compile_and_recognise(path, None, Tiering::Optimised)
+            .await?;
         Ok(cache
             .stats()
             .hits
@@ -419,7 +430,11 @@ impl Host {
         path: &Path,
         config: Option<serde_json::Value>,
     ) -> Result<ComponentInfo, EngineError> {
-        let (component, kind, version, _) = self.inner.cache.compile_and_recognise(path, None).await?;
+        let (crate::cache::Compiled { component, .. }, kind, version) = self
+            .inner
+            .cache
+            .compile_and_recognise(path, None, Tiering::Allowed)
+            .await?;
         let engine = &self.inner.runtime.engine;
         let ty = component.component_type();
         let imports = ty.imports(engine).map(|(n, _)| n.to_string()).collect();

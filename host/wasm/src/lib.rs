@@ -28,6 +28,7 @@ pub mod process;
 pub mod sandbox;
 mod store;
 pub mod telemetry;
+mod tiering;
 mod tls;
 pub mod versions;
 mod wasi;

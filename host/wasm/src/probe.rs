@@ -53,7 +53,11 @@ impl Template {
     /// Compiles (through the host's cache) and links the component at `path` with the
     /// provider linker.
     pub fn new(host: &Host, path: &Path) -> Result<Self, ProbeError> {
-        let (component, _) = host.inner.cache.compile(path, None)?;
+        let component = host
+            .inner
+            .cache
+            .compile(path, None, crate::cache::Tiering::Optimised)?
+            .component;
         let pre = host
             .inner
             .runtime

@@ -36,5 +36,6 @@ mod session_stores;
 mod steering;
 mod structured;
 mod teardown;
+mod tiering;
 mod tool;
 mod versions;

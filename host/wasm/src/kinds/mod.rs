@@ -83,8 +83,13 @@ pub(crate) async fn link(
     config: Arc<str>,
     sandbox: Sandbox,
 ) -> Result<Linked, PluginError> {
-    let pre = runtime
-        .linkers
+    let linkers = runtime
+        .linkers_for(component)
+        .map_err(|e| PluginError::Link {
+            kind,
+            reason: crate::fault::one_line(&format!("{e:#}")),
+        })?;
+    let pre = linkers
         .of(kind, version)
         .instantiate_pre(component)
         .map_err(|e| PluginError::Link {

@@ -255,10 +255,12 @@ impl WasmObserver {
         config: Arc<str>,
         sandbox: Sandbox,
     ) -> wasmtime::Result<Self> {
+        // A tiered host serves a component from the engine that compiled it.
+        let engine = pre.engine().clone();
         Ok(Self(Arc::new(ObserverParts {
             config,
             pre: ObserverPre::new(version, pre)?,
-            stores: Stores::new(&runtime.engine, &runtime.live, plugin, sandbox),
+            stores: Stores::new(&engine, &runtime.live, plugin, sandbox),
         })))
     }
 

@@ -41,11 +41,13 @@ impl WasmProvider {
         config: Arc<str>,
         sandbox: Sandbox,
     ) -> wasmtime::Result<Self> {
+        // A tiered host serves a component from the engine that compiled it.
+        let engine = pre.engine().clone();
         Ok(Self {
             config,
             pre: ProviderPre::new(version, pre)?,
             gate: RunGate::new(plugin.clone(), sandbox.limits()),
-            stores: Stores::new(&runtime.engine, &runtime.live, plugin, sandbox),
+            stores: Stores::new(&engine, &runtime.live, plugin, sandbox),
             agents: Arc::downgrade(&runtime.agents),
             subagents: Arc::downgrade(&runtime.subagents),
         })

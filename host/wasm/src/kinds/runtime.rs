@@ -1,11 +1,12 @@
 //! What every kind is made with.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use seam_core::agent::AgentRegistry;
 use seam_core::live::LiveCounts;
 use seam_core::subagent::SubagentService;
+use wasmtime::component::Component;
 use wasmtime::Engine;
 
 use crate::linkers::Linkers;
@@ -16,10 +17,30 @@ use crate::linkers::Linkers;
 pub(crate) struct Runtime {
     pub(crate) engine: Engine,
     pub(crate) linkers: Linkers,
+    /// A tiered host's Winch engine, and its linkers, made on first use (most hosts never
+    /// compile a component large enough to need them).
+    pub(crate) baseline: Option<(Engine, OnceLock<Linkers>)>,
     pub(crate) live: Arc<LiveCounts>,
     pub(crate) subagents: Arc<SubagentService>,
     /// The agent runtime in-process providers create their children on.
     pub(crate) agents: Arc<AgentRegistry>,
     /// How long a cancelled tool call may wind down before the host drops it.
     pub(crate) cancel_grace: Duration,
+}
+
+impl Runtime {
+    /// The linkers for `component`'s engine: the main one's, or the Winch engine's for a
+    /// component a tiered host compiled with Winch.
+    pub(crate) fn linkers_for(&self, component: &Component) -> wasmtime::Result<&Linkers> {
+        match &self.baseline {
+            Some((engine, linkers)) if Engine::same(engine, component.engine()) => {
+                if let Some(linkers) = linkers.get() {
+                    return Ok(linkers);
+                }
+                let made = Linkers::new(engine)?;
+                Ok(linkers.get_or_init(|| made))
+            }
+            _ => Ok(&self.linkers),
+        }
+    }
 }

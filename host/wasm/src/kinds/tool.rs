@@ -50,11 +50,13 @@ impl WasmTool {
         config: Arc<str>,
         sandbox: Sandbox,
     ) -> wasmtime::Result<Self> {
+        // A tiered host serves a component from the engine that compiled it.
+        let engine = pre.engine().clone();
         Ok(Self(Arc::new(ToolParts {
             gate: RunGate::new(plugin.clone(), sandbox.limits()),
             config,
             pre: ToolPre::new(version, pre)?,
-            stores: Stores::new(&runtime.engine, &runtime.live, plugin, sandbox),
+            stores: Stores::new(&engine, &runtime.live, plugin, sandbox),
             subagents: runtime.subagents.clone(),
             agents: Arc::downgrade(&runtime.agents),
             cancel_grace: runtime.cancel_grace,

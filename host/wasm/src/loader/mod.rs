@@ -24,6 +24,7 @@ use std::time::SystemTime;
 
 use seam_core::events::EventBus;
 use seam_core::model::ModelRegistry;
+use seam_core::sync::lock;
 use seam_core::tool::ToolRegistry;
 
 use crate::cache::CompileCache;
@@ -55,6 +56,19 @@ struct PluginSlot {
     info: PluginInfo,
     /// The component file as it was when this version was prepared.
     stamp: Option<FileStamp>,
+    /// While Winch's code serves it on a tiered host: what its Cranelift code is made from.
+    tier_up: Option<TierUp>,
+}
+
+/// What a plugin served by Winch's code is to be compiled from by Cranelift, in the background.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TierUp {
+    /// The plugin's entry id.
+    pub(crate) id: String,
+    /// The component file compiled.
+    pub(crate) path: std::path::PathBuf,
+    /// The BLAKE3 of the bytes Winch compiled: Cranelift compiles only the same.
+    pub(crate) source: [u8; 32],
 }
 
 impl PluginSlot {
@@ -68,6 +82,8 @@ impl PluginSlot {
 struct Prepared {
     linked: Linked,
     sandbox_limits: Limits,
+    /// Served by Winch's code until this is compiled by Cranelift.
+    tier_up: Option<TierUp>,
 }
 
 /// Owns the plugins of the current config: their slots, the compile cache, and the observers
@@ -85,6 +101,9 @@ pub(crate) struct Loader {
     engine_options: EngineOptions,
     /// Where components from registries are pulled into and checked.
     oci: Arc<crate::oci::Oci>,
+    /// Plugins committed on Winch's code whose Cranelift compile is yet to be started
+    /// ([`Loader::take_tier_ups`]).
+    tier_ups: Mutex<Vec<TierUp>>,
 }
 
 impl Loader {
@@ -110,6 +129,7 @@ impl Loader {
             defaults,
             engine_options,
             oci,
+            tier_ups: Mutex::new(Vec::new()),
         }
     }
 
@@ -205,14 +225,23 @@ impl Loader {
                 }
                 (None, prepared) => (prepared, false),
             };
+            let tier_up = prepared
+                .as_ref()
+                .and_then(|(_, p)| p.as_ref().ok())
+                .and_then(|p| p.tier_up.clone());
             let (info, error) = self.commit_entry(entry, prepared, in_place).await;
+            let tier_up = tier_up.filter(|_| info.state == PluginState::Active);
             if let Some(e) = error {
                 report.failed.push(Arc::new(e));
+            }
+            if let Some(tier_up) = &tier_up {
+                lock(&self.tier_ups).push(tier_up.clone());
             }
             loaded.push(PluginSlot {
                 entry: entry.clone(),
                 info,
                 stamp,
+                tier_up,
             });
         }
 
@@ -263,6 +292,63 @@ impl Loader {
             host_memory: None,
             stale: None,
             pulled: None,
+            compiler: None,
         }
+    }
+}
+
+impl Loader {
+    /// The plugins committed on Winch's code since the last call, for the host to compile with
+    /// Cranelift in the background.
+    pub(crate) fn take_tier_ups(&self) -> Vec<TierUp> {
+        std::mem::take(&mut *lock(&self.tier_ups))
+    }
+
+    /// Swaps in the Cranelift code of a plugin that Winch's code serves, as a rebuilt plugin is
+    /// swapped: a provider in place (runs going finish on the old code), any other kind
+    /// unloaded and loaded again. Nothing happens if the plugin was reloaded or unloaded since
+    /// (its slot no longer awaits this tier-up).
+    pub(crate) async fn swap_in(
+        &self,
+        tier_up: &TierUp,
+        component: wasmtime::component::Component,
+    ) {
+        let mut slots = self.slots.lock().await;
+        let Some(at) = slots.iter().position(|s| {
+            s.tier_up.as_ref() == Some(tier_up) && s.info.state == PluginState::Active
+        }) else {
+            return;
+        };
+        let old = &slots[at];
+        let entry = old.entry.clone();
+        let (Some(kind), Some(version)) = (old.info.kind, old.info.version) else {
+            return;
+        };
+        let mut info = old.info.clone();
+        info.compiler = Some(crate::engine::Compiler::Cranelift);
+        let prepared = match self
+            .link_compiled(&entry, &mut info, &component, kind, version, None)
+            .await
+        {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                // Winch's code goes on serving; a later load starts on Cranelift's artifact.
+                tracing::warn!(plugin = %entry.id, "cannot swap in the Cranelift code: {e}");
+                slots[at].tier_up = None;
+                return;
+            }
+        };
+        let in_place = self.give_way(&slots[at], &prepared.linked).await;
+        let (info, error) = self
+            .commit_entry(&entry, Some((info, Ok(prepared))), in_place)
+            .await;
+        if let Some(e) = error {
+            tracing::warn!(plugin = %entry.id, "the Cranelift code did not load: {e}");
+        } else {
+            tracing::info!(plugin = %entry.id, "tiered up: runs that start now run Cranelift's code");
+        }
+        let slot = &mut slots[at];
+        slot.info = info;
+        slot.tier_up = None;
     }
 }

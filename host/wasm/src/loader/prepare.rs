@@ -6,6 +6,7 @@ use std::sync::Arc;
 use seam_core::types::PluginKind;
 
 use super::{LoadError, Loader, PluginInfo, Prepared};
+use crate::cache::Tiering;
 use crate::config::PluginEntry;
 use crate::engine::EngineError;
 use crate::kinds::{link, Linked};
@@ -63,16 +64,19 @@ impl Loader {
             None => (entry.component.clone(), None),
         };
         let began = std::time::SystemTime::now();
-        let compiled = self.cache.compile_and_recognise(&path, checked).await;
+        let compiled = self
+            .cache
+            .compile_and_recognise(&path, checked, Tiering::Allowed)
+            .await;
         if let Some(telemetry) = crate::telemetry::Telemetry::installed() {
             telemetry.plugin_load(
                 &entry.id,
                 &path,
                 began,
-                compiled.as_ref().map(|(_, _, _, origin)| origin.as_str()),
+                compiled.as_ref().map(|(c, _, _)| c.origin.as_str()),
             );
         }
-        let (component, kind, version, _) = compiled.map_err(engine_err)?;
+        let (compiled, kind, version) = compiled.map_err(engine_err)?;
         info.kind = Some(kind);
         info.version = Some(version);
         if let Some(expected) = entry.kind.filter(|k| *k != kind) {
@@ -82,6 +86,34 @@ impl Loader {
                 found: kind,
             }));
         }
+        let baseline = self.cache.is_baseline(&compiled.component);
+        info.compiler = Some(if baseline {
+            crate::engine::Compiler::Winch
+        } else {
+            match self.engine_options.compiler {
+                crate::engine::Compiler::Winch => crate::engine::Compiler::Winch,
+                _ => crate::engine::Compiler::Cranelift,
+            }
+        });
+        let tier_up = baseline.then(|| super::TierUp {
+            id: entry.id.clone(),
+            path: path.clone(),
+            source: compiled.source,
+        });
+        self.link_compiled(entry, info, &compiled.component, kind, version, tier_up)
+            .await
+    }
+
+    /// The rest of phase one for a compiled component: sandbox, link, describe.
+    pub(super) async fn link_compiled(
+        &self,
+        entry: &PluginEntry,
+        info: &mut PluginInfo,
+        component: &wasmtime::component::Component,
+        kind: PluginKind,
+        version: crate::versions::WitVersion,
+        tier_up: Option<super::TierUp>,
+    ) -> Result<Prepared, LoadError> {
         let sandbox = self.sandbox_for(entry)?;
         info.grants = Some(sandbox.grants().clone());
         info.limits = Some(sandbox.limits().clone());
@@ -91,19 +123,20 @@ impl Loader {
             &self.runtime,
             entry.id.as_str().into(),
             (kind, version),
-            &component,
+            component,
             entry.config.to_string().into(),
             sandbox,
         )
         .await
         .map_err(|source| LoadError::Guest {
-            id: id.clone(),
+            id: entry.id.clone(),
             component: entry.component.clone(),
             source,
         })?;
         Ok(Prepared {
             linked,
             sandbox_limits,
+            tier_up,
         })
     }
 
@@ -136,6 +169,7 @@ impl Loader {
             source,
         })?;
         Ok(Prepared {
+            tier_up: None,
             linked: Linked::Provider(descriptor, Arc::new(provider)),
             sandbox_limits: sandbox.limits().clone(),
         })
@@ -173,6 +207,7 @@ impl Loader {
             source,
         })?;
         Ok(Prepared {
+            tier_up: None,
             linked: Linked::Mcp(mcp),
             sandbox_limits: sandbox.limits().clone(),
         })

@@ -150,6 +150,10 @@ pub struct PluginInfo {
     /// For a component from a registry: what was pulled and checked, once it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pulled: Option<Pulled>,
+    /// Whose native code serves the component: `winch` while a tiered host's Cranelift compile
+    /// of it is under way (or when Winch is forced), else `cranelift`; none without a component.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compiler: Option<crate::engine::Compiler>,
 }
 
 /// What a component from a registry resolved to, as `seam check` shows it.
