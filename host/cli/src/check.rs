@@ -179,6 +179,7 @@ fn plugin_json(p: &PluginInfo) -> serde_json::Value {
         "grants": p.grants,
         "limits": p.limits,
         "pulled": p.pulled,
+        "compiler": p.compiler,
     })
 }
 
