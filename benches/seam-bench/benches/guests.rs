@@ -78,6 +78,8 @@ fn options(cache: &Path, instances: u32) -> HostOptions {
         engine: EngineOptions {
             cache_dir: Some(cache.to_path_buf()),
             pool_instances: instances,
+            // Cranelift's first loads and cached loads; `tiering` measures Winch first.
+            compiler: seam_host::engine::Compiler::Cranelift,
             ..EngineOptions::default()
         },
         ..HostOptions::default()

@@ -3,6 +3,9 @@
 //! - `run/seam`: a full mock-component run (start, readiness, result, dispose; a fresh store and
 //!   instance per run);
 //! - `run/native`: the same work by a provider written in Rust, in-process: the floor;
+//! - `run/wasmtime_floor`: wasmtime alone on Seam's engine settings, doing what the run's
+//!   instance does: a fresh store, instantiate, the mock's `run` with the same request, drop
+//!   (`seam_bench::floor`): the floor of the component run;
 //! - `run/seam_current_thread`, `run/native_current_thread`: the same two on a current-thread
 //!   runtime (the others use the multi-threaded one, two workers here);
 //! - `run/seam_stuck_observer`: `run/seam` with an observer component stuck in its first
@@ -11,11 +14,12 @@
 //! - `call/describe`: the mock's `describe` (it parses its JSON config) on a live instance;
 //! - `instantiate/describe`: a fresh store and instance, then `describe`, then drop.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use seam_bench::{
-    guest, host, on_worker, one_run, options, request, runtime, time_runs, MOCK, NATIVE,
+    guest, host, mock_floor, on_worker, one_run, options, request, runtime, time_runs, MOCK, NATIVE,
 };
 use seam_host::probe::Template;
 
@@ -32,6 +36,20 @@ fn runs(c: &mut Criterion) {
             b.iter_custom(|iters| time_runs(&rt, &host, provider, iters))
         });
     }
+    let floor = Arc::new(rt.block_on(mock_floor(&host, &options(1000))));
+    group.bench_function("wasmtime_floor", |b| {
+        b.iter_custom(|iters| {
+            let floor = floor.clone();
+            on_worker(&rt, async move {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    floor.run().await;
+                }
+                t.elapsed()
+            })
+        })
+    });
+    drop(floor);
     // The same on a current-thread runtime: no second worker to steal the caller or the
     // run's driver task, so no cross-core wake-ups between them.
     let ct = current_thread();

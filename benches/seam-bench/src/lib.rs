@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub mod floor;
+
 use futures::future::BoxFuture;
 use seam_host::{
     Config, EngineOptions, Host, HostOptions, ParentRef, Provider, ProviderDescriptor, RunContext,
@@ -152,6 +154,31 @@ async fn load(host: Host, extra: &str, max_concurrent_runs: usize, entries: &str
 /// The request every benchmarked run gets.
 pub fn request() -> StartRequest {
     StartRequest::new("the sources", ParentRef::top_level("bench", "/work"))
+}
+
+/// The mock entry's component config as the host passes it to `run`: its JSON text.
+pub fn mock_config() -> String {
+    serde_json::json!({ "name": MOCK, "reply": REPLY }).to_string()
+}
+
+/// The floor of a full mock run: wasmtime alone on an engine set up as `options` set up the
+/// host's, running the mock component's `run` with [`request`], [`mock_config`] and a run id
+/// that `host` minted for a real run of the mock.
+pub async fn mock_floor(host: &Host, options: &HostOptions) -> floor::Floor {
+    let run = host
+        .subagents()
+        .start(MOCK, request())
+        .expect("the run starts");
+    let run_id = run.id().to_string();
+    run.result().await.expect("the run settles");
+    run.dispose().await;
+    floor::Floor::new(
+        &options.engine,
+        &guest("mock_provider"),
+        &mock_config(),
+        &run_id,
+        &request(),
+    )
 }
 
 /// One full run on `provider`: start, readiness, result, dispose.

@@ -59,6 +59,11 @@ fn num(v: &Value, path: &[&str]) -> Option<f64> {
     path.iter().try_fold(v, |v, k| v.get(*k))?.as_f64()
 }
 
+/// A percentile (`p50_ns`, `p99_ns`) of one row of a latency result.
+fn pct(v: &Value, row: &str, q: &str) -> Option<f64> {
+    num(v, &[row, q])
+}
+
 fn machine() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
@@ -118,6 +123,7 @@ fn tables() -> String {
         "| | criterion median | p50 | p99 | p99.9 | ÷ native | Seam ÷ it |"
     );
     let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|");
+    let wasmtime_floor = criterion_median("run/wasmtime_floor");
     let seam_ct = criterion_median("run/seam_current_thread");
     let native_ct = criterion_median("run/native_current_thread");
     let null = Value::Null;
@@ -128,6 +134,13 @@ fn tables() -> String {
             "native Rust provider (floor)",
             native,
             &latency["native"],
+            native,
+            seam,
+        ),
+        (
+            "wasmtime alone, Seam's engine: instantiate + `run` + drop",
+            wasmtime_floor,
+            &latency["wasmtime_floor"],
             native,
             seam,
         ),
@@ -172,6 +185,18 @@ fn tables() -> String {
             ratio(ours, median),
         );
     }
+
+    // Issue 27: the component run against wasmtime alone doing what its instance does, on the
+    // same engine settings, from one `latency` run (p50, p99) and one `runs` run (medians).
+    let over = |q: &str| ratio(pct(&latency, "seam", q), pct(&latency, "wasmtime_floor", q));
+    let _ = writeln!(
+        w,
+        "\nSeam ÷ wasmtime alone (Seam's engine, instantiate + `run` + drop): {} at p50, {} at \
+         p99 ({} of the criterion medians); the goal is at most 1.30× at p50 and p99.",
+        over("p50_ns"),
+        over("p99_ns"),
+        ratio(seam, wasmtime_floor),
+    );
 
     let noop = criterion_median("call/noop");
     let describe = criterion_median("call/describe");
@@ -374,6 +399,22 @@ fn tables() -> String {
         "full mock run ≤ 30 µs p99",
         dur(p99),
         verdict(p99, 30_000.0),
+    );
+    let over_floor = |q: &str| {
+        pct(&latency, "seam", q)
+            .zip(pct(&latency, "wasmtime_floor", q))
+            .map(|(s, f)| s / f)
+    };
+    let p50_floor = over_floor("p50_ns");
+    let p99_floor = over_floor("p99_ns");
+    target(
+        "full mock run ≤ 1.3× wasmtime alone on Seam's engine (instantiate + `run` + drop), p50 and p99",
+        format!(
+            "{} (p50), {} (p99)",
+            p50_floor.map_or("n/a".into(), |r| format!("{r:.2}×")),
+            p99_floor.map_or("n/a".into(), |r| format!("{r:.2}×"))
+        ),
+        verdict(p50_floor.zip(p99_floor).map(|(a, b)| a.max(b)), 1.3),
     );
     let vs_native = seam.zip(native).map(|(s, n)| s / n);
     target(
