@@ -291,6 +291,7 @@ fn tables() -> String {
     }
 
     guest_table(w);
+    tiering_table(w);
     cluster_table(w);
 
     let in_memory = criterion_median("store/run_memory");
@@ -483,7 +484,109 @@ fn tables() -> String {
         dur(reload),
         verdict(reload.map(|ns| ns / 1e6), 50.0),
     );
+    // Round three (issue 27).
+    let hand_off = seam.zip(seam_ct).map(|(m, c)| m / c);
+    target(
+        "full mock run, multi-thread runtime within 10% of current-thread (÷ ≤ 1.10)",
+        ratio(seam, seam_ct),
+        verdict(hand_off, 1.10),
+    );
+    target(
+        "throughput, 1 caller ≥ 35,000 runs/s",
+        per_sec(rate("1")),
+        at_least(rate("1"), 35_000.0),
+    );
+    let guests = result("guests").unwrap_or(Value::Null);
+    let tiering = result("tiering").unwrap_or(Value::Null);
+    for (key, label) in [("python", "Python"), ("js", "JavaScript")] {
+        let first = tiering[key]["first_answer_tiered_s"]
+            .as_array()
+            .and_then(|v| v.iter().filter_map(Value::as_f64).reduce(f64::max));
+        target(
+            &format!(
+                "{label}: first answer on an empty cache ≤ 2.5 s (tiered, the slower of its runs)"
+            ),
+            first.map_or("n/a".into(), |v| format!("{v:.2} s")),
+            verdict(first, 2.5),
+        );
+        let after = pct(&tiering[key], "run_after_tier_up", "p50_ns");
+        let before = pct(&tiering[key], "run_cranelift", "p50_ns");
+        target(
+            &format!("{label}: runs after the tier-up no slower than Cranelift's (p50 ÷ ≤ 1.05)"),
+            ratio(after, before),
+            verdict(after.zip(before).map(|(a, b)| a / b), 1.05),
+        );
+        let cached = num(&guests[key], &["cached_load_ms"]);
+        target(
+            &format!("{label}: cached load ≤ 20 ms"),
+            cached.map_or("n/a".into(), |v| format!("{v:.1} ms")),
+            verdict(cached, 20.0),
+        );
+    }
+    let cached = num(&guests["rust"], &["cached_load_ms"]);
+    target(
+        "Rust mock: cached load ≤ 3 ms",
+        cached.map_or("n/a".into(), |v| format!("{v:.1} ms")),
+        verdict(cached, 3.0),
+    );
     md
+}
+
+/// Tiered compilation with the large guests (`benches/tiering.rs`).
+fn tiering_table(w: &mut String) {
+    let Some(tiering) = result("tiering") else {
+        return;
+    };
+    let _ = writeln!(
+        w,
+        "\n**Tiered compilation**: the first answer on an empty cache (`Host::new`, load, one run), \
+         Winch first against Cranelift only, alternated; then full runs once Cranelift's code was \
+         swapped in, against the Cranelift-only host's\n"
+    );
+    let _ = writeln!(w, "| | Python | JavaScript |");
+    let _ = writeln!(w, "|---|---:|---:|");
+    let seconds = |v: &Value| {
+        v.as_array().map_or("n/a".into(), |runs| {
+            runs.iter()
+                .filter_map(Value::as_f64)
+                .map(|s| format!("{s:.2} s"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    };
+    let row = |w: &mut String, label: &str, cell: &dyn Fn(&Value) -> String| {
+        let _ = writeln!(
+            w,
+            "| {label} | {} | {} |",
+            cell(&tiering["python"]),
+            cell(&tiering["js"])
+        );
+    };
+    row(w, "first answer, tiered (Winch first)", &|g| {
+        seconds(&g["first_answer_tiered_s"])
+    });
+    row(w, "first answer, Cranelift only", &|g| {
+        seconds(&g["first_answer_cranelift_s"])
+    });
+    row(
+        w,
+        "Cranelift's code swapped in, after the first answer",
+        &|g| seconds(&g["tier_up_after_first_answer_s"]),
+    );
+    row(w, "full run after the tier-up (p50 / p99)", &|g| {
+        format!(
+            "{} / {}",
+            dur(pct(g, "run_after_tier_up", "p50_ns")),
+            dur(pct(g, "run_after_tier_up", "p99_ns"))
+        )
+    });
+    row(w, "full run, Cranelift-only host (p50 / p99)", &|g| {
+        format!(
+            "{} / {}",
+            dur(pct(g, "run_cranelift", "p50_ns")),
+            dur(pct(g, "run_cranelift", "p99_ns"))
+        )
+    });
 }
 
 /// How a real-guest figure is shown.
