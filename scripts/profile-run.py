@@ -6,6 +6,10 @@ one-off load is small (it is listed apart). Instruction counts do not depend on 
 is doing, so two profiles can be compared on a busy machine.
 
 usage: scripts/profile-run.py BENCH_BINARY [OUT_DIR]    (`make profile` passes the latency bench)
+
+SEAM_PROFILE=wasmtime_floor profiles the floor's runs instead (wasmtime alone on Seam's engine,
+instantiate + the mock's `run` + drop), so that the two tables show where Seam's extra
+instructions go.
 """
 
 import os
@@ -38,7 +42,8 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     data = os.path.join(out_dir, "callgrind.out")
     # valgrind cannot reserve the address space of a 1,000-slot pool.
-    env = dict(os.environ, SEAM_BENCH_POOL="8", SEAM_BENCH_ONLY="seam")
+    only = os.environ.get("SEAM_PROFILE", "seam")
+    env = dict(os.environ, SEAM_BENCH_POOL="8", SEAM_BENCH_ONLY=only)
     subprocess.run([binary], env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     subprocess.run(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={data}", binary],
@@ -58,7 +63,7 @@ def main():
             continue
         part = next((p for p, rx in PARTS if re.search(rx, name)), "other")
         parts[part] = parts.get(part, 0) + count
-    print(f"callgrind: {total / 1e6:.0f}M instructions for {RUNS} mock runs and the host's start")
+    print(f"callgrind: {total / 1e6:.0f}M instructions for {RUNS} `{only}` runs and the host's start")
     print("| part | instructions | per mock run | share |")
     print("|---|---:|---:|---:|")
     for part, count in sorted(parts.items(), key=lambda kv: -kv[1]):

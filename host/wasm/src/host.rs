@@ -222,9 +222,36 @@ impl Host {
     /// them, so that a broken rebuild leaves the last good version serving.
     pub async fn reconfigure_with(&self, config: &Config, reload: Reload) -> LoadReport {
         let report = self.inner.loader.reconfigure(config, reload).await;
-        crate::tiering::start(&self.inner);
+        self.start_tier_ups();
         self.refresh_metrics().await;
         report
+    }
+
+    /// Starts Cranelift's background compile of every plugin the last load committed on
+    /// Winch's code; each is swapped in when it is ready, if the host is still there.
+    fn start_tier_ups(&self) {
+        for tier_up in self.inner.loader.take_tier_ups() {
+            let Some(compiled) = crate::tiering::compile(&self.inner.cache, &tier_up) else {
+                return;
+            };
+            let shared = Arc::downgrade(&self.inner);
+            tokio::spawn(async move {
+                let Ok(result) = compiled.await else {
+                    return;
+                };
+                // A host dropped meanwhile has nothing to swap.
+                let Some(shared) = shared.upgrade() else {
+                    return;
+                };
+                match result {
+                    Ok(component) => shared.loader.swap_in(&tier_up, component).await,
+                    Err(e) => tracing::warn!(
+                        plugin = %tier_up.id,
+                        "the background Cranelift compile failed; Winch's code goes on serving: {e}"
+                    ),
+                }
+            });
+        }
     }
 
     /// Tells the metrics, if counted, which plugins' host memory to report.

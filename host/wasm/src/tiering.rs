@@ -7,9 +7,13 @@
 //! (nice 19): wasmtime spreads a compile over the rayon pool it is called from, so a compile
 //! started on this pool stays on it, and the plugins' runs and the host's own threads go first.
 
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 
-use crate::host::HostShared;
+use wasmtime::component::Component;
+
+use crate::cache::CompileCache;
+use crate::engine::EngineError;
+use crate::loader::TierUp;
 
 /// The low-priority pool, made on the first tier-up of the process; `None` if the OS refused
 /// its threads (then tier-ups do not happen, and a later load starts on the cached Winch code).
@@ -33,39 +37,19 @@ fn pool() -> Option<&'static rayon::ThreadPool> {
     .as_ref()
 }
 
-/// Starts the Cranelift compile of every plugin the last load committed on Winch's code.
-pub(crate) fn start(shared: &Arc<HostShared>) {
-    let tier_ups = shared.loader.take_tier_ups();
-    if tier_ups.is_empty() {
-        return;
-    }
-    let Some(pool) = pool() else {
-        return;
-    };
-    for tier_up in tier_ups {
-        let (done, compiled) = tokio::sync::oneshot::channel();
-        let cache = shared.cache.clone();
-        let job = tier_up.clone();
-        pool.spawn(move || {
-            let _ = done.send(cache.tier_up(&job.path, &job.source));
-        });
-        tracing::debug!(plugin = %tier_up.id, "compiling with Cranelift in the background");
-        let shared: Weak<HostShared> = Arc::downgrade(shared);
-        tokio::spawn(async move {
-            let Ok(result) = compiled.await else {
-                return;
-            };
-            // A host dropped meanwhile has nothing to swap.
-            let Some(shared) = shared.upgrade() else {
-                return;
-            };
-            match result {
-                Ok(component) => shared.loader.swap_in(&tier_up, component).await,
-                Err(e) => tracing::warn!(
-                    plugin = %tier_up.id,
-                    "the background Cranelift compile failed; Winch's code goes on serving: {e}"
-                ),
-            }
-        });
-    }
+/// Starts Cranelift's compile of `tier_up` on the low-priority pool; the receiver gets its
+/// component (also cached). `None` if the pool could not be started.
+pub(crate) fn compile(
+    cache: &Arc<CompileCache>,
+    tier_up: &TierUp,
+) -> Option<tokio::sync::oneshot::Receiver<Result<Component, EngineError>>> {
+    let pool = pool()?;
+    let (done, compiled) = tokio::sync::oneshot::channel();
+    let cache = cache.clone();
+    let job = tier_up.clone();
+    pool.spawn(move || {
+        let _ = done.send(cache.tier_up(&job.path, &job.source));
+    });
+    tracing::debug!(plugin = %tier_up.id, "compiling with Cranelift in the background");
+    Some(compiled)
 }
