@@ -55,6 +55,18 @@ fn check_reports_every_plugin_of_the_examples() {
             seam_tests::text(&out.stdout)
         );
         assert_eq!(report["errors"], serde_json::json!([]), "{config}");
+        // The examples' components are small: a tiered host compiles them with Cranelift.
+        let compilers: Vec<&serde_json::Value> = report["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| &p["compiler"])
+            .collect();
+        assert!(
+            compilers.iter().any(|c| *c == "cranelift")
+                && compilers.iter().all(|c| *c == "cranelift" || c.is_null()),
+            "{config}: {compilers:?}"
+        );
     }
 }
 

@@ -64,11 +64,15 @@ impl Compiler {
     /// `$SEAM_COMPILER` (`tiered`, `cranelift` or `winch`), else tiered; another value is
     /// ignored, with a warning.
     pub fn from_env() -> Compiler {
-        match std::env::var("SEAM_COMPILER").as_deref() {
-            Err(_) | Ok("") | Ok("tiered") => Compiler::Tiered,
-            Ok("cranelift") => Compiler::Cranelift,
-            Ok("winch") => Compiler::Winch,
-            Ok(other) => {
+        Self::from_value(std::env::var("SEAM_COMPILER").ok().as_deref())
+    }
+
+    fn from_value(value: Option<&str>) -> Compiler {
+        match value {
+            None | Some("") | Some("tiered") => Compiler::Tiered,
+            Some("cranelift") => Compiler::Cranelift,
+            Some("winch") => Compiler::Winch,
+            Some(other) => {
                 tracing::warn!(
                     "SEAM_COMPILER=`{other}` is not `tiered`, `cranelift` or `winch`; using tiered"
                 );
@@ -409,6 +413,25 @@ mod tests {
         bytes.extend([2, section.len() as u8]);
         bytes.extend(section);
         bytes
+    }
+
+    #[test]
+    fn the_compiler_is_tiered_unless_the_environment_forces_one() {
+        for (value, compiler) in [
+            (None, Compiler::Tiered),
+            (Some(""), Compiler::Tiered),
+            (Some("tiered"), Compiler::Tiered),
+            (Some("cranelift"), Compiler::Cranelift),
+            (Some("winch"), Compiler::Winch),
+            (Some("Cranelift"), Compiler::Tiered),
+        ] {
+            assert_eq!(Compiler::from_value(value), compiler, "{value:?}");
+            assert_eq!(
+                Compiler::from_value(Some(compiler.as_str())),
+                compiler,
+                "as_str spells what from_value reads"
+            );
+        }
     }
 
     #[test]

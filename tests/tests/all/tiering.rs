@@ -123,3 +123,58 @@ async fn a_component_below_the_size_goes_straight_to_cranelift() {
     assert_eq!(artifacts(cache.path()), 1);
     host.unload_all().await;
 }
+
+#[tokio::test]
+async fn a_tool_stays_mounted_and_an_observer_subscribed_across_their_tier_ups() {
+    let (log, _guard) = CapturedLog::start();
+    let cache = tempfile::tempdir().unwrap();
+    let host = Host::new(options(cache.path(), Compiler::Tiered)).unwrap();
+    let mut events = watch_events(&host);
+    let toml = mock("m", "")
+        + &entry("t", "subagent_tool", "provider = \"m\", toolName = \"t\"")
+        + &entry("o", "observer_probe", "");
+    loaded(host.load(&config(&toml)).await);
+    wait_for(&mut events, "every plugin's tier-up", |seen| {
+        ["m", "t", "o"].iter().all(|id| loads(seen, id) == 2)
+    })
+    .await;
+    for id in ["m", "t", "o"] {
+        assert_eq!(
+            compiler_of(&host, id).await,
+            Some(Compiler::Cranelift),
+            "{id}"
+        );
+    }
+    // The tool was never unmounted: its calls had a tool to reach all along.
+    let seen = events.borrow().clone();
+    assert!(
+        !seen
+            .iter()
+            .any(|e| matches!(e, Event::ToolUnmounted { name, .. } if name == "t")),
+        "{seen:?}"
+    );
+    let args = serde_json::json!({"description": "a task", "prompt": "late"}).to_string();
+    let result = host
+        .call_tool(
+            "t",
+            seam_host::ParentRef::top_level("agent-0", "/work"),
+            &args,
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(!result.is_error, "{result:?}");
+
+    // The observer, on its new code, still sees what happens.
+    let run = host.subagents().start("m", request("x")).unwrap();
+    let id = run.id().to_string();
+    run.result().await.unwrap();
+    run.dispose().await;
+    log.wait_for("the observer's line for the run's end", |lines| {
+        lines
+            .iter()
+            .any(|l| l.contains("observed subagent/end") && l.contains(&id))
+    })
+    .await;
+    host.unload_all().await;
+}

@@ -201,6 +201,26 @@ impl ToolRegistry {
         Ok(())
     }
 
+    /// Replaces the code behind a tool plugin's tools, which stay mounted as they are (the same
+    /// binding and descriptors): calls going finish on the old code, later calls run the new.
+    /// For the same component compiled anew (a tiered host's tier-up). Returns whether the
+    /// plugin was there.
+    pub async fn replace_source(&self, plugin: &str, tool: Arc<dyn ToolSource>) -> bool {
+        let mut plugins = self.plugins.lock().await;
+        let Some(waiting) = plugins.iter_mut().find(|w| w.tool.plugin() == plugin) else {
+            return false;
+        };
+        waiting.tool = tool.clone();
+        for mounted in self
+            .mounted_write()
+            .iter_mut()
+            .filter(|m| m.plugin == plugin)
+        {
+            mounted.tool = tool.clone();
+        }
+        true
+    }
+
     /// Removes one tool of a plugin that mounts several (an MCP server's), unmounting it.
     pub async fn remove_tool(&self, plugin: &str, tool_name: &str) {
         let mut plugins = self.plugins.lock().await;

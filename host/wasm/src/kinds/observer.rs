@@ -58,6 +58,8 @@ pub(crate) struct ObserverHandle {
     listener: ListenerId,
     task: tokio::task::JoinHandle<()>,
     queue: Arc<Queue>,
+    /// The code each delivery runs: replaced by [`ObserverHandle::swap_code`].
+    code: Arc<std::sync::Mutex<Arc<ObserverParts>>>,
 }
 
 /// One event waiting for delivery.
@@ -297,17 +299,20 @@ impl WasmObserver {
                 Ok(())
             })
         };
-        let inner = self.0;
-        let limit = inner
+        let limit = self
+            .0
             .stores
             .sandbox
             .limits()
             .run_timeout
             .min(DELIVERY_LIMIT);
+        let code = Arc::new(std::sync::Mutex::new(self.0));
         let task = {
             let queue = queue.clone();
+            let code = code.clone();
             tokio::spawn(async move {
                 while let Some(queued) = rx.recv().await {
+                    let inner = seam_core::sync::lock(&code).clone();
                     let (name, json) = match queued {
                         Queued::Event { name, json } => {
                             queue.release(json.len());
@@ -343,6 +348,7 @@ impl WasmObserver {
             listener,
             task,
             queue,
+            code,
         }
     }
 }
@@ -367,6 +373,14 @@ async fn deliver(inner: &ObserverParts, event: &str) -> Result<(), PluginError> 
 }
 
 impl ObserverHandle {
+    /// Replaces the code the deliveries run, keeping the subscription and the queue: the
+    /// delivery going finishes on the old code, the next event is delivered by the new. For
+    /// the same component compiled anew (a tiered host's tier-up), so no event is missed or
+    /// delivered twice.
+    pub(crate) fn swap_code(&self, observer: WasmObserver) {
+        *seam_core::sync::lock(&self.code) = observer.0;
+    }
+
     /// Unsubscribes, delivers what is already queued within [`DRAIN_LIMIT`], and stops: the
     /// events still queued after that are dropped, and counted in a warning. Returns once the
     /// delivery task, and with it any instance it held, is gone, so that an unloaded observer

@@ -22,10 +22,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use seam_core::events::EventBus;
+use seam_core::events::{Event, EventBus};
 use seam_core::model::ModelRegistry;
 use seam_core::sync::lock;
 use seam_core::tool::ToolRegistry;
+use seam_core::types::PluginKind;
 
 use crate::cache::CompileCache;
 use crate::config::{Config, PluginEntry};
@@ -304,10 +305,12 @@ impl Loader {
         std::mem::take(&mut *lock(&self.tier_ups))
     }
 
-    /// Swaps in the Cranelift code of a plugin that Winch's code serves, as a rebuilt plugin is
-    /// swapped: a provider in place (runs going finish on the old code), any other kind
-    /// unloaded and loaded again. Nothing happens if the plugin was reloaded or unloaded since
-    /// (its slot no longer awaits this tier-up).
+    /// Swaps in the Cranelift code of a plugin that Winch's code serves, keeping everything else
+    /// as it is: a provider is replaced in place (as `seam dev` replaces a rebuilt one), a
+    /// tool's tools stay mounted and an observer keeps its subscription and queue, each with
+    /// the new code behind it. Calls and runs going finish on the old code. The plugin's
+    /// `plugin/unloaded` and `plugin/loaded` mark the swap. Nothing happens if the plugin was
+    /// reloaded or unloaded since (its slot no longer awaits this tier-up).
     pub(crate) async fn swap_in(
         &self,
         tier_up: &TierUp,
@@ -319,12 +322,12 @@ impl Loader {
         }) else {
             return;
         };
-        let old = &slots[at];
-        let entry = old.entry.clone();
-        let (Some(kind), Some(version)) = (old.info.kind, old.info.version) else {
+        slots[at].tier_up = None;
+        let entry = slots[at].entry.clone();
+        let (Some(kind), Some(version)) = (slots[at].info.kind, slots[at].info.version) else {
             return;
         };
-        let mut info = old.info.clone();
+        let mut info = slots[at].info.clone();
         info.compiler = Some(crate::engine::Compiler::Cranelift);
         let prepared = match self
             .link_compiled(&entry, &mut info, &component, kind, version, None)
@@ -334,21 +337,53 @@ impl Loader {
             Err(e) => {
                 // Winch's code goes on serving; a later load starts on Cranelift's artifact.
                 tracing::warn!(plugin = %entry.id, "cannot swap in the Cranelift code: {e}");
-                slots[at].tier_up = None;
                 return;
             }
         };
-        let in_place = self.give_way(&slots[at], &prepared.linked).await;
-        let (info, error) = self
-            .commit_entry(&entry, Some((info, Ok(prepared))), in_place)
-            .await;
-        if let Some(e) = error {
-            tracing::warn!(plugin = %entry.id, "the Cranelift code did not load: {e}");
-        } else {
-            tracing::info!(plugin = %entry.id, "tiered up: runs that start now run Cranelift's code");
-        }
-        let slot = &mut slots[at];
-        slot.info = info;
-        slot.tier_up = None;
+        let unloaded = Event::PluginUnloaded {
+            id: entry.id.clone(),
+        };
+        let info = match prepared.linked {
+            Linked::Provider(..) => {
+                let in_place = self.give_way(&slots[at], &prepared.linked).await;
+                let (info, error) = self
+                    .commit_entry(&entry, Some((info, Ok(prepared))), in_place)
+                    .await;
+                if let Some(e) = error {
+                    // The provider it was to replace goes on serving, on Winch's code.
+                    tracing::warn!(plugin = %entry.id, "the Cranelift code did not load: {e}");
+                    return;
+                }
+                info
+            }
+            Linked::Tool(_, tool) => {
+                self.events.emit(&unloaded);
+                if !self.tools.replace_source(&entry.id, Arc::new(tool)).await {
+                    return;
+                }
+                self.emit_loaded(&entry.id, kind);
+                info
+            }
+            Linked::Observer(observer) => {
+                self.events.emit(&unloaded);
+                match lock(&self.observers).get(&entry.id) {
+                    Some(handle) => handle.swap_code(observer),
+                    None => return,
+                }
+                self.emit_loaded(&entry.id, kind);
+                info
+            }
+            // An MCP entry has no component to tier.
+            Linked::Mcp(_) => return,
+        };
+        tracing::info!(plugin = %entry.id, "tiered up: what starts now runs Cranelift's code");
+        slots[at].info = info;
+    }
+
+    fn emit_loaded(&self, id: &str, kind: PluginKind) {
+        self.events.emit(&Event::PluginLoaded {
+            id: id.to_string(),
+            kind,
+        });
     }
 }
