@@ -460,13 +460,16 @@ impl Shared {
         };
         let (progress_tx, progress_rx) = mpsc::channel(PROGRESS_QUEUE);
         let started = {
-            // Held while the run is made, so that its first progress finds its queue.
+            // Held while the run is made, so that its first progress finds its queue (the run
+            // is started on its task, never inside this lock).
             let mut progress = lock(&self.progress);
             let started = match &start.resume {
                 Some(previous) => {
                     let previous = lock(&self.runs).get(previous).map(|h| h.run.clone());
                     match previous {
-                        Some(previous) => self.service.resume(&previous, start.request.prompt.clone()),
+                        Some(previous) => self
+                            .service
+                            .resume_on_task(&previous, start.request.prompt.clone()),
                         None => Err(seam_core::subagent::SubagentError::InvalidState(format!(
                             "worker `{}` no longer holds the run to resume (disposed, or kept past its time)",
                             self.id
@@ -484,7 +487,9 @@ impl Shared {
                         .and_then(|h| h.get("traceparent"))
                         .map(|v| v.as_str().to_string());
                     seam_core::trace::under_remote(traceparent.as_deref(), || {
-                        self.service.start(
+                        // On its task: the progress lock is held here, and the run's first
+                        // progress takes it.
+                        self.service.start_on_task(
                             &start.provider,
                             start.request.clone().into_request(parent, prompt),
                         )

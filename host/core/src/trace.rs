@@ -106,8 +106,14 @@ pub async fn in_run<F: Future>(run: &str, parent: &str, future: F) -> F::Output 
     if !enabled() {
         return future.await;
     }
-    RUN.scope((run.to_string(), parent.to_string()), future)
-        .await
+    // A run's first poll happens inside `start`, on the caller's task: the caller's tool call
+    // is hidden from it (an empty agent id is no call), so that what it sends carries the run.
+    let no_call = (String::new(), String::new());
+    CALL.scope(
+        no_call,
+        RUN.scope((run.to_string(), parent.to_string()), future),
+    )
+    .await
 }
 
 /// The `traceparent` of whatever the current future works for: the tool call it runs within
@@ -115,9 +121,9 @@ pub async fn in_run<F: Future>(run: &str, parent: &str, future: F) -> F::Output 
 /// provider's work for.
 pub fn current() -> Option<String> {
     let tracer = TRACER.get()?;
-    if let Ok(found) =
-        CALL.try_with(|(agent, call)| tracer.traceparent(Scope::ToolCall { agent, call }))
-    {
+    if let Ok(Some(found)) = CALL.try_with(|(agent, call)| {
+        (!agent.is_empty()).then(|| tracer.traceparent(Scope::ToolCall { agent, call }))
+    }) {
         return found;
     }
     RUN.try_with(|(run, parent)| tracer.traceparent(Scope::Run { run, parent }))

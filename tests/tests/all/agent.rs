@@ -984,9 +984,11 @@ async fn cancel_after_a_capture_less_finish_is_aborted() {
             Ok(())
         });
     }
+    // On its task: the listener needs the handle before any of the run's work happens (`start`
+    // would finish this scripted child before it returns).
     let run = host
         .subagents()
-        .start("spawn", structured_request("scripted:none"))
+        .start_on_task("spawn", structured_request("scripted:none"))
         .unwrap();
     slot.set(run.clone()).unwrap();
     let result = run.result().await.unwrap();

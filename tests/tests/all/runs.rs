@@ -374,7 +374,8 @@ fn dispose_from_a_listener_as_the_run_ends_returns() {
                 }
                 Ok(())
             });
-            let run = host.subagents().start("m", request("x")).unwrap();
+            // On its task, so that the listener has the handle when the run ends.
+            let run = host.subagents().start_on_task("m", request("x")).unwrap();
             slot.set(run.clone()).unwrap();
             assert!(run.result().await.unwrap().stop_reason.is_success());
             run.dispose().await;

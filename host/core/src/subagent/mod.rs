@@ -21,8 +21,8 @@ use std::time::Duration;
 pub use background::{MAX_BACKGROUND_RUNS, MAX_SETTLED_BACKGROUND_RUNS};
 pub use durable::{Notices, StoredSession, MAX_INBOX, MAX_REPORT_BYTES};
 pub use error::{code, SubagentError};
+use run::{FirstPoll, RunHooks, RunShared};
 pub use run::{Provider, ResumeSeed, RunContext, RunFailure, Steer, SubagentRun};
-use run::{RunHooks, RunShared};
 
 use crate::events::{Event, EventBus};
 use crate::live::LiveCounts;
@@ -211,16 +211,53 @@ impl SubagentService {
     /// Fails with `NO_PROVIDER`, `UNSUPPORTED_CAPABILITY` (checked in the contract's order),
     /// `INVALID_REQUEST` or `DEPTH_EXCEEDED` before any instance exists. An already-aborted
     /// signal yields a run that has settled `aborted` without running anything.
+    ///
+    /// The provider's work begins on the caller's thread, before this returns, up to its first
+    /// wait: a run with nothing to wait for (a scripted provider, a component that answers at
+    /// once) has settled by then and never costs a task or a wake-up between threads. Whatever
+    /// the provider still has to do after its first wait goes on the run's own task. On a stack
+    /// that must not carry a child's work (a guest's fiber) use [`SubagentService::start_on_task`].
     pub fn start(&self, name: &str, request: StartRequest) -> Result<SubagentRun, SubagentError> {
-        self.start_inner(name, request, None, None)
+        self.start_inner(name, request, None, None, FirstPoll::Caller)
+    }
+
+    /// Starts a run as [`SubagentService::start`] does, with all of the provider's work on the
+    /// run's own task: for a caller whose stack is borrowed (a host import running on a guest's
+    /// fiber) or who must not be held up at all.
+    pub fn start_on_task(
+        &self,
+        name: &str,
+        request: StartRequest,
+    ) -> Result<SubagentRun, SubagentError> {
+        self.start_inner(name, request, None, None, FirstPoll::Task)
     }
 
     /// Continues a finished run's child with a new prompt, as a new run on the same provider
     /// (providers declaring `resume`). The new child starts from the old one's completed turns.
+    /// Its provider's work begins on the caller's thread, as [`SubagentService::start`]'s does.
     pub fn resume(
         &self,
         run: &SubagentRun,
         prompt: Vec<ContentBlock>,
+    ) -> Result<SubagentRun, SubagentError> {
+        self.resume_inner(run, prompt, FirstPoll::Caller)
+    }
+
+    /// Resumes as [`SubagentService::resume`] does, with all of the provider's work on the
+    /// run's own task (see [`SubagentService::start_on_task`]).
+    pub fn resume_on_task(
+        &self,
+        run: &SubagentRun,
+        prompt: Vec<ContentBlock>,
+    ) -> Result<SubagentRun, SubagentError> {
+        self.resume_inner(run, prompt, FirstPoll::Task)
+    }
+
+    fn resume_inner(
+        &self,
+        run: &SubagentRun,
+        prompt: Vec<ContentBlock>,
+        first: FirstPoll,
     ) -> Result<SubagentRun, SubagentError> {
         let shared = &run.0;
         if !shared.features.resume {
@@ -243,7 +280,7 @@ impl SubagentService {
         })?;
         let mut request = shared.request.clone();
         request.prompt = prompt;
-        self.start_inner(run.provider(), request, Some(seed), None)
+        self.start_inner(run.provider(), request, Some(seed), None, first)
     }
 
     /// `background` is the label of a run that belongs to its parent agent.
@@ -253,6 +290,7 @@ impl SubagentService {
         request: StartRequest,
         resume_seed: Option<ResumeSeed>,
         background: Option<&str>,
+        first: FirstPoll,
     ) -> Result<SubagentRun, SubagentError> {
         let (descriptor, provider, runs, plugin) = {
             let providers = self.read();
@@ -317,7 +355,7 @@ impl SubagentService {
         if request.signal.as_ref().is_some_and(|s| s.is_cancelled()) {
             shared.settle_pre_aborted();
         } else {
-            shared.spawn(provider, request);
+            shared.drive(provider, request, first);
         }
         Ok(SubagentRun(shared))
     }
@@ -352,7 +390,8 @@ impl SubagentService {
         }
         // Not tied to the call's signal: the owner's disposal ends it.
         request.signal = None;
-        let run = self.start_inner(name, request, resume_seed, Some(&label))?;
+        // Nobody waits on it: the caller's thread is not held up by it.
+        let run = self.start_inner(name, request, resume_seed, Some(&label), FirstPoll::Task)?;
         // A wake (no call of the owner's behind it) must not outlive an owner being disposed:
         // checked under the lock its disposal takes the runs with.
         let evicted = match self.background.add(owner, run.clone(), label, wake) {

@@ -1,18 +1,23 @@
 //! A live run: readiness, result, cancel and dispose, owned by the host.
 //!
-//! Every run has one driver task that runs the provider's future (which owns the run's store).
+//! Every run has one driver: the provider's future (which owns the run's store), polled first
+//! on the caller's thread inside `start` and, if it still has work after its first wait, on a
+//! task of its own. A run with nothing to wait for thus costs no task and no wake-up between
+//! threads.
 //! Readiness, settlement and event emission all go through [`RunShared`], whose phase lock makes
 //! `subagent/start` precede `subagent/end` by construction and keeps both away from runs whose
 //! readiness failed.
 
 use std::any::Any;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use thiserror::Error;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -162,6 +167,11 @@ pub(crate) struct RunShared {
     started: watch::Sender<StartedSlot>,
     result: watch::Sender<ResultSlot>,
     task: Mutex<Option<JoinHandle<()>>>,
+    /// Whether the run's first poll is being made on its caller's thread (set and cleared
+    /// under the `task` lock): a dispose from elsewhere waits for it to end.
+    first_poll: AtomicBool,
+    /// Notified when the first poll on the caller's thread has ended.
+    first_poll_over: Notify,
     dispose_state: Mutex<DisposeState>,
     disposed: watch::Sender<bool>,
     on_disposed: Box<dyn Fn(&str) + Send + Sync>,
@@ -252,6 +262,8 @@ impl RunShared {
             started: watch::channel(None).0,
             result: watch::channel(None).0,
             task: Mutex::new(None),
+            first_poll: AtomicBool::new(false),
+            first_poll_over: Notify::new(),
             dispose_state: Mutex::new(DisposeState::Live),
             disposed: watch::channel(false).0,
             on_disposed,
@@ -501,11 +513,18 @@ impl RunShared {
         self.settle(r, e);
     }
 
-    /// Spawns the driver task for `provider`.
-    pub(crate) fn spawn(self: &Arc<Self>, provider: Arc<dyn Provider>, request: StartRequest) {
+    /// Drives `provider`'s future for this run: first on the caller's thread when `first`
+    /// allows it and nothing on this thread forbids it (see [`FirstPoll`]), then, if it still
+    /// has work after its first wait, on a task of its own.
+    pub(crate) fn drive(
+        self: &Arc<Self>,
+        provider: Arc<dyn Provider>,
+        request: StartRequest,
+        first: FirstPoll,
+    ) {
         let grace = self.grace;
         let shared = self.clone();
-        let handle = tokio::spawn(async move {
+        let mut driver: BoxFuture<'static, ()> = Box::pin(async move {
             let signal = request.signal.clone();
             // A panic in the provider is contained to its run, which then ends `error`.
             let work = crate::trace::in_run(
@@ -537,7 +556,61 @@ impl RunShared {
             // The provider's future (and with it the run's store) is gone by now.
             shared.finish(outcome);
         });
-        *lock(&self.task) = Some(handle);
+        if first == FirstPoll::Caller && Driving::allowed() {
+            {
+                let _task = lock(&self.task);
+                if *lock(&self.dispose_state) != DisposeState::Live {
+                    // Disposed (its provider unloaded) before anything of it ran.
+                    return;
+                }
+                self.first_poll.store(true, Ordering::Release);
+            }
+            // The waker is a no-op: should the driver wait, the task below polls it again
+            // straight away, and every future it waits on then registers that task's waker
+            // (a future wakes the waker of its latest poll only).
+            let mut cx = Context::from_waker(Waker::noop());
+            let polled = {
+                let _driving = Driving::start(self);
+                driver.as_mut().poll(&mut cx)
+            };
+            let mut task = lock(&self.task);
+            if polled.is_pending() && *lock(&self.dispose_state) == DisposeState::Live {
+                *task = Some(tokio::spawn(driver));
+            } else {
+                // It settled, or a dispose waits for this poll to settle it: its future, with
+                // the run's store, ends before that dispose goes on.
+                drop(driver);
+            }
+            self.first_poll.store(false, Ordering::Release);
+            drop(task);
+            self.first_poll_over.notify_waiters();
+            return;
+        }
+        let mut task = lock(&self.task);
+        if *lock(&self.dispose_state) != DisposeState::Live {
+            // Disposed (its provider unloaded) before anything of it ran.
+            return;
+        }
+        *task = Some(tokio::spawn(driver));
+    }
+
+    /// The run's task, unless its first poll is being made on its caller's thread (`None`).
+    fn try_take_task(&self) -> Option<Option<JoinHandle<()>>> {
+        let mut task = lock(&self.task);
+        (!self.first_poll.load(Ordering::Acquire)).then(|| task.take())
+    }
+
+    /// The run's task, once no first poll is being made on its caller's thread.
+    async fn take_task(&self) -> Option<JoinHandle<()>> {
+        loop {
+            let over = self.first_poll_over.notified();
+            let mut over = std::pin::pin!(over);
+            over.as_mut().enable();
+            if let Some(task) = self.try_take_task() {
+                return task;
+            }
+            over.await;
+        }
     }
 
     async fn dispose(self: &Arc<Self>) {
@@ -556,13 +629,20 @@ impl RunShared {
             return;
         }
         self.cancel(Some("disposed".into()));
-        let task = lock(&self.task).take();
+        let inside = Emitting::is(self) || Driving::is(self);
+        let task = match self.try_take_task() {
+            Some(task) => task,
+            // From inside its own first poll: it has no task yet, and nothing here may wait.
+            None if inside => None,
+            None => return self.spawn_finish(Taken::AfterFirstPoll).await,
+        };
         let own_task = task
             .as_ref()
             .is_some_and(|t| tokio::task::try_id() == Some(t.id()));
-        if own_task || Emitting::is(self) {
-            // From inside the run (its provider, or a listener of its own event, which holds
-            // the phase lock on this thread): nothing here may wait for the run.
+        if own_task || inside {
+            // From inside the run (its provider, on its task or in its first poll on the
+            // caller's thread, or a listener of its own event, which holds the phase lock on
+            // this thread): nothing here may wait for the run.
             if let Some(task) = task {
                 task.abort();
             }
@@ -574,7 +654,7 @@ impl RunShared {
         let task = match task {
             Some(t) if t.is_finished() => match t.now_or_never() {
                 Some(_) => None,
-                None => return self.spawn_finish(None).await,
+                None => return self.spawn_finish(Taken::Task(None)).await,
             },
             other => other,
         };
@@ -583,12 +663,12 @@ impl RunShared {
             self.mark_disposed();
             return;
         }
-        self.spawn_finish(task).await;
+        self.spawn_finish(Taken::Task(task)).await;
     }
 
     /// Finishes disposing on a task of its own, so that a caller who stops waiting (a timeout,
     /// a `select!`) cannot leave the run half disposed.
-    async fn spawn_finish(self: &Arc<Self>, task: Option<JoinHandle<()>>) {
+    async fn spawn_finish(self: &Arc<Self>, task: Taken) {
         let shared = self.clone();
         let work = tokio::spawn(async move { shared.finish_dispose(task).await });
         if work.await.is_err() {
@@ -597,7 +677,11 @@ impl RunShared {
         }
     }
 
-    async fn finish_dispose(&self, task: Option<JoinHandle<()>>) {
+    async fn finish_dispose(&self, task: Taken) {
+        let task = match task {
+            Taken::Task(task) => task,
+            Taken::AfterFirstPoll => self.take_task().await,
+        };
         if let Some(mut task) = task {
             // Cooperative first, so that the run unwinds (its child's tool calls dispose their
             // own runs); then the run's future, and with it its store, is dropped. A task that
@@ -664,6 +748,56 @@ fn panic_text(panic: &(dyn Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a non-string panic".into())
+}
+
+/// What a dispose finishing on a task of its own has of the run's task.
+enum Taken {
+    /// The task (none if the run never had one or it was reaped).
+    Task(Option<JoinHandle<()>>),
+    /// Nothing yet: the run's first poll is being made on its caller's thread.
+    AfterFirstPoll,
+}
+
+/// Where a run's provider is first polled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FirstPoll {
+    /// On the thread that starts the run, inside `start`, up to the provider's first wait.
+    Caller,
+    /// On the run's own task.
+    Task,
+}
+
+thread_local! {
+    /// The run whose first poll this thread is making inside `start`, if any.
+    static DRIVING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Marks this thread as making a run's first poll for as long as it lives.
+///
+/// Only one at a time, and never while this thread emits an event: a run started by a run's
+/// first poll or by an event listener goes to its own task, so the caller's stack carries at
+/// most one child's work and no listener waits on a child.
+struct Driving;
+
+impl Driving {
+    fn allowed() -> bool {
+        DRIVING.with(|d| d.get() == 0) && EMITTING.with(|e| e.borrow().is_empty())
+    }
+
+    fn start(run: &RunShared) -> Self {
+        DRIVING.with(|d| d.set(run as *const RunShared as usize));
+        Self
+    }
+
+    fn is(run: &RunShared) -> bool {
+        DRIVING.with(|d| d.get() == run as *const RunShared as usize)
+    }
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        DRIVING.with(|d| d.set(0));
+    }
 }
 
 thread_local! {

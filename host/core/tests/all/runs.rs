@@ -429,3 +429,194 @@ async fn a_listener_that_panics_is_skipped_and_the_run_still_settles() {
     run.dispose().await;
     run2.dispose().await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Where a run's work happens: its first poll on the caller's thread, the rest on its task.
+
+#[tokio::test]
+async fn a_run_with_nothing_to_wait_for_has_settled_when_start_returns() {
+    let core = core();
+    core.register("p", Capabilities::default(), Fake::answering("done"));
+    let run = core.subagents.start("p", request("go")).unwrap();
+    // No await yet: on this one-thread runtime no task could have run.
+    let settled = run.try_result().expect("settled inside start").unwrap();
+    assert_eq!(settled.output_text(), "done");
+    assert_eq!(
+        core.log.of_run(run.id()),
+        ["subagent/start", "subagent/end"]
+    );
+    run.dispose().await;
+    assert_eq!(core.live.runs(), 0);
+}
+
+#[tokio::test]
+async fn start_on_task_leaves_all_of_the_work_to_the_runs_task() {
+    let core = core();
+    let fake = Fake::answering("done");
+    core.register("p", Capabilities::default(), fake.clone());
+    let run = core.subagents.start_on_task("p", request("go")).unwrap();
+    assert!(run.try_result().is_none(), "nothing ran before a yield");
+    assert_eq!(fake.probe.calls.load(Ordering::SeqCst), 0);
+    assert!(core.log.of_run(run.id()).is_empty());
+    let result = within("result", run.result()).await.unwrap();
+    assert_eq!(result.output_text(), "done");
+    run.dispose().await;
+    assert_eq!(core.live.runs(), 0);
+}
+
+#[tokio::test]
+async fn a_run_that_waits_after_its_first_poll_goes_on_on_its_own_task() {
+    let core = core();
+    let gate = Arc::new(Notify::new());
+    let opened = gate.clone();
+    let fake = Fake::new(move |ctx, _| {
+        let gate = opened.clone();
+        async move {
+            ctx.ready();
+            // Wakes its waker inside the first poll, whose waker goes nowhere: the run's task
+            // must poll it again by itself.
+            tokio::task::yield_now().await;
+            gate.notified().await;
+            Ok(SubagentResult::text(
+                StopReason::Completed,
+                "after the gate",
+            ))
+        }
+    });
+    core.register("p", Capabilities::default(), fake.clone());
+    let run = core.subagents.start("p", request("go")).unwrap();
+    assert_eq!(
+        core.log.of_run(run.id()),
+        ["subagent/start"],
+        "ready in its first poll, announced before start returned"
+    );
+    assert!(run.try_result().is_none());
+    within("started", run.started()).await.unwrap();
+    // `notify_one` keeps a permit for a run that does not wait on the gate yet.
+    gate.notify_one();
+    let result = within("result", run.result()).await.unwrap();
+    assert_eq!(result.output_text(), "after the gate");
+    run.dispose().await;
+    assert_eq!(fake.probe.alive(), 0);
+    assert_eq!(core.live.runs(), 0);
+}
+
+#[tokio::test]
+async fn a_run_started_inside_another_runs_first_poll_goes_to_its_own_task() {
+    let core = core();
+    core.register("inner", Capabilities::default(), Fake::answering("inner"));
+    let service = Arc::downgrade(&core.subagents);
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let saw = seen.clone();
+    let outer = Fake::new(move |ctx, _| {
+        let service = service.clone();
+        let saw = saw.clone();
+        async move {
+            ctx.ready();
+            let service = service.upgrade().expect("the service lives");
+            let child = service.start("inner", request("nested")).expect("starts");
+            // The caller's stack carries one run's work at most.
+            *saw.lock().unwrap() = Some(child.try_result().is_some());
+            let answer = child.result().await.expect("settles");
+            child.dispose().await;
+            Ok(SubagentResult::text(
+                StopReason::Completed,
+                format!("outer saw {}", answer.output_text()),
+            ))
+        }
+    });
+    core.register("outer", Capabilities::default(), outer);
+    let run = core.subagents.start("outer", request("go")).unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        Some(false),
+        "the nested run was not run inline"
+    );
+    let result = within("result", run.result()).await.unwrap();
+    assert_eq!(result.output_text(), "outer saw inner");
+    run.dispose().await;
+    assert_eq!(core.live.runs(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_callers_on_many_threads_each_see_their_runs_settle_and_dispose() {
+    let core = core();
+    core.register("p", Capabilities::default(), Fake::answering("done"));
+    let slow = Fake::new(|ctx, _| async move {
+        ctx.ready();
+        tokio::task::yield_now().await;
+        Ok(SubagentResult::text(StopReason::Completed, "slow"))
+    });
+    core.register("slow", Capabilities::default(), slow);
+    let callers = (0..8).map(|i| {
+        let subagents = core.subagents.clone();
+        tokio::spawn(async move {
+            for _ in 0..50 {
+                let name = if i % 2 == 0 { "p" } else { "slow" };
+                let run = subagents.start(name, request("go")).unwrap();
+                run.started().await.unwrap();
+                let result = run.result().await.unwrap();
+                assert_eq!(result.stop_reason, StopReason::Completed);
+                run.dispose().await;
+            }
+        })
+    });
+    for caller in futures::future::join_all(callers).await {
+        caller.expect("a caller panicked");
+    }
+    assert_eq!(core.live.runs(), 0);
+    assert_eq!(
+        core.subagents.live_runs_of("p") + core.subagents.live_runs_of("slow"),
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_removed_during_a_runs_first_poll_is_disposed_once_that_poll_ends() {
+    let core = core();
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let release_rx = Arc::new(std::sync::Mutex::new(release_rx));
+    let fake = Fake::new(move |ctx, _| {
+        let entered = entered_tx.clone();
+        let release = release_rx.clone();
+        async move {
+            ctx.ready();
+            // Holds the caller's thread inside `start` until the test lets it go.
+            entered.send(()).unwrap();
+            release.lock().unwrap().recv().unwrap();
+            Ok(SubagentResult::text(
+                StopReason::Completed,
+                "finished its poll",
+            ))
+        }
+    });
+    core.register("p", Capabilities::default(), fake.clone());
+    let subagents = core.subagents.clone();
+    let runtime = tokio::runtime::Handle::current();
+    let starter = std::thread::spawn(move || {
+        let _in_runtime = runtime.enter();
+        let run = subagents.start("p", request("go")).unwrap();
+        run.id().to_string()
+    });
+    entered_rx.recv().unwrap();
+    let removal = core.subagents.unregister("p");
+    let mut removal = std::pin::pin!(removal);
+    assert!(
+        futures::poll!(removal.as_mut()).is_pending(),
+        "the removal's dispose waits for the first poll"
+    );
+    release_tx.send(()).unwrap();
+    assert!(within("the removal", removal).await);
+    assert_eq!(
+        fake.probe.alive(),
+        0,
+        "the run's future ended before its dispose returned"
+    );
+    let id = starter.join().unwrap();
+    assert_eq!(core.live.runs(), 0);
+    assert_eq!(
+        core.log.of_run(&id).first().copied(),
+        Some("subagent/start")
+    );
+}

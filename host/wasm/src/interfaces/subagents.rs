@@ -179,7 +179,7 @@ impl wit_subagents::Host for StoreData {
             Ok(admitted) => admitted,
             Err(e) => return Ok(Err(e)),
         };
-        match caller.subagents.start(&provider, request) {
+        match caller.subagents.start_on_task(&provider, request) {
             Ok(run) => Ok(Ok(caller.keep(self.table(), run, charge)?)),
             Err(e) => Ok(Err(e.into())),
         }
@@ -221,7 +221,7 @@ impl wit_subagents::Host for StoreData {
             Ok(charge) => charge,
             Err(e) => return Ok(Err(e)),
         };
-        match caller.subagents.resume(&old, prompt) {
+        match caller.subagents.resume_on_task(&old, prompt) {
             Ok(run) => Ok(Ok(caller.keep(self.table(), run, charge)?)),
             Err(e) => Ok(Err(e.into())),
         }
