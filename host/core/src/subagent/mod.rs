@@ -8,6 +8,7 @@ mod background;
 mod durable;
 mod error;
 mod held;
+mod latch;
 mod run;
 pub mod structured;
 pub mod talk;

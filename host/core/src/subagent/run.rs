@@ -17,10 +17,10 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use thiserror::Error;
-use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::latch::Latch;
 use super::talk::{Inbox, Progress};
 use super::SubagentError;
 use crate::events::{Event, EventBus};
@@ -151,9 +151,6 @@ enum DisposeState {
     Disposed,
 }
 
-type StartedSlot = Option<Result<(), SubagentError>>;
-type ResultSlot = Option<Result<SubagentResult, SubagentError>>;
-
 /// The state one run shares between its handle, its provider and its driver.
 pub(crate) struct RunShared {
     id: String,
@@ -164,16 +161,16 @@ pub(crate) struct RunShared {
     cancel: CancellationToken,
     cancel_reason: Mutex<Option<String>>,
     phase: Mutex<Phase>,
-    started: watch::Sender<StartedSlot>,
-    result: watch::Sender<ResultSlot>,
+    started: Latch<Result<(), SubagentError>>,
+    result: Latch<Result<SubagentResult, SubagentError>>,
     task: Mutex<Option<JoinHandle<()>>>,
     /// Whether the run's first poll is being made on its caller's thread (set and cleared
     /// under the `task` lock): a dispose from elsewhere waits for it to end.
     first_poll: AtomicBool,
     /// Notified when the first poll on the caller's thread has ended.
-    first_poll_over: Notify,
+    first_poll_over: Latch<()>,
     dispose_state: Mutex<DisposeState>,
-    disposed: watch::Sender<bool>,
+    disposed: Latch<()>,
     on_disposed: Box<dyn Fn(&str) + Send + Sync>,
     /// How long dispose lets a cancelled run wind down before dropping it.
     grace: Duration,
@@ -259,13 +256,13 @@ impl RunShared {
             cancel: CancellationToken::new(),
             cancel_reason: Mutex::new(None),
             phase: Mutex::new(Phase::Pending),
-            started: watch::channel(None).0,
-            result: watch::channel(None).0,
+            started: Latch::new(),
+            result: Latch::new(),
             task: Mutex::new(None),
             first_poll: AtomicBool::new(false),
-            first_poll_over: Notify::new(),
+            first_poll_over: Latch::new(),
             dispose_state: Mutex::new(DisposeState::Live),
-            disposed: watch::channel(false).0,
+            disposed: Latch::new(),
             on_disposed,
             grace,
             child: Mutex::new(None),
@@ -331,7 +328,7 @@ impl RunShared {
             return;
         }
         *phase = Phase::Ready;
-        self.started.send_replace(Some(Ok(())));
+        self.started.set(Ok(()));
         // Emitted under the phase lock so that no settlement can slip in before it.
         let _emitting = Emitting::start(self);
         self.events.emit(&Event::SubagentStart {
@@ -400,11 +397,11 @@ impl RunShared {
                 // No event tells of a run that never started: nobody waits on its record.
                 let (_, record) = self.end_event(&outcome);
                 self.events.store().commit_later(record);
-                self.started.send_replace(Some(Err(not_started)));
+                self.started.set(Err(not_started));
             }
         }
         *phase = Phase::Settled;
-        self.result.send_replace(Some(outcome));
+        self.result.set(outcome);
     }
 
     /// The `subagent/end` of `outcome`, and the write that settles the run's record.
@@ -583,7 +580,7 @@ impl RunShared {
             }
             self.first_poll.store(false, Ordering::Release);
             drop(task);
-            self.first_poll_over.notify_waiters();
+            self.first_poll_over.set(());
             return;
         }
         let mut task = lock(&self.task);
@@ -602,14 +599,12 @@ impl RunShared {
 
     /// The run's task, once no first poll is being made on its caller's thread.
     async fn take_task(&self) -> Option<JoinHandle<()>> {
-        loop {
-            let over = self.first_poll_over.notified();
-            let mut over = std::pin::pin!(over);
-            over.as_mut().enable();
-            if let Some(task) = self.try_take_task() {
-                return task;
+        match self.try_take_task() {
+            Some(task) => task,
+            None => {
+                self.first_poll_over.wait().await;
+                self.try_take_task().flatten()
             }
-            over.await;
         }
     }
 
@@ -624,8 +619,7 @@ impl RunShared {
             }
         };
         if !first {
-            let mut rx = self.disposed.subscribe();
-            let _ = rx.wait_for(|done| *done).await;
+            self.disposed.wait().await;
             return;
         }
         self.cancel(Some("disposed".into()));
@@ -737,7 +731,7 @@ impl RunShared {
         }
         (self.on_disposed)(&self.id);
         self.live.run_disposed();
-        self.disposed.send_replace(true);
+        self.disposed.set(());
     }
 }
 
@@ -992,31 +986,21 @@ impl SubagentRun {
 
     /// Waits until the child exists; fails if the attempt failed or was cancelled first.
     pub fn started(&self) -> BoxFuture<'static, Result<(), SubagentError>> {
-        let mut rx = self.0.started.subscribe();
-        Box::pin(async move {
-            match rx.wait_for(Option::is_some).await {
-                Ok(slot) => slot.clone().unwrap_or(Err(SubagentError::Disposed)),
-                Err(_) => Err(SubagentError::Disposed),
-            }
-        })
+        let shared = self.0.clone();
+        Box::pin(async move { shared.started.wait().await })
     }
 
     /// Waits for the outcome. A child-level failure resolves with a non-`completed` reason; only
     /// an infrastructure fault the seam cannot represent otherwise (a panic in a host-side
     /// provider) fails, with `INTERNAL`.
     pub fn result(&self) -> BoxFuture<'static, Result<SubagentResult, SubagentError>> {
-        let mut rx = self.0.result.subscribe();
-        Box::pin(async move {
-            match rx.wait_for(Option::is_some).await {
-                Ok(slot) => slot.clone().unwrap_or(Err(SubagentError::Disposed)),
-                Err(_) => Err(SubagentError::Disposed),
-            }
-        })
+        let shared = self.0.clone();
+        Box::pin(async move { shared.result.wait().await })
     }
 
     /// The outcome if it has settled.
     pub fn try_result(&self) -> Option<Result<SubagentResult, SubagentError>> {
-        self.0.result.borrow().clone()
+        self.0.result.get()
     }
 
     /// Cancels the run. Before readiness, `started` rejects and no child is left; after it, the
@@ -1032,7 +1016,7 @@ impl SubagentRun {
 
     /// Whether dispose has completed.
     pub fn is_disposed(&self) -> bool {
-        *self.0.disposed.borrow()
+        self.0.disposed.is_set()
     }
 
     /// Steers the run with an extra message (providers declaring `steering`): an in-process
