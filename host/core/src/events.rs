@@ -7,6 +7,7 @@
 //! The bus owns the host's [`SessionStore`]: an event, and the session writes of the step that
 //! led to it, are committed there in one transaction before any listener sees the event.
 
+use std::borrow::Borrow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -264,13 +265,37 @@ impl EventBus {
     ///
     /// With no listener subscribed and no write a limit could refuse, nothing waits on the
     /// commit: the writes go to [`SessionStore::commit_later`], for the store to batch.
-    pub fn emit_with(&self, event: &Event, mut writes: Vec<Write>) -> Result<(), StoreError> {
+    pub fn emit_with(&self, event: &Event, writes: Vec<Write>) -> Result<(), StoreError> {
+        self.emit_inner(|| event, writes)
+    }
+
+    /// [`EventBus::emit_with`] for an event that is made only if someone is to see it: a
+    /// listener, or the store's journal. With neither, only `writes` are committed, and an
+    /// event that costs copies of its ids (a run's, on every run) costs nothing.
+    pub fn emit_made(
+        &self,
+        make: impl FnOnce() -> Event,
+        writes: Vec<Write>,
+    ) -> Result<(), StoreError> {
+        self.emit_inner(make, writes)
+    }
+
+    fn emit_inner<E: Borrow<Event>>(
+        &self,
+        make: impl FnOnce() -> E,
+        mut writes: Vec<Write>,
+    ) -> Result<(), StoreError> {
         // The listeners are those subscribed when the event is emitted: whoever is to see it
         // is known before the commit is made, so none sees it before it is durable.
         let listeners: Vec<Listener> = sync::read(&self.listeners)
             .iter()
             .map(|(_, f)| f.clone())
             .collect();
+        if listeners.is_empty() && !self.store.journals() {
+            return self.commit_unobserved(writes);
+        }
+        let made = make();
+        let event: &Event = made.borrow();
         if self.store.journals() {
             writes.push(Write::Bus {
                 name: event.name().to_string(),
@@ -299,6 +324,22 @@ impl EventBus {
             }
         }
         self.deliver(event, listeners);
+        outcome
+    }
+
+    /// Commits the writes of an event nobody sees.
+    fn commit_unobserved(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        if !writes.iter().any(Write::can_be_refused) {
+            self.store.commit_later(writes);
+            return Ok(());
+        }
+        let outcome = self.store.commit(writes);
+        if let Err(e) = &outcome {
+            tracing::warn!(error = %e, "session store refused a write");
+        }
         outcome
     }
 
@@ -404,6 +445,39 @@ mod tests {
             },
             Event::PluginUnloaded { id: s() },
         ]
+    }
+
+    #[test]
+    fn an_event_nobody_sees_is_not_made_and_one_someone_sees_is_made_once() {
+        let made = std::sync::atomic::AtomicUsize::new(0);
+        let start = || {
+            made.fetch_add(1, Ordering::SeqCst);
+            Event::ProviderAdded { name: "p".into() }
+        };
+        let bus = EventBus::default();
+        bus.emit_made(start, Vec::new()).unwrap();
+        assert_eq!(made.load(Ordering::SeqCst), 0, "no listener, no journal");
+
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let id = bus.subscribe(move |e| {
+            log.lock().unwrap().push(e.name());
+            Ok(())
+        });
+        bus.emit_made(start, Vec::new()).unwrap();
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+        assert_eq!(*seen.lock().unwrap(), ["subagent/provider-added"]);
+        bus.unsubscribe(id);
+
+        let store = Arc::new(crate::store::MemoryStore::journaling(Default::default()));
+        let journaled = EventBus::with_store(store.clone());
+        journaled.emit_made(start, Vec::new()).unwrap();
+        assert_eq!(made.load(Ordering::SeqCst), 2, "the journal sees it");
+        let journal = crate::store::SessionStore::journal(&*store).unwrap();
+        assert!(
+            journal.iter().any(|e| e.contains("provider-added")),
+            "{journal:?}"
+        );
     }
 
     #[test]

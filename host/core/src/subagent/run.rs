@@ -155,7 +155,6 @@ enum DisposeState {
 pub(crate) struct RunShared {
     id: String,
     provider: String,
-    parent: ParentRef,
     events: Arc<EventBus>,
     live: Arc<LiveCounts>,
     cancel: CancellationToken,
@@ -250,7 +249,6 @@ impl RunShared {
             detached: Mutex::new(None),
             id,
             provider: descriptor.name.clone(),
-            parent: request.parent.clone(),
             events,
             live,
             cancel: CancellationToken::new(),
@@ -331,11 +329,14 @@ impl RunShared {
         self.started.set(Ok(()));
         // Emitted under the phase lock so that no settlement can slip in before it.
         let _emitting = Emitting::start(self);
-        self.events.emit(&Event::SubagentStart {
-            provider: self.provider.clone(),
-            id: self.id.clone(),
-            parent: self.parent.clone(),
-        });
+        let _ = self.events.emit_made(
+            || Event::SubagentStart {
+                provider: self.provider.clone(),
+                id: self.id.clone(),
+                parent: self.request.parent.clone(),
+            },
+            Vec::new(),
+        );
         let held = lock(&self.progress).take_pending();
         for update in held {
             self.emit_progress(update);
@@ -345,13 +346,16 @@ impl RunShared {
     /// Emits one progress update of a ready run (the caller holds the phase lock).
     fn emit_progress(&self, content: Vec<ContentBlock>) {
         let seq = lock(&self.progress).record(&content);
-        self.events.emit(&Event::SubagentProgress {
-            provider: self.provider.clone(),
-            id: self.id.clone(),
-            parent: self.parent.clone(),
-            seq,
-            content,
-        });
+        let _ = self.events.emit_made(
+            move || Event::SubagentProgress {
+                provider: self.provider.clone(),
+                id: self.id.clone(),
+                parent: self.request.parent.clone(),
+                seq,
+                content,
+            },
+            Vec::new(),
+        );
     }
 
     /// Reports progress: emitted now if the run is ready, held until it is if it is not yet,
@@ -370,10 +374,12 @@ impl RunShared {
         drop(phase);
     }
 
-    /// Emits `subagent/end`, the run's record settled in the same commit.
-    fn emit_end(&self, event: &Event, record: Vec<Write>) {
+    /// Emits `subagent/end` of `outcome` (made only if someone sees it), the run's record
+    /// settled in the same commit.
+    fn emit_end(&self, outcome: &Result<SubagentResult, SubagentError>) {
         let _emitting = Emitting::start(self);
-        let _ = self.events.emit_with(event, record);
+        let record = self.end_record(outcome);
+        let _ = self.events.emit_made(|| self.end_event(outcome), record);
     }
 
     /// Publishes the outcome once. A started run emits `subagent/end` first, so that a caller
@@ -389,13 +395,10 @@ impl RunShared {
         let mut phase = lock(&self.phase);
         match *phase {
             Phase::Settled => return,
-            Phase::Ready => {
-                let (end, record) = self.end_event(&outcome);
-                self.emit_end(&end, record);
-            }
+            Phase::Ready => self.emit_end(&outcome),
             Phase::Pending => {
                 // No event tells of a run that never started: nobody waits on its record.
-                let (_, record) = self.end_event(&outcome);
+                let record = self.end_record(&outcome);
                 self.events.store().commit_later(record);
                 self.started.set(Err(not_started));
             }
@@ -404,13 +407,13 @@ impl RunShared {
         self.result.set(outcome);
     }
 
-    /// The `subagent/end` of `outcome`, and the write that settles the run's record.
-    fn end_event(&self, outcome: &Result<SubagentResult, SubagentError>) -> (Event, Vec<Write>) {
-        let event = match outcome {
+    /// The `subagent/end` of `outcome`.
+    fn end_event(&self, outcome: &Result<SubagentResult, SubagentError>) -> Event {
+        match outcome {
             Ok(result) => Event::SubagentEnd {
                 provider: self.provider.clone(),
                 id: self.id.clone(),
-                parent: self.parent.clone(),
+                parent: self.request.parent.clone(),
                 stop_reason: result.stop_reason.clone(),
                 last_assistant_message: Some(result.output.clone()),
                 diagnostic: result.diagnostic.clone(),
@@ -418,21 +421,23 @@ impl RunShared {
             Err(fault) => Event::SubagentEnd {
                 provider: self.provider.clone(),
                 id: self.id.clone(),
-                parent: self.parent.clone(),
+                parent: self.request.parent.clone(),
                 stop_reason: StopReason::Error,
                 last_assistant_message: None,
                 diagnostic: Some(fault.to_string()),
             },
-        };
-        let record = match &event {
-            Event::SubagentEnd {
-                stop_reason,
-                diagnostic,
-                ..
-            } => self.record_end(stop_reason, diagnostic.clone()),
-            _ => Vec::new(),
-        };
-        (event, record)
+        }
+    }
+
+    /// The write that settles the run's record as `outcome` ends it (none if no record).
+    fn end_record(&self, outcome: &Result<SubagentResult, SubagentError>) -> Vec<Write> {
+        if self.record.is_none() {
+            return Vec::new();
+        }
+        match outcome {
+            Ok(result) => self.record_end(&result.stop_reason, result.diagnostic.clone()),
+            Err(fault) => self.record_end(&StopReason::Error, Some(fault.to_string())),
+        }
     }
 
     fn aborted_result(&self, detail: &str) -> (SubagentResult, SubagentError) {
@@ -526,7 +531,7 @@ impl RunShared {
             // A panic in the provider is contained to its run, which then ends `error`.
             let work = crate::trace::in_run(
                 &shared.id,
-                &shared.parent.id,
+                &shared.request.parent.id,
                 provider.run(RunContext(shared.clone()), request),
             );
             let fut = std::panic::AssertUnwindSafe(work)
@@ -898,7 +903,7 @@ impl RunContext {
 
     /// The calling agent.
     pub fn parent(&self) -> &ParentRef {
-        &self.0.parent
+        &self.0.request.parent
     }
 
     /// The run's W3C `traceparent`, when the process traces (see [`crate::trace`]): for what
@@ -906,7 +911,7 @@ impl RunContext {
     pub fn traceparent(&self) -> Option<String> {
         crate::trace::traceparent(crate::trace::Scope::Run {
             run: &self.0.id,
-            parent: &self.0.parent.id,
+            parent: &self.0.request.parent.id,
         })
     }
 
@@ -1089,7 +1094,7 @@ impl SubagentRun {
 
     /// The calling agent.
     pub fn parent(&self) -> &ParentRef {
-        &self.0.parent
+        &self.0.request.parent
     }
 
     /// The session its child agent keeps, once the child exists (in-process providers).

@@ -90,6 +90,8 @@ impl Provider for WasmProvider {
                 return Err(RunFailure::ShuttingDown);
             };
             let run_id = ctx.id().to_string();
+            // Shared with the store, for the imports that read it.
+            let request = Arc::new(request);
             let env = RunEnv {
                 ctx,
                 request: request.clone(),

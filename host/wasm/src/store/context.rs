@@ -17,7 +17,7 @@ use crate::sandbox::{Limit, LimitHit, Sandbox};
 /// its child is created on (for `agents`).
 pub(crate) struct RunEnv {
     pub(crate) ctx: RunContext,
-    pub(crate) request: StartRequest,
+    pub(crate) request: Arc<StartRequest>,
     pub(crate) agents: Arc<AgentRegistry>,
     /// What the run's plugin may make the host hold.
     pub(crate) quota: Quota,
