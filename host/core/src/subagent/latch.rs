@@ -52,7 +52,12 @@ impl<T: Clone> Latch<T> {
     }
 
     /// The value, once it is set.
+    ///
+    /// Takes a unit of the task's cooperative budget, as tokio's own channels do: a caller that
+    /// loops on runs which settle inside `start` never waits, and must still give way to the
+    /// other tasks of its worker (a timer, another caller) once its budget is spent.
     pub(crate) async fn wait(&self) -> T {
+        tokio::task::consume_budget().await;
         if let Some(value) = self.get() {
             return value;
         }

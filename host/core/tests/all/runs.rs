@@ -620,3 +620,23 @@ async fn a_provider_removed_during_a_runs_first_poll_is_disposed_once_that_poll_
         Some("subagent/start")
     );
 }
+
+#[tokio::test]
+async fn a_caller_looping_on_runs_that_settle_in_start_still_gives_way_to_other_tasks() {
+    let core = core();
+    core.register("p", Capabilities::default(), Fake::answering("done"));
+    let other_ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = other_ran.clone();
+    tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+    // One thread: the spawned task runs only if this loop yields.
+    for _ in 0..10_000 {
+        if other_ran.load(Ordering::SeqCst) {
+            return;
+        }
+        let run = core.subagents.start("p", request("go")).unwrap();
+        run.started().await.unwrap();
+        run.result().await.unwrap();
+        run.dispose().await;
+    }
+    panic!("10,000 runs went by without the caller giving way once");
+}
