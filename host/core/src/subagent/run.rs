@@ -567,6 +567,7 @@ impl RunShared {
                 }
                 self.first_poll.store(true, Ordering::Release);
             }
+            let _over = FirstPollOver(self);
             // The waker is a no-op: should the driver wait, the task below polls it again
             // straight away, and every future it waits on then registers that task's waker
             // (a future wakes the waker of its latest poll only).
@@ -583,9 +584,7 @@ impl RunShared {
                 // the run's store, ends before that dispose goes on.
                 drop(driver);
             }
-            self.first_poll.store(false, Ordering::Release);
             drop(task);
-            self.first_poll_over.set(());
             return;
         }
         let mut task = lock(&self.task);
@@ -747,6 +746,17 @@ fn panic_text(panic: &(dyn Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a non-string panic".into())
+}
+
+/// Ends a run's first poll on its caller's thread when dropped, even by a panic (a spawn outside
+/// a runtime): a dispose waiting for it goes on.
+struct FirstPollOver<'a>(&'a RunShared);
+
+impl Drop for FirstPollOver<'_> {
+    fn drop(&mut self) {
+        self.0.first_poll.store(false, Ordering::Release);
+        self.0.first_poll_over.set(());
+    }
 }
 
 /// What a dispose finishing on a task of its own has of the run's task.
