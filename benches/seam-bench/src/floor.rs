@@ -15,7 +15,7 @@
 use std::path::Path;
 
 use seam_host::probe::BareEngine;
-use seam_host::{ContentBlock, EngineOptions};
+use seam_host::EngineOptions;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, Linker, ResourceTable, ResourceType, WasmStr};
 use wasmtime::Store;
@@ -185,33 +185,30 @@ impl Pollable for Never {
     }
 }
 
-fn wit_block(block: &ContentBlock) -> wit::ContentBlock {
-    match block {
-        ContentBlock::Text(text) => wit::ContentBlock::Text(text.clone()),
-        ContentBlock::Json(json) => wit::ContentBlock::Json(json.clone()),
-    }
-}
-
-/// The request as the guest gets it (what the host's conversion for the current version does).
+/// The request as the guest gets it. The benchmarks' request ([`crate::request`]) carries a
+/// text prompt and a parent and no option, and only that is converted.
 fn wit_request(r: &seam_host::StartRequest) -> wit::StartRequest {
+    assert!(
+        r.agent_options.is_none()
+            && r.output_schema.is_none()
+            && r.max_depth.is_none()
+            && r.tool_filter.is_none()
+            && r.persona.is_none(),
+        "the floor passes the benchmarks' plain request"
+    );
+    let parent = &r.parent;
     wit::StartRequest {
-        prompt: r.prompt.iter().map(wit_block).collect(),
+        prompt: vec![wit::ContentBlock::Text(seam_host::blocks_text(&r.prompt))],
         parent: wit::ParentRef {
-            id: r.parent.id.clone(),
-            session_id: r.parent.session_id.clone(),
-            working_directory: r.parent.working_directory.clone(),
-            depth: r.parent.depth,
+            id: parent.id.clone(),
+            session_id: parent.session_id.clone(),
+            working_directory: parent.working_directory.clone(),
+            depth: parent.depth,
         },
-        agent_options: r.agent_options.clone().map(|o| wit::AgentOptions {
-            model: o.model,
-            system_prompt: o.system_prompt,
-        }),
-        output_schema: r.output_schema.as_ref().map(|v| v.to_string()),
-        max_depth: r.max_depth.map(|d| d.clamp(0, i32::MAX as i64) as i32),
-        tool_filter: r.tool_filter.clone().map(|f| wit::ToolFilter {
-            allow: f.allow,
-            deny: f.deny,
-        }),
-        persona: r.persona.clone(),
+        agent_options: None,
+        output_schema: None,
+        max_depth: None,
+        tool_filter: None,
+        persona: None,
     }
 }

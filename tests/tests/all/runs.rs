@@ -121,6 +121,55 @@ async fn cancel_before_readiness_leaves_nothing() {
     assert!(names(&seen).is_empty(), "{:?}", names(&seen));
 }
 
+// Where a component's run does its work (`start` polls it once on the caller's thread). The
+// tests run on one thread, so nothing of a run's task happens before the test awaits.
+#[tokio::test]
+async fn a_component_run_that_waits_for_nothing_has_settled_when_start_returns() {
+    let host = host_with(&mock("m", "reply = \"done: {prompt}\"")).await;
+    let seen = record(&host);
+    let run = host.subagents().start("m", request("task")).unwrap();
+    let result = run.try_result().expect("settled inside start").unwrap();
+    assert_eq!(words(&result), "done: task");
+    assert_eq!(names(&seen), ["subagent/start", "subagent/end"]);
+    run.dispose().await;
+    assert_eq!(host.live_runs(), 0);
+    assert_eq!(host.live_instances(), 0);
+}
+
+#[tokio::test]
+async fn a_component_run_that_sleeps_goes_on_on_its_task_and_start_on_task_defers_it_all() {
+    let host = host_with(&mock("m", "delayMs = 600000")).await;
+    let seen = record(&host);
+    let run = host.subagents().start("m", request("task")).unwrap();
+    assert!(run.try_result().is_none(), "it waits in its sleep");
+    assert_eq!(names(&seen), ["subagent/start"], "ready in its first poll");
+    assert_eq!(
+        host.live_instances(),
+        1,
+        "its instance lives on in the run's task"
+    );
+    run.cancel(Some("enough".into()));
+    assert_eq!(run.result().await.unwrap().stop_reason, StopReason::Aborted);
+    run.dispose().await;
+    assert_eq!(names(&seen), ["subagent/start", "subagent/end"]);
+    assert_eq!(host.live_instances(), 0);
+
+    let seen = record(&host);
+    let run = host
+        .subagents()
+        .start_on_task("m", request("task"))
+        .unwrap();
+    assert_eq!(host.live_instances(), 0, "nothing of it ran before a yield");
+    // So a cancel now comes before its readiness: no child, no event.
+    run.cancel(Some("enough".into()));
+    assert!(run.started().await.is_err());
+    assert_eq!(run.result().await.unwrap().stop_reason, StopReason::Aborted);
+    run.dispose().await;
+    assert!(names(&seen).is_empty(), "{:?}", names(&seen));
+    assert_eq!(host.live_runs(), 0);
+    assert_eq!(host.live_instances(), 0);
+}
+
 #[tokio::test]
 async fn cancel_after_readiness_reaches_the_run_at_once() {
     let host = patient_host_with(&mock("m", "delayMs = 10000")).await;
