@@ -603,6 +603,104 @@ fn http_sessions_and_bodies_past_their_caps_are_refused() {
     assert_eq!(seam.wait().unwrap().code(), Some(130));
 }
 
+/// A refused request leaves its kept-alive connection usable, however its body arrives: the
+/// server answers only once it has read the body, so a client reusing the connection (as the
+/// Python SDK's pool does) is answered rather than dropped. Each refused request's body is sent
+/// apart from its head, after the test has seen that no answer came without it.
+#[test]
+fn a_refused_request_leaves_its_connection_usable() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let config = serve_config(dir.path());
+    let mut seam = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["mcp", config.to_str().unwrap(), "--http", "127.0.0.1:0"])
+        .args(["--token-env", "SEAM_TEST_MCP_TOKEN"])
+        .env("SEAM_TEST_MCP_TOKEN", "s3cret")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = seam_tests::lines_of(seam.stderr.take().unwrap());
+    let addr = loop {
+        let line = lines
+            .recv_timeout(seam_tests::BARRIER_TIMEOUT)
+            .expect("seam mcp says where it serves");
+        if let Some(url) = line.strip_prefix("seam mcp: serving on http://") {
+            break url.trim_end_matches("/mcp").to_string();
+        }
+    };
+    let stream = std::net::TcpStream::connect(&addr).unwrap();
+    stream.set_nodelay(true).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let head = |extra: &str| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\n{extra}Content-Length: {}\r\n\r\n",
+            INITIALIZE.len()
+        )
+    };
+    for (extra, status) in [
+        ("", "401"),
+        ("Authorization: Bearer wrong\r\n", "401"),
+        (
+            "Authorization: Bearer s3cret\r\nOrigin: http://evil.example\r\n",
+            "403",
+        ),
+    ] {
+        writer.write_all(head(extra).as_bytes()).unwrap();
+        // No answer comes before the body: a server that answered here would close the
+        // connection under the client whenever the body had not arrived yet.
+        reader
+            .get_ref()
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let early = reader.fill_buf().map(|b| b.len());
+        assert!(
+            matches!(&early, Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)),
+            "answered before the body was sent: {early:?}"
+        );
+        reader
+            .get_ref()
+            .set_read_timeout(Some(seam_tests::BARRIER_TIMEOUT))
+            .unwrap();
+        writer.write_all(INITIALIZE.as_bytes()).unwrap();
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        assert!(line.starts_with(&format!("HTTP/1.1 {status}")), "{line:?}");
+        let mut length = 0;
+        loop {
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+            let lower = line.to_ascii_lowercase();
+            assert!(!lower.starts_with("connection: close"), "{lower:?}");
+            if let Some(n) = lower.strip_prefix("content-length:") {
+                length = n.trim().parse().unwrap();
+            }
+            if line == "\r\n" {
+                break;
+            }
+        }
+        reader.read_exact(&mut vec![0; length]).unwrap();
+    }
+    // The same connection serves the request that is allowed.
+    writer
+        .write_all(
+            head("Authorization: Bearer s3cret\r\nOrigin: http://localhost:1\r\n").as_bytes(),
+        )
+        .unwrap();
+    writer.write_all(INITIALIZE.as_bytes()).unwrap();
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.starts_with("HTTP/1.1 200"), "{line:?}");
+    let kill = Command::new("kill")
+        .args(["-INT", &seam.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    assert_eq!(seam.wait().unwrap().code(), Some(130));
+}
+
 /// An `https://` entry speaks TLS: what reaches the server first is a TLS handshake record
 /// (0x16), not plain HTTP. (A loopback listener stands in for the server: no certificate
 /// this machine trusts is needed to see the client try.)

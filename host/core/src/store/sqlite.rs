@@ -5,6 +5,10 @@
 //! store finds the holders whose lock is free: their runs still `running` are marked
 //! `interrupted` with a diagnostic, and so are their sessions cut short mid-turn. The schema is
 //! versioned with `PRAGMA user_version`; a newer database is refused, an older one migrated.
+//! Openings of one file take turns (an exclusive lock on `PATH.holders/open.lock` while they
+//! switch to WAL, migrate, register and recover): hosts started together on a new file would
+//! otherwise race to create it, and SQLite refuses the WAL switch at once, without waiting, to
+//! all but one.
 //!
 //! Writes nothing waits on ([`SessionStore::commit_later`], and every run's start) go to a queue
 //! that a writer thread of the store's own commits in batches, many runs a transaction: a run
@@ -177,6 +181,14 @@ impl SqliteStore {
             std::fs::create_dir_all(dir)
                 .map_err(|e| open_err(format!("cannot create {}: {e}", dir.display())))?;
         }
+        let dir = holders_dir(path);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| open_err(format!("cannot create {}: {e}", dir.display())))?;
+        // Held until this opening is registered and has recovered; released when dropped.
+        let turn = dir.join("open.lock");
+        let _turn = File::create(&turn)
+            .and_then(|f| f.lock().map(|()| f))
+            .map_err(|e| open_err(format!("cannot lock {}: {e}", turn.display())))?;
         let mut conn = Connection::open(path).map_err(|e| open_err(e.to_string()))?;
         let sql = |e: rusqlite::Error| open_err(e.to_string());
         conn.busy_timeout(std::time::Duration::from_secs(5))
@@ -202,21 +214,12 @@ impl SqliteStore {
             .map_err(sql)?;
         migrate(&mut conn, found).map_err(sql)?;
 
-        let dir = holders_dir(path);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| open_err(format!("cannot create {}: {e}", dir.display())))?;
-        let now = now_ms() as i64;
-        conn.execute(
-            "INSERT INTO holders (pid, opened_ms) VALUES (?1, ?2)",
-            params![std::process::id(), now],
-        )
-        .map_err(sql)?;
-        let holder = conn.last_insert_rowid();
-        let file = lock_file(path, holder);
-        let lock = File::create(&file)
-            .map_err(|e| open_err(format!("cannot create {}: {e}", file.display())))?;
-        lock.try_lock()
-            .map_err(|e| open_err(format!("cannot lock {}: {e}", file.display())))?;
+        let (holder, lock) = register(&mut conn, path).map_err(|e| match e {
+            Registration::Sql(e) => sql(e),
+            Registration::Lock { file, error } => {
+                open_err(format!("cannot lock {}: {error}", file.display()))
+            }
+        })?;
         recover(&mut conn, path, holder).map_err(sql)?;
         let inner = Arc::new(Inner {
             conn: Mutex::new(conn),
@@ -333,11 +336,18 @@ fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
-fn migrate(conn: &mut Connection, from: i64) -> rusqlite::Result<()> {
+/// Brings the schema up to [`SCHEMA_VERSION`]. The version is read again under the write lock
+/// (an immediate transaction): processes opening a new file at once would otherwise each see
+/// version 0 and each create the tables, and all but the first fail ("table already exists").
+fn migrate(conn: &mut Connection, seen: i64) -> rusqlite::Result<()> {
+    if seen >= SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let from: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if from >= SCHEMA_VERSION {
         return Ok(());
     }
-    let tx = conn.transaction()?;
     for step in &MIGRATIONS[from as usize..SCHEMA_VERSION as usize] {
         tx.execute_batch(step)?;
     }
@@ -345,10 +355,52 @@ fn migrate(conn: &mut Connection, from: i64) -> rusqlite::Result<()> {
     tx.commit()
 }
 
-/// Marks the runs and open turns of every holder whose lock is free as interrupted.
+/// Why this opening could not register as a holder.
+enum Registration {
+    Sql(rusqlite::Error),
+    Lock {
+        file: PathBuf,
+        error: std::io::Error,
+    },
+}
+
+impl From<rusqlite::Error> for Registration {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Sql(e)
+    }
+}
+
+/// Adds this opening to the holders and takes its lock, in one write transaction: the row
+/// becomes visible to other openers (whose [`recover`] takes the same write lock) only once
+/// its lock is held, so none of them can take a holder that is still starting for a dead one.
+fn register(conn: &mut Connection, path: &Path) -> Result<(i64, File), Registration> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    tx.execute(
+        "INSERT INTO holders (pid, opened_ms) VALUES (?1, ?2)",
+        params![std::process::id(), now_ms() as i64],
+    )?;
+    let holder = tx.last_insert_rowid();
+    let file = lock_file(path, holder);
+    let lock = File::create(&file)
+        .and_then(|lock| lock.try_lock().map(|()| lock).map_err(std::io::Error::from))
+        .map_err(|error| Registration::Lock {
+            file: file.clone(),
+            error,
+        })?;
+    if let Err(e) = tx.commit() {
+        let _ = std::fs::remove_file(&file);
+        return Err(e.into());
+    }
+    Ok((holder, lock))
+}
+
+/// Marks the runs and open turns of every holder whose lock is free as interrupted. The holders
+/// are read and judged under the write lock, so that a holder registering meanwhile is either
+/// not seen or seen with its lock held (see [`register`]).
 fn recover(conn: &mut Connection, path: &Path, me: i64) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let holders: Vec<i64> = {
-        let mut stmt = conn.prepare("SELECT id FROM holders WHERE id != ?1")?;
+        let mut stmt = tx.prepare("SELECT id FROM holders WHERE id != ?1")?;
         let rows = stmt.query_map([me], |r| r.get(0))?;
         rows.collect::<rusqlite::Result<_>>()?
     };
@@ -363,7 +415,6 @@ fn recover(conn: &mut Connection, path: &Path, me: i64) -> rusqlite::Result<()> 
     if dead.is_empty() {
         return Ok(());
     }
-    let tx = conn.transaction()?;
     let now = now_ms() as i64;
     for h in &dead {
         tx.execute(

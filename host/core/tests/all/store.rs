@@ -59,6 +59,37 @@ fn a_database_of_a_newer_schema_is_refused_naming_the_file_and_both_versions() {
     assert_eq!(tables, 0);
 }
 
+/// Hosts started together on a new database file (as parallel `seam` commands on a fresh
+/// state folder are) all open it: one creates the schema, the others find it made.
+#[test]
+fn stores_opened_at_once_on_a_new_file_all_open() {
+    const OPENERS: usize = 8;
+    for _ in 0..4 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state").join("sessions.db");
+        let barrier = std::sync::Barrier::new(OPENERS);
+        let opened: Vec<Result<SqliteStore, StoreError>> = std::thread::scope(|scope| {
+            let openers: Vec<_> = (0..OPENERS)
+                .map(|_| {
+                    scope.spawn(|| {
+                        barrier.wait();
+                        SqliteStore::open(&path, StoreLimits::default())
+                    })
+                })
+                .collect();
+            openers.into_iter().map(|o| o.join().unwrap()).collect()
+        });
+        for store in &opened {
+            if let Err(e) = store {
+                panic!("a store opened at once with others failed: {e}");
+            }
+        }
+        let store = opened.into_iter().next().unwrap().unwrap();
+        store.commit(vec![open("s", None)]).expect("a write");
+        assert_eq!(store.integrity_check().unwrap(), "ok");
+    }
+}
+
 #[test]
 fn a_store_that_cannot_be_created_fails_naming_its_path() {
     let dir = tempfile::tempdir().unwrap();

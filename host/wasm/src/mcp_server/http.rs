@@ -7,15 +7,22 @@
 //!   time);
 //! - `Origin`, when a browser sends one, must be a loopback origin or one allowed by name, and
 //!   `Host` a loopback name or one allowed (against DNS rebinding; rmcp checks both);
-//! - a request body is at most `max_request_bytes` (rmcp answers 413 past it), and at most
-//!   `max_sessions` sessions are open at once (a new one past it is refused with 503).
+//! - a request body is at most `max_request_bytes` (413 past it), and at most `max_sessions`
+//!   sessions are open at once (a new one past it is refused with 503).
+//!
+//! Every request's body is read whole (within its cap) before any answer is given, refusals
+//! included. hyper closes a kept-alive connection whose request body was left unread if that
+//! body had not arrived yet, and may already have sent the answer without `Connection: close`:
+//! a client reusing the connection then sees it drop without an answer (a race that lost the
+//! MCP SDK's second request under load). A body past its cap is refused with `Connection:
+//! close`, so the client never reuses a connection whose input is left unread.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use http_body_util::{combinators::BoxBody, BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -154,6 +161,7 @@ impl McpHttp {
         let guard = Arc::new(Guard {
             token: options.bearer_token.clone(),
             max_sessions: options.max_sessions,
+            max_request_bytes: options.max_request_bytes,
             sessions,
         });
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -181,7 +189,11 @@ impl McpHttp {
                 let serve = hyper::service::service_fn(move |request: Request<Incoming>| {
                     let (service, guard) = (service.clone(), guard.clone());
                     async move {
-                        Ok::<_, Infallible>(match guard.check(&request).await {
+                        let request = match guard.read_body(request).await {
+                            Ok(request) => request,
+                            Err(refused) => return Ok::<_, Infallible>(refused),
+                        };
+                        Ok(match guard.check(&request).await {
                             Some(refused) => refused,
                             None => service.handle(request).await,
                         })
@@ -198,16 +210,50 @@ impl McpHttp {
     }
 }
 
-/// The checks rmcp does not make: the bearer token and the session count.
+/// The checks rmcp does not make: the bearer token and the session count; and the body read
+/// whole before either.
 struct Guard {
     token: Option<String>,
     max_sessions: usize,
+    max_request_bytes: usize,
     sessions: Arc<LocalSessionManager>,
 }
 
 impl Guard {
+    /// `request` with its body read whole, or the refusal of a body past the cap (or one the
+    /// client broke off).
+    async fn read_body(
+        &self,
+        request: Request<Incoming>,
+    ) -> Result<Request<Full<Bytes>>, Response<Body>> {
+        let too_large = || {
+            closing(plain(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "the request body is too large",
+            ))
+        };
+        let declared = request
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        // A declared length past the cap is refused before a byte of the body is read.
+        if declared.is_some_and(|n| n > self.max_request_bytes as u64) {
+            return Err(too_large());
+        }
+        let (parts, body) = request.into_parts();
+        match Limited::new(body, self.max_request_bytes).collect().await {
+            Ok(body) => Ok(Request::from_parts(parts, Full::new(body.to_bytes()))),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+            Err(_) => Err(closing(plain(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read",
+            ))),
+        }
+    }
+
     /// The refusal of `request`, if it is refused.
-    async fn check(&self, request: &Request<Incoming>) -> Option<Response<Body>> {
+    async fn check<B>(&self, request: &Request<B>) -> Option<Response<Body>> {
         if let Some(token) = &self.token {
             let given = request
                 .headers()
@@ -245,6 +291,15 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
     *response.status_mut() = status;
+    response
+}
+
+/// `response`, telling the client that the connection ends with it.
+fn closing(mut response: Response<Body>) -> Response<Body> {
+    response.headers_mut().insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
     response
 }
 
