@@ -151,18 +151,20 @@ fn the_python_sdk_uses_seam_tools_over_stdio() {
     assert_served(&out, &std::fs::read_to_string(&events).unwrap());
 }
 
-#[test]
-fn the_python_sdk_uses_seam_tools_over_http_with_a_token() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = serve_config(dir.path());
+/// `seam mcp CONFIG --http 127.0.0.1:0 ARGS` (with the token `s3cret` in `SEAM_TEST_MCP_TOKEN`
+/// for `--token-env`), once it says where it serves: the process, its stderr's lines, and the
+/// URL.
+fn serve_http(
+    config: &Path,
+    args: &[&str],
+) -> (
+    std::process::Child,
+    std::sync::mpsc::Receiver<String>,
+    String,
+) {
     let mut seam = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
-        .args(["mcp", config.to_str().unwrap(), "--events"])
-        .args([
-            "--http",
-            "127.0.0.1:0",
-            "--token-env",
-            "SEAM_TEST_MCP_TOKEN",
-        ])
+        .args(["mcp", config.to_str().unwrap(), "--http", "127.0.0.1:0"])
+        .args(args)
         .env("SEAM_TEST_MCP_TOKEN", "s3cret")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -177,18 +179,32 @@ fn the_python_sdk_uses_seam_tools_over_http_with_a_token() {
             break url.to_string();
         }
     };
-    let out = client(&["http", &url, "s3cret"]);
+    (seam, lines, url)
+}
+
+/// Stops `seam` as Ctrl-C does; it must exit with 130.
+fn interrupt(mut seam: std::process::Child) {
     let kill = Command::new("kill")
         .args(["-INT", &seam.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
+    assert_eq!(seam.wait().unwrap().code(), Some(130));
+}
+
+#[test]
+fn the_python_sdk_uses_seam_tools_over_http_with_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = serve_config(dir.path());
+    let (seam, lines, url) =
+        serve_http(&config, &["--events", "--token-env", "SEAM_TEST_MCP_TOKEN"]);
+    let out = client(&["http", &url, "s3cret"]);
+    interrupt(seam);
     let mut events = String::new();
     while let Ok(line) = lines.recv_timeout(Duration::from_secs(60)) {
         events += &line;
         events.push('\n');
     }
-    assert_eq!(seam.wait().unwrap().code(), Some(130));
     assert_served(&out, &events);
     let refused = &out["refused"];
     assert_eq!(refused["no_token"], 401, "{refused}");
@@ -573,34 +589,20 @@ fn post_status(addr: &str, body: &str) -> u16 {
 fn http_sessions_and_bodies_past_their_caps_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let config = serve_config(dir.path());
-    let mut seam = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
-        .args(["mcp", config.to_str().unwrap()])
-        .args(["--http", "127.0.0.1:0", "--max-sessions", "1"])
-        .args(["--max-request-bytes", "1000"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = seam_tests::lines_of(seam.stderr.take().unwrap());
-    let addr = loop {
-        let line = lines
-            .recv_timeout(seam_tests::BARRIER_TIMEOUT)
-            .expect("seam mcp says where it serves");
-        if let Some(url) = line.strip_prefix("seam mcp: serving on http://") {
-            break url.trim_end_matches("/mcp").to_string();
-        }
-    };
+    let (seam, _lines, url) = serve_http(
+        &config,
+        &["--max-sessions", "1", "--max-request-bytes", "1000"],
+    );
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
     // A body past the size cap is refused before it is read whole.
     let padded = INITIALIZE.replace("\"probe\"", &format!("\"{}\"", "p".repeat(2000)));
     assert_eq!(post_status(&addr, &padded), 413);
     assert_eq!(post_status(&addr, INITIALIZE), 200);
     assert_eq!(post_status(&addr, INITIALIZE), 503);
-    let kill = Command::new("kill")
-        .args(["-INT", &seam.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    assert_eq!(seam.wait().unwrap().code(), Some(130));
+    interrupt(seam);
 }
 
 /// A refused request leaves its kept-alive connection usable, however its body arrives: the
@@ -612,23 +614,11 @@ fn a_refused_request_leaves_its_connection_usable() {
     use std::io::{BufRead, BufReader, Read, Write};
     let dir = tempfile::tempdir().unwrap();
     let config = serve_config(dir.path());
-    let mut seam = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
-        .args(["mcp", config.to_str().unwrap(), "--http", "127.0.0.1:0"])
-        .args(["--token-env", "SEAM_TEST_MCP_TOKEN"])
-        .env("SEAM_TEST_MCP_TOKEN", "s3cret")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = seam_tests::lines_of(seam.stderr.take().unwrap());
-    let addr = loop {
-        let line = lines
-            .recv_timeout(seam_tests::BARRIER_TIMEOUT)
-            .expect("seam mcp says where it serves");
-        if let Some(url) = line.strip_prefix("seam mcp: serving on http://") {
-            break url.trim_end_matches("/mcp").to_string();
-        }
-    };
+    let (seam, _lines, url) = serve_http(&config, &["--token-env", "SEAM_TEST_MCP_TOKEN"]);
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
     let stream = std::net::TcpStream::connect(&addr).unwrap();
     stream.set_nodelay(true).unwrap();
     let mut writer = stream.try_clone().unwrap();
@@ -693,12 +683,7 @@ fn a_refused_request_leaves_its_connection_usable() {
     let mut line = String::new();
     reader.read_line(&mut line).unwrap();
     assert!(line.starts_with("HTTP/1.1 200"), "{line:?}");
-    let kill = Command::new("kill")
-        .args(["-INT", &seam.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    assert_eq!(seam.wait().unwrap().code(), Some(130));
+    interrupt(seam);
 }
 
 /// An `https://` entry speaks TLS: what reaches the server first is a TLS handshake record

@@ -193,6 +193,11 @@ impl SqliteStore {
         let sql = |e: rusqlite::Error| open_err(e.to_string());
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(sql)?;
+        // Every transaction takes the write lock as it begins, waiting for it (the busy
+        // timeout) if another process holds it. A deferred one that read first and wrote
+        // after another process's commit would be refused at once ("database is locked"),
+        // with no wait: hosts sharing one file would fail each other's commits.
+        conn.set_transaction_behavior(rusqlite::TransactionBehavior::Immediate);
         let found: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(sql)?;
@@ -343,7 +348,7 @@ fn migrate(conn: &mut Connection, seen: i64) -> rusqlite::Result<()> {
     if seen >= SCHEMA_VERSION {
         return Ok(());
     }
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let tx = conn.transaction()?;
     let from: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if from >= SCHEMA_VERSION {
         return Ok(());
@@ -374,7 +379,7 @@ impl From<rusqlite::Error> for Registration {
 /// becomes visible to other openers (whose [`recover`] takes the same write lock) only once
 /// its lock is held, so none of them can take a holder that is still starting for a dead one.
 fn register(conn: &mut Connection, path: &Path) -> Result<(i64, File), Registration> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let tx = conn.transaction()?;
     tx.execute(
         "INSERT INTO holders (pid, opened_ms) VALUES (?1, ?2)",
         params![std::process::id(), now_ms() as i64],
@@ -398,7 +403,7 @@ fn register(conn: &mut Connection, path: &Path) -> Result<(i64, File), Registrat
 /// are read and judged under the write lock, so that a holder registering meanwhile is either
 /// not seen or seen with its lock held (see [`register`]).
 fn recover(conn: &mut Connection, path: &Path, me: i64) -> rusqlite::Result<()> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let tx = conn.transaction()?;
     let holders: Vec<i64> = {
         let mut stmt = tx.prepare("SELECT id FROM holders WHERE id != ?1")?;
         let rows = stmt.query_map([me], |r| r.get(0))?;

@@ -90,6 +90,38 @@ fn stores_opened_at_once_on_a_new_file_all_open() {
     }
 }
 
+/// Hosts sharing one file (parallel `seam` commands on one state folder) write at once: every
+/// commit of each lands, none refused because another wrote between its read and its write.
+#[test]
+fn stores_sharing_a_file_all_commit_while_others_write() {
+    const WRITERS: usize = 4;
+    const STEPS: usize = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let barrier = std::sync::Barrier::new(WRITERS);
+    std::thread::scope(|scope| {
+        for w in 0..WRITERS {
+            let (path, barrier) = (&path, &barrier);
+            scope.spawn(move || {
+                let store = SqliteStore::open(path, StoreLimits::default()).unwrap();
+                let id = format!("s{w}");
+                barrier.wait();
+                store.commit(vec![open(&id, None)]).unwrap();
+                for step in 0..STEPS {
+                    // An append reads its session's size before it writes.
+                    store
+                        .commit(vec![append(&id, &format!("\"{step}\""))])
+                        .unwrap_or_else(|e| panic!("writer {w}, step {step}: {e}"));
+                }
+            });
+        }
+    });
+    let store = SqliteStore::open(&path, StoreLimits::default()).unwrap();
+    for w in 0..WRITERS {
+        assert_eq!(store.events(&format!("s{w}")).unwrap().len(), STEPS);
+    }
+}
+
 #[test]
 fn a_store_that_cannot_be_created_fails_naming_its_path() {
     let dir = tempfile::tempdir().unwrap();
