@@ -985,13 +985,15 @@ fn hostile_a_progress_flood_to_a_slow_acp_client_is_dropped_not_queued() {
         &config,
         format!(
             // The outbox is what is under test: the flood is not journaled to a disk store
-            // (400,000 commits, which its CPU budget would not cover).
+            // (400,000 commits, which its CPU budget would not cover). Nor is the CPU budget:
+            // ticks count while the flood's host imports run, about 7 s of this debug host's
+            // time alone, more on a loaded machine, so the flood gets ten minutes.
             "[agent]\nmodel = \"scripted:lead\"\n\n[sessions]\nstore = \"memory\"\n\n\
              [models.scripts.lead]\nsteps = [ {{ text = \"asking\", tool_calls = [ {} ] }}, \
              {{ text = \"asking again\", tool_calls = [ {} ] }}, {{ text = \"all done\" }} ]\n\n\
              [[plugin]]\nid = \"flood\"\ncomponent = \"{}\"\n\
              config = {{ name = \"flood\", mode = \"progress-flood\", count = 400000, bytes = 0 }}\n\
-             [plugin.limits]\nmax_output_bytes = 1073741824\n\n\
+             [plugin.limits]\nmax_output_bytes = 1073741824\ncpu_ms_per_call = 600000\n\n\
              [[plugin]]\nid = \"good\"\ncomponent = \"{}\"\nconfig = {{ name = \"good\", reply = \"fine\" }}\n\n\
              [[plugin]]\nid = \"ask\"\ncomponent = \"{}\"\nconfig = {{ provider = \"flood\", toolName = \"ask\" }}\n\n\
              [[plugin]]\nid = \"ask-good\"\ncomponent = \"{}\"\nconfig = {{ provider = \"good\", toolName = \"ask_good\" }}\n",
