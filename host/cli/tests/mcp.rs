@@ -151,26 +151,32 @@ fn the_python_sdk_uses_seam_tools_over_stdio() {
     assert_served(&out, &std::fs::read_to_string(&events).unwrap());
 }
 
+/// A `seam mcp --http` process, killed if the test ends before [`interrupt`] stops it (a
+/// failed assertion must not leave a server behind).
+struct Served(std::process::Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `seam mcp CONFIG --http 127.0.0.1:0 ARGS` (with the token `s3cret` in `SEAM_TEST_MCP_TOKEN`
 /// for `--token-env`), once it says where it serves: the process, its stderr's lines, and the
 /// URL.
-fn serve_http(
-    config: &Path,
-    args: &[&str],
-) -> (
-    std::process::Child,
-    std::sync::mpsc::Receiver<String>,
-    String,
-) {
-    let mut seam = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
-        .args(["mcp", config.to_str().unwrap(), "--http", "127.0.0.1:0"])
-        .args(args)
-        .env("SEAM_TEST_MCP_TOKEN", "s3cret")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = seam_tests::lines_of(seam.stderr.take().unwrap());
+fn serve_http(config: &Path, args: &[&str]) -> (Served, std::sync::mpsc::Receiver<String>, String) {
+    let mut seam = Served(
+        seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+            .args(["mcp", config.to_str().unwrap(), "--http", "127.0.0.1:0"])
+            .args(args)
+            .env("SEAM_TEST_MCP_TOKEN", "s3cret")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let lines = seam_tests::lines_of(seam.0.stderr.take().unwrap());
     let url = loop {
         let line = lines
             .recv_timeout(seam_tests::BARRIER_TIMEOUT)
@@ -183,13 +189,13 @@ fn serve_http(
 }
 
 /// Stops `seam` as Ctrl-C does; it must exit with 130.
-fn interrupt(mut seam: std::process::Child) {
+fn interrupt(mut seam: Served) {
     let kill = Command::new("kill")
-        .args(["-INT", &seam.id().to_string()])
+        .args(["-INT", &seam.0.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
-    assert_eq!(seam.wait().unwrap().code(), Some(130));
+    assert_eq!(seam.0.wait().unwrap().code(), Some(130));
 }
 
 #[test]
