@@ -219,12 +219,7 @@ impl SqliteStore {
             .map_err(sql)?;
         migrate(&mut conn, found).map_err(sql)?;
 
-        let (holder, lock) = register(&mut conn, path).map_err(|e| match e {
-            Registration::Sql(e) => sql(e),
-            Registration::Lock { file, error } => {
-                open_err(format!("cannot lock {}: {error}", file.display()))
-            }
-        })?;
+        let (holder, lock) = register(&mut conn, path)?;
         recover(&mut conn, path, holder).map_err(sql)?;
         let inner = Arc::new(Inner {
             conn: Mutex::new(conn),
@@ -360,41 +355,29 @@ fn migrate(conn: &mut Connection, seen: i64) -> rusqlite::Result<()> {
     tx.commit()
 }
 
-/// Why this opening could not register as a holder.
-enum Registration {
-    Sql(rusqlite::Error),
-    Lock {
-        file: PathBuf,
-        error: std::io::Error,
-    },
-}
-
-impl From<rusqlite::Error> for Registration {
-    fn from(e: rusqlite::Error) -> Self {
-        Self::Sql(e)
-    }
-}
-
 /// Adds this opening to the holders and takes its lock, in one write transaction: the row
 /// becomes visible to other openers (whose [`recover`] takes the same write lock) only once
 /// its lock is held, so none of them can take a holder that is still starting for a dead one.
-fn register(conn: &mut Connection, path: &Path) -> Result<(i64, File), Registration> {
-    let tx = conn.transaction()?;
+fn register(conn: &mut Connection, path: &Path) -> Result<(i64, File), StoreError> {
+    let open_err = |message: String| StoreError::Open {
+        path: path.to_path_buf(),
+        message,
+    };
+    let sql = |e: rusqlite::Error| open_err(e.to_string());
+    let tx = conn.transaction().map_err(sql)?;
     tx.execute(
         "INSERT INTO holders (pid, opened_ms) VALUES (?1, ?2)",
         params![std::process::id(), now_ms() as i64],
-    )?;
+    )
+    .map_err(sql)?;
     let holder = tx.last_insert_rowid();
     let file = lock_file(path, holder);
     let lock = File::create(&file)
         .and_then(|lock| lock.try_lock().map(|()| lock).map_err(std::io::Error::from))
-        .map_err(|error| Registration::Lock {
-            file: file.clone(),
-            error,
-        })?;
+        .map_err(|e| open_err(format!("cannot lock {}: {e}", file.display())))?;
     if let Err(e) = tx.commit() {
         let _ = std::fs::remove_file(&file);
-        return Err(e.into());
+        return Err(sql(e));
     }
     Ok((holder, lock))
 }

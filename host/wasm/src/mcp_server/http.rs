@@ -10,12 +10,13 @@
 //! - a request body is at most `max_request_bytes` (413 past it), and at most `max_sessions`
 //!   sessions are open at once (a new one past it is refused with 503).
 //!
-//! Every request's body is read whole (within its cap) before any answer is given, refusals
-//! included. hyper closes a kept-alive connection whose request body was left unread if that
-//! body had not arrived yet, and may already have sent the answer without `Connection: close`:
-//! a client reusing the connection then sees it drop without an answer (a race that lost the
-//! MCP SDK's second request under load). A body past its cap is refused with `Connection:
-//! close`, so the client never reuses a connection whose input is left unread.
+//! Every request's body is read (within its cap) before any answer is given, refusals
+//! included: hyper closes a kept-alive connection whose request body was left unread if that
+//! body had not arrived yet, and may already have sent the answer without `Connection: close`,
+//! so a client reusing the connection saw it drop without an answer (a race that lost the MCP
+//! SDK's second request under load). A request without the token has its body read and
+//! dropped, never held; a body past its cap is refused with `Connection: close`, its rest
+//! unread.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -188,16 +189,7 @@ impl McpHttp {
                 let _slot = slot;
                 let serve = hyper::service::service_fn(move |request: Request<Incoming>| {
                     let (service, guard) = (service.clone(), guard.clone());
-                    async move {
-                        let request = match guard.read_body(request).await {
-                            Ok(request) => request,
-                            Err(refused) => return Ok::<_, Infallible>(refused),
-                        };
-                        Ok(match guard.check(&request).await {
-                            Some(refused) => refused,
-                            None => service.handle(request).await,
-                        })
-                    }
+                    async move { Ok::<_, Infallible>(guard.serve(&service, request).await) }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), serve)
@@ -210,8 +202,8 @@ impl McpHttp {
     }
 }
 
-/// The checks rmcp does not make: the bearer token and the session count; and the body read
-/// whole before either.
+/// What is checked before rmcp sees a request: the body's size, the bearer token and the
+/// session count.
 struct Guard {
     token: Option<String>,
     max_sessions: usize,
@@ -220,18 +212,12 @@ struct Guard {
 }
 
 impl Guard {
-    /// `request` with its body read whole, or the refusal of a body past the cap (or one the
-    /// client broke off).
-    async fn read_body(
+    /// The answer to `request`: a refusal, or rmcp's.
+    async fn serve(
         &self,
+        service: &StreamableHttpService<McpServer, LocalSessionManager>,
         request: Request<Incoming>,
-    ) -> Result<Request<Full<Bytes>>, Response<Body>> {
-        let too_large = || {
-            closing(plain(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "the request body is too large",
-            ))
-        };
+    ) -> Response<Body> {
         let declared = request
             .headers()
             .get(hyper::header::CONTENT_LENGTH)
@@ -239,47 +225,57 @@ impl Guard {
             .and_then(|v| v.parse::<u64>().ok());
         // A declared length past the cap is refused before a byte of the body is read.
         if declared.is_some_and(|n| n > self.max_request_bytes as u64) {
-            return Err(too_large());
+            return too_large();
         }
         let (parts, body) = request.into_parts();
-        match Limited::new(body, self.max_request_bytes).collect().await {
-            Ok(body) => Ok(Request::from_parts(parts, Full::new(body.to_bytes()))),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-            Err(_) => Err(closing(plain(
-                StatusCode::BAD_REQUEST,
-                "the request body could not be read",
-            ))),
-        }
-    }
-
-    /// The refusal of `request`, if it is refused.
-    async fn check<B>(&self, request: &Request<B>) -> Option<Response<Body>> {
-        if let Some(token) = &self.token {
-            let given = request
-                .headers()
-                .get(hyper::header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .unwrap_or_default();
-            if !same(given.as_bytes(), token.as_bytes()) {
-                let mut refused = plain(StatusCode::UNAUTHORIZED, "a bearer token is required");
-                refused.headers_mut().insert(
-                    hyper::header::WWW_AUTHENTICATE,
-                    hyper::header::HeaderValue::from_static("Bearer"),
-                );
-                return Some(refused);
+        if !self.authorized(&parts.headers) {
+            let mut refused = plain(StatusCode::UNAUTHORIZED, "a bearer token is required");
+            refused.headers_mut().insert(
+                hyper::header::WWW_AUTHENTICATE,
+                hyper::header::HeaderValue::from_static("Bearer"),
+            );
+            // Read and dropped: a client without the token makes the server hold nothing.
+            let mut body = Limited::new(body, self.max_request_bytes);
+            while let Some(frame) = body.frame().await {
+                if frame.is_err() {
+                    return closing(refused);
+                }
             }
+            return refused;
         }
+        let body = match Limited::new(body, self.max_request_bytes).collect().await {
+            Ok(body) => Full::new(body.to_bytes()),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
+            Err(_) => {
+                return closing(plain(
+                    StatusCode::BAD_REQUEST,
+                    "the request body could not be read",
+                ))
+            }
+        };
         // A POST without a session id opens a session (or is a stateless request).
-        let opens = request.method() == hyper::Method::POST
-            && !request.headers().contains_key("mcp-session-id");
+        let opens =
+            parts.method == hyper::Method::POST && !parts.headers.contains_key("mcp-session-id");
         if opens && self.sessions.sessions.read().await.len() >= self.max_sessions {
-            return Some(plain(
+            return plain(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too many MCP sessions are open",
-            ));
+            );
         }
-        None
+        service.handle(Request::from_parts(parts, body)).await
+    }
+
+    /// Whether `headers` carry the bearer token, if one is required.
+    fn authorized(&self, headers: &hyper::HeaderMap) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        let given = headers
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        same(given.as_bytes(), token.as_bytes())
     }
 }
 
@@ -292,6 +288,14 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
     *response.status_mut() = status;
     response
+}
+
+/// The refusal of a body past the cap, whose rest is left unread.
+fn too_large() -> Response<Body> {
+    closing(plain(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "the request body is too large",
+    ))
 }
 
 /// `response`, telling the client that the connection ends with it.
