@@ -17,6 +17,10 @@ defines it. Four checks:
 - layers: where LAYERS declares a crate's top-level modules bottom-up, a module may use only
   modules of lower layers (not its own layer, not above).
 
+Across crates, CRATE_LAYERS declares every crate under host/ bottom-up (cli -> host ->
+capability crates -> core): a crate's `seam-*` dependencies in its Cargo.toml must all sit in
+lower layers, and a crate missing from it fails the check.
+
 Usage: scripts/module-cycles.py [CRATE_SRC_DIR...] (default: every host/*/src).
 """
 
@@ -44,6 +48,43 @@ LAYERS = {
         ["agent"],
     ],
 }
+
+# Every crate under host/, by folder, bottom-up: a crate may depend only on crates of lower
+# layers. The capability crates sit between the host, which composes them behind features, and
+# core, which knows no WebAssembly.
+CRATE_LAYERS = [
+    ["core"],
+    ["process", "sandbox"],
+    ["wasm", "acp", "mcp", "oci", "telemetry", "cluster"],
+    ["host"],
+    ["cli"],
+]
+
+SEAM_DEP = re.compile(r"^(seam-[a-z-]+)\s*(?:\.workspace\s*=|=)", re.M)
+
+
+def check_crates(root: Path) -> list:
+    """Each crate's `seam-*` dependencies point down CRATE_LAYERS."""
+    rank = {name: i for i, layer in enumerate(CRATE_LAYERS) for name in layer}
+    problems = []
+    for manifest in sorted(root.glob("host/*/Cargo.toml")):
+        crate = manifest.parent.name
+        if crate not in rank:
+            problems.append(f"{manifest}: crate folder `{crate}` has no layer in CRATE_LAYERS")
+            continue
+        text = manifest.read_text()
+        deps = text.split("[dependencies]", 1)[-1].split("\n[", 1)[0]
+        for dep in SEAM_DEP.findall(deps):
+            folder = dep.removeprefix("seam-")
+            if folder not in rank:
+                problems.append(f"{manifest}: depends on `{dep}`, which has no layer")
+            elif rank[folder] >= rank[crate]:
+                problems.append(
+                    f"{manifest}: `{crate}` depends on `{dep}`, which is not below it "
+                    f"(layers, bottom-up: {' < '.join('/'.join(l) for l in CRATE_LAYERS)})"
+                )
+    return problems
+
 
 # (crate folder, parent module, child module): why the two may use each other.
 PARENT_CHILD_EXEMPT = {
@@ -242,7 +283,7 @@ def check(src: Path) -> list:
 def main():
     root = Path(__file__).resolve().parent.parent
     dirs = [Path(a) for a in sys.argv[1:]] or sorted(root.glob("host/*/src"))
-    problems = [p for d in dirs for p in check(d)]
+    problems = check_crates(root) + [p for d in dirs for p in check(d)]
     for p in problems:
         print(p)
     if problems:

@@ -20,8 +20,8 @@ use rmcp::service::RunningService;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{RoleClient, ServiceExt};
 use seam_bench::{guest_dir, host_with, on_worker, options, repo, runtime, write_result};
-use seam_host::mcp_server::http::{HttpOptions, McpHttp};
-use seam_host::mcp_server::server::McpServer;
+use seam_host::mcp::server::http::{HttpOptions, McpHttp};
+use seam_host::mcp::server::McpServer;
 use seam_host::{Host, ParentRef};
 use tokio_util::sync::CancellationToken;
 
@@ -53,7 +53,7 @@ async fn call(client: &RunningService<RoleClient, ()>) {
 async fn stdio_client(host: &Host) -> RunningService<RoleClient, ()> {
     let (client_end, server_end) = tokio::io::duplex(1 << 20);
     let (server_read, server_write) = tokio::io::split(server_end);
-    let server = McpServer::new(host.clone(), "bench", "/work");
+    let server = McpServer::new(host.tool_host(), "bench", "/work");
     tokio::spawn(async move {
         let running = server
             .serve(AsyncRwTransport::new_server(server_read, server_write))
@@ -72,7 +72,7 @@ async fn http_client(host: &Host) -> RunningService<RoleClient, ()> {
         .await
         .expect("the endpoint binds");
     let addr = endpoint.local_addr().unwrap();
-    tokio::spawn(endpoint.serve(host.clone(), "/work".into(), CancellationToken::new()));
+    tokio::spawn(endpoint.serve(host.tool_host(), "/work".into(), CancellationToken::new()));
     let transport =
         rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
     ().serve(transport).await.expect("the client initializes")

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, Result};
+use seam_host::config::EntrySource;
 use seam_host::{cache_entries, clear_cache, prune_cache, CacheEntry, EngineOptions};
 
 use super::{interruptible, read_config, with_host, EXIT_ERROR, EXIT_OK};
@@ -108,22 +109,36 @@ pub(crate) async fn run_compile(args: CompileArgs, interrupt: &CancellationToken
         let mut failed = 0;
         let mut seen = std::collections::HashSet::new();
         for entry in config.plugins.iter().filter(|e| !e.disabled) {
-            if entry.is_acp() {
-                outln!("{}: an ACP agent program, nothing to compile", entry.id);
-                continue;
-            }
+            let path = match &entry.source {
+                EntrySource::Component(path) => path,
+                EntrySource::Oci(_) => {
+                    outln!(
+                        "{}: a component from a registry, compiled by `seam pull`",
+                        entry.id
+                    );
+                    continue;
+                }
+                EntrySource::Acp(_) => {
+                    outln!("{}: an ACP agent program, nothing to compile", entry.id);
+                    continue;
+                }
+                EntrySource::Mcp(_) => {
+                    outln!("{}: an MCP server, nothing to compile", entry.id);
+                    continue;
+                }
+            };
             // Several entries may share one component: compile it once.
-            if !seen.insert(entry.component.clone()) {
+            if !seen.insert(path.clone()) {
                 continue;
             }
             let t = Instant::now();
-            match interruptible(host.precompile(&entry.component), interrupt).await? {
+            match interruptible(host.precompile(path), interrupt).await? {
                 Ok(cached) => outln!(
                     "{}: {} in {} ms ({})",
                     entry.id,
                     if cached { "cached" } else { "compiled" },
                     t.elapsed().as_millis(),
-                    entry.component.display()
+                    path.display()
                 ),
                 Err(e) => {
                     failed += 1;

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use seam_host::config::EntryKind;
 use seam_host::{Host, PluginInfo, PluginKind, PluginState};
 use serde_json::json;
 
@@ -177,7 +178,14 @@ fn plugin_json(p: &PluginInfo) -> serde_json::Value {
         "stale": p.stale,
         "command": p.command,
         "grants": p.grants,
-        "limits": p.limits,
+        "entry": p.entry,
+        "limits": match p.entry {
+            EntryKind::Mcp => p
+                .limits
+                .as_ref()
+                .map(|l| json!({"host_memory_mb": l.host_memory_bytes >> 20})),
+            _ => p.limits.as_ref().map(|l| json!(l)),
+        },
         "pulled": p.pulled,
         "compiler": p.compiler,
     })
@@ -200,30 +208,39 @@ fn what(p: &PluginInfo, tools: &[ToolLine]) -> String {
     } else {
         ""
     };
-    match (&p.kind, &p.name, &p.follows) {
-        (Some(PluginKind::Provider), Some(name), _) => match &p.command {
-            Some(argv) => format!("provider `{name}`, ACP agent `{}`{stale}", argv.join(" ")),
-            None => format!("provider `{name}`{stale}"),
+    match p.entry {
+        EntryKind::Acp => match (&p.name, &p.command) {
+            (Some(name), Some(argv)) => {
+                format!("provider `{name}`, ACP agent `{}`{stale}", argv.join(" "))
+            }
+            _ => String::new(),
         },
-        (Some(PluginKind::Tool), Some(name), Some(follows)) => {
-            format!(
-                "tool `{name}` follows provider `{follows}`{}{stale}",
-                mounted(name)
-            )
-        }
-        (Some(PluginKind::Tool), Some(name), None) => {
-            format!("tool `{name}`{}{stale}", mounted(name))
-        }
-        (Some(PluginKind::Observer), _, _) => format!("observer{stale}"),
         // An MCP entry mounts as many tools as its server offers (and the entry admits).
-        (Some(PluginKind::Tool), None, None) if p.state == PluginState::Active => {
+        EntryKind::Mcp if p.state == PluginState::Active => {
             let n = tools.iter().filter(|t| t.plugin == p.id).count();
             format!(
                 "MCP server `{}`, {n} tool(s) mounted",
                 p.component.display()
             )
         }
-        _ => String::new(),
+        EntryKind::Mcp => String::new(),
+        EntryKind::Component | EntryKind::Oci => match (p.kind, &p.name, &p.follows) {
+            (Some(PluginKind::Provider), Some(name), _) => format!("provider `{name}`{stale}"),
+            (Some(PluginKind::Tool), Some(name), Some(follows)) => {
+                format!(
+                    "tool `{name}` follows provider `{follows}`{}{stale}",
+                    mounted(name)
+                )
+            }
+            (Some(PluginKind::Tool), Some(name), None) => {
+                format!("tool `{name}`{}{stale}", mounted(name))
+            }
+            (Some(PluginKind::Observer), _, _) => format!("observer{stale}"),
+            // Not loaded (yet): nothing registered.
+            (Some(PluginKind::Provider | PluginKind::Tool), None, _) | (None, _, _) => {
+                String::new()
+            }
+        },
     }
 }
 
@@ -265,7 +282,14 @@ fn print_human(config: &std::path::Path, plugins: &[PluginInfo], tools: &[ToolLi
             outln!("      grants: {}", grants.summary());
         }
         if let Some(limits) = &p.limits {
-            outln!("      limits: {}", limits.summary());
+            match p.entry {
+                // An MCP server is no component: of the limits, only its host memory applies.
+                EntryKind::Mcp => outln!(
+                    "      limits: host_memory_mb = {} (a component's other limits do not apply)",
+                    limits.host_memory_bytes >> 20
+                ),
+                _ => outln!("      limits: {}", limits.summary()),
+            }
         }
     }
     outln!("mounted tools: {}", tools.len());

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use notify::{RecursiveMode, Watcher};
+use seam_host::config::{EntrySource, McpTransport};
 use seam_host::{Compiler, Config, Host, HostOptions, LoadReport, Reload};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -196,11 +197,15 @@ impl Watched {
     ) {
         let mut files = HashSet::from([config_path.to_path_buf()]);
         for entry in config.plugins.iter().filter(|e| !e.disabled) {
-            // An ACP program named bare lives somewhere on PATH: there is no file to watch.
-            if entry.is_acp() && !entry.component.is_absolute() {
-                continue;
-            }
-            if let Ok(path) = std::path::absolute(&entry.component) {
+            let file = match &entry.source {
+                EntrySource::Component(path) => Some(path.clone()),
+                // A program named bare lives somewhere on PATH: there is no file to watch.
+                EntrySource::Acp(argv) | EntrySource::Mcp(McpTransport::Stdio(argv)) => {
+                    Some(PathBuf::from(&argv[0])).filter(|p| p.is_absolute())
+                }
+                EntrySource::Oci(_) | EntrySource::Mcp(McpTransport::Http(_)) => None,
+            };
+            if let Some(path) = file.and_then(|f| std::path::absolute(f).ok()) {
                 files.insert(path);
             }
         }

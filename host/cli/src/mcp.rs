@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use rmcp::ServiceExt;
-use seam_host::mcp_server::http::{HttpOptions, McpHttp};
-use seam_host::mcp_server::server::McpServer;
+use seam_host::mcp::server::http::{HttpOptions, McpHttp};
+use seam_host::mcp::server::McpServer;
 use seam_host::{Config, Host, Reload};
 use tokio_util::sync::CancellationToken;
 
@@ -131,7 +131,7 @@ const CALLER: &str = "mcp";
 
 /// Serves one client on stdin and stdout until it closes them or the user interrupts.
 async fn serve_stdio(host: Host, cwd: String, interrupt: CancellationToken) -> Result<()> {
-    let server = McpServer::new(host, CALLER, cwd);
+    let server = McpServer::new(host.tool_host(), CALLER, cwd);
     let running = tokio::select! {
         running = server.serve(rmcp::transport::stdio_pipes()) => running
             .context("the MCP client did not initialize")?,
@@ -165,6 +165,6 @@ async fn serve_http(
     let endpoint = McpHttp::bind(options).await?;
     let bound = endpoint.local_addr().context("the bound address")?;
     errln!("seam mcp: serving on http://{bound}/mcp");
-    endpoint.serve(host, cwd, interrupt).await;
+    endpoint.serve(host.tool_host(), cwd, interrupt).await;
     Ok(())
 }

@@ -27,6 +27,7 @@ pub mod session;
 pub mod store;
 pub mod subagent;
 pub mod sync;
+pub mod tls;
 pub mod tool;
 pub mod trace;
 pub mod types;

@@ -42,6 +42,7 @@ use std::time::SystemTime;
 use seam_core::types::PluginKind;
 
 use crate::versions::{Recognised, WitVersion};
+use seam_sandbox::trusted_dir::{new_private_file, prepare_dir};
 use thiserror::Error;
 use wasmtime::component::Component;
 use wasmtime::Engine;
@@ -50,7 +51,7 @@ use crate::engine::EngineError;
 
 /// Where a loaded component's native code came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Origin {
+pub enum Origin {
     /// Its cached artifact.
     Cached,
     /// Compiled now.
@@ -61,7 +62,7 @@ pub(crate) enum Origin {
 
 impl Origin {
     /// Its name in traces.
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Cached => "cache-hit",
             Self::Compiled => "compiled",
@@ -71,11 +72,13 @@ impl Origin {
 }
 
 /// A component compiled (or read from its artifact) from a file.
-pub(crate) struct Compiled {
-    pub(crate) component: Component,
-    pub(crate) origin: Origin,
+pub struct Compiled {
+    /// The compiled component.
+    pub component: Component,
+    /// Where its code came from (compiled now, or a cached artifact).
+    pub origin: Origin,
     /// The BLAKE3 of the bytes it was compiled from (what its artifacts are named by).
-    pub(crate) source: [u8; 32],
+    pub source: [u8; 32],
 }
 
 /// How a [`CompileCache::compile`] got its component, for tests and diagnostics.
@@ -118,7 +121,7 @@ impl Tier {
 /// Whether a compile may start a component on Winch's code (a tiered host's first load of a
 /// large component) or must produce the optimised code (`seam compile`, a tier-up).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Tiering {
+pub enum Tiering {
     /// Winch first for a large component without an optimised artifact, if the host is tiered.
     Allowed,
     /// The main engine's code only.
@@ -127,7 +130,7 @@ pub(crate) enum Tiering {
 
 /// Compiles components for the host's engine (and, on a tiered host, for Winch's first),
 /// through its artifact cache.
-pub(crate) struct CompileCache {
+pub struct CompileCache {
     /// The main engine: Cranelift, unless `SEAM_COMPILER` forces Winch.
     main: Tier,
     /// A tiered host's Winch engine, and the smallest component it compiles first.
@@ -155,7 +158,7 @@ impl CompileCache {
     /// it, a warning says so and the host compiles without a cache.
     ///
     /// `baseline`: a tiered host's Winch engine and the smallest component it compiles first.
-    pub(crate) fn new(
+    pub fn new(
         engine: Engine,
         baseline: Option<(Engine, u64)>,
         dir: Option<PathBuf>,
@@ -190,20 +193,20 @@ impl CompileCache {
     }
 
     /// What the cache did so far.
-    pub(crate) fn stats(&self) -> &CacheStats {
+    pub fn stats(&self) -> &CacheStats {
         &self.stats
     }
 
     /// The configured cache directory (canonical as far as it exists), which no grant may
     /// reach; `None` when no cache is configured.
-    pub(crate) fn guarded_dir(&self) -> Option<&Path> {
+    pub fn guarded_dir(&self) -> Option<&Path> {
         self.guarded.as_deref()
     }
 
     /// The cache directory in use (canonical), or why there is none: `Err(None)` when no cache
     /// is configured, `Err(Some(dir))` when the configured one was refused (a warning said why).
     /// The OCI store lives inside it, under the same trust.
-    pub(crate) fn usable_dir(&self) -> Result<&Path, Option<&Path>> {
+    pub fn usable_dir(&self) -> Result<&Path, Option<&Path>> {
         match (&self.dir, &self.guarded) {
             (Some(dir), _) => Ok(dir),
             (None, guarded) => Err(guarded.as_deref()),
@@ -222,7 +225,7 @@ impl CompileCache {
     /// `tiering` says whether a tiered host may start the component on Winch's code
     /// ([`CompileCache::is_baseline`] then says so, and [`CompileCache::tier_up`] makes the
     /// optimised code later).
-    pub(crate) fn compile(
+    pub fn compile(
         &self,
         path: &Path,
         checked: Option<[u8; 32]>,
@@ -358,7 +361,7 @@ impl CompileCache {
     }
 
     /// Whether `component` runs Winch's code on a tiered host (so it awaits its tier-up).
-    pub(crate) fn is_baseline(&self, component: &Component) -> bool {
+    pub fn is_baseline(&self, component: &Component) -> bool {
         self.baseline
             .as_ref()
             .is_some_and(|(tier, _)| Engine::same(&tier.engine, component.engine()))
@@ -367,7 +370,7 @@ impl CompileCache {
     /// The optimised code of the component at `path` whose bytes were checked to hash to
     /// `source` (the digest its Winch code was compiled from): compiled and cached. Meant for
     /// a background thread; a file that changed since is refused.
-    pub(crate) fn tier_up(&self, path: &Path, source: &[u8; 32]) -> Result<Component, EngineError> {
+    pub fn tier_up(&self, path: &Path, source: &[u8; 32]) -> Result<Component, EngineError> {
         if let Some(dir) = &self.dir {
             // Another process (or `seam compile`) may have made it meanwhile.
             let cached = self.artifact_path(dir, &self.main, source);
@@ -501,7 +504,7 @@ impl CompileCache {
     /// component is: the one path from a file to a recognised component, for loading,
     /// inspecting and `seam compile`.
     /// `checked` and `tiering` as for [`CompileCache::compile`].
-    pub(crate) async fn compile_and_recognise(
+    pub async fn compile_and_recognise(
         self: &Arc<Self>,
         path: &Path,
         checked: Option<[u8; 32]>,
@@ -523,7 +526,7 @@ impl CompileCache {
 
     /// The kind of plugin `component` is, by its exports, and the package version it was built
     /// against.
-    pub(crate) fn kind_of(
+    pub fn kind_of(
         &self,
         path: &Path,
         component: &Component,
@@ -747,79 +750,6 @@ fn canonical_lenient(path: &Path) -> PathBuf {
     }
 }
 
-/// Makes sure `dir` is a cache directory the host can trust, creating it `0700` if it is
-/// missing; returns its canonical path, or why it cannot be used.
-#[cfg(unix)]
-pub(crate) fn prepare_dir(dir: &Path) -> Result<PathBuf, UntrustedDir> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-
-    if std::fs::symlink_metadata(dir).is_err() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(UntrustedDir::Create)?;
-        // The mode above is masked by the umask; the directory the host creates is 0700
-        // whatever the umask says.
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(UntrustedDir::MakePrivate)?;
-    }
-    let meta = std::fs::metadata(dir).map_err(UntrustedDir::Read)?;
-    if !meta.is_dir() {
-        return Err(UntrustedDir::NotADirectory);
-    }
-    let uid = current_uid().map_err(UntrustedDir::WhoAmI)?;
-    if meta.uid() != uid {
-        return Err(UntrustedDir::Owner {
-            owner: meta.uid(),
-            uid,
-        });
-    }
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
-            (true, true) => "group and others",
-            (true, false) => "its group",
-            _ => "others",
-        };
-        return Err(UntrustedDir::Writable { who, mode });
-    }
-    std::fs::canonicalize(dir).map_err(UntrustedDir::Resolve)
-}
-
-#[cfg(not(unix))]
-pub(crate) fn prepare_dir(dir: &Path) -> Result<PathBuf, UntrustedDir> {
-    std::fs::create_dir_all(dir).map_err(UntrustedDir::Create)?;
-    std::fs::canonicalize(dir).map_err(UntrustedDir::Resolve)
-}
-
-/// Why a cache directory cannot be trusted with native code.
-#[derive(Debug, Error)]
-pub(crate) enum UntrustedDir {
-    #[error("cannot create it: {0}")]
-    Create(std::io::Error),
-    #[error("cannot make it private (0700): {0}")]
-    MakePrivate(std::io::Error),
-    #[error("cannot read it: {0}")]
-    Read(std::io::Error),
-    #[error("it is not a directory")]
-    NotADirectory,
-    #[error("cannot tell which user this is: {0}")]
-    WhoAmI(std::io::Error),
-    #[error(
-        "it is owned by uid {owner}, not by this user (uid {uid}); another user could plant \
-         native code in it"
-    )]
-    Owner { owner: u32, uid: u32 },
-    #[error(
-        "it is writable by {who} (mode {mode:o}), who could plant native code in it; `chmod 700` \
-         it to use it"
-    )]
-    Writable { who: &'static str, mode: u32 },
-    #[error("cannot resolve it: {0}")]
-    Resolve(std::io::Error),
-}
-
 /// Why a cached artifact is not used (it is recompiled and rewritten).
 #[derive(Debug, Error)]
 enum StaleArtifact {
@@ -833,45 +763,6 @@ enum StaleArtifact {
     Length { len: usize, trailer: u64 },
     #[error("its body does not match the digest in its trailer")]
     Digest,
-}
-
-/// The effective user id of this process: from `/proc/self/status`, else the owner of a file
-/// the process creates (and removes) in the temporary directory.
-#[cfg(unix)]
-fn current_uid() -> std::io::Result<u32> {
-    use std::os::unix::fs::MetadataExt;
-
-    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
-        // `Uid:` real, effective, saved, filesystem.
-        let effective = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|ids| ids.split_whitespace().nth(1))
-            .and_then(|id| id.parse().ok());
-        if let Some(uid) = effective {
-            return Ok(uid);
-        }
-    }
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let probe = std::env::temp_dir().join(format!(
-        ".seam-uid-probe.{}.{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    let file = new_private_file(&probe)?;
-    let uid = file.metadata().map(|m| m.uid());
-    drop(file);
-    let _ = std::fs::remove_file(&probe);
-    uid
-}
-
-/// Creates a new file readable and writable by its owner only; fails if it exists.
-pub(crate) fn new_private_file(path: &Path) -> std::io::Result<std::fs::File> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)
 }
 
 #[cfg(test)]

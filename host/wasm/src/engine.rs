@@ -335,15 +335,17 @@ fn baseline_config(options: &EngineOptions) -> Config {
 }
 
 /// One engine per host (two when tiered), with its epoch ticker.
-pub(crate) struct SeamEngine {
-    pub(crate) engine: Engine,
+pub struct SeamEngine {
+    /// The engine every plugin's code runs on (Cranelift's, or Winch's when forced).
+    pub engine: Engine,
     /// Winch's engine, for a tiered host's first compiles of large components.
-    pub(crate) baseline: Option<Engine>,
+    pub baseline: Option<Engine>,
     _ticker: EpochTicker,
 }
 
 impl SeamEngine {
-    pub(crate) fn new(options: &EngineOptions) -> Result<Self, EngineError> {
+    /// The engine (and a tiered host's second one) for `options`, with its epoch ticker started.
+    pub fn new(options: &EngineOptions) -> Result<Self, EngineError> {
         // Warm slots need PAGEMAP_SCAN (Linux 6.7+); where the kernel lacks it, the engine is
         // made again with the plain pool.
         let engine = match Engine::new(&engine_config(options, true)) {

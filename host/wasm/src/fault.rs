@@ -37,12 +37,12 @@ impl GuestFault {
 
     /// Like [`GuestFault::from_error`], for an error of a call into `store`'s guest: a trap or
     /// other fault also shows the last lines the guest wrote to stderr.
-    pub(crate) fn from_store_error(e: &wasmtime::Error, store: &StoreData) -> Self {
+    pub fn from_store_error(e: &wasmtime::Error, store: &StoreData) -> Self {
         Self::classify(e, store.log_budget.stderr_tail())
     }
 
     fn classify(e: &wasmtime::Error, stderr: Option<String>) -> Self {
-        if let Some(hit) = LimitHit::find(e) {
+        if let Some(hit) = e.chain().find_map(|cause| cause.downcast_ref::<LimitHit>()) {
             return Self::Limit(hit.clone());
         }
         let backtrace = e.downcast_ref::<wasmtime::WasmBacktrace>();
@@ -147,7 +147,7 @@ const MAX_FUNCTION_NAME: usize = 200;
 
 /// `text` on one line: every run of whitespace, newlines included, becomes one space (a parser's
 /// multi-line byte dump, say).
-pub(crate) fn one_line(text: &str) -> String {
+pub fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 

@@ -10,7 +10,7 @@ use crate::store::StoreData;
 use crate::versions::WitVersion;
 
 /// The linkers, by version and kind.
-pub(crate) struct Linkers {
+pub struct Linkers {
     /// Indexed by [`WitVersion::index`], then [`kind_index`].
     worlds: Vec<[Linker<StoreData>; PluginKind::ALL.len()]>,
 }
@@ -51,7 +51,7 @@ fn world(
 
 impl Linkers {
     /// The linkers of every world of every supported version, on `engine`.
-    pub(crate) fn new(engine: &Engine) -> wasmtime::Result<Self> {
+    pub fn new(engine: &Engine) -> wasmtime::Result<Self> {
         let worlds = WitVersion::ALL
             .into_iter()
             .map(|version| {
@@ -67,7 +67,7 @@ impl Linkers {
     }
 
     /// The linker of `kind`'s world in `version`.
-    pub(crate) fn of(&self, kind: PluginKind, version: WitVersion) -> &Linker<StoreData> {
+    pub fn of(&self, kind: PluginKind, version: WitVersion) -> &Linker<StoreData> {
         &self.worlds[version.index()][kind_index(kind)]
     }
 }

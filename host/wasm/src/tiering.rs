@@ -13,7 +13,17 @@ use wasmtime::component::Component;
 
 use crate::cache::CompileCache;
 use crate::engine::EngineError;
-use crate::loader::TierUp;
+
+/// What a plugin served by Winch's code is to be compiled from by Cranelift, in the background.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TierUp {
+    /// The plugin's entry id.
+    pub id: String,
+    /// The component file compiled.
+    pub path: std::path::PathBuf,
+    /// The BLAKE3 of the bytes Winch compiled: Cranelift compiles only the same.
+    pub source: [u8; 32],
+}
 
 /// The low-priority pool, made on the first tier-up of the process; `None` if the OS refused
 /// its threads (then tier-ups do not happen, and a later load starts on the cached Winch code).
@@ -39,7 +49,7 @@ fn pool() -> Option<&'static rayon::ThreadPool> {
 
 /// Starts Cranelift's compile of `tier_up` on the low-priority pool; the receiver gets its
 /// component (also cached). `None` if the pool could not be started.
-pub(crate) fn compile(
+pub fn compile(
     cache: &Arc<CompileCache>,
     tier_up: &TierUp,
 ) -> Option<tokio::sync::oneshot::Receiver<Result<Component, EngineError>>> {

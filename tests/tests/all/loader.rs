@@ -100,7 +100,7 @@ async fn config_files_resolve_components_relative_to_themselves() {
     )
     .unwrap();
     let config = Config::from_file(&file).unwrap();
-    assert_eq!(config.plugins[0].component, wasm.join("m.wasm"));
+    assert_eq!(config.plugins[0].component(), wasm.join("m.wasm"));
     let host = test_host();
     loaded(host.load(&config).await);
     assert!(

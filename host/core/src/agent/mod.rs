@@ -631,6 +631,27 @@ impl AgentRegistry {
         *crate::sync::write(&self.defaults) = config;
     }
 
+    /// A top-level agent in `working_directory` made from the `[agent]` defaults (its model, or
+    /// `model`), keeping the session `session`: one the store has is continued from its
+    /// completed turns.
+    pub fn create_top_level(
+        &self,
+        model: Option<&str>,
+        working_directory: &str,
+        session: Option<&str>,
+    ) -> Result<Arc<Agent>, AgentError> {
+        let defaults = self.defaults();
+        let mut spec = AgentSpec::top_level(
+            model.map(str::to_string).unwrap_or(defaults.model.clone()),
+            working_directory,
+        );
+        spec.system_prompt = defaults.system_prompt;
+        spec.persona = defaults.persona;
+        spec.max_turns = defaults.max_turns;
+        spec.session_id = session.map(str::to_string);
+        self.create(spec, None)
+    }
+
     /// Creates an agent and publishes it. `abort` (if given) aborts it along with its owner.
     pub fn create(
         &self,

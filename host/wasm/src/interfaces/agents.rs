@@ -17,7 +17,7 @@ use crate::versions::latest::provider_world::seam::plugin::agents::{
 use crate::versions::latest::provider_world::seam::plugin::types as wit;
 
 /// Adds `agents` to a linker.
-pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     wit_agents::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)
 }
 

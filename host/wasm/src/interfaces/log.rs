@@ -10,7 +10,7 @@ use crate::versions::latest::provider_world::seam::plugin::types as wit_types;
 const MAX_LOG_LINE: usize = 4096;
 
 /// Adds `types` and `host` to a linker.
-pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     wit_types::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)?;
     wit_host::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)
 }
@@ -37,7 +37,7 @@ impl wit_host::Host for StoreData {
 }
 
 /// Cuts `s` to at most `max` bytes on a character boundary.
-pub(crate) fn truncate(s: &str, max: usize) -> &str {
+pub fn truncate(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }

@@ -2,10 +2,10 @@
 //! each with its own `add_to_linker`: [`log`] (`host` and the shared `types`), [`run_context`],
 //! [`agents`], [`subagents`]. Older versions' imports convert and call these.
 
-pub(crate) mod agents;
-pub(crate) mod log;
-pub(crate) mod run_context;
-pub(crate) mod subagents;
+pub mod agents;
+pub mod log;
+pub mod run_context;
+pub mod subagents;
 
 use seam_core::PluginKind;
 use wasmtime::component::Linker;
@@ -14,10 +14,7 @@ use crate::store::StoreData;
 
 /// Adds the interfaces `kind`'s world imports in the latest version (WASI is added by the
 /// caller).
-pub(crate) fn add_to_linker(
-    linker: &mut Linker<StoreData>,
-    kind: PluginKind,
-) -> wasmtime::Result<()> {
+pub fn add_to_linker(linker: &mut Linker<StoreData>, kind: PluginKind) -> wasmtime::Result<()> {
     log::add_to_linker(linker)?;
     match kind {
         PluginKind::Provider => {

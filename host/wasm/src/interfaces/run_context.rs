@@ -42,7 +42,7 @@ impl Pollable for Watch {
 }
 
 /// Adds `run-context` to a linker.
-pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     wit::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)
 }
 

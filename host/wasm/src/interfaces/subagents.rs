@@ -23,7 +23,7 @@ use crate::versions::latest::provider_world::seam::plugin::types as wit;
 use crate::versions::latest::request_from_wit;
 
 /// Adds `subagents` to a linker.
-pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     wit_subagents::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)
 }
 

@@ -9,11 +9,10 @@ use seam_core::subagent::{Provider, RunContext, RunFailure};
 use seam_core::types::{StartRequest, SubagentResult};
 
 use crate::sandbox::gate::{result_size, Denied, RunGate};
-use crate::sandbox::LimitHit;
 
 /// A provider plugin behind its run limits: each run first takes a concurrency slot, then runs
 /// within the wall-clock budget, and its result must fit the output cap.
-pub(crate) struct LimitedProvider {
+pub struct LimitedProvider {
     inner: Arc<dyn Provider>,
     gate: RunGate,
     /// For the lineage of a waiting run's caller; weak, as the registry reaches providers.
@@ -21,25 +20,12 @@ pub(crate) struct LimitedProvider {
 }
 
 impl LimitedProvider {
-    pub(crate) fn new(
-        inner: Arc<dyn Provider>,
-        gate: RunGate,
-        agents: Weak<AgentRegistry>,
-    ) -> Self {
+    /// `inner`, its runs passed through `gate`; `agents` names a waiting run's caller lineage.
+    pub fn new(inner: Arc<dyn Provider>, gate: RunGate, agents: Weak<AgentRegistry>) -> Self {
         Self {
             inner,
             gate,
             agents,
-        }
-    }
-}
-
-impl From<LimitHit> for RunFailure {
-    fn from(hit: LimitHit) -> Self {
-        RunFailure::LimitHit {
-            limit: hit.limit.key().to_string(),
-            detail: hit.limit.to_string(),
-            plugin: hit.plugin,
         }
     }
 }

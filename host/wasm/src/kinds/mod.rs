@@ -9,14 +9,14 @@
 //! exhaustively, so a new kind is a new variant and the compiler lists the rest.
 
 mod error;
-pub(crate) mod limited;
-pub(crate) mod observer;
-pub(crate) mod provider;
+pub mod limited;
+pub mod observer;
+pub mod provider;
 mod runtime;
-pub(crate) mod tool;
+pub mod tool;
 
 pub use error::PluginError;
-pub(crate) use runtime::Runtime;
+pub use runtime::Runtime;
 
 use std::sync::Arc;
 
@@ -62,20 +62,18 @@ fn explain_link(e: &wasmtime::Error) -> String {
 }
 
 /// A linked plugin, with what it declared.
-pub(crate) enum Linked {
+pub enum Linked {
     /// A provider (a component's, or an ACP agent's) and its frozen descriptor.
     Provider(ProviderDescriptor, Arc<dyn seam_core::subagent::Provider>),
     /// A tool and its binding.
     Tool(ToolBinding, tool::WasmTool),
     /// An observer (it declares nothing).
     Observer(observer::WasmObserver),
-    /// An MCP server's tools (`kind = "mcp"`), mounted when committed.
-    Mcp(crate::mcp::client::McpEntry),
 }
 
 /// Links `component` as a plugin of `kind` named `plugin`, and asks it what it declares with
 /// `config` (a provider's descriptor, a tool's binding), in a throwaway instance.
-pub(crate) async fn link(
+pub async fn link(
     runtime: &Runtime,
     plugin: Arc<str>,
     (kind, version): (PluginKind, WitVersion),

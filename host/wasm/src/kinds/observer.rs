@@ -34,15 +34,15 @@ use crate::versions::exports::{GuestError, ObserverPre};
 /// when it is queued until the observer's task takes it to deliver; one that does not fit is
 /// dropped. A `subagent/end` carries its run's result (up to `max_output_bytes`, 1 MiB by
 /// default), so this holds a handful of the largest events and thousands of ordinary ones.
-pub(crate) const QUEUE_BYTES: usize = 8 * 1024 * 1024;
+pub const QUEUE_BYTES: usize = 8 * 1024 * 1024;
 
 /// Longest one delivery (a fresh instance and its `on-event` call) may take, in wall-clock time;
 /// a plugin whose `run_timeout_ms` is shorter gets that instead.
-pub(crate) const DELIVERY_LIMIT: Duration = Duration::from_secs(5);
+pub const DELIVERY_LIMIT: Duration = Duration::from_secs(5);
 
 /// How long an unload waits for an observer to take the events already queued for it (the
 /// last events of a short command, say) before dropping them.
-pub(crate) const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 struct ObserverParts {
     config: Arc<str>,
@@ -51,10 +51,10 @@ struct ObserverParts {
 }
 
 /// A linked observer component, not yet listening.
-pub(crate) struct WasmObserver(Arc<ObserverParts>);
+pub struct WasmObserver(Arc<ObserverParts>);
 
 /// A listening observer; [`ObserverHandle::detach`] stops it.
-pub(crate) struct ObserverHandle {
+pub struct ObserverHandle {
     listener: ListenerId,
     task: tokio::task::JoinHandle<()>,
     queue: Arc<Queue>,
@@ -249,7 +249,7 @@ impl Queue {
 impl WasmObserver {
     /// An observer over a component linked with the observer world's linker; it is first
     /// entered on the first event.
-    pub(crate) fn new(
+    pub fn new(
         runtime: &Runtime,
         plugin: Arc<str>,
         version: crate::versions::WitVersion,
@@ -268,7 +268,7 @@ impl WasmObserver {
 
     /// Subscribes to `events`: each event is queued (a copy, as JSON) if it fits in the queue's
     /// bytes, and delivered in order.
-    pub(crate) fn attach(self, events: &EventBus) -> ObserverHandle {
+    pub fn attach(self, events: &EventBus) -> ObserverHandle {
         let (tx, mut rx) = mpsc::unbounded_channel::<Queued>();
         let queue = Arc::new(Queue::new(self.0.stores.plugin.clone(), QUEUE_BYTES));
         let pending: Pending = Arc::default();
@@ -377,7 +377,7 @@ impl ObserverHandle {
     /// delivery going finishes on the old code, the next event is delivered by the new. For
     /// the same component compiled anew (a tiered host's tier-up), so no event is missed or
     /// delivered twice.
-    pub(crate) fn swap_code(&self, observer: WasmObserver) {
+    pub fn swap_code(&self, observer: WasmObserver) {
         *seam_core::sync::lock(&self.code) = observer.0;
     }
 
@@ -385,7 +385,7 @@ impl ObserverHandle {
     /// events still queued after that are dropped, and counted in a warning. Returns once the
     /// delivery task, and with it any instance it held, is gone, so that an unloaded observer
     /// leaves nothing alive.
-    pub(crate) async fn detach(mut self, events: &EventBus) {
+    pub async fn detach(mut self, events: &EventBus) {
         // The listener held the queue's only sender: without it, the task ends once the queue
         // is empty.
         events.unsubscribe(self.listener);

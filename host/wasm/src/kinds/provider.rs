@@ -18,7 +18,7 @@ use crate::store::{Serving, StoreData, Stores};
 use crate::versions::exports::{GuestError, ProviderPre};
 
 /// A provider backed by a component.
-pub(crate) struct WasmProvider {
+pub struct WasmProvider {
     config: Arc<str>,
     pre: ProviderPre,
     stores: Stores,
@@ -33,7 +33,7 @@ pub(crate) struct WasmProvider {
 
 impl WasmProvider {
     /// A provider over a component linked with the provider world's linker.
-    pub(crate) fn new(
+    pub fn new(
         runtime: &Runtime,
         plugin: Arc<str>,
         version: crate::versions::WitVersion,
@@ -54,7 +54,7 @@ impl WasmProvider {
     }
 
     /// Reads the descriptor in a throwaway instance.
-    pub(crate) async fn describe(&self) -> Result<ProviderDescriptor, PluginError> {
+    pub async fn describe(&self) -> Result<ProviderDescriptor, PluginError> {
         let mut store = self.stores.make_for_describe();
         let instance = self.pre.instantiate(&mut store).await.map_err(|e| {
             PluginError::Instantiate(GuestFault::from_store_error(&e, store.data()))

@@ -38,11 +38,11 @@ struct ToolParts {
 
 /// A tool backed by a component.
 #[derive(Clone)]
-pub(crate) struct WasmTool(Arc<ToolParts>);
+pub struct WasmTool(Arc<ToolParts>);
 
 impl WasmTool {
     /// A tool over a component linked with the tool world's linker.
-    pub(crate) fn new(
+    pub fn new(
         runtime: &Runtime,
         plugin: Arc<str>,
         version: crate::versions::WitVersion,
@@ -81,7 +81,7 @@ impl WasmTool {
     }
 
     /// Reads the binding (which validates the config) in a throwaway instance.
-    pub(crate) async fn bind(&self) -> Result<ToolBinding, PluginError> {
+    pub async fn bind(&self) -> Result<ToolBinding, PluginError> {
         let (mut store, instance) = self.instance(None).await?;
         match instance.bind(&mut store, &self.0.config).await {
             Ok(Ok(b)) => {

@@ -15,24 +15,27 @@ use crate::sandbox::{Limit, LimitHit, Sandbox};
 
 /// What a provider store serving one run holds: the run, its request, and the agent runtime
 /// its child is created on (for `agents`).
-pub(crate) struct RunEnv {
-    pub(crate) ctx: RunContext,
-    pub(crate) request: Arc<StartRequest>,
-    pub(crate) agents: Arc<AgentRegistry>,
+pub struct RunEnv {
+    /// The run.
+    pub ctx: RunContext,
+    /// What the run was started with.
+    pub request: Arc<StartRequest>,
+    /// The agent runtime the run's child is created on.
+    pub agents: Arc<AgentRegistry>,
     /// What the run's plugin may make the host hold.
-    pub(crate) quota: Quota,
+    pub quota: Quota,
     /// `max_output_bytes`: the run's progress counts against it.
-    pub(crate) max_output_bytes: usize,
+    pub max_output_bytes: usize,
     /// Bytes of progress reported so far.
-    pub(crate) progress_bytes: usize,
+    pub progress_bytes: usize,
     /// Whether progress past the cap was already reported (logged once).
-    pub(crate) progress_cut: bool,
+    pub progress_cut: bool,
     /// The runs this run started through `subagents`, disposed when it ends.
-    pub(crate) runs: Arc<Mutex<CallRuns>>,
+    pub runs: Arc<Mutex<CallRuns>>,
     /// The subagent service, for `subagents` from a provider.
-    pub(crate) subagents: Arc<SubagentService>,
+    pub subagents: Arc<SubagentService>,
     /// The plugin's limits, for the size of the requests it sends.
-    pub(crate) gate: RunGate,
+    pub gate: RunGate,
 }
 
 impl Drop for RunEnv {
@@ -60,44 +63,49 @@ impl Drop for RunEnv {
 }
 
 /// What a tool store serving one call holds.
-pub(crate) struct CallEnv {
-    pub(crate) subagents: Arc<SubagentService>,
-    pub(crate) caller: ParentRef,
-    pub(crate) abort: CancellationToken,
+pub struct CallEnv {
+    /// The registry the call's runs start on.
+    pub subagents: Arc<SubagentService>,
+    /// Who made the call (the parent of the runs it starts).
+    pub caller: ParentRef,
+    /// Cancelled when the call is.
+    pub abort: CancellationToken,
     /// The runs this call started and has not disposed, with what they cost the plugin; shared
     /// with the host so that they are disposed when the call ends even if the guest forgot,
     /// trapped, or was dropped mid-call. A run the guest disposes leaves the table.
-    pub(crate) runs: Arc<Mutex<CallRuns>>,
+    pub runs: Arc<Mutex<CallRuns>>,
     /// The tool plugin's limits, for the size of the requests it sends.
-    pub(crate) gate: RunGate,
+    pub gate: RunGate,
     /// What the tool plugin may make the host hold.
-    pub(crate) quota: Quota,
+    pub quota: Quota,
 }
 
 /// The live runs of one tool call, by run id.
-pub(crate) type CallRuns = std::collections::HashMap<String, (SubagentRun, Charge)>;
+pub type CallRuns = std::collections::HashMap<String, (SubagentRun, Charge)>;
 
 /// A plugin's host-memory budget and count caps, as one store's imports see them.
 #[derive(Clone)]
-pub(crate) struct Quota {
-    pub(crate) plugin: Arc<str>,
-    pub(crate) budget: Arc<MemoryBudget>,
+pub struct Quota {
+    /// The plugin's id.
+    pub plugin: Arc<str>,
+    /// Its host-memory budget, shared by all its stores.
+    pub budget: Arc<MemoryBudget>,
     /// `max_runs_per_call`.
-    pub(crate) max_runs_per_call: usize,
+    pub max_runs_per_call: usize,
     /// `max_queued_messages`.
-    pub(crate) max_queued_messages: usize,
+    pub max_queued_messages: usize,
 }
 
 /// Host bytes one run handle costs beyond its request: the run's shared state, its handle in
 /// the call's table and the store's resource entry.
-pub(crate) const RUN_OVERHEAD: usize = 4 << 10;
+pub const RUN_OVERHEAD: usize = 4 << 10;
 
 /// Host bytes one queued message costs beyond its text.
-pub(crate) const MESSAGE_OVERHEAD: usize = 64;
+pub const MESSAGE_OVERHEAD: usize = 64;
 
 impl Quota {
     /// The quota of `plugin` under `sandbox`'s limits and budget.
-    pub(crate) fn of(plugin: Arc<str>, sandbox: &Sandbox) -> Self {
+    pub fn of(plugin: Arc<str>, sandbox: &Sandbox) -> Self {
         Self {
             plugin,
             budget: sandbox.host_memory().clone(),
@@ -107,7 +115,7 @@ impl Quota {
     }
 
     /// Charges `bytes` to the plugin, or fails naming `host_memory_mb`.
-    pub(crate) fn charge(&self, bytes: usize) -> Result<Charge, LimitHit> {
+    pub fn charge(&self, bytes: usize) -> Result<Charge, LimitHit> {
         self.budget
             .charge(bytes)
             .map_err(|OverBudget { limit, used, asked }| {
@@ -120,7 +128,7 @@ impl Quota {
     }
 
     /// A limit hit of this plugin, logged.
-    pub(crate) fn hit(&self, limit: Limit) -> LimitHit {
+    pub fn hit(&self, limit: Limit) -> LimitHit {
         LimitHit::logged(&self.plugin, limit)
     }
 }

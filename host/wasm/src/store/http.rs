@@ -27,21 +27,22 @@ type Sent = Box<dyn Future<Output = Result<(), Error>> + Send>;
 type Response = Box<dyn Future<Output = Result<(http::Response<WasiBody>, Sent), Error>> + Send>;
 
 /// The `wasi:http` hooks of one store.
-pub(crate) struct HttpHooks {
+pub struct HttpHooks {
     plugin: Arc<str>,
     grants: Arc<Granted>,
     timeout: Duration,
     max_bytes: u64,
     warned: Vec<String>,
     /// The plugin's connection slots (`max_http_connections`).
-    pub(crate) connections: Arc<Connections>,
+    pub connections: Arc<Connections>,
     /// The slot `wasi:http/outgoing-handler.handle` took for the request it is sending
     /// (`crate::wasi::http`); [`WasiHttpHooks::send_request`] moves it into the connection.
-    pub(crate) pending: Option<Connection>,
+    pub pending: Option<Connection>,
 }
 
 impl HttpHooks {
-    pub(crate) fn new(plugin: Arc<str>, sandbox: &Sandbox) -> Self {
+    /// The hooks of one of `plugin`'s stores: its `http` grant, time and byte caps.
+    pub fn new(plugin: Arc<str>, sandbox: &Sandbox) -> Self {
         Self {
             plugin,
             grants: sandbox.granted().clone(),

@@ -7,7 +7,7 @@ use crate::sandbox::{Limit, LimitHit, Limits};
 
 /// The store's resource limiter: like wasmtime's `StoreLimits` with `trap_on_grow_failure`, but
 /// a refused growth traps with a [`LimitHit`] naming the plugin and the limit.
-pub(crate) struct PluginLimiter {
+pub struct PluginLimiter {
     plugin: std::sync::Arc<str>,
     memory_bytes: usize,
     table_elements: usize,
@@ -15,7 +15,8 @@ pub(crate) struct PluginLimiter {
 }
 
 impl PluginLimiter {
-    pub(crate) fn new(plugin: std::sync::Arc<str>, limits: &Limits) -> Self {
+    /// The limiter of one of `plugin`'s stores, from its memory, table and instance limits.
+    pub fn new(plugin: std::sync::Arc<str>, limits: &Limits) -> Self {
         Self {
             plugin,
             memory_bytes: limits.memory_bytes,

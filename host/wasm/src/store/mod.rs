@@ -4,10 +4,11 @@
 //! limiter, its log budget, and the context of the one host interface call it serves: a run (for
 //! `run-context` and `agents`) or a tool call (for `subagents`), whose types live in `context`.
 
-pub(crate) mod context;
-pub(crate) mod http;
-pub(crate) mod limiter;
-pub(crate) mod output;
+pub mod context;
+mod grants;
+pub mod http;
+pub mod limiter;
+pub mod output;
 
 use std::sync::Arc;
 
@@ -27,23 +28,23 @@ use output::{GuestOutput, LogBudget, Stdio};
 /// Most resources (streams, pollables, HTTP fields and requests, ...) one store may hold at
 /// once: each is host memory the guest makes the host keep. A guest past it gets an error from
 /// the import that would have made one more.
-pub(crate) const MAX_RESOURCES: usize = 4096;
+pub const MAX_RESOURCES: usize = 4096;
 /// Most bytes of one set of HTTP header fields a guest may build (wasmtime-wasi-http's default
 /// is 128 KiB); with [`MAX_RESOURCES`], what a store's headers can hold is bounded at 64 MiB.
-pub(crate) const HTTP_FIELD_BYTES: usize = 16 << 10;
+pub const HTTP_FIELD_BYTES: usize = 16 << 10;
 
 /// What a store serves, beyond describing or observing.
 #[derive(Default)]
-pub(crate) struct Serving {
+pub struct Serving {
     /// One provider run: `run-context` and `agents` answer from it.
-    pub(crate) run: Option<RunEnv>,
+    pub run: Option<RunEnv>,
     /// One tool call: `subagents` answers from it.
-    pub(crate) call: Option<CallEnv>,
+    pub call: Option<CallEnv>,
 }
 
 impl Serving {
     /// A store for one run.
-    pub(crate) fn run(env: RunEnv) -> Self {
+    pub fn run(env: RunEnv) -> Self {
         Self {
             run: Some(env),
             call: None,
@@ -51,7 +52,7 @@ impl Serving {
     }
 
     /// A store for one tool call.
-    pub(crate) fn call(env: CallEnv) -> Self {
+    pub fn call(env: CallEnv) -> Self {
         Self {
             run: None,
             call: Some(env),
@@ -61,19 +62,21 @@ impl Serving {
 
 /// The data of every plugin store.
 pub struct StoreData {
-    pub(crate) plugin: Arc<str>,
-    pub(crate) serving: Serving,
+    /// The plugin's id.
+    pub plugin: Arc<str>,
+    /// What the store serves (a run, a call, a delivery, a describe).
+    pub serving: Serving,
     /// Shared by stdout, stderr and `host.log`.
-    pub(crate) log_budget: Arc<LogBudget>,
+    pub log_budget: Arc<LogBudget>,
     /// The plugin's disk quota, shared by its stores (`filesystem` counts against it).
-    pub(crate) disk: Arc<DiskQuota>,
+    pub disk: Arc<DiskQuota>,
     wasi: WasiCtx,
     http: WasiHttpCtx,
     http_hooks: HttpHooks,
     /// What the store may do with sockets, for the denial warnings of `sockets`.
-    pub(crate) socket_watch: SocketWatch,
+    pub socket_watch: SocketWatch,
     /// The sockets it made, each holding one of the plugin's connections (`wasi::sockets`).
-    pub(crate) sockets_held: Vec<(Socket, Connection)>,
+    pub sockets_held: Vec<(Socket, Connection)>,
     table: ResourceTable,
     limiter: PluginLimiter,
     /// Epoch ticks during which this store's guest code was running.
@@ -101,12 +104,13 @@ impl WasiHttpView for StoreData {
 }
 
 impl StoreData {
-    pub(crate) fn table(&mut self) -> &mut ResourceTable {
+    /// The store's resource table.
+    pub fn table(&mut self) -> &mut ResourceTable {
         &mut self.table
     }
 
     /// The store's `wasi:http` hooks (the connection slot `wasi::http` takes lives there).
-    pub(crate) fn http_hooks(&mut self) -> &mut HttpHooks {
+    pub fn http_hooks(&mut self) -> &mut HttpHooks {
         &mut self.http_hooks
     }
 }
@@ -114,15 +118,18 @@ impl StoreData {
 /// What one plugin's stores are made from: its id, the engine, the live counts and its sandbox.
 /// Every kind keeps one and makes each store (describe, run, call, delivery) through it.
 #[derive(Clone)]
-pub(crate) struct Stores {
-    pub(crate) plugin: Arc<str>,
-    pub(crate) sandbox: Sandbox,
+pub struct Stores {
+    /// The plugin's id.
+    pub plugin: Arc<str>,
+    /// Its limits and grants.
+    pub sandbox: Sandbox,
     engine: Engine,
     live: Arc<LiveCounts>,
 }
 
 impl Stores {
-    pub(crate) fn new(
+    /// The stores of `plugin`, made on `engine` under `sandbox`.
+    pub fn new(
         engine: &Engine,
         live: &Arc<LiveCounts>,
         plugin: Arc<str>,
@@ -137,7 +144,7 @@ impl Stores {
     }
 
     /// A fresh store serving `serving`, with the CPU budget of a call.
-    pub(crate) fn make(&self, serving: Serving) -> Store<StoreData> {
+    pub fn make(&self, serving: Serving) -> Store<StoreData> {
         new_store(
             &self.engine,
             &self.live,
@@ -149,7 +156,7 @@ impl Stores {
     }
 
     /// A fresh store for `describe` or `bind`, with their smaller CPU budget.
-    pub(crate) fn make_for_describe(&self) -> Store<StoreData> {
+    pub fn make_for_describe(&self) -> Store<StoreData> {
         new_store(
             &self.engine,
             &self.live,
@@ -170,14 +177,16 @@ impl Stores {
 /// time spent blocked in a host import costs at most one tick per import call.
 /// Which CPU budget a store's guest code runs under.
 #[derive(Clone, Copy)]
-pub(crate) enum CpuBudget {
+pub enum CpuBudget {
     /// `cpu_ms_per_call`: a run, a tool call, an observer's delivery.
     Call,
     /// `describe_cpu_ms`: a `describe` or `bind` at load.
     Describe,
 }
 
-pub(crate) fn new_store(
+/// A store of `plugin` serving `serving`: its WASI context from the grants, its limiter, its
+/// captured output and its epoch budget.
+pub fn new_store(
     engine: &Engine,
     live: &Arc<LiveCounts>,
     plugin: Arc<str>,
@@ -190,7 +199,7 @@ pub(crate) fn new_store(
     builder
         .stdout(GuestOutput::new(Stdio::Stdout, log_budget.clone()))
         .stderr(GuestOutput::new(Stdio::Stderr, log_budget.clone()));
-    sandbox.grants().apply(&plugin, &mut builder);
+    grants::apply(sandbox.grants(), &plugin, &mut builder);
     let limits = sandbox.limits();
     let state = StoreData {
         limiter: PluginLimiter::new(plugin.clone(), limits),

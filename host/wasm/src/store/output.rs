@@ -34,7 +34,7 @@ const WRITE_PERMIT: usize = 64 * 1024;
 const TARGET: &str = "seam_host::guest";
 
 /// The log budget of one store, and the tail of its stderr.
-pub(crate) struct LogBudget {
+pub struct LogBudget {
     plugin: Arc<str>,
     remaining: AtomicUsize,
     exhausted: AtomicBool,
@@ -47,7 +47,8 @@ pub(crate) struct LogBudget {
 }
 
 impl LogBudget {
-    pub(crate) fn new(plugin: Arc<str>) -> Arc<Self> {
+    /// The budget of one of `plugin`'s stores.
+    pub fn new(plugin: Arc<str>) -> Arc<Self> {
         Arc::new(Self {
             plugin,
             remaining: AtomicUsize::new(LOG_BUDGET),
@@ -100,7 +101,7 @@ impl LogBudget {
     /// [`STDERR_TAIL`] bytes, a last line without its newline included), joined into one line
     /// with control characters blanked; `None` if it wrote nothing there but blank lines. The hint
     /// Rust prints after a panic message (`note: run with RUST_BACKTRACE=1 ...`) is left out.
-    pub(crate) fn stderr_tail(&self) -> Option<String> {
+    pub fn stderr_tail(&self) -> Option<String> {
         let (bytes, cut) = {
             let guard = lock(&self.stderr);
             (guard.0.iter().copied().collect::<Vec<u8>>(), guard.1)
@@ -119,7 +120,7 @@ impl LogBudget {
     }
 
     /// Takes `n` bytes from the budget; false (and, the first time, a warning) when it is spent.
-    pub(crate) fn take(&self, n: usize) -> bool {
+    pub fn take(&self, n: usize) -> bool {
         // Once a line did not fit, later (shorter) ones are dropped too: no gaps in the log.
         if self.exhausted.load(Ordering::Relaxed) {
             return false;
@@ -143,8 +144,10 @@ impl LogBudget {
 
 /// Which standard stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stdio {
+pub enum Stdio {
+    /// Standard output.
     Stdout,
+    /// Standard error.
     Stderr,
 }
 
@@ -268,10 +271,11 @@ impl Drop for LineSink {
 /// One of a store's standard output streams. Every WASI stream handle the guest gets for it
 /// writes into the same line buffer.
 #[derive(Clone)]
-pub(crate) struct GuestOutput(Arc<Mutex<LineSink>>);
+pub struct GuestOutput(Arc<Mutex<LineSink>>);
 
 impl GuestOutput {
-    pub(crate) fn new(stream: Stdio, budget: Arc<LogBudget>) -> Self {
+    /// The sink of `stream`, logging within `budget`.
+    pub fn new(stream: Stdio, budget: Arc<LogBudget>) -> Self {
         Self(Arc::new(Mutex::new(LineSink {
             stream,
             budget,

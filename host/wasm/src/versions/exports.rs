@@ -11,17 +11,20 @@ use crate::store::StoreData;
 
 /// A tool's description as the guest gave it, before the host checks its size and parses its
 /// schema.
-pub(crate) struct GuestToolDescriptor {
-    pub(crate) name: String,
-    pub(crate) description: String,
-    pub(crate) parameters_schema: String,
+pub struct GuestToolDescriptor {
+    /// The tool's name.
+    pub name: String,
+    /// What the model is told it does.
+    pub description: String,
+    /// Its parameters' JSON Schema, as text.
+    pub parameters_schema: String,
 }
 
 /// The error a guest's export returned itself (the `string` of the WIT's `result<_, string>`):
 /// its own words, never the host's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub(crate) struct GuestError(pub(crate) String);
+pub struct GuestError(pub String);
 
 /// A call's outcome: the trap or host error, or the guest's own answer.
 type Answer<T> = wasmtime::Result<Result<T, GuestError>>;
@@ -87,7 +90,7 @@ macro_rules! versioned {
     ($pre:ident, $instance:ident, [$v1pre:ty, $v1:ty], [$v2pre:ty, $v2:ty], [$v3pre:ty, $v3:ty]) => {
         /// A component ready to instantiate, for each supported version.
         #[derive(Clone)]
-        pub(crate) enum $pre {
+        pub enum $pre {
             /// Built against 0.1.0.
             V0_1($v1pre),
             /// Built against 0.2.0.
@@ -97,7 +100,7 @@ macro_rules! versioned {
         }
 
         /// A live instance, for each supported version.
-        pub(crate) enum $instance {
+        pub enum $instance {
             /// Built against 0.1.0.
             V0_1($v1),
             /// Built against 0.2.0.
@@ -108,10 +111,7 @@ macro_rules! versioned {
 
         impl $pre {
             /// Wraps `pre`, linked by the linker of `version`.
-            pub(crate) fn new(
-                version: WitVersion,
-                pre: InstancePre<StoreData>,
-            ) -> wasmtime::Result<Self> {
+            pub fn new(version: WitVersion, pre: InstancePre<StoreData>) -> wasmtime::Result<Self> {
                 Ok(match version {
                     WitVersion::V0_1_0 => Self::V0_1(<$v1pre>::new(pre)?),
                     WitVersion::V0_2_0 => Self::V0_2(<$v2pre>::new(pre)?),
@@ -130,7 +130,7 @@ macro_rules! versioned {
 
             /// A fresh instance in `store`. A type mismatch in its exports is named: which
             /// function, and how it differs.
-            pub(crate) async fn instantiate(
+            pub async fn instantiate(
                 &self,
                 store: &mut Store<StoreData>,
             ) -> wasmtime::Result<$instance> {
@@ -276,7 +276,7 @@ impl ObserverPre {
 
 impl ProviderInstance {
     /// `provider.describe`.
-    pub(crate) async fn describe(
+    pub async fn describe(
         &self,
         store: &mut Store<StoreData>,
         config: &str,
@@ -290,7 +290,7 @@ impl ProviderInstance {
     }
 
     /// `provider.run`.
-    pub(crate) async fn run(
+    pub async fn run(
         &self,
         store: &mut Store<StoreData>,
         config: &str,
@@ -308,11 +308,7 @@ impl ProviderInstance {
 
 impl ToolInstance {
     /// `tool.bind`.
-    pub(crate) async fn bind(
-        &self,
-        store: &mut Store<StoreData>,
-        config: &str,
-    ) -> Answer<ToolBinding> {
+    pub async fn bind(&self, store: &mut Store<StoreData>, config: &str) -> Answer<ToolBinding> {
         per_version!(self, i, _v => Ok(i
         .seam_plugin_tool()
         .call_bind(store, config)
@@ -325,7 +321,7 @@ impl ToolInstance {
     }
 
     /// `tool.describe`.
-    pub(crate) async fn describe(
+    pub async fn describe(
         &self,
         store: &mut Store<StoreData>,
         config: &str,
@@ -346,7 +342,7 @@ impl ToolInstance {
     }
 
     /// `tool.execute`.
-    pub(crate) async fn execute(
+    pub async fn execute(
         &self,
         store: &mut Store<StoreData>,
         config: &str,
@@ -368,7 +364,7 @@ impl ToolInstance {
 
 impl ObserverInstance {
     /// `observer.on-event`.
-    pub(crate) async fn on_event(
+    pub async fn on_event(
         &self,
         store: &mut Store<StoreData>,
         config: &str,

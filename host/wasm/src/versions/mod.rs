@@ -16,12 +16,12 @@
 //! Export names are derived here, from [`PACKAGE`] and each version's `VERSION`, and nowhere
 //! else.
 
-pub(crate) mod exports;
-pub(crate) mod v0_1_0;
-pub(crate) mod v0_2_0;
-pub(crate) mod v0_3_0;
+pub mod exports;
+pub mod v0_1_0;
+pub mod v0_2_0;
+pub mod v0_3_0;
 
-pub(crate) use v0_3_0 as latest;
+pub use v0_3_0 as latest;
 
 use std::path::{Path, PathBuf};
 
@@ -58,7 +58,7 @@ impl WitVersion {
     }
 
     /// Its place in [`WitVersion::ALL`].
-    pub(crate) fn index(self) -> usize {
+    pub fn index(self) -> usize {
         match self {
             Self::V0_1_0 => 0,
             Self::V0_2_0 => 1,

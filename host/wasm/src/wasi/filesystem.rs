@@ -52,7 +52,7 @@ type Answer<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
 
 /// Shadows wasmtime-wasi's filesystem functions that grow what a plugin keeps on disk; call it
 /// after `wasmtime_wasi::p2::add_to_linker_async`.
-pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let mut types = linker.instance(INTERFACE)?;
     types.func_wrap_async(

@@ -22,7 +22,7 @@ const INTERFACE: &str = "wasi:http/outgoing-handler@0.2.12";
 type Answer = wasmtime::Result<(Result<Resource<HostFutureIncomingResponse>, ErrorCode>,)>;
 
 /// Shadows `handle`; call it after wasmtime-wasi-http's own linker functions.
-pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     linker.instance(INTERFACE)?.func_wrap(
         "handle",

@@ -15,10 +15,10 @@ use crate::store::StoreData;
 const INTERFACE: &str = "wasi:io/error@0.2.12";
 
 /// Longest debug string a guest is given, in bytes.
-pub(crate) const MAX_DEBUG_STRING: usize = 1024;
+pub const MAX_DEBUG_STRING: usize = 1024;
 
 /// Shadows `[method]error.to-debug-string`; call it after `wasmtime_wasi::p2::add_to_linker_async`.
-pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     linker.instance(INTERFACE)?.func_wrap(
         "[method]error.to-debug-string",
@@ -33,7 +33,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<
 
 /// The error's messages, outermost first (`{:#}` never includes a backtrace), cut at
 /// [`MAX_DEBUG_STRING`] on a character boundary.
-pub(crate) fn debug_string(error: &StreamError) -> String {
+pub fn debug_string(error: &StreamError) -> String {
     let mut text = format!("{error:#}");
     if text.len() > MAX_DEBUG_STRING {
         let mut end = MAX_DEBUG_STRING;

@@ -4,17 +4,17 @@
 //! out of what a guest reads of a host error ([`io_error`]). Origins are gated by the
 //! hooks each store holds (`crate::store::http`), which wasmtime-wasi-http calls.
 
-pub(crate) mod filesystem;
-pub(crate) mod http;
-pub(crate) mod io_error;
-pub(crate) mod sockets;
+pub mod filesystem;
+pub mod http;
+pub mod io_error;
+pub mod sockets;
 
 use wasmtime::component::Linker;
 
 use crate::store::StoreData;
 
 /// Re-links the shadowed functions over wasmtime-wasi's (which the caller has added).
-pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     filesystem::add_to_linker(linker)?;
     http::add_to_linker(linker)?;
     io_error::add_to_linker(linker)?;

@@ -30,7 +30,7 @@ type Answer<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
 
 /// Shadows wasmtime-wasi's socket functions that refuse without a grant; call it after
 /// `wasmtime_wasi::p2::add_to_linker_async`.
-pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     linker
         .instance(&format!("wasi:sockets/ip-name-lookup@{VERSION}"))?

@@ -17,7 +17,7 @@ use crate::versions::v0_1_0::tool_world::seam::plugin::subagents;
 use crate::versions::v0_1_0::{folded, request_from_wit};
 
 /// Adds the 0.1.0 interfaces `kind`'s world imports to a linker (WASI is added by the caller).
-pub(crate) fn add_to_linker(
+pub fn add_to_linker(
     linker: &mut Linker<StoreData>,
     kind: seam_core::PluginKind,
 ) -> wasmtime::Result<()> {

@@ -11,9 +11,9 @@
 
 #![allow(missing_docs)]
 
-pub(crate) mod imports;
+pub mod imports;
 
-pub(crate) mod provider_world {
+pub mod provider_world {
     wasmtime::component::bindgen!({
         path: "../../wit/v0.1.0",
         world: "provider-plugin",
@@ -26,7 +26,7 @@ pub(crate) mod provider_world {
     });
 }
 
-pub(crate) mod tool_world {
+pub mod tool_world {
     wasmtime::component::bindgen!({
         path: "../../wit/v0.1.0",
         world: "tool-plugin",
@@ -40,7 +40,7 @@ pub(crate) mod tool_world {
     });
 }
 
-pub(crate) mod observer_world {
+pub mod observer_world {
     wasmtime::component::bindgen!({
         path: "../../wit/v0.1.0",
         world: "observer-plugin",
@@ -62,7 +62,7 @@ use seam_core::types::{
 };
 
 /// The package version these bindings were generated from (the `wit/` folder's).
-pub(crate) const VERSION: &str = "0.1.0";
+pub const VERSION: &str = "0.1.0";
 
 impl From<wit::ContentBlock> for ContentBlock {
     fn from(b: wit::ContentBlock) -> Self {
@@ -147,7 +147,7 @@ impl From<&ProviderDescriptor> for wit::ProviderDescriptor {
 }
 
 /// A provider's descriptor as a tool's `describe` takes it.
-pub(crate) fn wit_descriptor(d: &ProviderDescriptor) -> wit::ProviderDescriptor {
+pub fn wit_descriptor(d: &ProviderDescriptor) -> wit::ProviderDescriptor {
     d.into()
 }
 
@@ -184,10 +184,7 @@ impl From<SubagentResult> for wit::SubagentResult {
 }
 
 /// The child's words, or the diagnostic when it said nothing: 0.1.0 has one place for both.
-pub(crate) fn folded(
-    output: Vec<ContentBlock>,
-    diagnostic: Option<String>,
-) -> Vec<wit::ContentBlock> {
+pub fn folded(output: Vec<ContentBlock>, diagnostic: Option<String>) -> Vec<wit::ContentBlock> {
     let silent = output.iter().all(|b| b.as_text().trim().is_empty());
     match diagnostic {
         Some(d) if silent => vec![wit::ContentBlock::Text(d)],
@@ -197,7 +194,7 @@ pub(crate) fn folded(
 
 /// Converts a guest's result. Structured output that is not JSON is a provider fault, reported
 /// as an `error` run rather than passed on.
-pub(crate) fn result_from_wit(r: wit::SubagentResult) -> SubagentResult {
+pub fn result_from_wit(r: wit::SubagentResult) -> SubagentResult {
     let output: Vec<ContentBlock> = r.output.into_iter().map(Into::into).collect();
     match r.structured.map(|s| serde_json::from_str(&s)) {
         Some(Err(e)) => SubagentResult {
@@ -218,7 +215,7 @@ pub(crate) fn result_from_wit(r: wit::SubagentResult) -> SubagentResult {
 }
 
 /// The request as the provider guest sees it.
-pub(crate) fn request_to_wit(r: &StartRequest) -> wit::StartRequest {
+pub fn request_to_wit(r: &StartRequest) -> wit::StartRequest {
     wit::StartRequest {
         prompt: r.prompt.iter().cloned().map(Into::into).collect(),
         parent: r.parent.clone().into(),
@@ -238,7 +235,7 @@ pub(crate) fn request_to_wit(r: &StartRequest) -> wit::StartRequest {
 }
 
 /// A tool guest's request, checked for JSON where the WIT carries JSON as text.
-pub(crate) fn request_from_wit(r: wit::StartRequest) -> Result<StartRequest, SubagentError> {
+pub fn request_from_wit(r: wit::StartRequest) -> Result<StartRequest, SubagentError> {
     let output_schema = match r.output_schema {
         Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
             SubagentError::InvalidRequest(format!("output-schema is not valid JSON: {e}"))

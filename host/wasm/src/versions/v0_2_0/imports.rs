@@ -19,7 +19,7 @@ use crate::versions::v0_2_0::provider_world::seam::plugin::{agents, host, run_co
 use crate::versions::v0_2_0::request_from_wit;
 
 /// Adds the 0.2.0 interfaces `kind`'s world imports to a linker (WASI is added by the caller).
-pub(crate) fn add_to_linker(
+pub fn add_to_linker(
     linker: &mut Linker<StoreData>,
     kind: seam_core::PluginKind,
 ) -> wasmtime::Result<()> {

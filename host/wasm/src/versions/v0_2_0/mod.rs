@@ -7,9 +7,9 @@
 
 #![allow(missing_docs)]
 
-pub(crate) mod imports;
+pub mod imports;
 
-pub(crate) mod provider_world {
+pub mod provider_world {
     wasmtime::component::bindgen!({
         path: "../../wit/v0.2.0",
         world: "provider-plugin",
@@ -24,7 +24,7 @@ pub(crate) mod provider_world {
     });
 }
 
-pub(crate) mod tool_world {
+pub mod tool_world {
     wasmtime::component::bindgen!({
         path: "../../wit/v0.2.0",
         world: "tool-plugin",
@@ -38,7 +38,7 @@ pub(crate) mod tool_world {
     });
 }
 
-pub(crate) mod observer_world {
+pub mod observer_world {
     wasmtime::component::bindgen!({
         path: "../../wit/v0.2.0",
         world: "observer-plugin",
@@ -60,7 +60,7 @@ use seam_core::types::{
 };
 
 /// The package version these bindings were generated from (the `wit/v0.2.0` folder's).
-pub(crate) const VERSION: &str = "0.2.0";
+pub const VERSION: &str = "0.2.0";
 
 impl From<wit::ContentBlock> for ContentBlock {
     fn from(b: wit::ContentBlock) -> Self {
@@ -145,7 +145,7 @@ impl From<&ProviderDescriptor> for wit::ProviderDescriptor {
 }
 
 /// A provider's descriptor as a tool's `describe` takes it.
-pub(crate) fn wit_descriptor(d: &ProviderDescriptor) -> wit::ProviderDescriptor {
+pub fn wit_descriptor(d: &ProviderDescriptor) -> wit::ProviderDescriptor {
     d.into()
 }
 
@@ -184,7 +184,7 @@ impl From<SubagentResult> for wit::SubagentResult {
 
 /// Converts a guest's result. Structured output that is not JSON is a provider fault, reported
 /// as an `error` run rather than passed on.
-pub(crate) fn result_from_wit(r: wit::SubagentResult) -> SubagentResult {
+pub fn result_from_wit(r: wit::SubagentResult) -> SubagentResult {
     let output: Vec<ContentBlock> = r.output.into_iter().map(Into::into).collect();
     match r.structured.map(|s| serde_json::from_str(&s)) {
         Some(Err(e)) => SubagentResult {
@@ -205,7 +205,7 @@ pub(crate) fn result_from_wit(r: wit::SubagentResult) -> SubagentResult {
 }
 
 /// The request as the provider guest sees it.
-pub(crate) fn request_to_wit(r: &StartRequest) -> wit::StartRequest {
+pub fn request_to_wit(r: &StartRequest) -> wit::StartRequest {
     wit::StartRequest {
         prompt: r.prompt.iter().cloned().map(Into::into).collect(),
         parent: r.parent.clone().into(),
@@ -225,7 +225,7 @@ pub(crate) fn request_to_wit(r: &StartRequest) -> wit::StartRequest {
 }
 
 /// A tool guest's request, checked for JSON where the WIT carries JSON as text.
-pub(crate) fn request_from_wit(r: wit::StartRequest) -> Result<StartRequest, SubagentError> {
+pub fn request_from_wit(r: wit::StartRequest) -> Result<StartRequest, SubagentError> {
     let output_schema = match r.output_schema {
         Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
             SubagentError::InvalidRequest(format!("output-schema is not valid JSON: {e}"))

@@ -7,7 +7,7 @@
 
 #![allow(missing_docs)]
 
-pub(crate) mod provider_world {
+pub mod provider_world {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "provider-plugin",
@@ -22,7 +22,7 @@ pub(crate) mod provider_world {
     });
 }
 
-pub(crate) mod tool_world {
+pub mod tool_world {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "tool-plugin",
@@ -36,7 +36,7 @@ pub(crate) mod tool_world {
     });
 }
 
-pub(crate) mod observer_world {
+pub mod observer_world {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "observer-plugin",
@@ -59,7 +59,7 @@ use seam_core::types::{
 };
 
 /// The package version these bindings were generated from (the `wit/` folder's).
-pub(crate) const VERSION: &str = "0.3.0";
+pub const VERSION: &str = "0.3.0";
 
 impl From<wit::ContentBlock> for ContentBlock {
     fn from(b: wit::ContentBlock) -> Self {
@@ -144,7 +144,7 @@ impl From<&ProviderDescriptor> for wit::ProviderDescriptor {
 }
 
 /// A provider's descriptor as a tool's `describe` takes it.
-pub(crate) fn wit_descriptor(d: &ProviderDescriptor) -> wit::ProviderDescriptor {
+pub fn wit_descriptor(d: &ProviderDescriptor) -> wit::ProviderDescriptor {
     d.into()
 }
 
@@ -183,7 +183,7 @@ impl From<SubagentResult> for wit::SubagentResult {
 
 /// Converts a guest's result. Structured output that is not JSON is a provider fault, reported
 /// as an `error` run rather than passed on.
-pub(crate) fn result_from_wit(r: wit::SubagentResult) -> SubagentResult {
+pub fn result_from_wit(r: wit::SubagentResult) -> SubagentResult {
     let output: Vec<ContentBlock> = r.output.into_iter().map(Into::into).collect();
     match r.structured.map(|s| serde_json::from_str(&s)) {
         Some(Err(e)) => SubagentResult {
@@ -204,7 +204,7 @@ pub(crate) fn result_from_wit(r: wit::SubagentResult) -> SubagentResult {
 }
 
 /// The request as the provider guest sees it.
-pub(crate) fn request_to_wit(r: &StartRequest) -> wit::StartRequest {
+pub fn request_to_wit(r: &StartRequest) -> wit::StartRequest {
     wit::StartRequest {
         prompt: r.prompt.iter().cloned().map(Into::into).collect(),
         parent: r.parent.clone().into(),
@@ -224,7 +224,7 @@ pub(crate) fn request_to_wit(r: &StartRequest) -> wit::StartRequest {
 }
 
 /// A tool guest's request, checked for JSON where the WIT carries JSON as text.
-pub(crate) fn request_from_wit(r: wit::StartRequest) -> Result<StartRequest, SubagentError> {
+pub fn request_from_wit(r: wit::StartRequest) -> Result<StartRequest, SubagentError> {
     let output_schema = match r.output_schema {
         Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
             SubagentError::InvalidRequest(format!("output-schema is not valid JSON: {e}"))

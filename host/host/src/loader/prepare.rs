@@ -1,0 +1,261 @@
+//! Phase one of a load: compile, recognise, sandbox, link and ask the plugin what it declares.
+//! Nothing here touches a registry, so entries are prepared concurrently.
+
+use std::sync::Arc;
+
+use seam_core::types::PluginKind;
+
+use super::Linked;
+use super::{LoadError, Loader, PluginInfo, Prepared};
+use crate::cache::Tiering;
+use crate::config::{EntrySource, PluginEntry};
+use crate::engine::EngineError;
+use crate::kinds::link;
+use crate::sandbox::{Sandbox, SandboxError};
+
+impl Loader {
+    /// Phase one: compile, recognise, sandbox, link and describe. Touches no registry.
+    pub(super) async fn prepare_entry(
+        &self,
+        entry: &PluginEntry,
+    ) -> Option<(PluginInfo, Result<Prepared, LoadError>)> {
+        if entry.disabled {
+            return None;
+        }
+        let mut info = Self::info_for(entry);
+        let result = self.prepare(entry, &mut info).await;
+        Some((info, result))
+    }
+
+    async fn prepare(
+        &self,
+        entry: &PluginEntry,
+        info: &mut PluginInfo,
+    ) -> Result<Prepared, LoadError> {
+        let id = entry.id.clone();
+        let engine_err = |source| LoadError::Engine {
+            id: id.clone(),
+            source,
+        };
+        let (path, checked) = match &entry.source {
+            EntrySource::Component(path) => (path.clone(), None),
+            // A component from a registry is pulled and checked (digest, lock, signature, size)
+            // before a byte of it is compiled; then its file in the store is compiled like any.
+            #[cfg(feature = "oci")]
+            EntrySource::Oci(source) => {
+                let resolved = self
+                    .oci
+                    .resolve(source)
+                    .await
+                    .map_err(|source| LoadError::Oci {
+                        id: id.clone(),
+                        source: Box::new(source),
+                    })?;
+                info.pulled = Some(super::Pulled {
+                    digest: resolved.digest.to_string(),
+                    size: resolved.size,
+                    signer: resolved.signer.map(|s| (s.name, s.fingerprint)),
+                });
+                (resolved.path, Some(resolved.blake3))
+            }
+            #[cfg(feature = "acp")]
+            EntrySource::Acp(argv) => return self.prepare_acp(entry, argv, info),
+            #[cfg(feature = "mcp")]
+            EntrySource::Mcp(transport) => return self.prepare_mcp(entry, transport, info),
+        };
+        let began = std::time::SystemTime::now();
+        let compiled = self
+            .cache
+            .compile_and_recognise(&path, checked, Tiering::Allowed)
+            .await;
+        #[cfg(feature = "telemetry")]
+        if let Some(telemetry) = crate::telemetry::Telemetry::installed() {
+            telemetry.plugin_load(
+                &entry.id,
+                &path,
+                began,
+                compiled.as_ref().map(|(c, _, _)| c.origin.as_str()),
+            );
+        }
+        let (compiled, kind, version) = compiled.map_err(engine_err)?;
+        info.kind = Some(kind);
+        info.version = Some(version);
+        if let Some(expected) = entry.kind.filter(|k| *k != kind) {
+            return Err(engine_err(EngineError::KindMismatch {
+                path: entry.component(),
+                expected,
+                found: kind,
+            }));
+        }
+        let baseline = self.cache.is_baseline(&compiled.component);
+        info.compiler = Some(if baseline {
+            crate::engine::Compiler::Winch
+        } else {
+            match self.engine_options.compiler {
+                crate::engine::Compiler::Winch => crate::engine::Compiler::Winch,
+                _ => crate::engine::Compiler::Cranelift,
+            }
+        });
+        let tier_up = baseline.then(|| super::TierUp {
+            id: entry.id.clone(),
+            path: path.clone(),
+            source: compiled.source,
+        });
+        self.link_compiled(entry, info, &compiled.component, kind, version, tier_up)
+            .await
+    }
+
+    /// The rest of phase one for a compiled component: sandbox, link, describe.
+    pub(super) async fn link_compiled(
+        &self,
+        entry: &PluginEntry,
+        info: &mut PluginInfo,
+        component: &wasmtime::component::Component,
+        kind: PluginKind,
+        version: crate::versions::WitVersion,
+        tier_up: Option<super::TierUp>,
+    ) -> Result<Prepared, LoadError> {
+        let sandbox = self.sandbox_for(entry)?;
+        info.grants = Some(sandbox.grants().clone());
+        info.limits = Some(sandbox.limits().clone());
+        info.host_memory = Some(sandbox.host_memory().clone());
+        let sandbox_limits = sandbox.limits().clone();
+        let linked = link(
+            &self.runtime,
+            entry.id.as_str().into(),
+            (kind, version),
+            component,
+            entry.config.to_string().into(),
+            sandbox,
+        )
+        .await
+        .map_err(|source| LoadError::Guest {
+            id: entry.id.clone(),
+            component: entry.component(),
+            source,
+        })?;
+        Ok(Prepared {
+            linked: linked.into(),
+            sandbox_limits,
+            tier_up,
+        })
+    }
+
+    /// An ACP entry: no component, a process per run; `acp` says which grants apply to it and
+    /// what its provider is made of.
+    #[cfg(feature = "acp")]
+    fn prepare_acp(
+        &self,
+        entry: &PluginEntry,
+        argv: &[String],
+        info: &mut PluginInfo,
+    ) -> Result<Prepared, LoadError> {
+        info.kind = Some(PluginKind::Provider);
+        crate::acp::check_grants(&entry.grants).map_err(|source| LoadError::Sandbox {
+            id: entry.id.clone(),
+            source,
+        })?;
+        let sandbox = self.sandbox_for(entry)?;
+        info.grants = Some(sandbox.grants().clone());
+        info.limits = Some(sandbox.limits().clone());
+        info.host_memory = Some(sandbox.host_memory().clone());
+        let (descriptor, provider) = crate::acp::provider(
+            &entry.id,
+            &entry.config,
+            argv,
+            &sandbox,
+            self.runtime.cancel_grace,
+            self.runtime.live.clone(),
+        )
+        .map_err(|source| LoadError::Acp {
+            id: entry.id.clone(),
+            source,
+        })?;
+        Ok(Prepared {
+            tier_up: None,
+            linked: Linked::Provider(descriptor, Arc::new(provider)),
+            sandbox_limits: sandbox.limits().clone(),
+        })
+    }
+
+    /// An MCP entry: no component; the server is connected when the entry is committed.
+    #[cfg(feature = "mcp")]
+    fn prepare_mcp(
+        &self,
+        entry: &PluginEntry,
+        transport: &seam_mcp::client::McpTransport,
+        info: &mut PluginInfo,
+    ) -> Result<Prepared, LoadError> {
+        info.kind = Some(PluginKind::Tool);
+        crate::mcp::client::check_grants(transport, &entry.grants).map_err(|source| {
+            LoadError::Sandbox {
+                id: entry.id.clone(),
+                source,
+            }
+        })?;
+        let sandbox = self.sandbox_for(entry)?;
+        info.grants = Some(sandbox.grants().clone());
+        info.limits = Some(sandbox.limits().clone());
+        info.host_memory = Some(sandbox.host_memory().clone());
+        let mcp = crate::mcp::client::McpEntry::new(
+            &entry.id,
+            &entry.config,
+            transport.clone(),
+            &sandbox,
+            self.runtime.cancel_grace,
+            self.runtime.live.clone(),
+            Arc::downgrade(&self.runtime.agents),
+        )
+        .map_err(|source| LoadError::Mcp {
+            id: entry.id.clone(),
+            source,
+        })?;
+        Ok(Prepared {
+            tier_up: None,
+            linked: Linked::Mcp(mcp),
+            sandbox_limits: sandbox.limits().clone(),
+        })
+    }
+
+    /// The entry's sandbox: its limits over the host's defaults, its grants checked against the
+    /// host (directories exist and open, environment values read now).
+    fn sandbox_for(&self, entry: &PluginEntry) -> Result<Sandbox, LoadError> {
+        let err = |key: &str, message: String| LoadError::Sandbox {
+            id: entry.id.clone(),
+            source: SandboxError {
+                key: key.to_string(),
+                message,
+            },
+        };
+        let limits = entry.limits.apply(&self.defaults);
+        let engine = &self.engine_options;
+        if engine.pooling && limits.memory_bytes > engine.pool_memory_bytes {
+            return Err(err(
+                "limits.memory_mb",
+                format!(
+                    "{} MiB is more than the engine's memory slot of {} MiB",
+                    limits.memory_bytes >> 20,
+                    engine.pool_memory_bytes >> 20
+                ),
+            ));
+        }
+        if engine.pooling && limits.table_elements > engine.pool_table_elements {
+            return Err(err(
+                "limits.table_elements",
+                format!(
+                    "{} is more than the engine's table slot of {} elements",
+                    limits.table_elements, engine.pool_table_elements
+                ),
+            ));
+        }
+        // No grant may reach the compile cache: its artifacts are native code the host runs.
+        let grants = entry
+            .grants
+            .resolve_avoiding(self.cache.guarded_dir())
+            .map_err(|source| LoadError::Sandbox {
+                id: entry.id.clone(),
+                source,
+            })?;
+        Ok(Sandbox::new(limits, grants, engine.epoch_tick))
+    }
+}

@@ -1,0 +1,334 @@
+//! `seam mcp --http ADDR`: the MCP server over streamable HTTP (rmcp's `StreamableHttpService`
+//! on a hyper HTTP/1.1 server), one [`McpServer`] per session.
+//!
+//! The guards, checked before rmcp sees a request:
+//! - an address that is not loopback is served only with a bearer token, and a token, once
+//!   given, is required of every request (`Authorization: Bearer ...`, compared in constant
+//!   time);
+//! - `Origin`, when a browser sends one, must be a loopback origin or one allowed by name, and
+//!   `Host` a loopback name or one allowed (against DNS rebinding; rmcp checks both);
+//! - a request body is at most `max_request_bytes` (413 past it), and at most `max_sessions`
+//!   sessions are open at once (a new one past it is refused with 503).
+//!
+//! Every request's body is read (within its cap) before any answer is given, refusals
+//! included: hyper closes a kept-alive connection whose request body was left unread if that
+//! body had not arrived yet, and may already have sent the answer without `Connection: close`,
+//! so a client reusing the connection saw it drop without an answer (a race that lost the MCP
+//! SDK's second request under load). A request without the token has its body read and
+//! dropped, never held; a body past its cap is refused with `Connection: close`, its rest
+//! unread.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::handler::McpServer;
+use super::ToolHost as Host;
+
+/// Connections served at once; past it the listener waits for one to close.
+const MAX_CONNECTIONS: usize = 256;
+
+/// The top-level caller every HTTP client's calls are made as.
+pub const HTTP_CALLER: &str = "mcp-http";
+
+/// How `seam mcp --http` serves.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// The bearer token every request must carry; required when `addr` is not loopback.
+    pub bearer_token: Option<String>,
+    /// Browser origins allowed besides the loopback ones (`http://localhost:*` and the like),
+    /// each with its scheme (`https://app.example.com:443`).
+    pub allowed_origins: Vec<String>,
+    /// `Host` names (or `host:port`) allowed besides the loopback ones. Off loopback with none
+    /// given, any `Host` is accepted: the token is then what guards the server.
+    pub allowed_hosts: Vec<String>,
+    /// The largest request body accepted.
+    pub max_request_bytes: usize,
+    /// The most sessions open at once.
+    pub max_sessions: usize,
+}
+
+impl HttpOptions {
+    /// Loopback-only defaults for `addr`: no token, 4 MiB requests, 64 sessions.
+    pub fn new(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            bearer_token: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_request_bytes: 4 << 20,
+            max_sessions: 64,
+        }
+    }
+}
+
+/// Why the HTTP server cannot start.
+#[derive(Debug, Error)]
+pub enum HttpError {
+    /// An address other than loopback was asked for without a token.
+    #[error(
+        "`{0}` is not a loopback address: serving MCP there needs a bearer token (--token-env)"
+    )]
+    TokenRequired(SocketAddr),
+    /// A token was given but is empty.
+    #[error("the bearer token is empty")]
+    EmptyToken,
+    /// The address cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A bound MCP HTTP endpoint, not yet serving.
+pub struct McpHttp {
+    listener: TcpListener,
+    options: HttpOptions,
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+impl McpHttp {
+    /// Checks the options and binds the address.
+    pub async fn bind(options: HttpOptions) -> Result<Self, HttpError> {
+        if options.bearer_token.as_deref() == Some("") {
+            return Err(HttpError::EmptyToken);
+        }
+        if !options.addr.ip().is_loopback() && options.bearer_token.is_none() {
+            return Err(HttpError::TokenRequired(options.addr));
+        }
+        let listener = TcpListener::bind(options.addr)
+            .await
+            .map_err(|source| HttpError::Bind {
+                addr: options.addr,
+                source,
+            })?;
+        Ok(Self { listener, options })
+    }
+
+    /// The address actually bound (port 0 asks for any free port).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves `host`'s tools until `shutdown` is cancelled; then every session ends.
+    pub async fn serve(self, host: Host, working_directory: String, shutdown: CancellationToken) {
+        let options = self.options;
+        let mut origins: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
+            .iter()
+            .map(|h| format!("http://{h}:*"))
+            .collect();
+        origins.extend(options.allowed_origins.iter().cloned());
+        let mut config = StreamableHttpServerConfig::default()
+            .with_allowed_origins(origins)
+            .with_max_request_body_bytes(options.max_request_bytes)
+            .with_cancellation_token(shutdown.child_token());
+        if !options.allowed_hosts.is_empty() {
+            let mut hosts = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+            hosts.extend(options.allowed_hosts.iter().cloned());
+            config = config.with_allowed_hosts(hosts);
+        } else if !options.addr.ip().is_loopback() {
+            config = config.disable_allowed_hosts();
+        }
+        let sessions = Arc::new(LocalSessionManager::default());
+        let service = StreamableHttpService::new(
+            move || {
+                Ok(McpServer::new(
+                    host.clone(),
+                    HTTP_CALLER,
+                    working_directory.clone(),
+                ))
+            },
+            sessions.clone(),
+            config,
+        );
+        let guard = Arc::new(Guard {
+            token: options.bearer_token.clone(),
+            max_sessions: options.max_sessions,
+            max_request_bytes: options.max_request_bytes,
+            sessions,
+        });
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let mut connections = JoinSet::new();
+        loop {
+            let slot = tokio::select! {
+                slot = slots.clone().acquire_owned() => slot,
+                () = shutdown.cancelled() => break,
+            };
+            let Ok(slot) = slot else { break };
+            let accepted = tokio::select! {
+                accepted = self.listener.accept() => accepted,
+                () = shutdown.cancelled() => break,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "seam mcp: cannot accept a connection");
+                    continue;
+                }
+            };
+            let (service, guard) = (service.clone(), guard.clone());
+            connections.spawn(async move {
+                let _slot = slot;
+                let serve = hyper::service::service_fn(move |request: Request<Incoming>| {
+                    let (service, guard) = (service.clone(), guard.clone());
+                    async move { Ok::<_, Infallible>(guard.serve(&service, request).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), serve)
+                    .await;
+            });
+            // Finished connections are collected as they go, not kept until shutdown.
+            while connections.try_join_next().is_some() {}
+        }
+        connections.shutdown().await;
+    }
+}
+
+/// What is checked before rmcp sees a request: the body's size, the bearer token and the
+/// session count.
+struct Guard {
+    token: Option<String>,
+    max_sessions: usize,
+    max_request_bytes: usize,
+    sessions: Arc<LocalSessionManager>,
+}
+
+impl Guard {
+    /// The answer to `request`: a refusal, or rmcp's.
+    async fn serve(
+        &self,
+        service: &StreamableHttpService<McpServer, LocalSessionManager>,
+        request: Request<Incoming>,
+    ) -> Response<Body> {
+        let declared = request
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        // A declared length past the cap is refused before a byte of the body is read.
+        if declared.is_some_and(|n| n > self.max_request_bytes as u64) {
+            return too_large();
+        }
+        let (parts, body) = request.into_parts();
+        if !self.authorized(&parts.headers) {
+            let mut refused = plain(StatusCode::UNAUTHORIZED, "a bearer token is required");
+            refused.headers_mut().insert(
+                hyper::header::WWW_AUTHENTICATE,
+                hyper::header::HeaderValue::from_static("Bearer"),
+            );
+            // Read and dropped: a client without the token makes the server hold nothing.
+            let mut body = Limited::new(body, self.max_request_bytes);
+            while let Some(frame) = body.frame().await {
+                if frame.is_err() {
+                    return closing(refused);
+                }
+            }
+            return refused;
+        }
+        let body = match Limited::new(body, self.max_request_bytes).collect().await {
+            Ok(body) => Full::new(body.to_bytes()),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
+            Err(_) => {
+                return closing(plain(
+                    StatusCode::BAD_REQUEST,
+                    "the request body could not be read",
+                ))
+            }
+        };
+        // A POST without a session id opens a session (or is a stateless request).
+        let opens =
+            parts.method == hyper::Method::POST && !parts.headers.contains_key("mcp-session-id");
+        if opens && self.sessions.sessions.read().await.len() >= self.max_sessions {
+            return plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many MCP sessions are open",
+            );
+        }
+        service.handle(Request::from_parts(parts, body)).await
+    }
+
+    /// Whether `headers` carry the bearer token, if one is required.
+    fn authorized(&self, headers: &hyper::HeaderMap) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        let given = headers
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        same(given.as_bytes(), token.as_bytes())
+    }
+}
+
+/// Compares in time that depends on the lengths only.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+    *response.status_mut() = status;
+    response
+}
+
+/// The refusal of a body past the cap, whose rest is left unread.
+fn too_large() -> Response<Body> {
+    closing(plain(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "the request body is too large",
+    ))
+}
+
+/// `response`, telling the client that the connection ends with it.
+fn closing(mut response: Response<Body>) -> Response<Body> {
+    response.headers_mut().insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same(b"secret", b"secret"));
+        assert!(!same(b"secret", b"secreT"));
+        assert!(!same(b"secret", b"secret2"));
+        assert!(!same(b"", b"secret"));
+    }
+
+    #[tokio::test]
+    async fn off_loopback_needs_a_token() {
+        let addr: SocketAddr = "0.0.0.0:0".parse().unwrap();
+        let refused = McpHttp::bind(HttpOptions::new(addr)).await;
+        assert!(matches!(refused, Err(HttpError::TokenRequired(_))));
+        let mut options = HttpOptions::new(addr);
+        options.bearer_token = Some(String::new());
+        assert!(matches!(
+            McpHttp::bind(options).await,
+            Err(HttpError::EmptyToken)
+        ));
+    }
+}

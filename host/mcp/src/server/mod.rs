@@ -1,0 +1,63 @@
+//! `seam mcp`: a host's mounted tools served to MCP clients. It serves a [`ToolHost`] (a host's
+//! tool registry and event bus), which `seam_host::Host::tool_host` hands out, so this crate
+//! never reaches the loader.
+//!
+//! - [`handler`]: every mounted tool (Wasm tool components, subagent tools, the background
+//!   control tools) as MCP tools, to one client per [`handler::McpServer`];
+//! - [`http`]: the streamable HTTP endpoint of `seam mcp --http`, with its guards (loopback by
+//!   default, bearer token off loopback, `Origin` and `Host` checked, request size and session
+//!   count capped).
+
+pub mod handler;
+pub mod http;
+
+use std::sync::Arc;
+
+use seam_core::events::EventBus;
+use seam_core::tool::{ToolError, ToolRegistry};
+use seam_core::types::{ParentRef, ToolDescriptor, ToolResult};
+use tokio_util::sync::CancellationToken;
+
+pub use handler::McpServer;
+
+/// What `seam mcp` serves: a host's mounted tools, and the bus their runs' events arrive on.
+#[derive(Clone)]
+pub struct ToolHost {
+    tools: Arc<ToolRegistry>,
+    events: Arc<EventBus>,
+}
+
+impl ToolHost {
+    /// The tools of `tools`, whose runs emit on `events`.
+    pub fn new(tools: Arc<ToolRegistry>, events: Arc<EventBus>) -> Self {
+        Self { tools, events }
+    }
+
+    /// The bus the tools' runs emit on.
+    pub fn events(&self) -> &Arc<EventBus> {
+        &self.events
+    }
+
+    /// The mounted tools.
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.tools
+    }
+
+    /// The mounted tools, as the model sees them.
+    pub fn tool_descriptors(&self) -> Vec<ToolDescriptor> {
+        self.tools.list()
+    }
+
+    /// Calls the tool mounted under `name` on behalf of `caller`.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        caller: ParentRef,
+        arguments: &str,
+        abort: CancellationToken,
+    ) -> Result<ToolResult, ToolError> {
+        self.tools
+            .execute(name, caller, arguments.to_string(), abort)
+            .await
+    }
+}

@@ -1,0 +1,384 @@
+//! What a plugin is granted beyond Seam's own imports: preopened directories, environment
+//! variables, network addresses, name lookup and HTTP origins. Everything is denied unless the
+//! plugin's config entry grants it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use thiserror::Error;
+
+/// A config entry's `[plugin.grants]`, as written (paths already resolved against the config
+/// file's folder). [`Grants::resolve`] checks it against the host at load.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Grants {
+    /// Host directories preopened in the guest (`dirs`).
+    pub dirs: Vec<DirGrant>,
+    /// Names of host environment variables the guest sees (`env`).
+    pub env: Vec<String>,
+    /// Socket addresses the guest may connect or send to, over TCP or UDP (`network`).
+    pub network: Vec<SocketAddr>,
+    /// Whether the guest may resolve names (`dns`).
+    pub dns: bool,
+    /// Origins the guest may send HTTP requests to through `wasi:http` (`http`).
+    pub http: Vec<HttpOrigin>,
+}
+
+/// An HTTP origin: scheme, host and port (`https://api.deepseek.com`, `http://127.0.0.1:8080`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HttpOrigin {
+    /// Whether the scheme is `https`.
+    pub https: bool,
+    /// The host, lowercase (a name, an IPv4 address, or an IPv6 address in brackets).
+    pub host: String,
+    /// The port: given, or 443 for `https` and 80 for `http`.
+    pub port: u16,
+}
+
+impl HttpOrigin {
+    /// The origin a request goes to, if its URI names a scheme and an authority without user
+    /// information: `http://127.0.0.1:1@127.0.0.1:2` names no origin, whatever a resolver or a
+    /// server would make of it.
+    pub fn of(uri: &http::Uri) -> Option<HttpOrigin> {
+        let https = match uri.scheme_str()? {
+            "https" => true,
+            "http" => false,
+            _ => return None,
+        };
+        let authority = uri.authority()?;
+        if authority.as_str().contains('@') {
+            return None;
+        }
+        Some(HttpOrigin {
+            https,
+            host: authority.host().to_ascii_lowercase(),
+            port: authority.port_u16().unwrap_or(if https { 443 } else { 80 }),
+        })
+    }
+}
+
+/// Why a text is not an HTTP origin grant.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum OriginError {
+    /// It is not `scheme://host[:port]` at all.
+    #[error(
+        "`{0}` is not an origin: write the scheme, the host and, if not the default, the port, \
+         such as `https://api.deepseek.com` or `http://127.0.0.1:8080`"
+    )]
+    Shape(String),
+    /// It has a user name or password.
+    #[error("`{0}`: an origin has no user name or password")]
+    UserInfo(String),
+    /// It has a path or a query.
+    #[error("`{0}`: an origin has no path or query; the grant covers every path")]
+    Path(String),
+    /// Its scheme is not http or https.
+    #[error("`{text}`: the scheme must be http or https, not `{scheme}`")]
+    Scheme {
+        /// The origin as written.
+        text: String,
+        /// Its scheme.
+        scheme: String,
+    },
+}
+
+impl std::str::FromStr for HttpOrigin {
+    type Err = OriginError;
+
+    /// Reads `scheme://host[:port]`, with nothing after the host but an optional `/`.
+    fn from_str(text: &str) -> Result<Self, OriginError> {
+        let shape = || OriginError::Shape(text.to_string());
+        let uri: http::Uri = text.parse().map_err(|_| shape())?;
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err(OriginError::UserInfo(text.to_string()));
+        }
+        if uri.query().is_some() || !matches!(uri.path(), "" | "/") {
+            return Err(OriginError::Path(text.to_string()));
+        }
+        match uri.scheme_str() {
+            Some("http" | "https") => {}
+            Some(other) => {
+                return Err(OriginError::Scheme {
+                    text: text.to_string(),
+                    scheme: other.to_string(),
+                })
+            }
+            None => return Err(shape()),
+        }
+        HttpOrigin::of(&uri).ok_or_else(shape)
+    }
+}
+
+impl std::fmt::Display for HttpOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.https { "https" } else { "http" };
+        let default = if self.https { 443 } else { 80 };
+        if self.port == default {
+            write!(f, "{scheme}://{}", self.host)
+        } else {
+            write!(f, "{scheme}://{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl Serialize for HttpOrigin {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// One preopened directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DirGrant {
+    /// The directory on the host.
+    pub host: PathBuf,
+    /// Its name in the guest, for example `/data`.
+    pub guest: String,
+    /// Whether the guest may create, change and delete files in it; read-only otherwise.
+    pub write: bool,
+}
+
+/// The keys of `[plugin.grants]`.
+pub const GRANT_KEYS: &[&str] = &["dirs", "env", "network", "dns", "http"];
+/// The keys of one `dirs` entry.
+pub const DIR_KEYS: &[&str] = &["host", "guest", "write"];
+
+/// A grant that cannot be honoured on this host, naming the config key.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("key `{key}`: {message}")]
+pub struct SandboxError {
+    /// The key, for example `grants.dirs[0].host`.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Grants checked against the host: directories exist and open, environment values read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Granted {
+    /// Preopened directories, host paths made canonical.
+    pub dirs: Vec<DirGrant>,
+    /// Granted environment variables that are set on the host (names only: values stay secret).
+    pub env: Vec<String>,
+    /// Granted environment variables that are not set on the host; the guest does not see them.
+    pub env_unset: Vec<String>,
+    /// Addresses the guest may connect or send to.
+    pub network: Vec<SocketAddr>,
+    /// Whether name lookup is allowed.
+    pub dns: bool,
+    /// Origins the guest may send HTTP requests to.
+    pub http: Vec<HttpOrigin>,
+    #[serde(skip)]
+    env_values: Vec<(String, String)>,
+}
+
+impl Grants {
+    /// Checks every grant against the host: each directory must exist, be a directory and open;
+    /// each environment variable's value is read now (a variable that is not set is left out).
+    /// Guards no compile cache: the loader uses [`Grants::resolve_avoiding`].
+    pub fn resolve(&self) -> Result<Granted, SandboxError> {
+        self.resolve_avoiding(None)
+    }
+
+    /// [`Grants::resolve`], and no granted directory may reach the compile cache `cache_dir`
+    /// (canonical): a grant of the cache directory, of a directory inside it or of one that
+    /// contains it (symlinks resolved) fails, naming `grants.dirs[N].host`. The cache holds
+    /// native code the host runs, so a plugin that could write there could run code outside
+    /// its sandbox (and one that could read it, every other plugin's compiled code).
+    pub fn resolve_avoiding(&self, cache_dir: Option<&Path>) -> Result<Granted, SandboxError> {
+        let mut granted = Granted {
+            network: self.network.clone(),
+            dns: self.dns,
+            http: self.http.clone(),
+            ..Granted::default()
+        };
+        for (i, dir) in self.dirs.iter().enumerate() {
+            let err = |message: String| SandboxError {
+                key: format!("grants.dirs[{i}].host"),
+                message,
+            };
+            let host = std::fs::canonicalize(&dir.host)
+                .map_err(|e| err(format!("`{}`: {e}", dir.host.display())))?;
+            if !host.is_dir() {
+                return Err(err(format!("`{}` is not a directory", dir.host.display())));
+            }
+            if let Some(cache) = cache_dir {
+                if host.starts_with(cache) || cache.starts_with(&host) {
+                    let place = if host == cache {
+                        "is the compile cache".to_string()
+                    } else if host.starts_with(cache) {
+                        format!("is inside the compile cache `{}`", cache.display())
+                    } else {
+                        format!("contains the compile cache `{}`", cache.display())
+                    };
+                    return Err(err(format!(
+                        "`{}` ({}) {place}; granting it would expose the compile cache, whose \
+                         native code the host runs",
+                        dir.host.display(),
+                        host.display()
+                    )));
+                }
+            }
+            // Open it the way every store will, so a problem shows now and not at the first run.
+            std::fs::read_dir(&host)
+                .map_err(|e| err(format!("cannot open `{}`: {e}", host.display())))?;
+            granted.dirs.push(DirGrant {
+                host,
+                guest: dir.guest.clone(),
+                write: dir.write,
+            });
+        }
+        for name in &self.env {
+            match std::env::var(name) {
+                Ok(value) => {
+                    granted.env.push(name.clone());
+                    granted.env_values.push((name.clone(), value));
+                }
+                Err(_) => granted.env_unset.push(name.clone()),
+            }
+        }
+        Ok(granted)
+    }
+}
+
+impl Granted {
+    /// Whether nothing at all is granted.
+    pub fn is_empty(&self) -> bool {
+        self.dirs.is_empty()
+            && self.env.is_empty()
+            && self.env_unset.is_empty()
+            && self.network.is_empty()
+            && !self.dns
+            && self.http.is_empty()
+    }
+
+    /// The granted environment variables that are set, with their values (for a process that
+    /// is not a component: an ACP agent).
+    pub fn env_values(&self) -> &[(String, String)] {
+        &self.env_values
+    }
+}
+
+/// Most denials one store warns about, so a guest looking up names in a loop cannot flood the
+/// log.
+const SOCKET_WARNINGS: usize = 8;
+
+/// What one store may do with sockets, and the denials it already warned about.
+#[derive(Default)]
+pub struct SocketWatch {
+    dns: bool,
+    network: bool,
+    warned: Vec<Denial>,
+}
+
+/// One denied attempt, as warned about.
+#[derive(PartialEq)]
+pub enum Denial {
+    /// A name lookup without `dns = true`.
+    Lookup(String),
+    /// A socket (`TCP` or `UDP`) opened without a `network` grant.
+    Socket(&'static str),
+}
+
+impl SocketWatch {
+    /// The watch of a store with `grants`.
+    pub fn new(grants: &Granted) -> Self {
+        Self {
+            dns: grants.dns,
+            network: !grants.network.is_empty(),
+            warned: Vec::new(),
+        }
+    }
+
+    /// Whether name lookups are granted.
+    pub fn dns(&self) -> bool {
+        self.dns
+    }
+
+    /// Whether any address is granted, so that a socket may be opened.
+    pub fn network(&self) -> bool {
+        self.network
+    }
+
+    /// Logs `denial` once per store, up to [`SOCKET_WARNINGS`].
+    pub fn warn(&mut self, plugin: &str, denial: Denial) {
+        if self.warned.len() >= SOCKET_WARNINGS || self.warned.contains(&denial) {
+            return;
+        }
+        match &denial {
+            Denial::Lookup(name) => tracing::warn!(
+                plugin,
+                name = %name,
+                "plugin `{plugin}` looked up the name `{name}`, which its grants do not allow; to \
+                 allow name lookups, set `dns = true` under [plugin.grants]"
+            ),
+            Denial::Socket(protocol) => tracing::warn!(
+                plugin,
+                protocol,
+                "plugin `{plugin}` opened a {protocol} socket, which its grants do not allow; to \
+                 allow it to reach an address, add \"IP:port\" to `network` under \
+                 [plugin.grants]"
+            ),
+        }
+        self.warned.push(denial);
+    }
+}
+
+impl Granted {
+    /// One line for people: `nothing granted`, or each grant in turn.
+    pub fn summary(&self) -> String {
+        if self.is_empty() {
+            return "nothing granted".into();
+        }
+        let mut parts = Vec::new();
+        for d in &self.dirs {
+            let mode = if d.write { "read-write" } else { "read-only" };
+            parts.push(format!("dir {} = {} ({mode})", d.guest, d.host.display()));
+        }
+        if !self.env.is_empty() {
+            parts.push(format!("env {}", self.env.join(", ")));
+        }
+        if !self.env_unset.is_empty() {
+            parts.push(format!(
+                "env {} (not set on this host)",
+                self.env_unset.join(", ")
+            ));
+        }
+        if !self.network.is_empty() {
+            let addrs: Vec<String> = self.network.iter().map(ToString::to_string).collect();
+            parts.push(format!("connect to {}", addrs.join(", ")));
+        }
+        if self.dns {
+            parts.push("name lookup".into());
+        }
+        if !self.http.is_empty() {
+            let origins: Vec<String> = self.http.iter().map(ToString::to_string).collect();
+            parts.push(format!("HTTP to {}", origins.join(", ")));
+        }
+        parts.join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_authority_with_user_information_names_no_origin() {
+        let granted: HttpOrigin = "http://127.0.0.1:8080".parse().expect("an origin");
+        let plain: http::Uri = "http://127.0.0.1:8080/v1".parse().expect("a uri");
+        assert_eq!(HttpOrigin::of(&plain), Some(granted.clone()));
+        for sneaky in [
+            "http://127.0.0.1:9@127.0.0.1:8080/v1",
+            "http://user@127.0.0.1:8080/",
+            "http://a:b@127.0.0.1:8080",
+        ] {
+            let uri: http::Uri = sneaky.parse().expect("http parses userinfo");
+            assert_eq!(HttpOrigin::of(&uri), None, "{sneaky}");
+        }
+        assert_eq!(
+            "http://u@127.0.0.1:8080".parse::<HttpOrigin>(),
+            Err(OriginError::UserInfo("http://u@127.0.0.1:8080".into()))
+        );
+    }
+}
