@@ -40,11 +40,14 @@
 //! [`Config::from_file`] also reads the config's lock file (`seam.lock` beside `seam.toml`).
 
 use std::path::{Path, PathBuf};
+#[cfg(feature = "oci")]
 use std::sync::Arc;
 
 use serde::Deserialize;
 
+#[cfg(feature = "oci")]
 use crate::oci::{Lock, LockError, OciRef, OciSettings, OciSource, Staleness, Trust};
+#[cfg(feature = "mcp")]
 pub use seam_mcp::client::McpTransport;
 
 use crate::sandbox::EntryError;
@@ -85,6 +88,7 @@ pub enum ConfigError {
         message: String,
     },
     /// The config's lock file cannot be read.
+    #[cfg(feature = "oci")]
     #[error(transparent)]
     Lock(#[from] LockError),
 }
@@ -252,12 +256,16 @@ pub struct Config {
     pub sessions: SessionsConfig,
     /// `[cluster]`: the NATS cluster whose providers a front-end runs on (`seam worker` reads
     /// its connection here too).
+    #[cfg(feature = "cluster")]
     pub cluster: Option<seam_cluster::ClusterConfig>,
     /// `[oci]`: how registries are reached.
+    #[cfg(feature = "oci")]
     pub oci: Arc<OciSettings>,
     /// `[trust]`: the keys a pulled component may be signed by.
+    #[cfg(feature = "oci")]
     pub trust: Trust,
-    /// The lock file read beside the config ([`crate::oci::lock_path`]), if there is one.
+    /// The lock file read beside the config (`seam.lock`), if there is one.
+    #[cfg(feature = "oci")]
     pub lock: Option<Lock>,
 }
 
@@ -374,13 +382,15 @@ impl Config {
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
         let config = Self::parse(&text, path, base)?;
-        let lock = Lock::read(&crate::oci::lock_path(path))?;
-        Ok(config.with_lock(lock))
+        #[cfg(feature = "oci")]
+        let config = config.with_lock(Lock::read(&crate::oci::lock_path(path))?);
+        Ok(config)
     }
 
     /// The config with `lock` as its lock: each `oci://` entry gets the line locking its id.
     /// A load then pulls exactly the locked digest, and refuses a reference that names another
     /// (even after the config was edited: `seam lock` accepts the edit).
+    #[cfg(feature = "oci")]
     pub fn with_lock(mut self, lock: Option<Lock>) -> Self {
         for entry in &mut self.plugins {
             if let EntrySource::Oci(source) = &mut entry.source {
@@ -392,6 +402,7 @@ impl Config {
     }
 
     /// The enabled `oci://` entries.
+    #[cfg(feature = "oci")]
     pub fn oci_entries(&self) -> impl Iterator<Item = (&PluginEntry, &OciSource)> {
         self.plugins
             .iter()
@@ -405,6 +416,7 @@ impl Config {
     /// How the config and its lock disagree, without asking a registry: entries without a lock
     /// line, lines for another reference or digest, lines for no entry. Empty for a config with
     /// no `oci://` entry and no lock.
+    #[cfg(feature = "oci")]
     pub fn staleness(&self) -> Vec<Staleness> {
         let mut found = Vec::new();
         let lock = self.lock.as_ref();
@@ -450,22 +462,48 @@ impl Config {
             path: name.to_path_buf(),
             message: e.message().to_string() + &line_of(text, e.span()),
         })?;
+        let section = |key: &str, e: toml::de::Error| ConfigError::Parse {
+            path: name.to_path_buf(),
+            message: format!("[{key}]: {}", e.message()),
+        };
+        #[cfg(not(all(feature = "oci", feature = "cluster")))]
+        let without = |key: &str, feature: &str| ConfigError::Parse {
+            path: name.to_path_buf(),
+            message: format!("[{key}]: {}", without_feature(feature)),
+        };
+        #[cfg(not(feature = "oci"))]
+        if raw.oci.is_some() || raw.trust.is_some() {
+            return Err(without(
+                if raw.oci.is_some() { "oci" } else { "trust" },
+                "oci",
+            ));
+        }
+        #[cfg(feature = "oci")]
         let oci_section = |key: &str, e: EntryError| ConfigError::Parse {
             path: name.to_path_buf(),
             message: format!("[{key}]: {e}"),
         };
+        #[cfg(feature = "oci")]
         let oci = Arc::new(match raw.oci {
             Some(v) => {
                 crate::oci::settings::parse_oci(v, base).map_err(|e| oci_section("oci", e))?
             }
             None => OciSettings::default(),
         });
+        #[cfg(feature = "oci")]
         let trust = match raw.trust {
             Some(v) => {
                 crate::oci::settings::parse_trust(v, base).map_err(|e| oci_section("trust", e))?
             }
             None => Trust::default(),
         };
+        #[cfg(feature = "oci")]
+        let registries = OciContext {
+            trust: &trust,
+            settings: &oci,
+        };
+        #[cfg(not(feature = "oci"))]
+        let registries = OciContext;
         let mut plugins: Vec<PluginEntry> = Vec::with_capacity(raw.plugin.len());
         for (i, value) in raw.plugin.into_iter().enumerate() {
             let id = value
@@ -487,7 +525,7 @@ impl Config {
             let Some(table) = value.as_table_mut() else {
                 return Err(entry_err("a plugin entry must be a table".into()));
             };
-            let source = entry_source(table, base, &trust, &oci).map_err(entry_err)?;
+            let source = entry_source(table, base, &registries).map_err(entry_err)?;
             let raw: RawEntry = value
                 .try_into()
                 .map_err(|e: toml::de::Error| entry_err(e.message().to_string()))?;
@@ -528,10 +566,6 @@ impl Config {
             }
             plugins.push(entry);
         }
-        let section = |key: &str, e: toml::de::Error| ConfigError::Parse {
-            path: name.to_path_buf(),
-            message: format!("[{key}]: {}", e.message()),
-        };
         let agent = match raw.agent {
             Some(v) => v.try_into().map_err(|e| section("agent", e))?,
             None => AgentConfig::default(),
@@ -557,6 +591,11 @@ impl Config {
             }
             None => SessionsConfig::default(),
         };
+        #[cfg(not(feature = "cluster"))]
+        if raw.cluster.is_some() {
+            return Err(without("cluster", "cluster"));
+        }
+        #[cfg(feature = "cluster")]
         let cluster = match raw.cluster {
             Some(v) => {
                 let cluster: seam_cluster::ClusterConfig =
@@ -574,7 +613,11 @@ impl Config {
             }
             None => None,
         };
-        if sessions.store == Some(StoreSpec::Nats) && cluster.is_none() {
+        #[cfg(feature = "cluster")]
+        let no_cluster = cluster.is_none();
+        #[cfg(not(feature = "cluster"))]
+        let no_cluster = true;
+        if sessions.store == Some(StoreSpec::Nats) && no_cluster {
             return Err(ConfigError::Parse {
                 path: name.to_path_buf(),
                 message: "[sessions] key `store`: \"nats\" keeps sessions in the JetStream of \
@@ -588,9 +631,13 @@ impl Config {
             agent,
             models,
             sessions,
+            #[cfg(feature = "cluster")]
             cluster,
+            #[cfg(feature = "oci")]
             oci,
+            #[cfg(feature = "oci")]
             trust,
+            #[cfg(feature = "oci")]
             lock: None,
         })
     }
@@ -602,13 +649,13 @@ impl Config {
 fn entry_source(
     table: &mut toml::Table,
     base: &Path,
-    trust: &Trust,
-    oci: &Arc<OciSettings>,
+    registries: &OciContext,
 ) -> Result<EntrySource, String> {
     let kind = table
         .get("kind")
         .and_then(|k| k.as_str())
         .map(str::to_string);
+    #[cfg(any(feature = "acp", feature = "mcp"))]
     let absolute = |program: &mut String| {
         // A program named with a path is found from the config's folder, as components are;
         // a bare name is looked up on PATH when it starts.
@@ -674,18 +721,24 @@ fn entry_source(
                 {
                     let reference =
                         OciRef::parse(&written).map_err(|e| format!("key `component`: {e}"))?;
-                    let verify =
-                        crate::oci::settings::entry_verify(verify.as_ref(), trust, &reference)
-                            .map_err(|e| e.to_string())?;
+                    let verify = crate::oci::settings::entry_verify(
+                        verify.as_ref(),
+                        registries.trust,
+                        &reference,
+                    )
+                    .map_err(|e| e.to_string())?;
                     return Ok(EntrySource::Oci(Box::new(OciSource {
                         reference,
                         verify,
                         locked: None,
-                        settings: oci.clone(),
+                        settings: registries.settings.clone(),
                     })));
                 }
                 #[cfg(not(feature = "oci"))]
-                return Err(without_feature("oci"));
+                {
+                    let _ = (registries, verify);
+                    return Err(without_feature("oci"));
+                }
             }
             if verify.is_some() {
                 return Err(
@@ -699,11 +752,22 @@ fn entry_source(
     }
 }
 
+/// What an `oci://` entry is read with: the config's `[trust]` and `[oci]`.
+#[cfg(feature = "oci")]
+struct OciContext<'a> {
+    trust: &'a Trust,
+    settings: &'a Arc<OciSettings>,
+}
+
+/// Without registries, an `oci://` entry is refused.
+#[cfg(not(feature = "oci"))]
+struct OciContext;
+
 /// The scheme of a component from a registry.
 const OCI_SCHEME: &str = "oci://";
 
 /// Why an entry of a kind this build left out is refused.
-#[cfg(not(all(feature = "acp", feature = "mcp", feature = "oci")))]
+#[cfg(not(all(feature = "acp", feature = "mcp", feature = "oci", feature = "cluster")))]
 fn without_feature(feature: &str) -> String {
     format!(
         "this build of Seam has no `{feature}` feature (seam-host built without it), so it \
@@ -1022,6 +1086,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "mcp")]
     fn mcp_entries_name_a_command_or_a_url() {
         let config = parse(
             "[[plugin]]\nid = \"notes\"\nkind = \"mcp\"\ncommand = [\"bin/notes\", \"-v\"]\n\n\
@@ -1078,6 +1143,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "acp")]
     fn acp_entries_name_a_program_instead_of_a_component() {
         let config = parse(
             "[[plugin]]\nid = \"claude\"\nkind = \"acp\"\ncommand = [\"claude-code-acp\", \"--x\"]\n\
@@ -1127,6 +1193,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "oci")]
     fn oci_entries_name_a_reference_and_what_verifies_it() {
         let hex = "a".repeat(64);
         let config = parse(&format!(

@@ -52,8 +52,10 @@ pub(crate) struct HostShared {
     pub(crate) loader: Loader,
     pub(crate) options: HostOptions,
     /// The cluster this host is a front-end of ([`Host::join_cluster`]).
+    #[cfg(feature = "cluster")]
     pub(crate) cluster: tokio::sync::Mutex<Option<seam_cluster::ClusterFront>>,
     /// Its metrics, counted once asked for ([`Host::metrics`]) or when OTLP export is on.
+    #[cfg(feature = "telemetry")]
     pub(crate) metrics: std::sync::OnceLock<Arc<crate::telemetry::metrics::Metrics>>,
     /// Last, so that the epoch ticker stops after everything that uses the engine is gone.
     _engine: SeamEngine,
@@ -112,7 +114,9 @@ impl Host {
         let live = Arc::new(LiveCounts::default());
         // With OTLP export on, spans and metrics are drawn by one listener (one copy of each
         // event), from the host's creation on.
+        #[cfg(feature = "telemetry")]
         let metrics = std::sync::OnceLock::new();
+        #[cfg(feature = "telemetry")]
         if let Some(telemetry) = crate::telemetry::Telemetry::installed() {
             let counted = telemetry
                 .meter()
@@ -174,7 +178,9 @@ impl Host {
                 models,
                 loader,
                 options,
+                #[cfg(feature = "cluster")]
                 cluster: tokio::sync::Mutex::new(None),
+                #[cfg(feature = "telemetry")]
                 metrics,
                 _engine: engine,
             }),
@@ -184,6 +190,7 @@ impl Host {
 
     /// The host's metrics, counted from its events from the first call on (or from its
     /// creation, when OTLP metrics are exported).
+    #[cfg(feature = "telemetry")]
     pub fn metrics(&self) -> Arc<crate::telemetry::metrics::Metrics> {
         self.inner
             .metrics
@@ -200,6 +207,7 @@ impl Host {
     /// Pulls and checks components from registries into this host's OCI store (beside its
     /// compile cache), as loading an `oci://` entry does: for `seam pull`, `seam lock` and
     /// `seam inspect oci://...`.
+    #[cfg(feature = "oci")]
     pub fn oci(&self) -> &crate::oci::Oci {
         self.inner.loader.oci()
     }
@@ -223,6 +231,7 @@ impl Host {
     pub async fn reconfigure_with(&self, config: &Config, reload: Reload) -> LoadReport {
         let report = self.inner.loader.reconfigure(config, reload).await;
         self.start_tier_ups();
+        #[cfg(feature = "telemetry")]
         self.refresh_metrics().await;
         report
     }
@@ -255,6 +264,7 @@ impl Host {
     }
 
     /// Tells the metrics, if counted, which plugins' host memory to report.
+    #[cfg(feature = "telemetry")]
     async fn refresh_metrics(&self) {
         let Some(metrics) = self.inner.metrics.get() else {
             return;
@@ -273,6 +283,7 @@ impl Host {
     /// until the next load or reconfigure. Returns once every process its providers started
     /// has been ended and reaped, with what those processes started.
     pub async fn unload_all(&self) {
+        #[cfg(feature = "cluster")]
         if let Some(front) = self.inner.cluster.lock().await.take() {
             front.leave().await;
         }
@@ -318,6 +329,7 @@ impl Host {
     /// Joins a cluster as a front-end (`[cluster]`): the providers its workers serve become
     /// providers of this host, checked and run like local ones; a local provider keeps its name.
     /// Joining again is a no-op. [`Host::unload_all`] leaves it.
+    #[cfg(feature = "cluster")]
     pub async fn join_cluster(
         &self,
         config: &seam_cluster::ClusterConfig,

@@ -119,6 +119,7 @@ pub(crate) struct Loader {
     defaults: Limits,
     engine_options: EngineOptions,
     /// Where components from registries are pulled into and checked.
+    #[cfg(feature = "oci")]
     oci: Arc<crate::oci::Oci>,
     /// Plugins committed on Winch's code whose Cranelift compile is yet to be started
     /// ([`Loader::take_tier_ups`]).
@@ -136,6 +137,7 @@ impl Loader {
         engine_options: EngineOptions,
     ) -> Self {
         // Pulled components are kept inside the compile cache directory, under its trust.
+        #[cfg(feature = "oci")]
         let oci = Arc::new(crate::oci::Oci::new(cache.usable_dir()));
         Self {
             runtime,
@@ -147,12 +149,14 @@ impl Loader {
             observers: Mutex::new(HashMap::new()),
             defaults,
             engine_options,
+            #[cfg(feature = "oci")]
             oci,
             tier_ups: Mutex::new(Vec::new()),
         }
     }
 
     /// Where components from registries are pulled into and checked.
+    #[cfg(feature = "oci")]
     pub(crate) fn oci(&self) -> &crate::oci::Oci {
         &self.oci
     }

@@ -1,10 +1,12 @@
 //! Phase one of a load: compile, recognise, sandbox, link and ask the plugin what it declares.
 //! Nothing here touches a registry, so entries are prepared concurrently.
 
+#[cfg(any(feature = "acp", feature = "mcp"))]
 use std::sync::Arc;
 
 use seam_core::types::PluginKind;
 
+#[cfg(any(feature = "acp", feature = "mcp"))]
 use super::Linked;
 use super::{LoadError, Loader, PluginInfo, Prepared};
 use crate::cache::Tiering;
@@ -63,6 +65,7 @@ impl Loader {
             #[cfg(feature = "mcp")]
             EntrySource::Mcp(transport) => return self.prepare_mcp(entry, transport, info),
         };
+        #[cfg(feature = "telemetry")]
         let began = std::time::SystemTime::now();
         let compiled = self
             .cache

@@ -78,6 +78,7 @@ pub enum LoadError {
         source: EntryError,
     },
     /// An MCP entry's settings are wrong.
+    #[cfg(feature = "mcp")]
     #[error("plugin `{id}`: {source}")]
     Mcp {
         /// The plugin id.
@@ -87,6 +88,7 @@ pub enum LoadError {
     },
     /// An MCP entry's server could not be reached, or its tools mounted (the message names the
     /// entry).
+    #[cfg(feature = "mcp")]
     #[error("{source}")]
     McpMount {
         /// The plugin id.
@@ -97,6 +99,7 @@ pub enum LoadError {
     /// A component from a registry could not be pulled, or was refused (a digest that is not
     /// the lock's or not what the registry's copy hashes to, a missing or wrong signature, a
     /// layer over the size limit).
+    #[cfg(feature = "oci")]
     #[error("plugin `{id}`: {source}")]
     Oci {
         /// The plugin id.
