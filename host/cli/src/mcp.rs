@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use rmcp::ServiceExt;
+use seam_host::mcp::server::guard::answered;
 use seam_host::mcp::server::http::{HttpOptions, McpHttp};
 use seam_host::mcp::server::McpServer;
 use seam_host::{Config, Host, Reload};
@@ -133,7 +134,8 @@ const CALLER: &str = "mcp";
 async fn serve_stdio(host: Host, cwd: String, interrupt: CancellationToken) -> Result<()> {
     let server = McpServer::new(host.tool_host(), CALLER, cwd);
     let running = tokio::select! {
-        running = server.serve(rmcp::transport::stdio_pipes()) => running
+        // Guarded: no progress is written for a request once its cancel was read.
+        running = server.serve(answered(rmcp::transport::stdio_pipes())) => running
             .context("the MCP client did not initialize")?,
         () = interrupt.cancelled() => return Ok(()),
     };

@@ -29,7 +29,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "M")]
     model: Option<String>,
     /// Continue the kept session ID (`seam sessions list` shows them): the agent starts from
-    /// its completed turns.
+    /// its completed turns, and the prompt of a turn a crash cut short.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
     /// Print the whole event stream (agent, tool, subagent) as JSON lines on stderr.
@@ -98,6 +98,13 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         host.unload_all().await;
         if let Some(id) = listener {
             host.events().unsubscribe(id);
+        }
+        // A write the store failed ends the command in error, naming the store, whatever the
+        // agent answered: the events after it were not printed (nor are they in the store).
+        if let Some(failure) = host.events().store_failure() {
+            outcome?;
+            return Err(anyhow::Error::new(failure)
+                .context("the events after a write the session store failed were not delivered"));
         }
         outcome
     })

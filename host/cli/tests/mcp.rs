@@ -861,3 +861,123 @@ fn a_traced_call_hands_the_mcp_server_its_trace_context() {
     assert_eq!(call["trace-id"], parts[1], "the same trace");
     assert_eq!(call["span-id"], parts[2], "the call's own span");
 }
+
+/// A call is never sent twice: the server of an entry killed (`kill -9`) while a call of its
+/// runs, the call fails naming the entry, the tool started once (the server logs each start),
+/// and the next call is answered by a new server. Through `seam mcp`, driven by the Python SDK,
+/// which kills the server once the tool has logged its start, and only then creates the file
+/// that lets a (wrongly) repeated call answer.
+#[test]
+fn a_call_in_flight_when_its_server_dies_fails_and_is_not_sent_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("replay.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[plugin]]\nid = \"fx\"\nkind = \"mcp\"\ncommand = {}\n",
+            fixture_command("stdio")
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("starts.log");
+    let release = dir.path().join("release");
+    let out = client(&[
+        "replay",
+        env!("CARGO_BIN_EXE_seam"),
+        config.to_str().unwrap(),
+        log.to_str().unwrap(),
+        release.to_str().unwrap(),
+    ]);
+    let killed = out["killed"].as_u64().unwrap();
+    assert_eq!(
+        out["starts"],
+        serde_json::json!([format!("started {killed}")]),
+        "the tool started more than once: {out}"
+    );
+    assert_eq!(out["slow"]["isError"], true, "{out}");
+    let text = out["slow"]["text"][0].as_str().unwrap_or_default();
+    assert!(
+        text.contains("tool `fx__slow` (MCP entry `fx`)")
+            && text.contains("closed during the call"),
+        "{out}"
+    );
+    // The next call reconnects: a new server answers.
+    assert_eq!(out["after"]["isError"], false, "{out}");
+    let pid: u64 = out["after"]["text"][0].as_str().unwrap().parse().unwrap();
+    assert_ne!(pid, killed, "{out}");
+}
+
+/// Nothing is sent for a request once it is cancelled: `flood` reports progress without end
+/// (and ignores cancellation until the host ends it), the Python SDK cancels the call once its
+/// progress comes, then lists the tools. Progress sent before the server read the cancel may
+/// still be on its way when the cancel is sent, but the listing's answer is sent after the server
+/// read the cancel (it came after it on the same pipe): no progress of the cancelled request may
+/// follow that answer. (Before the fix, queued and
+/// newly reported progress went on after the cancel, until the run under the call had ended.)
+#[test]
+fn no_progress_follows_a_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("flood.toml");
+    let call_tool = seam_tests::guest("subagent_tool");
+    std::fs::write(
+        &config,
+        format!(
+            "[[plugin]]\nid = \"flooding\"\ncomponent = \"{}\"\n\
+             config = {{ name = \"flooding\", mode = \"progress-flood\", count = 1000000000, bytes = 0 }}\n\
+             [plugin.limits]\ncpu_ms_per_call = 600000\n\n\
+             [[plugin]]\nid = \"flood\"\ncomponent = \"{}\"\nconfig = {{ provider = \"flooding\", toolName = \"flood\" }}\n\n\
+             [[plugin]]\nid = \"mock\"\ncomponent = \"{}\"\nconfig = {{ name = \"mock\", reply = \"answer to {{prompt}}\" }}\n\n\
+             [[plugin]]\nid = \"ask\"\ncomponent = \"{}\"\nconfig = {{ provider = \"mock\", toolName = \"ask\" }}\n",
+            seam_tests::guest("hostile_provider").display(),
+            call_tool.display(),
+            seam_tests::guest("mock_provider").display(),
+            call_tool.display(),
+        ),
+    )
+    .unwrap();
+    let stderr = dir.path().join("stderr.log");
+    let out = client(&[
+        "cancel",
+        env!("CARGO_BIN_EXE_seam"),
+        config.to_str().unwrap(),
+        stderr.to_str().unwrap(),
+    ]);
+    assert!(
+        !out["token"].is_null(),
+        "the call carried a progress token: {out}"
+    );
+    let (cancelled, pong) = (out["cancelled_at"].as_u64(), out["pong_at"].as_u64());
+    assert!(
+        cancelled.is_some() && pong.is_some() && cancelled < pong,
+        "the cancel went before the listing's answer: {out}"
+    );
+    assert!(out["progress"].as_u64().unwrap() >= 1, "{out}");
+    assert_eq!(
+        out["after_pong"], 0,
+        "progress of the cancelled request came after the server read the cancel: {out}"
+    );
+    assert_eq!(
+        out["after"],
+        serde_json::json!(["answer to again"]),
+        "{out}"
+    );
+}
+
+/// `seam mcp --http` answers a session's `DELETE` with a status the Python SDK takes as done
+/// (200 or 204: it warns "Session termination failed" on anything else, 405 aside).
+#[test]
+fn an_http_session_delete_is_answered_as_the_sdk_expects() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = serve_config(dir.path());
+    let (seam, _lines, url) = serve_http(&config, &[]);
+    let out = client(&["delete", &url]);
+    interrupt(seam);
+    assert_eq!(
+        out["tools"],
+        serde_json::json!(["ask", "fail", "wait"]),
+        "{out}"
+    );
+    assert_eq!(out["warnings"], serde_json::json!([]), "{out}");
+    let status = out["delete"].as_u64().unwrap();
+    assert!(status == 200 || status == 204, "{out}");
+}

@@ -602,3 +602,302 @@ fn ctrl_c_while_waiting_leaves_the_child_interrupted() {
     assert_eq!(runs[0].status, RunStatus::Interrupted, "{runs:#?}");
     assert!(runs[0].child_session.is_some());
 }
+
+/// `kill -9` while a background child's turn is in flight (its task taken, its model call
+/// going): a later process's `send_message` continues the child, which sees the task of the
+/// turn the kill cut short, then the new message (contract section 12).
+#[test]
+fn a_child_killed_mid_turn_sees_its_task_again_when_it_is_continued() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let slow = detach_config(
+        dir.path(),
+        "slow.toml",
+        r#"{ text = "never in time", delay_ms = 600000 }"#,
+    );
+    let quick = detach_config(
+        dir.path(),
+        "quick.toml",
+        r#"{ text = "saw: {user_messages}" }"#,
+    );
+    let mut first = seam(&state)
+        .args(["run", slow.to_str().unwrap(), "go", "--events"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = seam_tests::lines_of(first.stderr.take().unwrap());
+    // The barrier: the child's turn began (its `agent/turn-start`, the second one printed),
+    // so its task is in the store, in a turn that will never end.
+    let mut turns = 0;
+    while turns < 2 {
+        let line = lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("seam run starts the child's turn");
+        if line.contains("\"event\":\"agent/turn-start\"") {
+            turns += 1;
+        }
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+
+    let db = dir.path().join("sessions.db");
+    let session = {
+        let store = SqliteStore::open(&db, StoreLimits::default()).unwrap();
+        let top = store
+            .sessions()
+            .unwrap()
+            .into_iter()
+            .find(|s| s.parent.is_none())
+            .unwrap();
+        let runs = store.runs_of(&top.id).unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].status, RunStatus::Interrupted, "{runs:#?}");
+        let child = runs[0].child_session.clone().expect("the child's session");
+        let kinds: Vec<String> = store
+            .events(&child)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.kind)
+            .collect();
+        assert_eq!(kinds, ["turn/start", "user-message"], "a turn cut short");
+        top.id
+    };
+
+    let (code, out, err) = run(
+        &state,
+        &[
+            quick.to_str().unwrap(),
+            "--session",
+            &session,
+            "--model",
+            "scripted:followup",
+            "again",
+        ],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    // Its task (`dig`, the cut turn's prompt) and then the message, each once.
+    assert!(out.contains("saw: dig | wrap up"), "{out}\n{err}");
+}
+
+/// A small tmpfs in a mount namespace of its own, held by a process of the test's (the mount
+/// goes when that process ends, also if the test dies first). Programs run inside the namespace
+/// through `nsenter`; the test reaches its files through `/proc/PID/root`. (SQLite cannot open a
+/// database through that link: it resolves it to `/`, outside the namespace.)
+struct SmallDisk {
+    holder: std::process::Child,
+    at: PathBuf,
+}
+
+impl SmallDisk {
+    /// Mounts `size` of tmpfs on `at` (a folder), or `None` where mounting is not allowed (it
+    /// needs root, as in CI).
+    fn mount(at: &Path, size: &str) -> Option<Self> {
+        use std::io::BufRead as _;
+        let mut holder = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(r#"mount -t tmpfs -o size="$1" seam-test "$0" && echo mounted && exec cat >/dev/null"#)
+            .arg(at)
+            .arg(size)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let mut line = String::new();
+        let stdout = holder.stdout.take().unwrap();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        if line.trim() == "mounted" {
+            return Some(Self {
+                holder,
+                at: at.to_path_buf(),
+            });
+        }
+        let _ = holder.kill();
+        let _ = holder.wait();
+        None
+    }
+
+    /// `command`, run inside the namespace (where `at` is the tmpfs).
+    fn inside(&self, command: &Command) -> Command {
+        let mut inside = Command::new("nsenter");
+        inside
+            .arg(format!("--target={}", self.holder.id()))
+            .arg("--mount");
+        if let Some(dir) = command.get_current_dir() {
+            inside.arg(format!("--wd={}", dir.display()));
+        }
+        inside
+            .arg("--")
+            .arg(command.get_program())
+            .args(command.get_args());
+        for (key, value) in command.get_envs() {
+            match value {
+                Some(value) => inside.env(key, value),
+                None => inside.env_remove(key),
+            };
+        }
+        inside
+    }
+
+    /// A file of the tmpfs, as the test reaches it.
+    fn file(&self, name: &str) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/root", self.holder.id()))
+            .join(self.at.strip_prefix("/").unwrap())
+            .join(name)
+    }
+
+    /// Fills the disk to its last byte.
+    fn fill(&self) {
+        use std::io::Write as _;
+        let mut file = std::fs::File::create(self.file("filler")).unwrap();
+        let block = vec![0u8; 4096];
+        loop {
+            match file.write(&block) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    assert_eq!(e.raw_os_error(), Some(28), "ENOSPC: {e}");
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Frees what [`SmallDisk::fill`] took.
+    fn free(&self) {
+        std::fs::remove_file(self.file("filler")).unwrap();
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = self.holder.kill();
+        let _ = self.holder.wait();
+    }
+}
+
+/// The session store's disk fills up while `seam run --events` runs (contract section 12): no
+/// event is printed that the store does not hold, the command fails naming the store's file,
+/// and the runs the store lists agree with what was printed (none printed `completed` is listed
+/// interrupted). The disk fills early (the lead's turn still going) and late (only background
+/// children left).
+#[test]
+fn a_full_disk_mid_run_prints_nothing_the_store_lacks_and_fails_naming_the_file() {
+    // Fill once the lead's turn has started its children, and once it has ended.
+    for fill_after in ["subagent/start", "agent/turn-end"] {
+        let dir = tempfile::tempdir().unwrap();
+        let mountpoint = dir.path().join("disk");
+        std::fs::create_dir(&mountpoint).unwrap();
+        let Some(disk) = SmallDisk::mount(&mountpoint, "16m") else {
+            eprintln!("skipped: this test mounts a tmpfs (unshare --mount), which needs root");
+            return;
+        };
+        let db = mountpoint.join("sessions.db");
+        let state = dir.path().join("state");
+        let config = crash_config(dir.path());
+        let text = std::fs::read_to_string(&config).unwrap().replace(
+            "store = \"sqlite:sessions.db\"",
+            &format!("store = \"sqlite:{}\"", db.display()),
+        );
+        std::fs::write(&config, text).unwrap();
+
+        let mut run = seam(&state);
+        run.args(["run", config.to_str().unwrap(), "go", "--events"]);
+        let mut child = disk
+            .inside(&run)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = seam_tests::lines_of(child.stderr.take().unwrap());
+        let mut printed = Vec::new();
+        let mut other = Vec::new();
+        // The lead's id, for its turn's end: the first turn to start is the lead's.
+        let mut lead: Option<String> = None;
+        let mut filled = false;
+        while let Ok(line) = lines.recv_timeout(Duration::from_secs(120)) {
+            if !line.starts_with('{') {
+                other.push(line);
+                continue;
+            }
+            let event: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if lead.is_none() && event["event"] == "agent/turn-start" {
+                lead = event["id"].as_str().map(str::to_string);
+            }
+            let here = event["event"] == fill_after
+                && (fill_after == "subagent/start" || event["id"].as_str() == lead.as_deref());
+            printed.push(line);
+            if here && !filled {
+                disk.fill();
+                filled = true;
+            }
+        }
+        let status = child.wait().unwrap();
+        assert!(filled, "fill after {fill_after}: {printed:#?}");
+        let err = other.join("\n");
+        assert_eq!(status.code(), Some(1), "fill after {fill_after}: {err}");
+        assert!(
+            err.contains(&db.display().to_string()) && err.contains("full"),
+            "fill after {fill_after}: the diagnostic names the file: {err}"
+        );
+
+        // What the store holds, read from a copy outside the namespace.
+        disk.free();
+        let copy = dir.path().join("copy");
+        std::fs::create_dir(&copy).unwrap();
+        for file in ["sessions.db", "sessions.db-wal"] {
+            if disk.file(file).exists() {
+                std::fs::copy(disk.file(file), copy.join(file)).unwrap();
+            }
+        }
+        let store = SqliteStore::open(&copy.join("sessions.db"), StoreLimits::default()).unwrap();
+        assert_eq!(store.integrity_check().unwrap(), "ok");
+        let journal = store.journal().unwrap();
+        for line in &printed {
+            assert!(
+                journal.contains(line),
+                "fill after {fill_after}: printed, not in the store: {line}\n{err}"
+            );
+        }
+        // The runs it lists agree with what was printed: a run printed `completed` is completed
+        // in it, and one whose end was not printed did not end there.
+        let ended: Vec<(String, String)> = printed
+            .iter()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|e| e["event"] == "subagent/end")
+            .map(|e| {
+                (
+                    e["id"].as_str().unwrap().to_string(),
+                    e["stop-reason"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        let top = store
+            .sessions()
+            .unwrap()
+            .into_iter()
+            .find(|s| s.parent.is_none())
+            .expect("the top-level session");
+        let mut pending = vec![top.id.clone()];
+        let mut runs = 0;
+        while let Some(session) = pending.pop() {
+            for run in store.runs_of(&session).unwrap() {
+                runs += 1;
+                match ended.iter().find(|(id, _)| *id == run.start.run_id) {
+                    Some((_, reason)) => {
+                        assert_eq!(run.status, RunStatus::Ended, "{fill_after}: {run:#?}");
+                        assert_eq!(run.stop_reason.as_deref(), Some(reason.as_str()));
+                    }
+                    None => assert_eq!(
+                        run.status,
+                        RunStatus::Interrupted,
+                        "{fill_after}: its end was not printed: {run:#?}"
+                    ),
+                }
+                pending.extend(run.child_session.clone());
+            }
+        }
+        assert!(runs > 0, "{fill_after}: the runs were kept");
+    }
+}

@@ -5,12 +5,16 @@
 //! panics is logged and skipped, and the listeners after it still run.
 //!
 //! The bus owns the host's [`SessionStore`]: an event, and the session writes of the step that
-//! led to it, are committed there in one transaction before any listener sees the event.
+//! led to it, are committed there in one transaction before any listener sees the event. An
+//! event whose commit the store fails (a full disk, a lost server) is delivered to no listener,
+//! and neither is any later event of a session whose write failed (see [`EventBus::emit_with`]),
+//! so that what listeners saw is what the store holds.
 
 use std::borrow::Borrow;
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use serde::Serialize;
 
@@ -187,6 +191,17 @@ events! {
 }
 
 impl Event {
+    /// The session the event tells of, when it is not in the writes it comes with: the calling
+    /// agent's, for a run's events.
+    fn session(&self) -> Option<&str> {
+        match self {
+            Self::SubagentStart { parent, .. }
+            | Self::SubagentEnd { parent, .. }
+            | Self::SubagentProgress { parent, .. } => Some(&parent.session_id),
+            _ => None,
+        }
+    }
+
     /// The event as one JSON line.
     pub fn to_json(&self) -> String {
         // Serialising plain data with string keys cannot fail.
@@ -209,6 +224,20 @@ pub struct EventBus {
     listeners: RwLock<Vec<(ListenerId, Listener)>>,
     next_id: AtomicU64,
     store: Arc<dyn SessionStore>,
+    /// Whether the store ever failed a write: until it does, no emit looks at `failed`.
+    any_failed: AtomicBool,
+    failed: Mutex<Failures>,
+}
+
+/// What the store failed to write.
+#[derive(Default)]
+struct Failures {
+    /// The first failure, for [`EventBus::store_failure`].
+    first: Option<StoreError>,
+    /// The sessions whose writes the store failed, each with its failure: what this process
+    /// holds of them is no longer what the store holds, so nothing more of them is written or
+    /// delivered, until an agent opens the session again (reading it back from the store).
+    sessions: HashMap<String, StoreError>,
 }
 
 impl Default for EventBus {
@@ -226,7 +255,33 @@ impl EventBus {
             listeners: RwLock::default(),
             next_id: AtomicU64::new(0),
             store,
+            any_failed: AtomicBool::new(false),
+            failed: Mutex::default(),
         }
+    }
+
+    /// The first write the store failed (a full disk, a lost server), naming the store: events
+    /// from then on may not have been delivered (see [`EventBus::emit_with`]). A session's write
+    /// refused by a limit is not a failure.
+    pub fn store_failure(&self) -> Option<StoreError> {
+        if !self.any_failed.load(Ordering::Acquire) {
+            return None;
+        }
+        sync::lock(&self.failed).first.clone()
+    }
+
+    /// Commits `writes` that no event tells of (an agent's step that nobody is to hear of yet),
+    /// under the rules of [`EventBus::emit_with`]: refused at once if they are of a session whose
+    /// write the store failed, and such a failure recorded.
+    pub fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let sessions = sessions_of(None, &writes);
+        self.check(&writes, &sessions)?;
+        self.store
+            .commit(writes)
+            .map_err(|e| self.record_failure(e, &sessions))
     }
 
     /// The store this bus writes to.
@@ -259,9 +314,17 @@ impl EventBus {
     }
 
     /// Commits `writes` and the journal entry of `event` in one transaction, then delivers the
-    /// event. If the commit fails (a session past its size limit, a failing disk), the event
-    /// alone is journaled and delivered all the same (an observer must not miss what happened)
-    /// and the error is returned, for the writer to stop what it is doing.
+    /// event. If a limit refuses the writes (a session past its size limit), the event alone is
+    /// journaled and delivered all the same (an observer must not miss what happened) and the
+    /// error is returned, for the writer to stop what it is doing.
+    ///
+    /// If the store fails the commit (a full disk, a lost server), the event is delivered to
+    /// nobody and the error, naming the store, is returned. The sessions it was about (those it
+    /// writes, and the calling agent's for a run's event) are then behind: each later event or
+    /// commit about one of them is refused at once with that error, neither written nor
+    /// delivered, until an agent opens the session again (continuing it from what the store
+    /// holds). Listeners so see what the store holds, never an event the store lost, nor one
+    /// that follows a lost one.
     ///
     /// With no listener subscribed and no write a limit could refuse, nothing waits on the
     /// commit: the writes go to [`SessionStore::commit_later`], for the store to batch.
@@ -296,6 +359,8 @@ impl EventBus {
         }
         let made = make();
         let event: &Event = made.borrow();
+        let sessions = sessions_of(Some(event), &writes);
+        self.check(&writes, &sessions)?;
         if self.store.journals() {
             writes.push(Write::Bus {
                 name: event.name().to_string(),
@@ -314,17 +379,28 @@ impl EventBus {
         let entry = (self.store.journals() && writes.len() > 1)
             .then(|| writes.last().cloned())
             .flatten();
-        let outcome = self.store.commit(writes);
-        if let Err(e) = &outcome {
-            tracing::warn!(event = event.name(), error = %e, "session store refused a write");
-            if let Some(entry) = entry {
-                if let Err(e) = self.store.commit(vec![entry]) {
-                    tracing::error!(event = event.name(), error = %e, "cannot journal an event");
-                }
+        let refused = match self.store.commit(writes) {
+            Ok(()) => {
+                self.deliver(event, listeners);
+                return Ok(());
+            }
+            Err(e) if e.is_failure() => {
+                let e = self.record_failure(e, &sessions);
+                tracing::error!(event = event.name(), error = %e, "the session store failed a write: the event is not delivered");
+                return Err(e);
+            }
+            Err(e) => e,
+        };
+        tracing::warn!(event = event.name(), error = %refused, "session store refused a write");
+        if let Some(entry) = entry {
+            if let Err(e) = self.store.commit(vec![entry]) {
+                let e = self.record_failure(e, &sessions);
+                tracing::error!(event = event.name(), error = %e, "cannot journal an event: it is not delivered");
+                return Err(e);
             }
         }
         self.deliver(event, listeners);
-        outcome
+        Err(refused)
     }
 
     /// Commits the writes of an event nobody sees.
@@ -332,15 +408,56 @@ impl EventBus {
         if writes.is_empty() {
             return Ok(());
         }
+        let sessions = sessions_of(None, &writes);
+        self.check(&writes, &sessions)?;
         if !writes.iter().any(Write::can_be_refused) {
             self.store.commit_later(writes);
             return Ok(());
         }
-        let outcome = self.store.commit(writes);
+        let outcome = self
+            .store
+            .commit(writes)
+            .map_err(|e| self.record_failure(e, &sessions));
         if let Err(e) = &outcome {
             tracing::warn!(error = %e, "session store refused a write");
         }
         outcome
+    }
+
+    /// Refuses writes of a session whose write the store failed, with that failure. A session
+    /// opened again by these writes (an agent continuing it from the store) is written again.
+    fn check(&self, writes: &[Write], sessions: &[String]) -> Result<(), StoreError> {
+        if !self.any_failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut failed = sync::lock(&self.failed);
+        for w in writes {
+            if let Write::OpenSession { id, .. } = w {
+                failed.sessions.remove(id);
+            }
+        }
+        match sessions.iter().find_map(|s| failed.sessions.get(s)) {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Names the store in `e`; a failure of the store (not a limit's refusal) is recorded, and
+    /// the `sessions` it was about are behind from now on.
+    fn record_failure(&self, e: StoreError, sessions: &[String]) -> StoreError {
+        let e = e.in_store(self.store.name());
+        if e.is_failure() {
+            let mut failed = sync::lock(&self.failed);
+            failed.first.get_or_insert_with(|| e.clone());
+            for s in sessions {
+                failed
+                    .sessions
+                    .entry(s.clone())
+                    .or_insert_with(|| e.clone());
+            }
+            self.any_failed.store(true, Ordering::Release);
+        }
+        e
     }
 
     fn deliver(&self, event: &Event, listeners: Vec<Listener>) {
@@ -367,6 +484,21 @@ impl EventBus {
         // A panicking listener never holds this lock, so poisoning cannot leave bad state.
         sync::write(&self.listeners)
     }
+}
+
+/// The sessions an event and its writes are about.
+fn sessions_of(event: Option<&Event>, writes: &[Write]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let named = writes
+        .iter()
+        .filter_map(Write::session)
+        .chain(event.and_then(Event::session));
+    for s in named {
+        if !out.iter().any(|o| o == s) {
+            out.push(s.to_string());
+        }
+    }
+    out
 }
 
 #[cfg(test)]

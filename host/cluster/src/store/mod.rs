@@ -205,6 +205,10 @@ impl SessionStore for JetStreamStore {
         &self.prefix
     }
 
+    fn name(&self) -> &str {
+        &self.name
+    }
+
     fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {
         self.ask(move |b| Box::pin(b.apply(writes.into_iter().map(Deferred::Write).collect())))
     }

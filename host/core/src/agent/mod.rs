@@ -256,15 +256,22 @@ impl Agent {
         if writes.is_empty() {
             return;
         }
-        if let Err(e) = self.events.store().commit(writes) {
+        // Through the bus: a session whose write the store failed is written no more.
+        if let Err(e) = self.events.commit(writes) {
             tracing::warn!(agent = %self.id, error = %e, "session store refused a write");
             self.refuse(e);
         }
     }
 
     fn refuse(&self, e: StoreError) {
-        lock(&self.refused)
-            .get_or_insert_with(|| format!("the session store refused a write: {e}"));
+        lock(&self.refused).get_or_insert_with(|| {
+            if e.is_failure() {
+                // It names the store already.
+                e.to_string()
+            } else {
+                format!("the session store refused a write: {e}")
+            }
+        });
     }
 
     /// Why the store refused this agent's session, if it did.
@@ -531,7 +538,7 @@ impl crate::subagent::Steer for Agent {
     }
 }
 
-/// The completed turns of a stored session, as the agent starts from them.
+/// A stored session as the agent continues it (see [`replay`]).
 fn stored_prefix(
     session: &str,
     events: &[crate::store::StoredEvent],
@@ -546,21 +553,31 @@ fn stored_prefix(
         })?;
         parsed.push(event);
     }
-    Ok(completed_turns(parsed))
+    Ok(replay(parsed))
 }
 
-/// The events of completed turns only: a turn cut short by the end of a process (a
-/// `turn/start` with no `turn/end` before the next one, or at the end) is left out wherever it
-/// is, so that every tool call kept has its result. Events before the first turn (a seed) stay.
-fn completed_turns(events: Vec<SessionEvent>) -> Vec<SessionEvent> {
+/// What an agent continuing a session starts from: its completed turns whole, and of each turn
+/// cut short by the end of a process (a `turn/start` with no `turn/end` before the next one,
+/// or at the end), wherever it is, only its user messages, in place and outside any turn. So
+/// everything ever sent to the agent (the cut turn's prompt, and whatever reached it during
+/// that turn) is seen again, and the cut turn's partial output (assistant messages, tool
+/// calls and results: a call could be left with no result) is dropped. Events before the first
+/// turn (a seed) stay.
+fn replay(events: Vec<SessionEvent>) -> Vec<SessionEvent> {
     let mut out = Vec::with_capacity(events.len());
     let mut turn: Vec<SessionEvent> = Vec::new();
     let mut in_turn = false;
+    let keep_prompts = |out: &mut Vec<SessionEvent>, turn: &mut Vec<SessionEvent>| {
+        out.extend(
+            turn.drain(..)
+                .filter(|e| matches!(e, SessionEvent::UserMessage { .. })),
+        );
+    };
     for event in events {
         match event {
             SessionEvent::TurnStart { .. } => {
-                // An open turn here never ended: dropped.
-                turn.clear();
+                // An open turn here never ended: cut short.
+                keep_prompts(&mut out, &mut turn);
                 in_turn = true;
                 turn.push(event);
             }
@@ -573,6 +590,7 @@ fn completed_turns(events: Vec<SessionEvent>) -> Vec<SessionEvent> {
             other => out.push(other),
         }
     }
+    keep_prompts(&mut out, &mut turn);
     out
 }
 
@@ -860,7 +878,7 @@ mod tests {
     }
 
     #[test]
-    fn a_turn_a_dead_process_cut_short_is_left_out_wherever_it_is() {
+    fn a_turn_a_dead_process_cut_short_keeps_only_its_user_messages_wherever_it_is() {
         let call = crate::model::ToolCall {
             id: "c1".into(),
             name: "t".into(),
@@ -892,7 +910,7 @@ mod tests {
             SessionEvent::TurnStart { turn: 3 },
             user("four"),
         ];
-        let kept = completed_turns(events);
+        let kept = replay(events);
         let texts: Vec<String> = kept
             .iter()
             .filter_map(|e| match e {
@@ -900,9 +918,19 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(texts, ["seed", "one", "three"]);
+        assert_eq!(texts, ["seed", "one", "two", "three", "four"]);
         assert!(!kept
             .iter()
             .any(|e| matches!(e, SessionEvent::AssistantMessage { .. })));
+        // Only completed turns are turns: two starts, two ends, balanced.
+        let starts = kept
+            .iter()
+            .filter(|e| matches!(e, SessionEvent::TurnStart { .. }))
+            .count();
+        let ends = kept
+            .iter()
+            .filter(|e| matches!(e, SessionEvent::TurnEnd { .. }))
+            .count();
+        assert_eq!((starts, ends), (2, 2));
     }
 }

@@ -65,8 +65,15 @@ fn render(template: &str, request: &ModelRequest) -> String {
     // How many messages of the conversation the model is shown (a fork's or a resumed
     // child's seed counts): lets a script show what its agent started from.
     let history = messages.iter().filter(|m| m.role != Role::System).count();
+    // Every user message it is shown, so that a script can show what its agent was sent.
+    let users: Vec<&str> = messages
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .map(|m| m.content.as_str())
+        .collect();
     template
         .replace("{history}", &history.to_string())
+        .replace("{user_messages}", &users.join(" | "))
         .replace("{prompt}", last_user(messages))
         .replace("{tool_results}", &last_tool_results(messages))
         .replace("{system}", system)

@@ -51,7 +51,38 @@ pub enum StoreError {
     /// A write or read named a session the store does not have.
     #[error("no session `{0}` in the store")]
     NoSession(String),
-    /// A write or read failed.
+    /// A write or read failed; the backend did not say which store (see
+    /// [`StoreError::in_store`]).
     #[error("session store: {0}")]
     Backend(String),
+    /// A store failed a write or a read (a full disk, a lost server): named, so that the
+    /// diagnostic says which store to look at.
+    #[error("the session store {store} failed: {message}")]
+    Failed {
+        /// The store, as [`SessionStore::name`](super::SessionStore::name) gives it: the
+        /// database file, the server.
+        store: String,
+        /// Why, in words.
+        message: String,
+    },
+}
+
+impl StoreError {
+    /// The error, naming `store` if it did not say which store it is about.
+    pub fn in_store(self, store: &str) -> Self {
+        match self {
+            Self::Backend(message) => Self::Failed {
+                store: store.to_string(),
+                message,
+            },
+            other => other,
+        }
+    }
+
+    /// Whether the store itself failed (it could not write or read: a full disk, a lost server,
+    /// a file it cannot use), as opposed to refusing a write it judged (a session past its
+    /// limit, a session it does not have) while working as it should.
+    pub fn is_failure(&self) -> bool {
+        !matches!(self, Self::SessionFull { .. } | Self::NoSession(_))
+    }
 }

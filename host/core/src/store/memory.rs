@@ -271,6 +271,10 @@ impl SessionStore for MemoryStore {
         "session"
     }
 
+    fn name(&self) -> &str {
+        "in memory"
+    }
+
     fn journals(&self) -> bool {
         self.journal
     }

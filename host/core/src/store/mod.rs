@@ -123,6 +123,15 @@ pub enum Write {
 }
 
 impl Write {
+    /// The session it writes to, if it writes one's log or inbox.
+    pub fn session(&self) -> Option<&str> {
+        match self {
+            Self::OpenSession { id, .. } => Some(id),
+            Self::Append { session, .. } | Self::Inbox { session, .. } => Some(session),
+            _ => None,
+        }
+    }
+
     /// Whether a limit can refuse it (a session's writes): such a write is committed at once,
     /// so that its writer hears of the refusal and stops.
     pub fn can_be_refused(&self) -> bool {
@@ -253,6 +262,12 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
     /// The prefix of the session ids this store's agents get; unique per opening of a durable
     /// store, so that ids never collide across processes.
     fn id_prefix(&self) -> &str;
+
+    /// What diagnostics call it: its file, its server. A failure the store reports without
+    /// saying which store it is about is named with it (see [`StoreError::in_store`]).
+    fn name(&self) -> &str {
+        "(unnamed)"
+    }
 
     /// Whether it keeps the journal of bus events ([`Write::Bus`]): a store that does not is
     /// not handed them, so an event is not serialised for nothing.

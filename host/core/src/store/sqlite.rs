@@ -120,6 +120,8 @@ struct Inner {
     queued: Condvar,
     limits: StoreLimits,
     holder: i64,
+    /// The database file, as errors name it.
+    name: String,
 }
 
 /// Writes waiting for the writer thread, oldest first, each with the time it was made.
@@ -227,6 +229,7 @@ impl SqliteStore {
             queued: Condvar::new(),
             limits,
             holder,
+            name: path.display().to_string(),
         });
         let writer = {
             let inner = inner.clone();
@@ -255,7 +258,7 @@ impl SqliteStore {
         self.inner
             .settled()?
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-            .map_err(backend)
+            .map_err(|e| self.fail(e))
     }
 }
 
@@ -268,6 +271,9 @@ const KEY_BITS: u32 = 32;
 /// can take of writes that nobody saw.
 const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(2);
 
+/// How long the writer thread waits before it tries a batch that failed (a full disk) again.
+const RETRY_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Inner {
     /// The connection, with everything queued committed: what a read or an immediate commit
     /// starts from.
@@ -275,25 +281,80 @@ impl Inner {
         let mut conn = lock(&self.conn);
         let queued = std::mem::take(&mut lock(&self.queue).items);
         if !queued.is_empty() {
-            let tx = conn.transaction().map_err(backend)?;
-            self.apply_queued(&tx, queued);
-            tx.commit().map_err(backend)?;
+            self.commit_with(&mut conn, queued, &[])??;
         }
         Ok(conn)
     }
 
+    /// Commits `queued`, then `writes` (all or none), in one transaction. The outer error: the
+    /// transaction failed, nothing was written, and `queued` is queued again (in front, so that
+    /// the file still holds a prefix of what was written); the inner one: `writes` were refused,
+    /// and the queue was committed without them.
+    fn commit_with(
+        &self,
+        conn: &mut Connection,
+        queued: Vec<(i64, Deferred)>,
+        writes: &[Write],
+    ) -> Result<Result<(), StoreError>, StoreError> {
+        let outcome = self.transact(conn, &queued, writes);
+        if outcome.is_err() && !queued.is_empty() {
+            let mut queue = lock(&self.queue);
+            let later = std::mem::replace(&mut queue.items, queued);
+            queue.items.extend(later);
+        }
+        outcome
+    }
+
+    fn transact(
+        &self,
+        conn: &mut Connection,
+        queued: &[(i64, Deferred)],
+        writes: &[Write],
+    ) -> Result<Result<(), StoreError>, StoreError> {
+        let now = now_ms() as i64;
+        let mut tx = conn.transaction().map_err(|e| self.fail(e))?;
+        let apply = |c: &Connection| writes.iter().try_for_each(|w| self.apply(c, w, now));
+        if queued.is_empty() {
+            apply(&tx)?;
+            tx.commit().map_err(|e| self.fail(e))?;
+            return Ok(Ok(()));
+        }
+        // The queue is kept whatever becomes of the writes, which are all or none.
+        self.apply_queued(&tx, queued)?;
+        let outcome = {
+            let sp = tx.savepoint().map_err(|e| self.fail(e))?;
+            apply(&sp).and_then(|()| sp.commit().map_err(|e| self.fail(e)))
+        };
+        if let Err(e) = outcome {
+            if tx.is_autocommit() {
+                // SQLite rolled the whole transaction back (a full disk): nothing is left.
+                return Err(e);
+            }
+            tx.commit().map_err(|e| self.fail(e))?;
+            return Ok(Err(e));
+        }
+        tx.commit().map_err(|e| self.fail(e))?;
+        Ok(Ok(()))
+    }
+
     /// Applies queued writes; one that fails is logged and skipped, so that it takes no other
     /// run's record with it (they are writes nothing waited on, so nobody else can be told).
-    fn apply_queued(&self, tx: &Connection, queued: Vec<(i64, Deferred)>) {
+    /// A failure that ended the transaction (SQLite rolls it back itself when the disk is full)
+    /// fails them all: the rest would otherwise be written one by one, outside it.
+    fn apply_queued(&self, tx: &Connection, queued: &[(i64, Deferred)]) -> Result<(), StoreError> {
         for (at, item) in queued {
             let outcome = match item {
-                Deferred::Write(w) => self.apply(tx, w, at),
-                Deferred::Start(key, run) => self.insert_run(tx, key, *run, at),
+                Deferred::Write(w) => self.apply(tx, w, *at),
+                Deferred::Start(key, run) => self.insert_run(tx, *key, run, *at),
             };
             if let Err(e) = outcome {
+                if tx.is_autocommit() {
+                    return Err(e);
+                }
                 tracing::error!(error = %e, "the session store could not apply a queued write");
             }
         }
+        Ok(())
     }
 
     /// Queues `item`, waking the writer thread.
@@ -307,6 +368,7 @@ impl Inner {
     /// The writer thread: commits whatever is queued, a batch a transaction, until the store
     /// closes with nothing queued.
     fn write_queued(&self) {
+        let mut failing = false;
         loop {
             {
                 let mut queue = lock(&self.queue);
@@ -314,26 +376,45 @@ impl Inner {
                     queue.woken = false;
                     queue = self.queued.wait(queue).unwrap_or_else(|p| p.into_inner());
                 }
-                if queue.items.is_empty() {
+                // A store that cannot write what is queued at its close gives up on it.
+                if queue.items.is_empty() || (queue.closing && failing) {
                     return;
                 }
                 // Let a batch gather: many runs then share one transaction, and a commit made
-                // meanwhile (an event someone listens to) takes the queue with it instead.
+                // meanwhile (an event someone listens to) takes the queue with it instead. A
+                // failed batch is queued again: it is tried again a while later, not at once.
+                let window = if failing { RETRY_WINDOW } else { BATCH_WINDOW };
                 queue = self
                     .queued
-                    .wait_timeout_while(queue, BATCH_WINDOW, |q| !q.closing)
+                    .wait_timeout_while(queue, window, |q| !q.closing)
                     .map_or_else(|p| p.into_inner().0, |(q, _)| q);
                 drop(queue);
             }
-            if let Err(e) = self.settled() {
-                tracing::error!(error = %e, "the session store could not commit queued writes");
-            }
+            failing = match self.settled() {
+                Ok(_) => false,
+                Err(e) => {
+                    tracing::error!(error = %e, "the session store could not commit queued writes");
+                    true
+                }
+            };
         }
     }
 }
 
-fn backend(e: rusqlite::Error) -> StoreError {
-    StoreError::Backend(e.to_string())
+impl Inner {
+    /// A failure of this store's database, naming its file.
+    fn fail(&self, e: rusqlite::Error) -> StoreError {
+        StoreError::Failed {
+            store: self.name.clone(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl SqliteStore {
+    fn fail(&self, e: rusqlite::Error) -> StoreError {
+        self.inner.fail(e)
+    }
 }
 
 /// Brings the schema up to [`SCHEMA_VERSION`]. The version is read again under the write lock
@@ -428,7 +509,7 @@ impl Inner {
         &self,
         tx: &Connection,
         key: RunKey,
-        run: RunStart,
+        run: &RunStart,
         now: i64,
     ) -> Result<(), StoreError> {
         tx.prepare_cached(
@@ -450,11 +531,11 @@ impl Inner {
                 run.label
             ])
         })
-        .map_err(backend)?;
+        .map_err(|e| self.fail(e))?;
         Ok(())
     }
 
-    fn apply(&self, tx: &Connection, write: Write, now: i64) -> Result<(), StoreError> {
+    fn apply(&self, tx: &Connection, write: &Write, now: i64) -> Result<(), StoreError> {
         match write {
             Write::OpenSession {
                 id,
@@ -468,7 +549,7 @@ impl Inner {
                      ON CONFLICT (id) DO UPDATE SET holder = ?5, interrupted = 0",
                     params![id, agent, parent, working_directory, self.holder, now],
                 )
-                .map_err(backend)?;
+                .map_err(|e| self.fail(e))?;
             }
             Write::Append {
                 session,
@@ -481,14 +562,14 @@ impl Inner {
                         s.query_row([&session], |r| Ok((r.get(0)?, r.get(1)?)))
                             .optional()
                     })
-                    .map_err(backend)?;
+                    .map_err(|e| self.fail(e))?;
                 let Some((events, bytes)) = row else {
-                    return Err(StoreError::NoSession(session));
+                    return Err(StoreError::NoSession(session.clone()));
                 };
                 let grown = bytes as u64 + body.len() as u64;
                 if grown > self.limits.max_session_bytes {
                     return Err(StoreError::SessionFull {
-                        session,
+                        session: session.clone(),
                         limit_bytes: self.limits.max_session_bytes,
                     });
                 }
@@ -501,7 +582,7 @@ impl Inner {
                     "INSERT INTO events (session, seq, kind, body, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
                 )
                 .and_then(|mut s| s.execute(params![session, events + 1, kind, body, now]))
-                .map_err(backend)?;
+                .map_err(|e| self.fail(e))?;
                 tx.prepare_cached(
                     "UPDATE sessions SET events = ?2, bytes = ?3, updated_ms = ?4,
                      open_turn = COALESCE(?5, open_turn), holder = ?6 WHERE id = ?1",
@@ -516,12 +597,12 @@ impl Inner {
                         self.holder
                     ])
                 })
-                .map_err(backend)?;
+                .map_err(|e| self.fail(e))?;
             }
             Write::Bus { name, body } => {
                 tx.prepare_cached("INSERT INTO journal (name, body, at_ms) VALUES (?1, ?2, ?3)")
                     .and_then(|mut s| s.execute(params![name, body, now]))
-                    .map_err(backend)?;
+                    .map_err(|e| self.fail(e))?;
             }
             Write::RunEnded {
                 run,
@@ -533,7 +614,7 @@ impl Inner {
                      WHERE key = ?1",
                 )
                 .and_then(|mut s| s.execute(params![run, stop_reason, diagnostic, now]))
-                .map_err(backend)?;
+                .map_err(|e| self.fail(e))?;
             }
             Write::RunInterrupted { run, diagnostic } => {
                 tx.prepare_cached(
@@ -541,17 +622,17 @@ impl Inner {
                      ended_ms = ?3 WHERE key = ?1",
                 )
                 .and_then(|mut s| s.execute(params![run, diagnostic, now]))
-                .map_err(backend)?;
+                .map_err(|e| self.fail(e))?;
             }
             Write::LinkChild { run, session } => {
                 tx.prepare_cached("UPDATE runs SET child_session = ?2 WHERE key = ?1")
                     .and_then(|mut s| s.execute(params![run, session]))
-                    .map_err(backend)?;
+                    .map_err(|e| self.fail(e))?;
             }
             Write::Announced { run } => {
                 tx.prepare_cached("UPDATE runs SET announced = 1 WHERE key = ?1")
                     .and_then(|mut s| s.execute([run]))
-                    .map_err(backend)?;
+                    .map_err(|e| self.fail(e))?;
             }
             Write::Report {
                 run,
@@ -562,13 +643,13 @@ impl Inner {
                     "UPDATE runs SET report = ?2, report_pending = MAX(report_pending, ?3)
                      WHERE key = ?1",
                 )
-                .and_then(|mut s| s.execute(params![run, text, i64::from(next_step)]))
-                .map_err(backend)?;
+                .and_then(|mut s| s.execute(params![run, text, i64::from(*next_step)]))
+                .map_err(|e| self.fail(e))?;
             }
             Write::ReportDelivered { run } => {
                 tx.prepare_cached("UPDATE runs SET report_pending = 0 WHERE key = ?1")
                     .and_then(|mut s| s.execute([run]))
-                    .map_err(backend)?;
+                    .map_err(|e| self.fail(e))?;
             }
             Write::Inbox { session, body } => match body {
                 Some(body) => {
@@ -577,12 +658,12 @@ impl Inner {
                          ON CONFLICT (session) DO UPDATE SET body = ?2",
                     )
                     .and_then(|mut s| s.execute(params![session, body]))
-                    .map_err(backend)?;
+                    .map_err(|e| self.fail(e))?;
                 }
                 None => {
                     tx.prepare_cached("DELETE FROM inbox WHERE session = ?1")
                         .and_then(|mut s| s.execute([session]))
-                        .map_err(backend)?;
+                        .map_err(|e| self.fail(e))?;
                 }
             },
         }
@@ -635,9 +716,12 @@ impl SqliteStore {
         let conn = self.inner.settled()?;
         let mut stmt = conn
             .prepare_cached(&format!("{RUN} WHERE {column} = ?1 ORDER BY key"))
-            .map_err(backend)?;
-        let rows = stmt.query_map([value], run_record).map_err(backend)?;
-        rows.collect::<rusqlite::Result<_>>().map_err(backend)
+            .map_err(|e| self.fail(e))?;
+        let rows = stmt
+            .query_map([value], run_record)
+            .map_err(|e| self.fail(e))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(|e| self.fail(e))
     }
 }
 
@@ -698,28 +782,14 @@ impl SessionStore for SqliteStore {
         &self.prefix
     }
 
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
     fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {
         let mut conn = lock(&self.inner.conn);
         let queued = std::mem::take(&mut lock(&self.inner.queue).items);
-        let mut tx = conn.transaction().map_err(backend)?;
-        let now = now_ms() as i64;
-        let apply = |c: &Connection| {
-            writes
-                .into_iter()
-                .try_for_each(|w| self.inner.apply(c, w, now))
-        };
-        if queued.is_empty() {
-            apply(&tx)?;
-            return tx.commit().map_err(backend);
-        }
-        // The queue is kept whatever becomes of the writes, which are all or none.
-        self.inner.apply_queued(&tx, queued);
-        let outcome = {
-            let sp = tx.savepoint().map_err(backend)?;
-            apply(&sp).and_then(|()| sp.commit().map_err(backend))
-        };
-        tx.commit().map_err(backend)?;
-        outcome
+        self.inner.commit_with(&mut conn, queued, &writes)?
     }
 
     fn flush(&self) -> Result<(), StoreError> {
@@ -747,16 +817,17 @@ impl SessionStore for SqliteStore {
             .settled()?
             .query_row(&format!("{SUMMARY} WHERE id = ?1"), [id], summary)
             .optional()
-            .map_err(backend)
+            .map_err(|e| self.fail(e))
     }
 
     fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError> {
         let conn = self.inner.settled()?;
         let mut stmt = conn
             .prepare(&format!("{SUMMARY} ORDER BY updated_ms DESC, id DESC"))
-            .map_err(backend)?;
-        let rows = stmt.query_map([], summary).map_err(backend)?;
-        rows.collect::<rusqlite::Result<_>>().map_err(backend)
+            .map_err(|e| self.fail(e))?;
+        let rows = stmt.query_map([], summary).map_err(|e| self.fail(e))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(|e| self.fail(e))
     }
 
     fn events(&self, session: &str) -> Result<Vec<StoredEvent>, StoreError> {
@@ -765,7 +836,7 @@ impl SessionStore for SqliteStore {
             .prepare_cached(
                 "SELECT seq, kind, body, at_ms FROM events WHERE session = ?1 ORDER BY seq",
             )
-            .map_err(backend)?;
+            .map_err(|e| self.fail(e))?;
         let rows = stmt
             .query_map([session], |r| {
                 Ok(StoredEvent {
@@ -775,8 +846,9 @@ impl SessionStore for SqliteStore {
                     at_ms: r.get::<_, i64>(3)? as u64,
                 })
             })
-            .map_err(backend)?;
-        rows.collect::<rusqlite::Result<_>>().map_err(backend)
+            .map_err(|e| self.fail(e))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(|e| self.fail(e))
     }
 
     fn runs_of(&self, session: &str) -> Result<Vec<RunRecord>, StoreError> {
@@ -796,45 +868,47 @@ impl SessionStore for SqliteStore {
                 |r| r.get(0),
             )
             .optional()
-            .map_err(backend)
+            .map_err(|e| self.fail(e))
     }
 
     fn journal(&self) -> Result<Vec<String>, StoreError> {
         let conn = self.inner.settled()?;
         let mut stmt = conn
             .prepare("SELECT body FROM journal ORDER BY seq")
-            .map_err(backend)?;
-        let rows = stmt.query_map([], |r| r.get(0)).map_err(backend)?;
-        rows.collect::<rusqlite::Result<_>>().map_err(backend)
+            .map_err(|e| self.fail(e))?;
+        let rows = stmt.query_map([], |r| r.get(0)).map_err(|e| self.fail(e))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(|e| self.fail(e))
     }
 
     fn remove(&self, session: &str) -> Result<bool, StoreError> {
         let mut conn = self.inner.settled()?;
-        let tx = conn.transaction().map_err(backend)?;
-        let had = remove_tree(&tx, session).map_err(backend)?;
-        tx.commit().map_err(backend)?;
+        let tx = conn.transaction().map_err(|e| self.fail(e))?;
+        let had = remove_tree(&tx, session).map_err(|e| self.fail(e))?;
+        tx.commit().map_err(|e| self.fail(e))?;
         Ok(had)
     }
 
     fn gc(&self, cutoff_ms: u64) -> Result<usize, StoreError> {
         let cutoff_ms = cutoff_ms.min(i64::MAX as u64);
         let mut conn = self.inner.settled()?;
-        let tx = conn.transaction().map_err(backend)?;
+        let tx = conn.transaction().map_err(|e| self.fail(e))?;
         let old: Vec<String> = {
             let mut stmt = tx
                 .prepare("SELECT id FROM sessions WHERE parent IS NULL AND updated_ms < ?1")
-                .map_err(backend)?;
+                .map_err(|e| self.fail(e))?;
             let rows = stmt
                 .query_map([cutoff_ms as i64], |r| r.get(0))
-                .map_err(backend)?;
-            rows.collect::<rusqlite::Result<_>>().map_err(backend)?
+                .map_err(|e| self.fail(e))?;
+            rows.collect::<rusqlite::Result<_>>()
+                .map_err(|e| self.fail(e))?
         };
         for id in &old {
-            remove_tree(&tx, id).map_err(backend)?;
+            remove_tree(&tx, id).map_err(|e| self.fail(e))?;
         }
         tx.execute("DELETE FROM journal WHERE at_ms < ?1", [cutoff_ms as i64])
-            .map_err(backend)?;
-        tx.commit().map_err(backend)?;
+            .map_err(|e| self.fail(e))?;
+        tx.commit().map_err(|e| self.fail(e))?;
         Ok(old.len())
     }
 }

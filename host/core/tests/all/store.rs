@@ -279,3 +279,139 @@ fn figures() {
         t.elapsed()
     );
 }
+
+/// A journaling memory store whose commits fail, while `failing` is set, as a full disk fails
+/// them.
+#[derive(Debug)]
+struct Flaky {
+    inner: MemoryStore,
+    failing: std::sync::atomic::AtomicBool,
+}
+
+impl Flaky {
+    fn fail(&self, on: bool) {
+        self.failing.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl SessionStore for Flaky {
+    fn id_prefix(&self) -> &str {
+        self.inner.id_prefix()
+    }
+    fn name(&self) -> &str {
+        "flaky-disk"
+    }
+    fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Backend("database or disk is full".into()));
+        }
+        self.inner.commit(writes)
+    }
+    fn start_run(&self, run: seam_core::store::RunStart) -> Result<i64, StoreError> {
+        self.inner.start_run(run)
+    }
+    fn session(&self, id: &str) -> Result<Option<seam_core::store::SessionSummary>, StoreError> {
+        self.inner.session(id)
+    }
+    fn sessions(&self) -> Result<Vec<seam_core::store::SessionSummary>, StoreError> {
+        self.inner.sessions()
+    }
+    fn events(&self, session: &str) -> Result<Vec<seam_core::store::StoredEvent>, StoreError> {
+        self.inner.events(session)
+    }
+    fn runs_of(&self, session: &str) -> Result<Vec<seam_core::store::RunRecord>, StoreError> {
+        self.inner.runs_of(session)
+    }
+    fn runs_of_child(&self, session: &str) -> Result<Vec<seam_core::store::RunRecord>, StoreError> {
+        self.inner.runs_of_child(session)
+    }
+    fn inbox(&self, session: &str) -> Result<Option<String>, StoreError> {
+        self.inner.inbox(session)
+    }
+    fn journal(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.journal()
+    }
+    fn remove(&self, session: &str) -> Result<bool, StoreError> {
+        self.inner.remove(session)
+    }
+    fn gc(&self, cutoff_ms: u64) -> Result<usize, StoreError> {
+        self.inner.gc(cutoff_ms)
+    }
+}
+
+/// A write the store fails (contract section 12) is delivered to no listener: the turn ends
+/// `error` naming the store, and the session stays behind (nothing more of it is written or
+/// delivered, even once the store works again) until an agent opens it again from the store.
+/// Another session goes on; whatever a listener saw is in the store.
+#[tokio::test]
+async fn an_event_the_store_fails_is_not_delivered_and_its_session_stays_behind() {
+    let store = Arc::new(Flaky {
+        inner: MemoryStore::journaling(StoreLimits::default()),
+        failing: Default::default(),
+    });
+    let core = Core::with_store(Duration::from_millis(100), store.clone());
+    core.scripts(&[("lead", vec![say("one"), say("two"), say("three")])]);
+    let mut spec = AgentSpec::top_level("scripted:lead", "/work");
+    spec.session_id = Some("a".into());
+    let a = core.agents.create(spec.clone(), None).unwrap();
+    let mut other = AgentSpec::top_level("scripted:lead", "/work");
+    other.session_id = Some("b".into());
+    let b = core.agents.create(other, None).unwrap();
+    let first = a.run_turn(vec![ContentBlock::text("hello")]).await;
+    assert_eq!(first.stop_reason, StopReason::Completed);
+    assert!(core.events.store_failure().is_none());
+    let seen = core.log.all().len();
+
+    store.fail(true);
+    let failed = a.run_turn(vec![ContentBlock::text("again")]).await;
+    store.fail(false);
+    assert_eq!(failed.stop_reason, StopReason::Error);
+    let why = failed.diagnostic.unwrap_or_default();
+    assert!(
+        why.contains("flaky-disk") && why.contains("disk is full"),
+        "{why}"
+    );
+    assert_eq!(
+        core.log.all().len(),
+        seen,
+        "nothing of the failed turn was delivered"
+    );
+    let failure = core.events.store_failure().expect("the failure is kept");
+    assert!(failure.to_string().contains("flaky-disk"), "{failure}");
+
+    // The store works again, but what this agent holds of `a` is not what the store holds.
+    let behind = a.run_turn(vec![ContentBlock::text("and again")]).await;
+    assert_eq!(behind.stop_reason, StopReason::Error);
+    assert_eq!(
+        core.log.all().len(),
+        seen,
+        "nothing more of `a` was delivered"
+    );
+    assert_eq!(
+        store.events("a").unwrap().len(),
+        4,
+        "one turn of `a` is stored"
+    );
+
+    // Another session goes on.
+    let fine = b.run_turn(vec![ContentBlock::text("hi")]).await;
+    assert_eq!(fine.stop_reason, StopReason::Completed);
+    assert!(core.log.all().len() > seen);
+    // An agent continuing `a` from the store writes it again.
+    core.agents.dispose(a.id()).await;
+    spec.model = "scripted:lead".into();
+    let again = core.agents.create(spec, None).unwrap();
+    let resumed = again.run_turn(vec![ContentBlock::text("once more")]).await;
+    assert_eq!(resumed.stop_reason, StopReason::Completed, "{resumed:?}");
+
+    let journal = store.journal().unwrap();
+    for event in core.log.all() {
+        assert!(
+            journal.contains(&event.to_json()),
+            "delivered, not in the store: {}",
+            event.to_json()
+        );
+    }
+    core.agents.dispose(b.id()).await;
+    core.agents.dispose(again.id()).await;
+}

@@ -7,8 +7,10 @@
 //! `url`, which the entry's `http` grant must list, with headers taken from granted variables.
 //!
 //! Each call has a timeout and an output cap; a cancelled call sends
-//! `notifications/cancelled` (rmcp's request future is cancel-on-drop). A server that dies is
-//! reconnected, with exponential backoff (`backon`), by the next call; its
+//! `notifications/cancelled` (rmcp's request future is cancel-on-drop). A call is never sent
+//! twice: one in flight when its server dies or its connection drops fails, naming the entry,
+//! and the next call reconnects, with exponential backoff (`backon`, which retries connecting,
+//! never a call). Its
 //! `tools/list_changed` mounts and unmounts tools. What a bad server does ends that call or
 //! that entry with a diagnostic naming the entry: it never finishes `initialize` (the
 //! `init_timeout_ms`), answers garbage (the SDK's decoder; the call times out), offers more than
@@ -173,6 +175,8 @@ struct Shared {
     reconciling: tokio::sync::Mutex<()>,
     /// The registry the tools are mounted in, and the (Seam name, server name) of each.
     mounted: Mutex<Mounted>,
+    /// Connections made so far: the next one's [`Connection::generation`].
+    connections: std::sync::atomic::AtomicU64,
     /// The agents calls are made for: a server's progress on a call is reported as their run's.
     agents: Weak<AgentRegistry>,
     /// Calls going, by the progress token the SDK gave their request, and progress that came
@@ -227,6 +231,9 @@ type Mounted = (Weak<ToolRegistry>, Vec<(String, String)>);
 
 struct Connection {
     service: RunningService<RoleClient, Handler>,
+    /// Which connection of the entry this is: a call that saw its connection drop forgets
+    /// that one, never a newer one another call made.
+    generation: u64,
     /// A stdio server's process tree, ended and reaped when the connection is dropped.
     _process: Option<seam_process::Contained>,
 }
@@ -273,6 +280,7 @@ impl McpEntry {
                 reconnecting: tokio::sync::Mutex::new(()),
                 reconciling: tokio::sync::Mutex::new(()),
                 mounted: Mutex::new((Weak::new(), Vec::new())),
+                connections: std::sync::atomic::AtomicU64::new(0),
                 agents,
                 calls: Mutex::default(),
             }),
@@ -313,6 +321,9 @@ impl Shared {
         let peer = service.peer().clone();
         *conn = Some(Connection {
             service,
+            generation: self
+                .connections
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             _process: process,
         });
         drop(conn);
@@ -533,17 +544,19 @@ impl Shared {
         outcome
     }
 
-    /// The live connection's peer, reconnecting (with backoff) when the server has gone.
-    async fn peer(self: &Arc<Self>) -> Result<Peer<RoleClient>, McpClientError> {
+    /// The live connection's peer and generation, reconnecting (with backoff) when the server
+    /// has gone. Backoff retries the connection only, never a call.
+    async fn peer(self: &Arc<Self>) -> Result<(Peer<RoleClient>, u64), McpClientError> {
         let alive =
             |c: &&Connection| !c.service.is_closed() && !c.service.peer().is_transport_closed();
+        let current = |c: &Connection| (c.service.peer().clone(), c.generation);
         if let Some(c) = self.conn.lock().await.as_ref().filter(alive) {
-            return Ok(c.service.peer().clone());
+            return Ok(current(c));
         }
         // Calls that find the server gone at once reconnect it once, the first of them.
         let _one_reconnect = self.reconnecting.lock().await;
         if let Some(c) = self.conn.lock().await.as_ref().filter(alive) {
-            return Ok(c.service.peer().clone());
+            return Ok(current(c));
         }
         tracing::warn!(plugin = %self.id, "the MCP server has gone; reconnecting");
         let backoff = ExponentialBuilder::default()
@@ -559,7 +572,7 @@ impl Shared {
         }
         let conn = self.conn.lock().await;
         conn.as_ref()
-            .map(|c| c.service.peer().clone())
+            .map(current)
             .ok_or_else(|| McpClientError::Protocol {
                 id: self.id.clone(),
                 step: "reconnect",
@@ -567,14 +580,11 @@ impl Shared {
             })
     }
 
-    /// Drops the connection whose peer is `peer`, if it is still the current one: the next call
-    /// reconnects.
-    async fn forget(&self, peer: &Peer<RoleClient>) {
+    /// Drops the connection `generation`, if it is still the current one (its server is
+    /// ended and reaped): the next call reconnects.
+    async fn forget(&self, generation: u64) {
         let mut conn = self.conn.lock().await;
-        if conn
-            .as_ref()
-            .is_some_and(|c| c.service.peer().is_transport_closed() && peer.is_transport_closed())
-        {
+        if conn.as_ref().is_some_and(|c| c.generation == generation) {
             *conn = None;
         }
     }
@@ -618,32 +628,41 @@ impl Shared {
 
         let ms = self.settings.timeout_ms;
         let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
-        // A server found gone when the call is sent is reconnected once, for this call; one that
-        // dies during the call fails the call (it may have done part of it).
+        // A call is never sent twice: only one the SDK refused to hand to its connection (found
+        // closed before the request was queued, so nothing of it reached the server) is tried
+        // again, once, on a new connection. One whose connection drops after it was queued fails
+        // (the server may have started it); the next call reconnects.
         let mut attempts = 0;
         let response = loop {
             attempts += 1;
-            let peer = match self.peer().await {
-                Ok(peer) => peer,
+            let (peer, generation) = match self.peer().await {
+                Ok(found) => found,
                 Err(e) => return ToolResult::error(e.to_string()),
             };
-            let response = self
+            let sent = self
                 .call_once(&peer, &params, &caller, &seam_name, deadline, &abort)
                 .await;
-            let response = match response {
-                Ok(r) => r,
+            match sent {
+                Ok(Sent::Answered(answer)) => break *answer,
+                Ok(Sent::Unsent(rmcp::ServiceError::TransportClosed)) if attempts == 1 => {
+                    tracing::debug!(plugin = %self.id, "the connection was closed before the call was sent");
+                    self.forget(generation).await;
+                }
+                Ok(Sent::Unsent(e)) => return fail(format!("the call could not be sent: {e}")),
+                Ok(Sent::Dropped) => {
+                    // Its connection is gone: the next call makes a new one.
+                    self.forget(generation).await;
+                    return fail(
+                        "the connection to the server closed during the call (the server exited \
+                         or the connection dropped); the call is not sent again, the next call \
+                         reconnects"
+                            .into(),
+                    );
+                }
                 Err(Ended::Timeout) => {
                     return fail(format!("no answer within {ms} ms (`config.timeout_ms`)"))
                 }
                 Err(Ended::Aborted) => return ToolResult::error("cancelled"),
-            };
-            match response {
-                Err(rmcp::ServiceError::TransportClosed)
-                    if attempts == 1 && peer.is_transport_closed() =>
-                {
-                    self.forget(&peer).await;
-                }
-                other => break other,
             }
         };
         let result = match response {
@@ -710,6 +729,17 @@ struct Handler {
     shared: Weak<Shared>,
 }
 
+/// What became of a `tools/call` handed to a connection.
+enum Sent {
+    /// The server answered (or the SDK reported the request failed, e.g. to be written).
+    Answered(Box<Result<ServerResult, rmcp::ServiceError>>),
+    /// The connection was closed before the request was queued: nothing reached the server.
+    Unsent(rmcp::ServiceError),
+    /// The connection ended after the request was queued, without an answer: the server may
+    /// have started the call.
+    Dropped,
+}
+
 /// How a call ended without an answer.
 enum Ended {
     Timeout,
@@ -727,12 +757,14 @@ impl Shared {
         seam_name: &str,
         deadline: tokio::time::Instant,
         abort: &CancellationToken,
-    ) -> Result<Result<ServerResult, rmcp::ServiceError>, Ended> {
+    ) -> Result<Sent, Ended> {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
         let mut handle = tokio::select! {
             sent = peer.send_cancellable_request(request, PeerRequestOptions::no_options()) => match sent {
                 Ok(handle) => handle,
-                Err(e) => return Ok(Err(e)),
+                // The SDK queues the request only once the connection has taken it: an error
+                // here means it never left this side.
+                Err(e) => return Ok(Sent::Unsent(e)),
             },
             () = tokio::time::sleep_until(deadline) => return Err(Ended::Timeout),
             () = abort.cancelled() => return Err(Ended::Aborted),
@@ -741,7 +773,12 @@ impl Shared {
         let _registered = self.register(handle.progress_token.clone(), caller, seam_name);
         let ended = tokio::select! {
             answer = &mut handle.rx => {
-                return Ok(answer.unwrap_or(Err(rmcp::ServiceError::TransportClosed)));
+                // The SDK drops the answer's sender when the connection ends, or answers that
+                // the transport closed (the HTTP client, for a request its connection lost).
+                return Ok(match answer {
+                    Ok(Err(rmcp::ServiceError::TransportClosed)) | Err(_) => Sent::Dropped,
+                    Ok(answer) => Sent::Answered(Box::new(answer)),
+                });
             }
             () = tokio::time::sleep_until(deadline) => Ended::Timeout,
             () = abort.cancelled() => Ended::Aborted,

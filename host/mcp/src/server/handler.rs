@@ -183,7 +183,8 @@ impl ServerHandler for McpServer {
         if let Some((id, forwarding)) = listener {
             // The run's progress events were all emitted before it settled: once the listener
             // (and its sender) is gone, the task sends what is queued and ends, so every
-            // notification goes out before the answer (a client drops progress that comes after).
+            // notification goes out before the answer (a client drops progress that comes
+            // after). A cancelled call's task has stopped at the cancel, sending nothing more.
             inner.host.events().unsubscribe(id);
             let _ = forwarding.await;
         }
@@ -252,7 +253,8 @@ impl ServerHandler for McpServer {
 /// Subscribes a listener that sends the progress events of the runs `caller` starts to the
 /// client as `notifications/progress` for `token`, in order, dropping updates past
 /// [`PROGRESS_QUEUE`] waiting ones. Unsubscribing the listener ends the forwarding task (returned)
-/// once it has sent what is queued.
+/// once it has sent what is queued; the request's cancellation (`context.ct`, which rmcp
+/// cancels as it reads `notifications/cancelled`) ends it at once, what is queued dropped.
 fn forward_progress(
     host: &Host,
     caller: &ParentRef,
@@ -273,14 +275,27 @@ fn forward_progress(
         Ok(())
     });
     let peer: Peer<RoleServer> = context.peer.clone();
+    let cancelled = context.ct.clone();
     let forwarding = tokio::spawn(async move {
         // MCP wants progress that increases: the count of updates sent, whichever run sent them.
         let mut sent = 0u64;
-        while let Some(message) = rx.recv().await {
+        loop {
+            let message = tokio::select! {
+                biased;
+                () = cancelled.cancelled() => break,
+                message = rx.recv() => match message {
+                    Some(message) => message,
+                    None => break,
+                },
+            };
             sent += 1;
             let note =
                 ProgressNotificationParam::new(token.clone(), sent as f64).with_message(message);
-            if peer.notify_progress(note).await.is_err() {
+            // Checked again right before the send, in the same poll that hands the notification
+            // to the connection (rmcp's queue takes it without waiting): nothing is handed over
+            // once the cancel was read. Over stdio the transport (`guard::Answered`) also drops
+            // what was handed over before and written after.
+            if cancelled.is_cancelled() || peer.notify_progress(note).await.is_err() {
                 break;
             }
         }

@@ -10,6 +10,8 @@
 //! - a request body is at most `max_request_bytes` (413 past it), and at most `max_sessions`
 //!   sessions are open at once (a new one past it is refused with 503).
 //!
+//! A session's `DELETE` is answered 204 (rmcp says 202, which clients take as a failure).
+//!
 //! Every request's body is read (within its cap) before any answer is given, refusals
 //! included: hyper closes a kept-alive connection whose request body was left unread if that
 //! body had not arrived yet, and may already have sent the answer without `Connection: close`,
@@ -262,7 +264,17 @@ impl Guard {
                 "too many MCP sessions are open",
             );
         }
-        service.handle(Request::from_parts(parts, body)).await
+        let deleting = parts.method == hyper::Method::DELETE;
+        let answer = service.handle(Request::from_parts(parts, body)).await;
+        // rmcp answers a session's DELETE with 202, which MCP clients do not take as the
+        // session ended (the Python SDK accepts 200 or 204 and warns "Session termination
+        // failed: 202"): it is ended, with nothing to say.
+        if deleting && answer.status() == StatusCode::ACCEPTED {
+            let mut ended = Response::new(Full::new(Bytes::new()).boxed());
+            *ended.status_mut() = StatusCode::NO_CONTENT;
+            return ended;
+        }
+        answer
     }
 
     /// Whether `headers` carry the bearer token, if one is required.

@@ -6,8 +6,11 @@
 //!   control tools) as MCP tools, to one client per [`handler::McpServer`];
 //! - [`http`]: the streamable HTTP endpoint of `seam mcp --http`, with its guards (loopback by
 //!   default, bearer token off loopback, `Origin` and `Host` checked, request size and session
-//!   count capped).
+//!   count capped);
+//! - [`guard`]: the transport that sends no progress for a request once it was cancelled or
+//!   answered.
 
+pub mod guard;
 pub mod handler;
 pub mod http;
 
