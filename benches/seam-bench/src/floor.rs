@@ -30,7 +30,7 @@ use bindings::{ProviderPlugin, ProviderPluginPre};
 #[allow(missing_docs, dead_code)]
 mod bindings {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "../../wit/v0.3.0",
         world: "provider-plugin",
         exports: { default: async },
         with: {

@@ -10,7 +10,7 @@
 //! `stderr-then-trap` (after ready, writes 50 numbered lines to stderr, `faulty provider: stderr
 //! line N of 50`, then traps), for the stderr tail a fault report shows.
 
-wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin", generate_all });
+wit_bindgen::generate!({ path: "../../wit/v0.3.0", world: "provider-plugin", generate_all });
 
 use exports::seam::plugin::provider::Guest;
 use seam::plugin::run_context;

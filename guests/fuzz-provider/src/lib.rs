@@ -10,7 +10,7 @@
 //! from the program too (so invalid JSON and odd reasons cross the boundary). Nothing here is
 //! checked by the guest: every outcome is the host's to handle.
 
-wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin", generate_all });
+wit_bindgen::generate!({ path: "../../wit/v0.3.0", world: "provider-plugin", generate_all });
 
 use exports::seam::plugin::provider::Guest;
 use seam::plugin::agents::{self, ChildOptions, Seed};

@@ -40,7 +40,7 @@
 //! `name` is the provider name (not checked, so the host's checks can be tested), or
 //! `nameBytes` makes it that many `x`s.
 
-wit_bindgen::generate!({ path: "../../wit", world: "provider-plugin", generate_all });
+wit_bindgen::generate!({ path: "../../wit/v0.3.0", world: "provider-plugin", generate_all });
 
 use std::io::{Read, Write};
 

@@ -19,7 +19,7 @@
 //! `announce`, in any mode, is logged at info level from `bind`, so that a test can tell when
 //! the host has finished preparing this entry.
 
-wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin", generate_all });
+wit_bindgen::generate!({ path: "../../wit/v0.3.0", world: "tool-plugin", generate_all });
 
 use exports::seam::plugin::tool::{Guest, ToolBinding, ToolDescriptor, ToolResult};
 use seam::plugin::subagents;

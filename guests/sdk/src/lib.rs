@@ -67,7 +67,7 @@ pub mod bindings {
                 import seam:plugin/subagents@0.3.0;
             }
         ",
-        path: "../../wit",
+        path: "../../wit/v0.3.0",
         world: "seam:sdk/imports",
         generate_all,
     });
@@ -86,7 +86,7 @@ pub mod exports {
     /// The `provider-plugin` world's export.
     pub mod provider {
         wit_bindgen::generate!({
-            path: "../../wit",
+            path: "../../wit/v0.3.0",
             world: "seam:plugin/provider-plugin@0.3.0",
             with: {
                 "seam:plugin/types@0.3.0": crate::bindings::seam::plugin::types,
@@ -105,7 +105,7 @@ pub mod exports {
     /// The `tool-plugin` world's export.
     pub mod tool {
         wit_bindgen::generate!({
-            path: "../../wit",
+            path: "../../wit/v0.3.0",
             world: "seam:plugin/tool-plugin@0.3.0",
             with: {
                 "seam:plugin/types@0.3.0": crate::bindings::seam::plugin::types,
@@ -121,7 +121,7 @@ pub mod exports {
     /// The `observer-plugin` world's export.
     pub mod observer {
         wit_bindgen::generate!({
-            path: "../../wit",
+            path: "../../wit/v0.3.0",
             world: "seam:plugin/observer-plugin@0.3.0",
             with: {
                 "seam:plugin/types@0.3.0": crate::bindings::seam::plugin::types,

@@ -9,7 +9,7 @@
 //! true`: the run then belongs to the calling agent, the call answers with its id at once, and
 //! the model follows it with the `subagent-control` tools (its agent is told when it settles).
 
-wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin", generate_all });
+wit_bindgen::generate!({ path: "../../wit/v0.3.0", world: "tool-plugin", generate_all });
 
 use exports::seam::plugin::tool::{Guest, ToolBinding, ToolDescriptor, ToolResult};
 use seam::plugin::host::log;

@@ -41,13 +41,23 @@ fn world(
     kind: PluginKind,
 ) -> wasmtime::Result<Linker<StoreData>> {
     let mut linker = base(engine)?;
-    match version {
-        WitVersion::V0_1_0 => crate::versions::v0_1_0::imports::add_to_linker(&mut linker, kind)?,
-        WitVersion::V0_2_0 => crate::versions::v0_2_0::imports::add_to_linker(&mut linker, kind)?,
-        WitVersion::V0_3_0 => crate::interfaces::add_to_linker(&mut linker, kind)?,
-    }
+    crate::versions::for_each_version!(add_imports, linker, version, kind);
     Ok(linker)
 }
+
+/// Adds `$version`'s host imports for `$kind` to `$linker`: each version's `imports` module
+/// (the latest's is `crate::interfaces`; an older one's converts and delegates to it).
+macro_rules! add_imports {
+    ([$linker:ident, $version:ident, $kind:ident]
+     $($variant:ident $module:ident $number:literal [$($file:literal),*],)+) => {
+        match $version {
+            $(WitVersion::$variant => {
+                crate::versions::$module::imports::add_to_linker(&mut $linker, $kind)?
+            })+
+        }
+    };
+}
+use add_imports;
 
 impl Linkers {
     /// The linkers of every world of every supported version, on `engine`.

@@ -6,7 +6,7 @@ use seam_core::types::{ParentRef, ProviderDescriptor, StartRequest, SubagentResu
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::Store;
 
-use super::{v0_1_0 as v1, v0_2_0 as v2, v0_3_0 as v3, WitVersion};
+use super::WitVersion;
 use crate::store::StoreData;
 
 /// A tool's description as the guest gave it, before the host checks its size and parses its
@@ -84,47 +84,41 @@ fn named(error: wasmtime::Error, mismatch: Option<String>) -> wasmtime::Error {
     }
 }
 
-/// Declares a pre-instantiated component of one kind over every supported version (each given
-/// as its `Pre` type and its instance type), and its instance.
+/// Declares a pre-instantiated component of one kind over every supported version (its world's
+/// module, `Pre` type and instance type, found in each version's bindings), and its instance:
+/// one variant per version of the list in `super::for_each_version`.
 macro_rules! versioned {
-    ($pre:ident, $instance:ident, [$v1pre:ty, $v1:ty], [$v2pre:ty, $v2:ty], [$v3pre:ty, $v3:ty]) => {
+    ([$pre:ident, $instance:ident, $world:ident :: $pre_ty:ident, $instance_ty:ident]
+     $($variant:ident $module:ident $number:literal [$($file:literal),*],)+) => {
         /// A component ready to instantiate, for each supported version.
         #[derive(Clone)]
         pub enum $pre {
-            /// Built against 0.1.0.
-            V0_1($v1pre),
-            /// Built against 0.2.0.
-            V0_2($v2pre),
-            /// Built against 0.3.0.
-            V0_3($v3pre),
+            $(
+                #[doc = concat!("Built against ", $number, ".")]
+                $variant(super::$module::$world::$pre_ty<StoreData>),
+            )+
         }
 
         /// A live instance, for each supported version.
         pub enum $instance {
-            /// Built against 0.1.0.
-            V0_1($v1),
-            /// Built against 0.2.0.
-            V0_2($v2),
-            /// Built against 0.3.0.
-            V0_3($v3),
+            $(
+                #[doc = concat!("Built against ", $number, ".")]
+                $variant(super::$module::$world::$instance_ty),
+            )+
         }
 
         impl $pre {
             /// Wraps `pre`, linked by the linker of `version`.
             pub fn new(version: WitVersion, pre: InstancePre<StoreData>) -> wasmtime::Result<Self> {
                 Ok(match version {
-                    WitVersion::V0_1_0 => Self::V0_1(<$v1pre>::new(pre)?),
-                    WitVersion::V0_2_0 => Self::V0_2(<$v2pre>::new(pre)?),
-                    WitVersion::V0_3_0 => Self::V0_3(<$v3pre>::new(pre)?),
+                    $(WitVersion::$variant => Self::$variant(super::$module::$world::$pre_ty::new(pre)?),)+
                 })
             }
 
             /// The version it was built against.
             fn version(&self) -> WitVersion {
                 match self {
-                    Self::V0_1(_) => WitVersion::V0_1_0,
-                    Self::V0_2(_) => WitVersion::V0_2_0,
-                    Self::V0_3(_) => WitVersion::V0_3_0,
+                    $(Self::$variant(_) => WitVersion::$variant,)+
                 }
             }
 
@@ -135,18 +129,10 @@ macro_rules! versioned {
                 store: &mut Store<StoreData>,
             ) -> wasmtime::Result<$instance> {
                 let made = match self {
-                    Self::V0_1(pre) => pre
+                    $(Self::$variant(pre) => pre
                         .instantiate_async(&mut *store)
                         .await
-                        .map($instance::V0_1),
-                    Self::V0_2(pre) => pre
-                        .instantiate_async(&mut *store)
-                        .await
-                        .map($instance::V0_2),
-                    Self::V0_3(pre) => pre
-                        .instantiate_async(&mut *store)
-                        .await
-                        .map($instance::V0_3),
+                        .map($instance::$variant),)+
                 };
                 match made {
                     Ok(instance) => Ok(instance),
@@ -161,71 +147,49 @@ macro_rules! versioned {
     };
 }
 
-versioned!(
+super::for_each_version!(
+    versioned,
     ProviderPre,
     ProviderInstance,
-    [
-        v1::provider_world::ProviderPluginPre<StoreData>,
-        v1::provider_world::ProviderPlugin
-    ],
-    [
-        v2::provider_world::ProviderPluginPre<StoreData>,
-        v2::provider_world::ProviderPlugin
-    ],
-    [
-        v3::provider_world::ProviderPluginPre<StoreData>,
-        v3::provider_world::ProviderPlugin
-    ]
+    provider_world::ProviderPluginPre,
+    ProviderPlugin
 );
-versioned!(
+super::for_each_version!(
+    versioned,
     ToolPre,
     ToolInstance,
-    [v1::tool_world::ToolPluginPre<StoreData>, v1::tool_world::ToolPlugin],
-    [v2::tool_world::ToolPluginPre<StoreData>, v2::tool_world::ToolPlugin],
-    [v3::tool_world::ToolPluginPre<StoreData>, v3::tool_world::ToolPlugin]
+    tool_world::ToolPluginPre,
+    ToolPlugin
 );
-versioned!(
+super::for_each_version!(
+    versioned,
     ObserverPre,
     ObserverInstance,
-    [
-        v1::observer_world::ObserverPluginPre<StoreData>,
-        v1::observer_world::ObserverPlugin
-    ],
-    [
-        v2::observer_world::ObserverPluginPre<StoreData>,
-        v2::observer_world::ObserverPlugin
-    ],
-    [
-        v3::observer_world::ObserverPluginPre<StoreData>,
-        v3::observer_world::ObserverPlugin
-    ]
+    observer_world::ObserverPluginPre,
+    ObserverPlugin
 );
+
+/// The arms of [`per_version!`], one per version of the list.
+macro_rules! per_version_arms {
+    ([$value:expr, $i:ident, $v:ident, $body:expr]
+     $($variant:ident $module:ident $number:literal [$($file:literal),*],)+) => {
+        match $value {
+            $(Self::$variant($i) => {
+                // A body that needs no version-specific item leaves it unused.
+                #[allow(unused_imports)]
+                use super::$module as $v;
+                $body
+            })+
+        }
+    };
+}
 
 /// Evaluates `$body` for whichever version `$value` holds, with `$i` bound to what that variant
 /// holds and `$v` naming that version's bindings module: one body, type-checked against each
 /// version's own types.
 macro_rules! per_version {
     ($value:expr, $i:ident, $v:ident => $body:expr) => {
-        match $value {
-            Self::V0_1($i) => {
-                // A body that needs no version-specific item leaves it unused.
-                #[allow(unused_imports)]
-                use super::v0_1_0 as $v;
-                $body
-            }
-            Self::V0_2($i) => {
-                // A body that needs no version-specific item leaves it unused.
-                #[allow(unused_imports)]
-                use super::v0_2_0 as $v;
-                $body
-            }
-            Self::V0_3($i) => {
-                // A body that needs no version-specific item leaves it unused.
-                #[allow(unused_imports)]
-                use super::v0_3_0 as $v;
-                $body
-            }
-        }
+        super::for_each_version!(per_version_arms, $value, $i, $v, $body)
     };
 }
 

@@ -16,12 +16,85 @@
 //! Export names are derived here, from [`PACKAGE`] and each version's `VERSION`, and nowhere
 //! else.
 
-pub mod exports;
-pub mod v0_1_0;
-pub mod v0_2_0;
-pub mod v0_3_0;
+/// The one list of supported versions, oldest first, the latest last: each as its variant of
+/// [`WitVersion`], the module of its bindings and conversions, its number, and the files of its
+/// frozen folder `wit/vX.Y.Z/`. Everything per version is generated from it: the modules, the
+/// enum, its list, index, number and WIT files (here), and the dispatch over a component's
+/// bindings (`exports`, `crate::linkers`). Each consumer is a macro that takes the list after
+/// its own arguments in brackets: `for_each_version!(consumer, args...)`.
+macro_rules! for_each_version {
+    ($consumer:ident $(, $($args:tt)*)?) => {
+        $consumer! {
+            [$($($args)*)?]
+            V0_1_0 v0_1_0 "0.1.0" ["seam.wit"],
+            V0_2_0 v0_2_0 "0.2.0" ["seam.wit", "deps/io/poll.wit"],
+            V0_3_0 v0_3_0 "0.3.0" ["seam.wit", "deps/io/poll.wit"],
+        }
+    };
+}
+pub(crate) use for_each_version;
 
-pub use v0_3_0 as latest;
+/// Declares the version modules and [`WitVersion`] from the list.
+macro_rules! declare_versions {
+    ([] $($variant:ident $module:ident $number:literal [$($file:literal),*],)+) => {
+        $(
+            #[doc = concat!("`seam:plugin@", $number, "`: bindings of `wit/v", $number, "/` and conversions.")]
+            pub mod $module;
+        )+
+
+        /// A version of the `seam:plugin` package this host links.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum WitVersion {
+            $(
+                #[doc = concat!("`seam:plugin@", $number, "`, frozen in `wit/v", $number, "/`.")]
+                $variant,
+            )+
+        }
+
+        latest_module!($($variant $module $number [$($file),*],)+);
+
+        impl WitVersion {
+            /// Every supported version, oldest first.
+            pub const ALL: [WitVersion; [$(stringify!($variant)),+].len()] = [$(Self::$variant),+];
+
+            /// The version as the package spells it (`0.3.0`).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $number,)+
+                }
+            }
+
+            /// The package's WIT files as this host was built with them.
+            pub fn package(self) -> WitPackage {
+                let files: &'static [(&'static str, &'static str)] = match self {
+                    $(Self::$variant => &[$(
+                        ($file, include_str!(concat!("../../../../wit/v", $number, "/", $file))),
+                    )*],)+
+                };
+                WitPackage {
+                    version: self,
+                    files,
+                }
+            }
+        }
+    };
+}
+
+/// `pub use` of the list's last module as `latest`: the bindings the host's own interfaces
+/// are written against.
+macro_rules! latest_module {
+    ($variant:ident $module:ident $number:literal [$($file:literal),*],) => {
+        /// The latest version's bindings: what the host's own interfaces are written against.
+        pub use $module as latest;
+    };
+    ($variant:ident $module:ident $number:literal [$($file:literal),*], $($rest:tt)+) => {
+        latest_module!($($rest)+);
+    };
+}
+
+mod convert;
+pub mod exports;
+for_each_version!(declare_versions);
 
 use std::path::{Path, PathBuf};
 
@@ -31,64 +104,13 @@ use serde::Serialize;
 /// The WIT package every version belongs to.
 pub const PACKAGE: &str = "seam:plugin";
 
-/// A version of the `seam:plugin` package this host links.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum WitVersion {
-    /// `seam:plugin@0.1.0`, frozen in `wit/v0.1.0`.
-    V0_1_0,
-    /// `seam:plugin@0.2.0`, frozen in `wit/v0.2.0`.
-    V0_2_0,
-    /// `seam:plugin@0.3.0`, the latest, in `wit/`.
-    V0_3_0,
-}
-
 impl WitVersion {
-    /// Every supported version, oldest first.
-    pub const ALL: [WitVersion; 3] = [Self::V0_1_0, Self::V0_2_0, Self::V0_3_0];
-    /// The version new components are built against.
-    pub const LATEST: WitVersion = Self::V0_3_0;
-
-    /// The version as the package spells it (`0.3.0`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::V0_1_0 => v0_1_0::VERSION,
-            Self::V0_2_0 => v0_2_0::VERSION,
-            Self::V0_3_0 => v0_3_0::VERSION,
-        }
-    }
+    /// The version new components are built against: the list's last.
+    pub const LATEST: WitVersion = Self::ALL[Self::ALL.len() - 1];
 
     /// Its place in [`WitVersion::ALL`].
     pub fn index(self) -> usize {
-        match self {
-            Self::V0_1_0 => 0,
-            Self::V0_2_0 => 1,
-            Self::V0_3_0 => 2,
-        }
-    }
-
-    /// The package's WIT files as this host was built with them.
-    pub fn package(self) -> WitPackage {
-        let files: &'static [(&'static str, &'static str)] = match self {
-            Self::V0_1_0 => &[("seam.wit", include_str!("../../../../wit/v0.1.0/seam.wit"))],
-            Self::V0_2_0 => &[
-                ("seam.wit", include_str!("../../../../wit/v0.2.0/seam.wit")),
-                (
-                    "deps/io/poll.wit",
-                    include_str!("../../../../wit/v0.2.0/deps/io/poll.wit"),
-                ),
-            ],
-            Self::V0_3_0 => &[
-                ("seam.wit", include_str!("../../../../wit/seam.wit")),
-                (
-                    "deps/io/poll.wit",
-                    include_str!("../../../../wit/deps/io/poll.wit"),
-                ),
-            ],
-        };
-        WitPackage {
-            version: self,
-            files,
-        }
+        self as usize
     }
 }
 

@@ -55,123 +55,10 @@ pub mod observer_world {
 
 use provider_world::seam::plugin::types as wit;
 
+super::convert::conversions!(base);
+
 use seam_core::subagent::SubagentError;
-use seam_core::types::{
-    AgentOptions, Capabilities, ContentBlock, ParentRef, ProviderDescriptor, RuntimeFeatures,
-    StartRequest, StopReason, SubagentResult, ToolFilter,
-};
-
-/// The package version these bindings were generated from (the `wit/` folder's).
-pub const VERSION: &str = "0.1.0";
-
-impl From<wit::ContentBlock> for ContentBlock {
-    fn from(b: wit::ContentBlock) -> Self {
-        match b {
-            wit::ContentBlock::Text(s) => Self::Text(s),
-            wit::ContentBlock::Json(s) => Self::Json(s),
-        }
-    }
-}
-
-impl From<ContentBlock> for wit::ContentBlock {
-    fn from(b: ContentBlock) -> Self {
-        match b {
-            ContentBlock::Text(s) => Self::Text(s),
-            ContentBlock::Json(s) => Self::Json(s),
-        }
-    }
-}
-
-impl From<wit::StopReason> for StopReason {
-    fn from(r: wit::StopReason) -> Self {
-        match r {
-            wit::StopReason::Completed => Self::Completed,
-            wit::StopReason::Aborted => Self::Aborted,
-            wit::StopReason::Error => Self::Error,
-            wit::StopReason::MaxTokens => Self::MaxTokens,
-            wit::StopReason::Refusal => Self::Refusal,
-            wit::StopReason::Other(s) => Self::Other(s),
-        }
-    }
-}
-
-impl From<StopReason> for wit::StopReason {
-    fn from(r: StopReason) -> Self {
-        match r {
-            StopReason::Completed => Self::Completed,
-            StopReason::Aborted => Self::Aborted,
-            StopReason::Error => Self::Error,
-            StopReason::MaxTokens => Self::MaxTokens,
-            StopReason::Refusal => Self::Refusal,
-            StopReason::Other(s) => Self::Other(s),
-        }
-    }
-}
-
-impl From<wit::ProviderDescriptor> for ProviderDescriptor {
-    fn from(d: wit::ProviderDescriptor) -> Self {
-        Self {
-            name: d.name,
-            capabilities: Capabilities {
-                output_schema: d.capabilities.output_schema,
-                depth_limit: d.capabilities.depth_limit,
-                tool_filter: d.capabilities.tool_filter,
-                persona: d.capabilities.persona,
-            },
-            features: RuntimeFeatures {
-                steering: d.features.steering,
-                resume: d.features.resume,
-            },
-            inherits_parent_context: d.inherits_parent_context,
-        }
-    }
-}
-
-impl From<&ProviderDescriptor> for wit::ProviderDescriptor {
-    fn from(d: &ProviderDescriptor) -> Self {
-        Self {
-            name: d.name.clone(),
-            capabilities: wit::Capabilities {
-                output_schema: d.capabilities.output_schema,
-                depth_limit: d.capabilities.depth_limit,
-                tool_filter: d.capabilities.tool_filter,
-                persona: d.capabilities.persona,
-            },
-            features: wit::RuntimeFeatures {
-                steering: d.features.steering,
-                resume: d.features.resume,
-            },
-            inherits_parent_context: d.inherits_parent_context,
-        }
-    }
-}
-
-/// A provider's descriptor as a tool's `describe` takes it.
-pub fn wit_descriptor(d: &ProviderDescriptor) -> wit::ProviderDescriptor {
-    d.into()
-}
-
-impl From<wit::ParentRef> for ParentRef {
-    fn from(p: wit::ParentRef) -> Self {
-        Self {
-            id: p.id,
-            session_id: p.session_id,
-            working_directory: p.working_directory,
-            depth: p.depth,
-        }
-    }
-}
-
-impl From<ParentRef> for wit::ParentRef {
-    fn from(p: ParentRef) -> Self {
-        Self {
-            id: p.id,
-            session_id: p.session_id,
-            working_directory: p.working_directory,
-            depth: p.depth,
-        }
-    }
-}
+use seam_core::types::{ContentBlock, StopReason, SubagentResult};
 
 impl From<SubagentResult> for wit::SubagentResult {
     fn from(r: SubagentResult) -> Self {
@@ -212,52 +99,6 @@ pub fn result_from_wit(r: wit::SubagentResult) -> SubagentResult {
             diagnostic: None,
         },
     }
-}
-
-/// The request as the provider guest sees it.
-pub fn request_to_wit(r: &StartRequest) -> wit::StartRequest {
-    wit::StartRequest {
-        prompt: r.prompt.iter().cloned().map(Into::into).collect(),
-        parent: r.parent.clone().into(),
-        agent_options: r.agent_options.clone().map(|o| wit::AgentOptions {
-            model: o.model,
-            system_prompt: o.system_prompt,
-        }),
-        output_schema: r.output_schema.as_ref().map(|v| v.to_string()),
-        // validate::request bounds max-depth to 0..=64 before any provider sees it.
-        max_depth: r.max_depth.map(|d| d.clamp(0, i32::MAX as i64) as i32),
-        tool_filter: r.tool_filter.clone().map(|f| wit::ToolFilter {
-            allow: f.allow,
-            deny: f.deny,
-        }),
-        persona: r.persona.clone(),
-    }
-}
-
-/// A tool guest's request, checked for JSON where the WIT carries JSON as text.
-pub fn request_from_wit(r: wit::StartRequest) -> Result<StartRequest, SubagentError> {
-    let output_schema = match r.output_schema {
-        Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
-            SubagentError::InvalidRequest(format!("output-schema is not valid JSON: {e}"))
-        })?),
-        None => None,
-    };
-    Ok(StartRequest {
-        prompt: r.prompt.into_iter().map(Into::into).collect(),
-        parent: r.parent.into(),
-        signal: None,
-        agent_options: r.agent_options.map(|o| AgentOptions {
-            model: o.model,
-            system_prompt: o.system_prompt,
-        }),
-        output_schema,
-        max_depth: r.max_depth.map(i64::from),
-        tool_filter: r.tool_filter.map(|f| ToolFilter {
-            allow: f.allow,
-            deny: f.deny,
-        }),
-        persona: r.persona,
-    })
 }
 
 impl From<SubagentError> for wit::SubagentError {
