@@ -529,6 +529,9 @@ impl Config {
             let raw: RawEntry = value
                 .try_into()
                 .map_err(|e: toml::de::Error| entry_err(e.message().to_string()))?;
+            // Missing only once the other keys are known: a misspelt `component` is named as
+            // the unknown key it is.
+            let source = source.ok_or_else(|| entry_err("missing field `component`".into()))?;
             let kind = match &source {
                 EntrySource::Component(_) => raw.kind,
                 #[cfg(feature = "oci")]
@@ -644,13 +647,13 @@ impl Config {
 }
 
 /// Takes the keys of an entry's own kind out of its table (`kind = "acp"` or `"mcp"` and their
-/// `command` or `url`, or `component` and `verify`), and says what the entry loads. The error
-/// names the key.
+/// `command` or `url`, or `component` and `verify`), and says what the entry loads: `None` for
+/// an entry of no other kind that lacks `component`. The error names the key.
 fn entry_source(
     table: &mut toml::Table,
     base: &Path,
     registries: &OciContext,
-) -> Result<EntrySource, String> {
+) -> Result<Option<EntrySource>, String> {
     let kind = table
         .get("kind")
         .and_then(|k| k.as_str())
@@ -680,7 +683,7 @@ fn entry_source(
                 }
                 let mut argv = acp_command(table).map_err(|e| e.to_string())?;
                 absolute(&mut argv[0]);
-                Ok(EntrySource::Acp(argv))
+                Ok(Some(EntrySource::Acp(argv)))
             }
             #[cfg(not(feature = "acp"))]
             Err(without_feature("acp"))
@@ -695,13 +698,16 @@ fn entry_source(
                 if let McpTransport::Stdio(argv) = &mut transport {
                     absolute(&mut argv[0]);
                 }
-                Ok(EntrySource::Mcp(transport))
+                Ok(Some(EntrySource::Mcp(transport)))
             }
             #[cfg(not(feature = "mcp"))]
             Err(without_feature("mcp"))
         }
         _ => {
-            if let Some(e) = not_for("command", "`kind = \"acp\"` and `kind = \"mcp\"` entries") {
+            if let Some(e) = not_for(
+                "command",
+                "`kind = \"acp\"` entries and `kind = \"mcp\"` ones",
+            ) {
                 return Err(e);
             }
             if let Some(e) = not_for("url", "`kind = \"mcp\"` entries") {
@@ -709,7 +715,7 @@ fn entry_source(
             }
             let verify = table.remove("verify");
             let written = match table.remove("component") {
-                None => return Err("missing field `component`".into()),
+                None => return Ok(None),
                 Some(toml::Value::String(written)) => written,
                 Some(_) => return Err("key `component` must be a string".into()),
             };
@@ -727,12 +733,12 @@ fn entry_source(
                         &reference,
                     )
                     .map_err(|e| e.to_string())?;
-                    return Ok(EntrySource::Oci(Box::new(OciSource {
+                    return Ok(Some(EntrySource::Oci(Box::new(OciSource {
                         reference,
                         verify,
                         locked: None,
                         settings: registries.settings.clone(),
-                    })));
+                    }))));
                 }
                 #[cfg(not(feature = "oci"))]
                 {
@@ -747,7 +753,7 @@ fn entry_source(
                         .into(),
                 );
             }
-            Ok(EntrySource::Component(base.join(written)))
+            Ok(Some(EntrySource::Component(base.join(written))))
         }
     }
 }
