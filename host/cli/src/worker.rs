@@ -17,9 +17,11 @@ use super::{load_plugins, read_config, with_host, EXIT_OK};
     after_help = "A worker runs only what its own config loads: a start names a provider \
     and carries a request, nothing that loads code. Each provider listens on the queue group \
     `seam.CLUSTER.start.PROVIDER`, and its advert (descriptor, capacity, contract version) is \
-    put in the key-value bucket `seam-CLUSTER-providers` at every heartbeat. On SIGTERM or \
-    Ctrl-C the worker stops taking runs, lets live ones finish for the drain grace, cancels \
-    the rest and withdraws its adverts."
+    put in the key-value bucket `seam-CLUSTER-providers` at every heartbeat. A run whose \
+    front-end stops renewing its lease (the front-end died, or either side is cut off) is \
+    cancelled. On SIGTERM or Ctrl-C the worker stops taking runs, lets live ones finish, \
+    cancels the rest and withdraws its adverts, all within the drain grace, whether or not \
+    the NATS server answers."
 )]
 pub(crate) struct Args {
     /// The config file (TOML); its `[cluster]` table, if any, gives the defaults below.
@@ -37,7 +39,9 @@ pub(crate) struct Args {
     /// heartbeat_ms`, else 1000); three missed and front-ends count it gone.
     #[arg(long, value_name = "MS")]
     heartbeat_ms: Option<u64>,
-    /// How long live runs may take to finish once draining begins, in milliseconds.
+    /// How long the drain may take in all, in milliseconds: live runs may finish until a
+    /// quarter of it (at most 2 s) is left, kept for cancelling the rest and the end; no step
+    /// waits for the NATS server past it.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     drain_grace_ms: u64,
     /// How long a finished, resumable run is kept for its front-end, in milliseconds.

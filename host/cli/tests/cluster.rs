@@ -44,6 +44,7 @@ fn front_config(dir: &Path, server: &NatsServer) -> PathBuf {
         r#"[cluster]
 nats = "{url}"
 name = "cli"
+heartbeat_ms = {BEAT_MS}
 
 [[plugin]]
 id = "research"
@@ -106,6 +107,28 @@ impl Proc {
         }
     }
 
+    /// Waits for the process to exit, for `bound` at the most (a bound on a hang, not a
+    /// timing): its exit code, or a panic with what it printed.
+    fn exit_within(&mut self, bound: Duration) -> Option<i32> {
+        let deadline = std::time::Instant::now() + bound;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("the process can be waited on") {
+                // Its last lines, up to the end of its stderr.
+                self.seen.extend(self.lines.iter());
+                return status.code();
+            }
+            while let Ok(line) = self.lines.try_recv() {
+                self.seen.push(line);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still running after {bound:?}; it printed:\n{}",
+                self.seen.join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn signal(&self, signal: &str) {
         let ok = Command::new("kill")
             .args([signal, &self.child.id().to_string()])
@@ -135,16 +158,19 @@ impl Drop for Proc {
     }
 }
 
-/// Starts `seam worker` on `config` and waits until it serves.
+/// Starts `seam worker` on `config` and waits until it serves (its heartbeat [`BEAT_MS`],
+/// unless `extra` sets one).
 fn start_worker(server: &NatsServer, config: &Path, id: &str, extra: &[&str]) -> Proc {
     let mut command = seam();
     command
         .env("RUST_LOG", "warn,seam_cluster=info")
         .arg("worker")
         .arg(config)
-        .args(["--nats", &server.url, "--cluster", "cli", "--id", id])
-        .args(["--heartbeat-ms", BEAT_MS])
-        .args(extra);
+        .args(["--nats", &server.url, "--cluster", "cli", "--id", id]);
+    if !extra.contains(&"--heartbeat-ms") {
+        command.args(["--heartbeat-ms", BEAT_MS]);
+    }
+    command.args(extra);
     let mut worker = Proc::spawn(command);
     worker.wait_for(&format!("worker `{id}` serving researcher"));
     worker
@@ -730,19 +756,7 @@ fn a_worker_serves_its_metrics_as_prometheus_text() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let config = worker_config(dir.path(), "w1", "");
     let worker = start_worker(&server, &config, "w1", &["--metrics", "127.0.0.1:0"]);
-    // Printed before it serves, so among the lines `start_worker` read.
-    let line = worker
-        .seen
-        .iter()
-        .find(|l| l.contains("metrics on http://"))
-        .expect("the metrics address")
-        .clone();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.strip_suffix("/metrics"))
-        .expect("the address")
-        .to_string();
+    let addr = metrics_addr(&worker);
     let front = front_config(dir.path(), &server);
     for _ in 0..2 {
         let out = seam()
@@ -774,5 +788,197 @@ fn a_worker_serves_its_metrics_as_prometheus_text() {
     assert!(
         text.trim_end().ends_with("# EOF"),
         "OpenMetrics text: {text}"
+    );
+}
+
+/// The address of a worker started with `--metrics 127.0.0.1:0`: printed before it serves, so
+/// among the lines `start_worker` read.
+fn metrics_addr(worker: &Proc) -> String {
+    let line = worker
+        .seen
+        .iter()
+        .find(|l| l.contains("metrics on http://"))
+        .expect("the metrics address");
+    line.split("http://")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .expect("the address")
+        .to_string()
+}
+
+/// The value of the sample `name` (with its labels, if any) in Prometheus text.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Reads a worker's metrics until `done` holds (a run's end on a worker is seen nowhere else:
+/// polled, with [`PATIENCE`] as the bound on a hang); returns the text that satisfied it.
+fn metrics_until(addr: &str, what: &str, done: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let text = http_get(addr, "/metrics");
+        if done(&text) {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within {PATIENCE:?}:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+const LIVE: &str = "seam_live_runs";
+const ABORTED: &str = "seam_runs_ended_total{provider=\"researcher\",stop_reason=\"aborted\"}";
+const COMPLETED: &str = "seam_runs_ended_total{provider=\"researcher\",stop_reason=\"completed\"}";
+
+/// A worker serving a long run, with its metrics: the worker and their address.
+fn long_run_worker(server: &NatsServer, dir: &Path, id: &str, extra: &[&str]) -> (Proc, String) {
+    let config = worker_config(dir, id, ", delayMs = 600000");
+    let mut args = vec!["--metrics", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    let worker = start_worker(server, &config, id, &args);
+    let addr = metrics_addr(&worker);
+    (worker, addr)
+}
+
+/// A front-end killed mid-run (SIGKILL: it sends neither cancel nor dispose) leaves nothing
+/// live on the worker: its leases stop, and the worker cancels the run: ended `aborted`,
+/// never `completed`.
+#[test]
+fn a_worker_cancels_the_run_of_a_front_end_killed_mid_run() {
+    let server = NatsServer::start();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let (mut worker, addr) = long_run_worker(&server, dir.path(), "keeper", &[]);
+    let front = front_config(dir.path(), &server);
+    let mut run = Proc::spawn(delegate(&front, "nobody waits"));
+    run.wait_for("\"subagent/start\"");
+    metrics_until(&addr, "the worker holds the run", |t| {
+        sample(t, LIVE) == Some(1.0)
+    });
+    run.signal("-KILL");
+    let (code, _, _) = run.finish();
+    assert_eq!(code, None, "killed by a signal");
+
+    let text = metrics_until(&addr, "the orphaned run ends on the worker", |t| {
+        sample(t, LIVE) == Some(0.0)
+    });
+    assert_eq!(sample(&text, ABORTED), Some(1.0), "{text}");
+    assert_eq!(sample(&text, COMPLETED), None, "{text}");
+    worker.wait_for("its front-end's lease ran out");
+}
+
+/// The NATS server killed (SIGKILL) mid-run, and the front-end gone while it is down (killed
+/// too: its goodbye, had it said one, had no broker to reach the worker), then the server
+/// started again. The worker, back before it counted itself cut off (its heartbeat is long
+/// enough for that), still ends the run: its front-end's leases stopped. Nothing is left live,
+/// nothing is counted completed.
+#[test]
+fn a_worker_ends_the_run_of_a_front_end_gone_while_the_server_was_down() {
+    let mut server = NatsServer::start();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let (mut worker, addr) =
+        long_run_worker(&server, dir.path(), "stranded", &["--heartbeat-ms", "1000"]);
+    let front = front_config(dir.path(), &server);
+    let mut run = Proc::spawn(delegate(&front, "across the outage"));
+    run.wait_for("\"subagent/start\"");
+    metrics_until(&addr, "the worker holds the run", |t| {
+        sample(t, LIVE) == Some(1.0)
+    });
+    server.stop();
+    run.signal("-KILL");
+    let (code, _, _) = run.finish();
+    assert_eq!(code, None, "killed by a signal");
+    server.restart();
+    worker.wait_for("adverts put again");
+
+    let text = metrics_until(&addr, "the abandoned run ends on the worker", |t| {
+        sample(t, LIVE) == Some(0.0)
+    });
+    while let Ok(l) = worker.lines.recv_timeout(Duration::from_millis(500)) {
+        eprintln!("DEBUG {l}");
+    }
+    eprintln!("DEBUG seen {:#?}", worker.seen);
+    assert_eq!(sample(&text, COMPLETED), None, "{text}");
+    assert_eq!(sample(&text, ABORTED), Some(1.0), "{text}");
+}
+
+/// SIGTERM while the NATS server is down: the worker drains within its grace all the same
+/// (its live run cancelled, nothing waiting on the broker past the grace) and exits 143.
+#[test]
+fn a_worker_drains_within_its_grace_while_the_server_is_down() {
+    let mut server = NatsServer::start();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = worker_config(dir.path(), "unreached", ", delayMs = 600000");
+    let mut worker = start_worker(&server, &config, "unreached", &["--drain-grace-ms", "2000"]);
+    let front = front_config(dir.path(), &server);
+    let mut run = Proc::spawn(delegate(&front, "cut short"));
+    run.wait_for("\"subagent/start\"");
+    server.stop();
+    worker.signal("-TERM");
+    worker.wait_for("worker `unreached` draining");
+    // Well above the grace: a bound on a hang, not a timing.
+    let code = worker.exit_within(Duration::from_secs(30));
+    assert_eq!(code, Some(143), "{}", worker.seen.join("\n"));
+    // Drained, not cut short some other way.
+    assert!(
+        worker
+            .seen
+            .iter()
+            .any(|l| l.contains("seam_cluster::worker: drained")),
+        "{}",
+        worker.seen.join("\n")
+    );
+    drop(run);
+}
+
+/// The first error code (`UPPER_CASE:`) in a command's stderr.
+fn error_code(stderr: &str) -> Option<&str> {
+    stderr.split_whitespace().find_map(|word| {
+        let code = word.strip_suffix(':')?;
+        (code.len() > 2 && code.chars().all(|c| c.is_ascii_uppercase() || c == '_')).then_some(code)
+    })
+}
+
+/// A start a worker's own registry refuses (its `[agent] max_depth` is 0) fails on the
+/// front-end with the code the same config gives locally, not a generic `START_FAILED`.
+#[test]
+fn a_start_a_worker_refuses_fails_with_the_code_a_local_start_gives() {
+    let server = NatsServer::start();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = worker_config(dir.path(), "shallow", "");
+    let mut text = std::fs::read_to_string(&config).expect("the worker's config");
+    text.push_str("\n[agent]\nmax_depth = 0\n");
+    std::fs::write(&config, text).expect("the worker's config");
+    let _worker = start_worker(&server, &config, "shallow", &[]);
+
+    let local = seam()
+        .arg("delegate")
+        .arg(&config)
+        .args(["--provider", "researcher", "--prompt", "q"])
+        .output()
+        .expect("delegate");
+    let local_err = seam_tests::text(&local.stderr);
+    assert!(!local.status.success(), "{local_err}");
+    assert_eq!(
+        error_code(&local_err),
+        Some("DEPTH_EXCEEDED"),
+        "{local_err}"
+    );
+
+    let front = front_config(dir.path(), &server);
+    let remote = delegate(&front, "q").output().expect("delegate");
+    let remote_err = seam_tests::text(&remote.stderr);
+    assert!(!remote.status.success(), "{remote_err}");
+    assert_eq!(
+        error_code(&remote_err),
+        error_code(&local_err),
+        "local:\n{local_err}\nremote:\n{remote_err}"
+    );
+    assert!(
+        remote_err.contains("a child at depth 1 exceeds max-depth 0"),
+        "{remote_err}"
     );
 }

@@ -61,6 +61,7 @@ impl ClusterFront {
             subjects: subjects.clone(),
             cluster: config.name.clone(),
             start_timeout: Duration::from_millis(config.start_timeout_ms),
+            heartbeat: config.heartbeat(),
             id,
             next_run: AtomicU64::new(1),
             service,

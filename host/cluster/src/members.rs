@@ -23,6 +23,9 @@ pub(crate) struct FrontShared {
     pub(crate) subjects: Subjects,
     pub(crate) cluster: String,
     pub(crate) start_timeout: Duration,
+    /// This front-end's heartbeat (`[cluster] heartbeat_ms`): how often it renews the lease of
+    /// each run it holds.
+    pub(crate) heartbeat: Duration,
     /// This front-end's id: the first part of its run tokens.
     pub(crate) id: String,
     pub(crate) next_run: AtomicU64,

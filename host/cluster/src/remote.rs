@@ -6,6 +6,11 @@
 //! what the worker says into `ready`, progress and a result, and every fault into an `error`
 //! end naming the worker: a worker silent for three heartbeats, a lost message, a message that
 //! is not one, the connection gone.
+//!
+//! While it holds a run (its future, or the seed of a resume), the front-end renews the run's
+//! lease every heartbeat of its own: a worker that hears nothing for [`LEASE_BEATS`] of them
+//! counts the front-end gone and cancels the run, so that none is left live that nobody waits
+//! for. A worker's refusal comes back typed: the start fails with the code a local one would.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -29,6 +34,10 @@ use crate::wire::{Control, Out, OutBody, Start, StartReply};
 /// meet every replica of a small pool (each try lands on one of them at random).
 const BUSY_TRIES: usize = 8;
 
+/// How many of the front-end's heartbeats a run's lease lasts: a worker that hears nothing for
+/// that long cancels the run.
+pub(crate) const LEASE_BEATS: u32 = 3;
+
 /// A cluster provider, as registered in a front-end's registry.
 pub(crate) struct RemoteProvider {
     front: Arc<FrontShared>,
@@ -41,17 +50,46 @@ impl RemoteProvider {
     }
 }
 
-/// A run held on a worker: when the last holder lets go (the run's future, or the resume seed
-/// it left), the worker is told to dispose of it.
+/// A run held on a worker: while it lives its lease is renewed; when the last holder lets go
+/// (the run's future, or the resume seed it left), the worker is told to dispose of it.
 struct Held {
     client: async_nats::Client,
     control: String,
     worker: String,
     token: String,
+    /// Renews the run's lease, for a worker that takes leases.
+    lease: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Held {
+    /// Renews the lease on `control` every `every`, until aborted.
+    fn renew(
+        client: async_nats::Client,
+        control: String,
+        every: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let Ok(body) = serde_json::to_vec(&Control::Lease) else {
+                return;
+            };
+            let body = Bytes::from(body);
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if let Err(e) = client.publish(control.clone(), body.clone()).await {
+                    tracing::debug!(error = %e, "cannot renew a run's lease");
+                }
+            }
+        })
+    }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            lease.abort();
+        }
         let client = self.client.clone();
         let control = std::mem::take(&mut self.control);
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -109,6 +147,7 @@ async fn run(
         provider: name.clone(),
         request: RequestSnapshot::of(&request),
         resume: seed.as_ref().map(|h| h.token.clone()),
+        lease_ms: Some((front.heartbeat * LEASE_BEATS).as_millis() as u64),
     };
     let body = serde_json::to_vec(&start).map_err(|e| failure(e.to_string()))?;
     fits(
@@ -157,8 +196,8 @@ async fn run(
         taken = ask.retry(backoff).when(|e| matches!(e, NotTaken::Busy(_))) => taken,
         () = ctx.cancelled() => return Err(RunFailure::CancelledWaiting),
     };
-    let worker = match taken {
-        Ok(worker) => worker,
+    let (worker, leases) = match taken {
+        Ok(taken) => taken,
         Err(NotTaken::Busy(reason)) => {
             return Err(RunFailure::LimitHit {
                 plugin: plugin_name(&front.cluster),
@@ -168,11 +207,14 @@ async fn run(
         }
         Err(NotTaken::Failed(f)) => return Err(f),
     };
+    let control = front.subjects.control(&token);
+    let lease = leases.then(|| Held::renew(front.client.clone(), control.clone(), front.heartbeat));
     let held = Arc::new(Held {
         client: front.client.clone(),
-        control: front.subjects.control(&token),
+        control,
         worker: worker.clone(),
         token,
+        lease,
     });
     drop(seed);
 
@@ -263,7 +305,7 @@ async fn ask(
     subject: String,
     body: Bytes,
     traceparent: Option<String>,
-) -> Result<String, NotTaken> {
+) -> Result<(String, bool), NotTaken> {
     let mut request = async_nats::Request::new()
         .payload(body)
         .timeout(Some(front.start_timeout));
@@ -291,8 +333,18 @@ async fn ask(
         }
     };
     match serde_json::from_slice::<StartReply>(&reply.payload) {
-        Ok(StartReply::Accepted { worker }) => Ok(worker),
+        Ok(StartReply::Accepted { worker, leases }) => Ok((worker, leases)),
         Ok(StartReply::Busy { reason, .. }) => Err(NotTaken::Busy(reason)),
+        // The worker's registry's own error: the start fails with its code, as a local one.
+        Ok(StartReply::Refused {
+            worker,
+            error: Some(error),
+            ..
+        }) => {
+            tracing::info!(worker = %worker, provider = %name, error = %error, "a worker refused a start");
+            Err(NotTaken::Failed(RunFailure::Rejected(error)))
+        }
+        // An older worker's (or a code this side does not know): in words.
         Ok(StartReply::Refused {
             worker, message, ..
         }) => Err(NotTaken::Failed(RunFailure::Refused(format!(

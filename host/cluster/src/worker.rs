@@ -4,7 +4,9 @@
 //! advert is put in the cluster's key-value bucket at every heartbeat. A start names a provider
 //! and carries a request: nothing in it can make the worker load code or reach a provider its
 //! config did not load. Every run the worker accepts is its own to end: settled, cancelled by its
-//! front-end, or disposed when its front-end lets go or when it has been kept too long.
+//! front-end, or disposed when its front-end lets go or when it has been kept too long; and
+//! cancelled, or let go of, when its front-end's lease runs out (the front-end is gone, or this
+//! worker is cut off from it). A drain ends within its grace, broker or not.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,7 +20,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use seam_core::events::{Event, EventBus, ListenerId};
-use seam_core::subagent::{SubagentRun, SubagentService};
+use seam_core::subagent::{SubagentError, SubagentRun, SubagentService};
 use seam_core::types::ContentBlock;
 
 use crate::connect::{fits, ClusterConfig};
@@ -32,6 +34,18 @@ pub const DEFAULT_KEEP_FINISHED: Duration = Duration::from_secs(600);
 /// Progress updates a run may have waiting to be sent; past that they are dropped (counted in a
 /// warning), never the run's end.
 const PROGRESS_QUEUE: usize = 256;
+
+/// The shortest lease a worker keeps to: a front-end asking for less (its heartbeat set very
+/// low) would see its runs cancelled by any stall.
+pub const MIN_LEASE: Duration = Duration::from_secs(1);
+
+/// The longest lease a worker keeps to: past it a run nobody renews is cancelled whatever its
+/// front-end asked.
+pub const MAX_LEASE: Duration = Duration::from_secs(3600);
+
+/// The part of a drain's grace kept for its end (cancelling the runs still going, their last
+/// messages, disposal, withdrawing the adverts): a quarter of the grace, at most this.
+const DRAIN_END: Duration = Duration::from_secs(2);
 
 /// One provider a worker serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,24 +264,45 @@ impl Worker {
         lock(&self.shared.runs).len()
     }
 
-    /// Stops taking runs, lets live ones finish for up to `grace`, cancels the rest, disposes of
-    /// everything, and withdraws its adverts.
+    /// Stops taking runs, lets live ones finish, cancels the rest, disposes of everything, and
+    /// withdraws its adverts: all of it within `grace`, whether or not the broker answers.
+    ///
+    /// Live runs may finish until a quarter of the grace is left (at most 2 s); the
+    /// rest is for cancelling those still going and the end. Each step that talks to the
+    /// broker (the draining advert, the flushes, the adverts' withdrawal) waits no later than
+    /// the grace's end: with the broker gone they are given up, and the adverts expire by
+    /// themselves.
     pub async fn drain(self, grace: Duration) {
         let shared = &self.shared;
+        let began = tokio::time::Instant::now();
+        let end = began + grace;
+        let reserve = (grace / 4).min(DRAIN_END);
+        let runs_until = end - reserve;
+        // Half of the reserve for the cancelled runs to settle, half for disposal and the
+        // adverts.
+        let cancelled_until = end - reserve / 2;
         shared.draining.store(true, Ordering::SeqCst);
         // Its start subscriptions go: the queue groups route new starts to other replicas.
         for task in &self.takers {
             task.abort();
         }
-        shared.advertise().await;
         tracing::info!(worker = %shared.id, grace_ms = grace.as_millis() as u64, "draining");
+        if tokio::time::timeout_at(runs_until, shared.advertise())
+            .await
+            .is_err()
+        {
+            tracing::warn!(worker = %shared.id, "its draining advert was not acknowledged in time");
+        }
         let going: Vec<SubagentRun> = lock(&shared.runs)
             .values()
             .filter(|h| !h.settled)
             .map(|h| h.run.clone())
             .collect();
         let all_settled = futures::future::join_all(going.iter().map(|r| r.result()));
-        if tokio::time::timeout(grace, all_settled).await.is_err() {
+        if tokio::time::timeout_at(runs_until, all_settled)
+            .await
+            .is_err()
+        {
             for run in &going {
                 run.cancel(Some(format!(
                     "worker `{}` drained: its grace of {} ms ran out",
@@ -275,18 +310,40 @@ impl Worker {
                     grace.as_millis()
                 )));
             }
-            futures::future::join_all(going.iter().map(|r| r.result())).await;
+            let settled = futures::future::join_all(going.iter().map(|r| r.result()));
+            if tokio::time::timeout_at(cancelled_until, settled)
+                .await
+                .is_err()
+            {
+                tracing::warn!(worker = %shared.id, "a cancelled run had not settled when the grace ran out");
+            }
         }
-        // Let every run's driver send its end before the connection goes.
-        let _ = shared.client.flush().await;
         self.heartbeat.abort();
+        // Let every run's driver send its end before the connection goes (not past the grace:
+        // with the broker gone a flush waits for ever).
+        let _ = tokio::time::timeout_at(cancelled_until, shared.client.flush()).await;
         let held: Vec<SubagentRun> = lock(&shared.runs).drain().map(|(_, h)| h.run).collect();
-        futures::future::join_all(held.iter().map(|r| r.dispose())).await;
-        for (_, token) in &shared.served {
-            let _ = shared.kv.delete(names::advert_key(token, &shared.id)).await;
+        let disposed = futures::future::join_all(held.iter().map(|r| r.dispose()));
+        if tokio::time::timeout_at(end, disposed).await.is_err() {
+            tracing::warn!(worker = %shared.id, "a run was not disposed of when the grace ran out: the host's unloading ends it");
         }
-        let _ = shared.client.flush().await;
+        let withdrawn = async {
+            let deletes = shared
+                .served
+                .iter()
+                .map(|(_, token)| shared.kv.delete(names::advert_key(token, &shared.id)));
+            futures::future::join_all(deletes).await;
+            let _ = shared.client.flush().await;
+        };
+        if tokio::time::timeout_at(end, withdrawn).await.is_err() {
+            tracing::warn!(worker = %shared.id, "its adverts were not withdrawn within the grace: they lapse by themselves");
+        }
         self.events.unsubscribe(self.listener);
+        tracing::info!(
+            worker = %shared.id,
+            took_ms = began.elapsed().as_millis() as u64,
+            "drained"
+        );
     }
 }
 
@@ -385,28 +442,26 @@ impl Shared {
         }
     }
 
-    fn refused(&self, code: &str, message: String) -> StartReply {
-        StartReply::Refused {
-            worker: self.id.clone(),
-            code: code.into(),
-            message,
-        }
+    fn refused(&self, error: SubagentError) -> StartReply {
+        StartReply::refused(self.id.clone(), error)
     }
 
     async fn on_start(self: Arc<Self>, msg: async_nats::Message) {
         let start: Start = match serde_json::from_slice(&msg.payload) {
             Ok(s) => s,
             Err(e) => {
-                let answer =
-                    self.refused("INVALID_REQUEST", format!("a start that is not one: {e}"));
+                let answer = self.refused(SubagentError::InvalidRequest(format!(
+                    "worker `{}`: a start that is not one: {e}",
+                    self.id
+                )));
                 return self.reply(&msg, answer).await;
             }
         };
         if names::check("run token", &start.token).is_err() {
-            let answer = self.refused(
-                "INVALID_REQUEST",
-                "a start whose token is not a name".into(),
-            );
+            let answer = self.refused(SubagentError::InvalidRequest(format!(
+                "worker `{}`: a start whose token is not a name",
+                self.id
+            )));
             return self.reply(&msg, answer).await;
         }
         if self.draining.load(Ordering::SeqCst) {
@@ -417,13 +472,8 @@ impl Shared {
             return self.reply(&msg, answer).await;
         }
         let Some((served, _)) = self.served.iter().find(|(s, _)| s.name == start.provider) else {
-            let answer = self.refused(
-                "NO_PROVIDER",
-                format!(
-                    "worker `{}` does not serve provider `{}`",
-                    self.id, start.provider
-                ),
-            );
+            tracing::warn!(worker = %self.id, provider = %start.provider, "a start of a provider this worker does not serve");
+            let answer = self.refused(SubagentError::NoProvider(start.provider.clone()));
             return self.reply(&msg, answer).await;
         };
         let full = {
@@ -454,7 +504,10 @@ impl Shared {
             Ok(s) => s,
             Err(e) => {
                 self.release(&served.name);
-                let answer = self.refused("START_FAILED", format!("cannot subscribe: {e}"));
+                let answer = self.refused(SubagentError::StartFailed(format!(
+                    "worker `{}` cannot subscribe to the run's control messages: {e}",
+                    self.id
+                )));
                 return self.reply(&msg, answer).await;
             }
         };
@@ -505,10 +558,13 @@ impl Shared {
             Ok(run) => run,
             Err(e) => {
                 self.release(&served.name);
-                let answer = self.refused(e.code(), e.to_string());
+                let answer = self.refused(e);
                 return self.reply(&msg, answer).await;
             }
         };
+        let lease = start
+            .lease_ms
+            .map(|ms| Duration::from_millis(ms).clamp(MIN_LEASE, MAX_LEASE));
         lock(&self.runs).insert(
             start.token.clone(),
             Held {
@@ -520,11 +576,12 @@ impl Shared {
             &msg,
             StartReply::Accepted {
                 worker: self.id.clone(),
+                leases: lease.is_some(),
             },
         )
         .await;
         let provider = served.name.clone();
-        self.drive(start.token, provider, run, control, progress_rx)
+        self.drive(start.token, provider, run, control, progress_rx, lease)
             .await;
     }
 
@@ -536,6 +593,10 @@ impl Shared {
 
     /// Sends a run's messages until it settles, obeys its front-end's control messages, and
     /// disposes of it when the front-end lets go (or, for a kept run, when its time is up).
+    ///
+    /// With a `lease`, a front-end that says nothing for that long is gone (dead, or cut off
+    /// from this worker): a going run is cancelled, as an explicit cancel would (it ends
+    /// `aborted`, saying why), and a kept one is let go of.
     async fn drive(
         &self,
         token: String,
@@ -543,12 +604,18 @@ impl Shared {
         run: SubagentRun,
         mut control: async_nats::Subscriber,
         mut progress: mpsc::Receiver<Vec<ContentBlock>>,
+        lease: Option<Duration>,
     ) {
         let out = self.subjects.out(&token);
         let mut seq = 0u64;
         let mut started = Some(run.started());
         let mut result = run.result();
         let mut progress_open = true;
+        // Renewed by every word from the front-end; without a lease it never runs out.
+        let lease_for = lease.unwrap_or(MAX_LEASE);
+        let expiry = tokio::time::sleep(lease_for);
+        tokio::pin!(expiry);
+        let mut lapsed = false;
         let resumable = loop {
             tokio::select! {
                 biased;
@@ -578,22 +645,34 @@ impl Shared {
                         Err(e) => OutBody::Failed { message: e.to_string() },
                     };
                     self.send(&out, &mut seq, body).await;
-                    break resumable;
+                    // A kept run whose front-end is gone has nobody to resume it.
+                    break resumable && !lapsed;
                 }
-                msg = control.next() => match msg.map(|m| serde_json::from_slice::<Control>(&m.payload)) {
-                    Some(Ok(Control::Cancel { reason })) => run.cancel(reason),
-                    Some(Ok(Control::Steer { content })) => {
-                        if let Err(e) = run.send_message(content) {
-                            tracing::debug!(run = %run.id(), error = %e, "a steering message was refused");
+                msg = control.next() => {
+                    if msg.is_some() {
+                        expiry.as_mut().reset(tokio::time::Instant::now() + lease_for);
+                    }
+                    match msg.map(|m| serde_json::from_slice::<Control>(&m.payload)) {
+                        Some(Ok(Control::Cancel { reason })) => run.cancel(reason),
+                        Some(Ok(Control::Steer { content })) => {
+                            if let Err(e) = run.send_message(content) {
+                                tracing::debug!(run = %run.id(), error = %e, "a steering message was refused");
+                            }
                         }
+                        Some(Ok(Control::Lease)) => {}
+                        Some(Ok(Control::Dispose)) | None => {
+                            run.cancel(Some("its front-end let go of the run".into()));
+                            let _ = (&mut result).await;
+                            break false;
+                        }
+                        Some(Err(e)) => tracing::warn!(run = %run.id(), error = %e, "a control message that is not one"),
                     }
-                    Some(Ok(Control::Dispose)) | None => {
-                        run.cancel(Some("its front-end let go of the run".into()));
-                        let _ = (&mut result).await;
-                        break false;
-                    }
-                    Some(Err(e)) => tracing::warn!(run = %run.id(), error = %e, "a control message that is not one"),
-                },
+                }
+                () = &mut expiry, if lease.is_some() && !lapsed => {
+                    lapsed = true;
+                    let reason = self.lease_ran_out(&token, lease_for, "cancelling its run");
+                    run.cancel(Some(reason));
+                }
             }
         };
         lock(&self.progress).remove(run.id());
@@ -602,11 +681,22 @@ impl Shared {
             if let Some(h) = lock(&self.runs).get_mut(&token) {
                 h.settled = true;
             }
-            // Kept for a resume until the front-end lets go, or for `keep_finished`.
+            // Kept for a resume until the front-end lets go, its lease runs out, or for
+            // `keep_finished`.
             let _ = tokio::time::timeout(self.keep_finished, async {
-                while let Some(msg) = control.next().await {
-                    if let Ok(Control::Dispose) = serde_json::from_slice(&msg.payload) {
-                        break;
+                loop {
+                    tokio::select! {
+                        msg = control.next() => {
+                            let Some(msg) = msg else { break };
+                            expiry.as_mut().reset(tokio::time::Instant::now() + lease_for);
+                            if let Ok(Control::Dispose) = serde_json::from_slice(&msg.payload) {
+                                break;
+                            }
+                        }
+                        () = &mut expiry, if lease.is_some() => {
+                            self.lease_ran_out(&token, lease_for, "letting go of its finished run");
+                            break;
+                        }
                     }
                 }
             })
@@ -615,6 +705,28 @@ impl Shared {
         lock(&self.runs).remove(&token);
         let _ = control.unsubscribe().await;
         run.dispose().await;
+    }
+
+    /// Logs that the front-end of run `token` said nothing for `lease`; the reason, in words.
+    fn lease_ran_out(&self, token: &str, lease: Duration, doing: &str) -> String {
+        let cut_off = lock(&self.unheard_since).is_some();
+        let why = if cut_off {
+            "this worker is cut off from the cluster"
+        } else {
+            "its front-end is gone"
+        };
+        tracing::warn!(
+            worker = %self.id,
+            run = %token,
+            lease_ms = lease.as_millis() as u64,
+            cut_off,
+            "its front-end's lease ran out: {doing}"
+        );
+        format!(
+            "worker `{}` had no word from the run's front-end for {} ms (its lease): {why}, nobody waits for the run",
+            self.id,
+            lease.as_millis()
+        )
     }
 
     /// Sends one message of a run; one over the server's `max_payload` is replaced, for a

@@ -360,8 +360,10 @@ async fn play_worker(
             n += 1;
             let start: serde_json::Value = serde_json::from_slice(&msg.payload).expect("a start");
             let token = start["token"].as_str().expect("a token").to_string();
+            // A worker that predates leases: it says nothing of them, and is sent none.
             let reply = StartReply::Accepted {
                 worker: worker.into(),
+                leases: false,
             };
             fake.publish(
                 msg.reply.expect("a reply subject"),

@@ -36,8 +36,11 @@ pub mod code {
 /// Why the subagent service refused or could not complete an operation.
 ///
 /// The `Display` text starts with a stable code (`DUPLICATE_PROVIDER`, `NO_PROVIDER`, ...) that
-/// [`SubagentError::code`] also returns.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+/// [`SubagentError::code`] also returns. It serializes as `{"code": CODE, "detail": ...}`, the
+/// code spelled as [`SubagentError::code`] returns it (so that another host, a cluster's worker,
+/// can pass it on typed).
+#[derive(Debug, Clone, PartialEq, Eq, Error, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "code", content = "detail", rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum SubagentError {
     /// A provider with this name is already registered.
     #[error("{code}: a provider named `{0}` is already registered", code = code::DUPLICATE_PROVIDER)]

@@ -108,6 +108,10 @@ pub enum RunFailure {
     /// went silent, a message was lost, too large or not one (the text names the worker).
     #[error("{0}")]
     Cluster(String),
+    /// The provider refused the start with one of the registry's own errors (a cluster
+    /// provider passes on its worker's registry's): `started` rejects with it, code and all.
+    #[error("{0}")]
+    Rejected(SubagentError),
 }
 
 /// What a finished child leaves behind for [`SubagentService::resume`](super::SubagentService):
@@ -499,9 +503,13 @@ impl RunShared {
                 } else {
                     let message = format!("provider `{}` failed: {failure}", self.provider);
                     tracing::info!(run = %self.id, "{message}");
+                    let not_started = match failure {
+                        RunFailure::Rejected(e) => e,
+                        _ => SubagentError::StartFailed(message.clone()),
+                    };
                     self.settle(
-                        SubagentResult::failed(StopReason::Error, message.clone()),
-                        SubagentError::StartFailed(message),
+                        SubagentResult::failed(StopReason::Error, message),
+                        not_started,
                     );
                 }
             }
