@@ -393,6 +393,7 @@ impl ToolResult {
 
 /// What kind of plugin a component is, by the world it exports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(test, derive(strum::EnumIter))]
 #[serde(rename_all = "kebab-case")]
 pub enum PluginKind {
     /// Exports `seam:plugin/provider`: registers a subagent provider.
@@ -591,5 +592,17 @@ impl RequestSnapshot {
             tool_filter: self.tool_filter,
             persona: self.persona,
         }
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::PluginKind;
+    use strum::IntoEnumIterator;
+
+    #[test]
+    fn plugin_kind_all_lists_every_variant_once_in_order() {
+        let every: Vec<PluginKind> = PluginKind::iter().collect();
+        assert_eq!(every, PluginKind::ALL.to_vec());
     }
 }

@@ -63,6 +63,7 @@ impl Template {
             .runtime
             .linkers
             .of(PluginKind::Provider, crate::versions::WitVersion::LATEST)
+            .ok_or_else(|| ProbeError::Link("the latest version has no provider world".into()))?
             .instantiate_pre(&component)
             .map_err(|e| ProbeError::Link(format!("{e:#}")))?;
         let options = &host.inner.options;

@@ -9,10 +9,10 @@ use wasmtime::Engine;
 use crate::store::StoreData;
 use crate::versions::WitVersion;
 
-/// The linkers, by version and kind.
+/// The linkers, by version and kind: none where the version has no world of the kind.
 pub struct Linkers {
     /// Indexed by [`WitVersion::index`], then [`kind_index`].
-    worlds: Vec<[Linker<StoreData>; PluginKind::ALL.len()]>,
+    worlds: Vec<[Option<Linker<StoreData>>; PluginKind::ALL.len()]>,
 }
 
 /// A kind's place in [`PluginKind::ALL`].
@@ -45,16 +45,27 @@ fn world(
     Ok(linker)
 }
 
-/// Adds `$version`'s host imports for `$kind` to `$linker`: each version's `imports` module
-/// (the latest's is `crate::interfaces`; an older one's converts and delegates to it).
+/// Adds `$version`'s host imports for `$kind` to `$linker`: the latest's are the host's own
+/// interfaces (`crate::interfaces`); an older version's are its module's `imports`, which
+/// convert and delegate to them. The match's arms are gathered row by row, the last row (the
+/// latest) apart.
 macro_rules! add_imports {
-    ([$linker:ident, $version:ident, $kind:ident]
-     $($variant:ident $module:ident $number:literal [$($file:literal),*],)+) => {
+    ([$linker:ident, $version:ident, $kind:ident] $($rows:tt)*) => {
+        add_imports!(@ [$linker, $version, $kind] [] $($rows)*)
+    };
+    (@ [$linker:ident, $version:ident, $kind:ident] [$($arms:tt)*]
+     $v:ident $m:ident $n:literal [$($f:literal),*] {$($k:ident)*},) => {
         match $version {
-            $(WitVersion::$variant => {
-                crate::versions::$module::imports::add_to_linker(&mut $linker, $kind)?
-            })+
+            $($arms)*
+            WitVersion::$v => crate::interfaces::add_to_linker(&mut $linker, $kind)?,
         }
+    };
+    (@ [$linker:ident, $version:ident, $kind:ident] [$($arms:tt)*]
+     $v:ident $m:ident $n:literal [$($f:literal),*] {$($k:ident)*}, $($rows:tt)+) => {
+        add_imports!(@ [$linker, $version, $kind] [
+            $($arms)*
+            WitVersion::$v => crate::versions::$m::imports::add_to_linker(&mut $linker, $kind)?,
+        ] $($rows)+)
     };
 }
 use add_imports;
@@ -65,20 +76,19 @@ impl Linkers {
         let worlds = WitVersion::ALL
             .into_iter()
             .map(|version| {
-                let [p, t, o] = PluginKind::ALL;
-                Ok([
-                    world(engine, version, p)?,
-                    world(engine, version, t)?,
-                    world(engine, version, o)?,
-                ])
+                let mut linkers = [None, None, None];
+                for &kind in version.kinds() {
+                    linkers[kind_index(kind)] = Some(world(engine, version, kind)?);
+                }
+                Ok(linkers)
             })
             .collect::<wasmtime::Result<_>>()?;
         Ok(Self { worlds })
     }
 
-    /// The linker of `kind`'s world in `version`.
-    pub fn of(&self, kind: PluginKind, version: WitVersion) -> &Linker<StoreData> {
-        &self.worlds[version.index()][kind_index(kind)]
+    /// The linker of `kind`'s world in `version`, if the version has that world.
+    pub fn of(&self, kind: PluginKind, version: WitVersion) -> Option<&Linker<StoreData>> {
+        self.worlds[version.index()][kind_index(kind)].as_ref()
     }
 }
 

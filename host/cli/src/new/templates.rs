@@ -50,8 +50,11 @@ const SDK_SOURCES: &[(&str, &str)] = &[
     ),
 ];
 
-/// Where the SDK finds the WIT in this repository, and where it is in a generated project.
-const SDK_WIT_IN_REPO: &str = "path: \"../../wit\"";
+/// Where the SDK finds the WIT in this repository (the latest version's frozen folder), and
+/// where it is in a generated project.
+fn sdk_wit_in_repo() -> String {
+    format!("path: \"../../wit/v{}\"", seam_host::WitVersion::LATEST)
+}
 const SDK_WIT_IN_PROJECT: &str = "path: \"../wit\"";
 
 /// The files of a `lang` project of `kind` named `name`.
@@ -185,7 +188,7 @@ fn rust(kind: Kind, name: &str) -> Project {
     for (file, text) in SDK_SOURCES {
         files.push((
             format!("seam-plugin/src/{file}"),
-            text.replace(SDK_WIT_IN_REPO, SDK_WIT_IN_PROJECT),
+            text.replace(&sdk_wit_in_repo(), SDK_WIT_IN_PROJECT),
         ));
     }
     Project {
@@ -244,7 +247,7 @@ mod tests {
             .find(|(path, _)| path == "seam-plugin/src/lib.rs")
             .map(|(_, text)| text)
             .expect("the SDK is written");
-        assert!(sdk.contains(SDK_WIT_IN_PROJECT) && !sdk.contains(SDK_WIT_IN_REPO));
+        assert!(sdk.contains(SDK_WIT_IN_PROJECT) && !sdk.contains(&sdk_wit_in_repo()));
         for (path, text) in &project.files {
             assert!(!text.contains("{{"), "{path} has an unfilled placeholder");
         }

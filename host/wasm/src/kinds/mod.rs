@@ -89,6 +89,10 @@ pub async fn link(
         })?;
     let pre = linkers
         .of(kind, version)
+        .ok_or_else(|| PluginError::Link {
+            kind,
+            reason: format!("seam:plugin@{version} has no `{kind}` world"),
+        })?
         .instantiate_pre(component)
         .map_err(|e| PluginError::Link {
             kind,

@@ -89,7 +89,7 @@ fn named(error: wasmtime::Error, mismatch: Option<String>) -> wasmtime::Error {
 /// one variant per version of the list in `super::for_each_version`.
 macro_rules! versioned {
     ([$pre:ident, $instance:ident, $world:ident :: $pre_ty:ident, $instance_ty:ident]
-     $($variant:ident $module:ident $number:literal [$($file:literal),*],)+) => {
+     $($variant:ident $module:ident $number:literal [$($file:literal),*] {$($kind:ident)*},)+) => {
         /// A component ready to instantiate, for each supported version.
         #[derive(Clone)]
         pub enum $pre {
@@ -112,6 +112,11 @@ macro_rules! versioned {
             pub fn new(version: WitVersion, pre: InstancePre<StoreData>) -> wasmtime::Result<Self> {
                 Ok(match version {
                     $(WitVersion::$variant => Self::$variant(super::$module::$world::$pre_ty::new(pre)?),)+
+                    // The linkers link no kind in a version without its world.
+                    #[allow(unreachable_patterns)]
+                    other => return Err(wasmtime::Error::msg(format!(
+                        "seam:plugin@{other} has no `{}` world", stringify!($world)
+                    ))),
                 })
             }
 
@@ -148,6 +153,8 @@ macro_rules! versioned {
 }
 
 super::for_each_version!(
+    rows_with,
+    Provider,
     versioned,
     ProviderPre,
     ProviderInstance,
@@ -155,6 +162,8 @@ super::for_each_version!(
     ProviderPlugin
 );
 super::for_each_version!(
+    rows_with,
+    Tool,
     versioned,
     ToolPre,
     ToolInstance,
@@ -162,6 +171,8 @@ super::for_each_version!(
     ToolPlugin
 );
 super::for_each_version!(
+    rows_with,
+    Observer,
     versioned,
     ObserverPre,
     ObserverInstance,
@@ -172,7 +183,7 @@ super::for_each_version!(
 /// The arms of [`per_version!`], one per version of the list.
 macro_rules! per_version_arms {
     ([$value:expr, $i:ident, $v:ident, $body:expr]
-     $($variant:ident $module:ident $number:literal [$($file:literal),*],)+) => {
+     $($variant:ident $module:ident $number:literal [$($file:literal),*] {$($kind:ident)*},)+) => {
         match $value {
             $(Self::$variant($i) => {
                 // A body that needs no version-specific item leaves it unused.
@@ -184,12 +195,12 @@ macro_rules! per_version_arms {
     };
 }
 
-/// Evaluates `$body` for whichever version `$value` holds, with `$i` bound to what that variant
-/// holds and `$v` naming that version's bindings module: one body, type-checked against each
-/// version's own types.
+/// Evaluates `$body` for whichever version `$value` (of `$kind`'s enums) holds, with `$i` bound
+/// to what that variant holds and `$v` naming that version's bindings module: one body,
+/// type-checked against each version's own types.
 macro_rules! per_version {
-    ($value:expr, $i:ident, $v:ident => $body:expr) => {
-        super::for_each_version!(per_version_arms, $value, $i, $v, $body)
+    ($kind:ident: $value:expr, $i:ident, $v:ident => $body:expr) => {
+        super::for_each_version!(rows_with, $kind, per_version_arms, $value, $i, $v, $body)
     };
 }
 
@@ -197,7 +208,7 @@ impl ProviderPre {
     async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
         use seam_core::PluginKind::Provider;
         let version = self.version();
-        per_version!(self, pre, v => {
+        per_version!(Provider: self, pre, v => {
             use v::provider_world::seam::plugin::types as t;
             let i = raw_instance(pre.instance_pre(), store).await?;
             mismatched!(store, &i, (Provider, version), "provider",
@@ -212,7 +223,7 @@ impl ToolPre {
     async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
         use seam_core::PluginKind::Tool;
         let version = self.version();
-        per_version!(self, pre, v => {
+        per_version!(Tool: self, pre, v => {
             use v::provider_world::seam::plugin::types as t;
             use v::tool_world::exports::seam::plugin::tool as x;
             let i = raw_instance(pre.instance_pre(), store).await?;
@@ -229,7 +240,7 @@ impl ObserverPre {
     async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
         use seam_core::PluginKind::Observer;
         let version = self.version();
-        per_version!(self, pre, v => {
+        per_version!(Observer: self, pre, v => {
             let i = raw_instance(pre.instance_pre(), store).await?;
             mismatched!(store, &i, (Observer, version), "observer",
                 "on-event": (&str, &str) -> wit_result!(()),
@@ -245,7 +256,7 @@ impl ProviderInstance {
         store: &mut Store<StoreData>,
         config: &str,
     ) -> Answer<ProviderDescriptor> {
-        per_version!(self, i, _v => Ok(i
+        per_version!(Provider: self, i, _v => Ok(i
             .seam_plugin_provider()
             .call_describe(store, config)
             .await?
@@ -261,7 +272,7 @@ impl ProviderInstance {
         run_id: &str,
         request: &StartRequest,
     ) -> Answer<SubagentResult> {
-        per_version!(self, i, v => Ok(i
+        per_version!(Provider: self, i, v => Ok(i
             .seam_plugin_provider()
             .call_run(store, config, run_id, &v::request_to_wit(request))
             .await?
@@ -273,7 +284,7 @@ impl ProviderInstance {
 impl ToolInstance {
     /// `tool.bind`.
     pub async fn bind(&self, store: &mut Store<StoreData>, config: &str) -> Answer<ToolBinding> {
-        per_version!(self, i, _v => Ok(i
+        per_version!(Tool: self, i, _v => Ok(i
         .seam_plugin_tool()
         .call_bind(store, config)
         .await?
@@ -291,7 +302,7 @@ impl ToolInstance {
         config: &str,
         provider: Option<&ProviderDescriptor>,
     ) -> Answer<GuestToolDescriptor> {
-        per_version!(self, i, v => {
+        per_version!(Tool: self, i, v => {
             let provider = provider.map(v::wit_descriptor);
             Ok(i.seam_plugin_tool()
                 .call_describe(store, config, provider.as_ref())
@@ -313,7 +324,7 @@ impl ToolInstance {
         caller: &ParentRef,
         arguments: &str,
     ) -> wasmtime::Result<ToolResult> {
-        per_version!(self, i, _v => {
+        per_version!(Tool: self, i, _v => {
             let r = i
                 .seam_plugin_tool()
                 .call_execute(store, config, &caller.clone().into(), arguments)
@@ -334,7 +345,7 @@ impl ObserverInstance {
         config: &str,
         event: &str,
     ) -> Answer<()> {
-        per_version!(self, i, _v => Ok(i
+        per_version!(Observer: self, i, _v => Ok(i
             .seam_plugin_observer()
             .call_on_event(store, config, event)
             .await?

@@ -17,26 +17,65 @@
 //! else.
 
 /// The one list of supported versions, oldest first, the latest last: each as its variant of
-/// [`WitVersion`], the module of its bindings and conversions, its number, and the files of its
-/// frozen folder `wit/vX.Y.Z/`. Everything per version is generated from it: the modules, the
-/// enum, its list, index, number and WIT files (here), and the dispatch over a component's
-/// bindings (`exports`, `crate::linkers`). Each consumer is a macro that takes the list after
-/// its own arguments in brackets: `for_each_version!(consumer, args...)`.
+/// [`WitVersion`], the module of its bindings and conversions, its number, the files of its
+/// frozen folder `wit/vX.Y.Z/`, and the plugin kinds whose worlds it has (in
+/// [`PluginKind::ALL`]'s order: a kind exists from the version that adds its world, so the
+/// kind x version grid may have holes). Everything per version is generated from it: the
+/// modules, the enum, its list, index, number, kinds and WIT files (here), and the dispatch
+/// over a component's bindings (`exports`, `crate::linkers`). Each consumer is a macro that
+/// takes the list after its own arguments in brackets: `for_each_version!(consumer, args...)`;
+/// [`rows_with`] passes a consumer only the versions that have one kind.
 macro_rules! for_each_version {
     ($consumer:ident $(, $($args:tt)*)?) => {
         $consumer! {
             [$($($args)*)?]
-            V0_1_0 v0_1_0 "0.1.0" ["seam.wit"],
-            V0_2_0 v0_2_0 "0.2.0" ["seam.wit", "deps/io/poll.wit"],
-            V0_3_0 v0_3_0 "0.3.0" ["seam.wit", "deps/io/poll.wit"],
+            V0_1_0 v0_1_0 "0.1.0" ["seam.wit"] {Provider Tool Observer},
+            V0_2_0 v0_2_0 "0.2.0" ["seam.wit", "deps/io/poll.wit"] {Provider Tool Observer},
+            V0_3_0 v0_3_0 "0.3.0" ["seam.wit", "deps/io/poll.wit"] {Provider Tool Observer},
         }
     };
 }
+
+/// A `for_each_version!` consumer that hands `$consumer` only the rows whose version has the
+/// world of `$kind`: `for_each_version!(rows_with, Tool, consumer, args...)`. Kinds are listed
+/// in each row in [`PluginKind::ALL`]'s order, so a kind is found after the optional ones
+/// before it; a new kind adds its arm here (without one, no version has it).
+macro_rules! rows_with {
+    // Every row seen: the kept ones go on.
+    ([$kind:ident, $consumer:ident $(, $($args:tt)*)?] [$($kept:tt)*]) => {
+        $consumer! { [$($($args)*)?] $($kept)* }
+    };
+    // The first call: nothing kept yet.
+    ([$kind:ident, $consumer:ident $(, $($args:tt)*)?] $v:ident $($rows:tt)*) => {
+        $crate::versions::rows_with! { [$kind, $consumer $(, $($args)*)?] [] $v $($rows)* }
+    };
+    ([Provider $(, $($a:tt)*)?] [$($kept:tt)*]
+     $v:ident $m:ident $n:literal [$($f:literal),*] {Provider $($k:ident)*}, $($rows:tt)*) => {
+        $crate::versions::rows_with! { [Provider $(, $($a)*)?]
+            [$($kept)* $v $m $n [$($f),*] {Provider $($k)*},] $($rows)* }
+    };
+    ([Tool $(, $($a:tt)*)?] [$($kept:tt)*]
+     $v:ident $m:ident $n:literal [$($f:literal),*] {$(Provider)? Tool $($k:ident)*}, $($rows:tt)*) => {
+        $crate::versions::rows_with! { [Tool $(, $($a)*)?]
+            [$($kept)* $v $m $n [$($f),*] {Tool $($k)*},] $($rows)* }
+    };
+    ([Observer $(, $($a:tt)*)?] [$($kept:tt)*]
+     $v:ident $m:ident $n:literal [$($f:literal),*] {$(Provider)? $(Tool)? Observer $($k:ident)*}, $($rows:tt)*) => {
+        $crate::versions::rows_with! { [Observer $(, $($a)*)?]
+            [$($kept)* $v $m $n [$($f),*] {Observer $($k)*},] $($rows)* }
+    };
+    // A row without the kind: skipped.
+    ([$kind:ident $(, $($a:tt)*)?] [$($kept:tt)*]
+     $v:ident $m:ident $n:literal [$($f:literal),*] {$($k:ident)*}, $($rows:tt)*) => {
+        $crate::versions::rows_with! { [$kind $(, $($a)*)?] [$($kept)*] $($rows)* }
+    };
+}
 pub(crate) use for_each_version;
+pub(crate) use rows_with;
 
 /// Declares the version modules and [`WitVersion`] from the list.
 macro_rules! declare_versions {
-    ([] $($variant:ident $module:ident $number:literal [$($file:literal),*],)+) => {
+    ([] $($variant:ident $module:ident $number:literal [$($file:literal),*] {$($kind:ident)*},)+) => {
         $(
             #[doc = concat!("`seam:plugin@", $number, "`: bindings of `wit/v", $number, "/` and conversions.")]
             pub mod $module;
@@ -51,7 +90,7 @@ macro_rules! declare_versions {
             )+
         }
 
-        latest_module!($($variant $module $number [$($file),*],)+);
+        latest_module!($($variant $module $number,)+);
 
         impl WitVersion {
             /// Every supported version, oldest first.
@@ -61,6 +100,13 @@ macro_rules! declare_versions {
             pub fn as_str(self) -> &'static str {
                 match self {
                     $(Self::$variant => $number,)+
+                }
+            }
+
+            /// The plugin kinds whose worlds this version has.
+            pub fn kinds(self) -> &'static [PluginKind] {
+                match self {
+                    $(Self::$variant => &[$(PluginKind::$kind),*],)+
                 }
             }
 
@@ -83,11 +129,11 @@ macro_rules! declare_versions {
 /// `pub use` of the list's last module as `latest`: the bindings the host's own interfaces
 /// are written against.
 macro_rules! latest_module {
-    ($variant:ident $module:ident $number:literal [$($file:literal),*],) => {
+    ($variant:ident $module:ident $number:literal,) => {
         /// The latest version's bindings: what the host's own interfaces are written against.
         pub use $module as latest;
     };
-    ($variant:ident $module:ident $number:literal [$($file:literal),*], $($rest:tt)+) => {
+    ($variant:ident $module:ident $number:literal, $($rest:tt)+) => {
         latest_module!($($rest)+);
     };
 }
@@ -214,6 +260,8 @@ pub fn recognise<'a>(exports: impl IntoIterator<Item = &'a str>) -> Recognised {
             continue;
         };
         match version.parse::<WitVersion>() {
+            // An interface the version's WIT does not have is no plugin of it.
+            Ok(v) if !v.kinds().contains(&kind) => {}
             Ok(v) if best.is_none_or(|(_, b)| v > b) => best = Some((kind, v)),
             Ok(_) => {}
             Err(e) => unsupported = unsupported.or(Some(e.version)),
@@ -230,7 +278,7 @@ pub fn recognise<'a>(exports: impl IntoIterator<Item = &'a str>) -> Recognised {
 pub fn expected_exports() -> String {
     let mut names = Vec::new();
     for version in WitVersion::ALL {
-        for kind in PluginKind::ALL {
+        for &kind in version.kinds() {
             names.push(format!("`{}` ({kind})", export_name(kind, version)));
         }
     }
@@ -322,6 +370,49 @@ mod tests {
             Recognised::Plugin(PluginKind::Tool, WitVersion::V0_3_0)
         );
         assert_eq!(supported_versions(), "0.1.0, 0.2.0 and 0.3.0");
+    }
+
+    /// A consumer that lists the numbers of the rows it is given.
+    macro_rules! numbers {
+        ([] $($v:ident $m:ident $n:literal [$($f:literal),*] {$($k:ident)*},)*) => {
+            [$($n),*]
+        };
+    }
+
+    #[test]
+    fn a_kind_is_dispatched_only_in_the_versions_that_have_its_world() {
+        // A grid with holes: a kind added by a later version, and one a version dropped.
+        let tools: &[&str] = &rows_with! { [Tool, numbers]
+            V1 m1 "1" [] {Provider},
+            V2 m2 "2" [] {Provider Tool},
+            V3 m3 "3" [] {Tool Observer},
+        };
+        assert_eq!(tools, ["2", "3"]);
+        let providers: &[&str] = &rows_with! { [Provider, numbers]
+            V1 m1 "1" [] {Provider},
+            V2 m2 "2" [] {Provider Tool},
+            V3 m3 "3" [] {Tool Observer},
+        };
+        assert_eq!(providers, ["1", "2"]);
+        let observers: &[&str] = &rows_with! { [Observer, numbers]
+            V1 m1 "1" [] {Provider},
+            V2 m2 "2" [] {Provider Observer},
+            V3 m3 "3" [] {Provider Tool Observer},
+        };
+        assert_eq!(observers, ["2", "3"]);
+    }
+
+    #[test]
+    fn each_version_lists_its_kinds_in_plugin_kind_order() {
+        for version in WitVersion::ALL {
+            let places: Vec<usize> = version
+                .kinds()
+                .iter()
+                .filter_map(|k| PluginKind::ALL.iter().position(|a| a == k))
+                .collect();
+            assert_eq!(places.len(), version.kinds().len(), "{version}");
+            assert!(places.windows(2).all(|w| w[0] < w[1]), "{version}");
+        }
     }
 
     #[test]

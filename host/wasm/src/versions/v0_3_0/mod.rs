@@ -7,11 +7,6 @@
 
 #![allow(missing_docs)]
 
-/// The latest version's host imports: the host's own interfaces.
-pub mod imports {
-    pub use crate::interfaces::add_to_linker;
-}
-
 pub mod provider_world {
     wasmtime::component::bindgen!({
         path: "../../wit/v0.3.0",
