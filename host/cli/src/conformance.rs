@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use futures::future::BoxFuture;
+use seam_host::subagent::Aborted;
 use seam_host::{
     Capabilities, Config, Host, ParentRef, PluginKind, PluginState, Provider, ProviderDescriptor,
     RunContext, RunFailure, RuntimeFeatures, StartRequest, StopReason, SubagentResult,
@@ -303,11 +304,7 @@ async fn check_provider(host: &Host, name: &str, cwd: &str, list: &mut Checklist
             ),
         ),
         Ok(Ok(r)) if r.stop_reason == StopReason::Aborted => {
-            let enforced = r
-                .diagnostic
-                .as_deref()
-                .is_some_and(|d| d.contains("cancel enforced"));
-            let how = if enforced {
+            let how = if run.aborted() == Some(Aborted::Enforced) {
                 "the host enforced it after the grace: the provider ignored the cancel (wait with run-context.sleep or poll run-context.cancelled)"
             } else {
                 "the provider stopped by itself"

@@ -96,7 +96,7 @@ pub(crate) async fn run(args: Args, interrupt: &CancellationToken) -> Result<u8>
             outln!(
                 "signature: {}",
                 match &pulled.signer {
-                    Some(s) => format!("verified against {} ({})", s.name, s.fingerprint),
+                    Some(s) => format!("verified against `{}` ({})", s.name, s.fingerprint),
                     None => "not checked (pass --key KEY.pub to check it)".into(),
                 }
             );
@@ -119,7 +119,8 @@ fn oci_source(written: &str, args: &Args) -> Result<seam_host::oci::OciSource> {
     let settings = args.registry.settings(&reference)?;
     let verify = match &args.key {
         Some(path) => seam_host::oci::Verify::Keys(vec![seam_host::oci::TrustKey {
-            name: format!("`{}`", path.display()),
+            // Unquoted: messages quote a key's name themselves (`TrustKey::label`).
+            name: path.display().to_string(),
             path: path.clone(),
             key: seam_host::oci::signature::PublicKey::from_file(path)?,
         }]),

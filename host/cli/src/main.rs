@@ -76,7 +76,10 @@ const ENVIRONMENT: &str = "Environment:
   SEAM_CACHE_MAX_MB  most MiB the cache keeps, least recently used evicted first (default 1024)
   SEAM_OCI_CA_FILE   more trusted roots (PEM) for registries, when a config's [oci] has no ca_file
   DOCKER_CONFIG      where the Docker config file with registry credentials is (default ~/.docker)
-  SEAM_COMPILER      cranelift (default) or winch: winch compiles large guests faster, for development
+  SEAM_COMPILER      tiered (the default: winch first for a large guest, cranelift in the background
+                     and swapped in), cranelift or winch: winch compiles large guests faster, for
+                     development
+  SEAM_POOL_INSTANCES  most component instances alive at once in the host's pool (default 1000)
   SEAM_CONTAINMENT   how the processes of ACP agents are contained: cgroup (a cgroup v2 each, the
                      default where one can be made) or subreaper
   XDG_STATE_HOME     where `seam run` keeps its sessions without `[sessions] store`
@@ -104,7 +107,8 @@ enum Command {
     Call(call::Args),
     /// Load a config and let a top-level agent answer a prompt with the mounted tools.
     Run(run::Args),
-    /// List, show, and remove the sessions `seam run` kept; print a session's delegation tree.
+    /// List, show, and remove the sessions `seam run` kept; print a session's event stream or
+    /// delegation tree.
     Sessions(sessions::Args),
     /// Write the WIT package this host supports (for a plugin's `wit/` folder).
     Wit(wit::Args),
@@ -139,6 +143,35 @@ enum Command {
     Dev(dev::Args),
 }
 
+impl Command {
+    /// The name of the command's root span, for a command that ends on its own (`seam run`);
+    /// `None` for a server (`acp`, `worker`, `mcp`, `dev`), whose requests are traces of their
+    /// own rather than parts of one trace as long as the process.
+    fn traced_as(&self) -> Option<&'static str> {
+        Some(match self {
+            Command::Inspect(_) => "seam inspect",
+            Command::Check(_) => "seam check",
+            Command::Delegate(_) => "seam delegate",
+            Command::Call(_) => "seam call",
+            Command::Run(_) => "seam run",
+            Command::Test(_) => "seam test",
+            Command::Compile(_) => "seam compile",
+            Command::Lock(_) => "seam lock",
+            Command::Pull(_) => "seam pull",
+            Command::Push(_) => "seam push",
+            Command::Sign(_) => "seam sign",
+            Command::Sessions(_)
+            | Command::Wit(_)
+            | Command::New(_)
+            | Command::Cache(_)
+            | Command::Acp(_)
+            | Command::Worker(_)
+            | Command::Mcp(_)
+            | Command::Dev(_) => return None,
+        })
+    }
+}
+
 /// Parses the arguments, runs the command, and maps the outcome to an exit code.
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -156,6 +189,10 @@ fn main() -> ExitCode {
         Ok(t) => t,
         Err(e) => return report_error(&anyhow::Error::new(e)),
     };
+    // One command, one trace: what it loads and runs lies under a root span named for it.
+    if let (Some(telemetry), Some(name)) = (&telemetry, cli.command.traced_as()) {
+        telemetry.begin_command(name);
+    }
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -165,7 +202,7 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return report_error(&e),
     };
-    let code = runtime.block_on(async move {
+    let (code, failed) = runtime.block_on(async move {
         let (interrupt, signalled) = watch_signals();
         let outcome = match cli.command {
             Command::Inspect(args) => inspect::run(args, &interrupt).await,
@@ -190,11 +227,15 @@ fn main() -> ExitCode {
         };
         if interrupt.is_cancelled() {
             errln!("interrupted");
-            return ExitCode::from(exit_code_for(&signalled));
+            return (exit_code_for(&signalled), Some("interrupted".to_string()));
         }
         match outcome {
-            Ok(code) => ExitCode::from(code),
-            Err(e) => report_error(&e),
+            Ok(code) => (code, None),
+            Err(e) => {
+                let message = chain(&e);
+                errln!("error: {message}");
+                (EXIT_ERROR, Some(message))
+            }
         }
     });
     // Plugins are unloaded by then; a blocking task still compiling must not hold up the exit.
@@ -202,9 +243,10 @@ fn main() -> ExitCode {
     // Each command has ended its processes; this catches any whose ending was cut short.
     seam_host::process::shutdown();
     if let Some(telemetry) = telemetry {
+        telemetry.end_command(code, failed.as_deref());
         telemetry.shutdown(std::time::Duration::from_secs(5));
     }
-    code
+    ExitCode::from(code)
 }
 
 fn report_error(e: &anyhow::Error) -> ExitCode {

@@ -1,7 +1,8 @@
 //! `seam mcp CONFIG [--http ADDR]`: serves every mounted tool of the config (Wasm tool
 //! components, subagent tools, the background control tools) to an MCP client, over stdio by
-//! default or streamable HTTP. The server itself is `seam_host::mcp`; this drives it. Over
-//! stdio, stdout carries only the protocol: everything else Seam says goes to stderr.
+//! default or streamable HTTP. The server itself is `seam_host::mcp::server` (the `server`
+//! module of the seam-mcp crate: [`McpServer`], and `http` for streamable HTTP); this drives
+//! it. Over stdio, stdout carries only the protocol: everything else Seam says goes to stderr.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

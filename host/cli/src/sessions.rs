@@ -1,5 +1,5 @@
-//! `seam sessions list | show ID | tree ID | rm ID | gc --older-than D`, and the store every
-//! command that keeps sessions opens (`seam run`).
+//! `seam sessions list | show ID | events ID | tree ID | rm ID | gc --older-than D`, and the
+//! store every command that keeps sessions opens (`seam run`).
 //!
 //! The store is `[sessions] store` of the config when given (`"memory"`, `"sqlite:PATH"`, or
 //! `"nats"` for the JetStream of its `[cluster]`), else the SQLite file `$XDG_STATE_HOME/seam/sessions.db` (`~/.local/state/seam/...`). It is
@@ -119,6 +119,13 @@ enum SessionsCommand {
         /// The session id.
         id: String,
     },
+    /// Print the event stream kept for a session: the JSON lines `--events` printed, in the
+    /// order the store wrote them, from each process that ran it (from when it opened the
+    /// session).
+    Events {
+        /// The session id.
+        id: String,
+    },
     /// Print the delegation tree of a session: every run, its provider, stop reason and times.
     Tree {
         /// The session id.
@@ -195,6 +202,13 @@ pub(crate) fn run(args: Args) -> Result<u8> {
                         whole.completion_tokens
                     );
                 }
+            }
+        }
+        SessionsCommand::Events { id } => {
+            known(&open, &id)?;
+            // Already one JSON object a line: `--json` changes nothing.
+            for line in store.journal_of(&id)? {
+                outln!("{line}");
             }
         }
         SessionsCommand::Tree { id } => {

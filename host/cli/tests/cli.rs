@@ -385,6 +385,29 @@ fn test_checks_a_provider_and_a_tool_and_fails_a_broken_one() {
     );
 }
 
+#[test]
+fn test_says_when_the_host_had_to_enforce_a_cancel() {
+    // A provider that never looks at cancellation: its runs end only at its CPU limit (the run
+    // checks fail), and its cancel only when the host drops it after the grace.
+    let out = seam(&[
+        "test",
+        &seam_tests::guest("faulty_provider").to_string_lossy(),
+        "--config",
+        r#"{"name": "deaf", "mode": "ignore-cancel"}"#,
+    ]);
+    let stdout = seam_tests::text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let cancel = stdout
+        .lines()
+        .find(|l| l.contains("] cancel:"))
+        .unwrap_or_else(|| panic!("no cancel check: {stdout}"));
+    assert!(
+        cancel.starts_with("[  ok] cancel:")
+            && cancel.contains("the host enforced it after the grace"),
+        "{stdout}"
+    );
+}
+
 /// The line `seam new` prints above its steps.
 const STEPS_HEADER: &str = "Next steps, from this folder (paste them as they are):";
 

@@ -606,3 +606,268 @@ not toml at all
         (4, 2, 1)
     );
 }
+
+/// `seam ARGS --help`, as text.
+fn help(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_seam"))
+        .args(args)
+        .arg("--help")
+        .output()
+        .expect("the seam binary runs");
+    assert!(out.status.success(), "seam {args:?} --help failed");
+    String::from_utf8(out.stdout).expect("help is UTF-8")
+}
+
+/// The lines of the `heading:` section of a clap help text, up to the next blank line.
+fn help_section<'a>(help: &'a str, heading: &str) -> Vec<&'a str> {
+    help.lines()
+        .skip_while(|line| *line != heading)
+        .skip(1)
+        .take_while(|line| !line.trim().is_empty())
+        .collect()
+}
+
+/// The subcommands a help text lists, without `help`.
+fn subcommands(help: &str) -> Vec<String> {
+    help_section(help, "Commands:")
+        .into_iter()
+        .filter(|line| line.starts_with("  ") && !line.starts_with("   "))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+/// The long flags of the options a help text lists (not clap's `--help` and `--version`). An option's
+/// line is indented at most six spaces; its description, below it in `--help`, ten.
+fn help_flags(help: &str) -> HashSet<String> {
+    let mut flags = HashSet::new();
+    for line in help.lines() {
+        let indent = line.len() - line.trim_start().len();
+        if indent > 6 || !line.trim_start().starts_with('-') {
+            continue;
+        }
+        let spec = line.split("  ").find(|s| !s.is_empty()).unwrap_or("");
+        // Clap's own (`seam wit --version V` is not).
+        if spec == "-h, --help" || spec == "-V, --version" {
+            continue;
+        }
+        flags.extend(long_flags(spec));
+    }
+    flags
+}
+
+/// Every `--flag` in `text`.
+fn long_flags(text: &str) -> HashSet<String> {
+    let mut flags = HashSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("--") {
+        let name: String = rest[at + 2..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        if !name.is_empty() {
+            flags.insert(format!("--{name}"));
+        }
+        rest = &rest[at + 2 + name.len()..];
+    }
+    flags
+}
+
+/// The synopsis of each command in `cli.md`: its `seam CMD ...` lines, with what is quoted in
+/// them (`--then "delegate --provider P"`, another command's words) left out.
+fn synopses(cli_md: &str) -> HashMap<String, String> {
+    let mut out: HashMap<String, String> = HashMap::new();
+    let mut in_code = false;
+    for event in parse(cli_md) {
+        match event {
+            Event::Start(Tag::CodeBlock(_)) => in_code = true,
+            Event::End(TagEnd::CodeBlock) => in_code = false,
+            Event::Text(text) if in_code => {
+                for line in text.lines() {
+                    let mut words = line.split_whitespace();
+                    if words.next() != Some("seam") {
+                        continue;
+                    }
+                    let Some(command) = words.next() else {
+                        continue;
+                    };
+                    let unquoted: String = line.split('"').step_by(2).collect();
+                    let synopsis = out.entry(command.to_string()).or_default();
+                    synopsis.push_str(&unquoted);
+                    synopsis.push('\n');
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// What differs between the flags of `seam CMD --help` (with its subcommands') and the
+/// synopsis of `CMD` in `cli.md`, as problems.
+fn synopsis_problems(cli_md: &str) -> Vec<String> {
+    let synopses = synopses(cli_md);
+    let mut problems = Vec::new();
+    for command in subcommands(&help(&[])) {
+        let top = help(&[&command]);
+        let mut flags = help_flags(&top);
+        for sub in subcommands(&top) {
+            flags.extend(help_flags(&help(&[&command, &sub])));
+        }
+        let Some(synopsis) = synopses.get(&command) else {
+            problems.push(format!("`seam {command}` has no synopsis in cli.md"));
+            continue;
+        };
+        let written = long_flags(synopsis);
+        let mut missing: Vec<_> = flags.difference(&written).collect();
+        missing.sort();
+        if !missing.is_empty() {
+            problems.push(format!(
+                "the synopsis of `seam {command}` lacks {missing:?}, which `seam {command} --help` lists"
+            ));
+        }
+        let mut unknown: Vec<_> = written.difference(&flags).collect();
+        unknown.sort();
+        if !unknown.is_empty() {
+            problems.push(format!(
+                "the synopsis of `seam {command}` has {unknown:?}, which `seam {command} --help` does not list"
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_command_synopsis_in_cli_md_has_the_flags_of_its_help() {
+    let cli_md = read(&root().join("docs/src/cli.md"));
+    let problems = synopsis_problems(&cli_md);
+    assert!(
+        problems.is_empty(),
+        "docs/src/cli.md:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_synopsis_check_finds_a_missing_and_an_unknown_flag() {
+    let cli_md = read(&root().join("docs/src/cli.md"));
+    let broken = cli_md
+        .replace(
+            "seam check CONFIG [--json] [--locked]",
+            "seam check CONFIG [--json]",
+        )
+        .replace(
+            "seam wit [--out DIR]",
+            "seam wit [--out DIR] [--no-such-flag]",
+        );
+    let problems = synopsis_problems(&broken);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("`seam check` lacks") && p.contains("--locked")),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("`seam wit` has") && p.contains("--no-such-flag")),
+        "{problems:?}"
+    );
+}
+
+/// The environment variables a text names: words of capitals, digits and `_` with a `_` in
+/// them, optionally after `$`.
+fn env_vars(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in text.split(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')) {
+        let var = word.trim_matches('_');
+        if var.contains('_')
+            && var.starts_with(|c: char| c.is_ascii_uppercase())
+            && !out.iter().any(|v| v == var)
+        {
+            out.push(var.to_string());
+        }
+    }
+    out
+}
+
+/// The default a description gives: the value after `(default ` or the word before
+/// `(default` / `(the default`, without backticks and trailing punctuation.
+fn stated_default(text: &str) -> Option<String> {
+    let text = text.replace('`', "");
+    let clean = |w: &str| w.trim_end_matches([';', ',', ')', ':', '.']).to_string();
+    if let Some((_, after)) = text.split_once("(default ") {
+        return after.split_whitespace().next().map(clean);
+    }
+    let before = text
+        .split_once("(default)")
+        .or_else(|| text.split_once("(the default"))?
+        .0;
+    before.split_whitespace().last().map(clean)
+}
+
+/// The `## Environment` section of `cli.md`, as text.
+fn environment_section(cli_md: &str) -> String {
+    let start = cli_md
+        .find("\n## Environment\n")
+        .expect("cli.md has an Environment section");
+    let rest = &cli_md[start + 1..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |n| n + 3);
+    rest[..end].to_string()
+}
+
+#[test]
+fn the_environment_of_seam_help_is_the_one_cli_md_documents() {
+    let help = help(&[]);
+    let lines = help_section(&help, "Environment:");
+    // Each variable with its description (continuation lines are indented further).
+    let mut described: Vec<(String, String)> = Vec::new();
+    for line in lines {
+        if line.starts_with("  ") && !line.starts_with("   ") {
+            let mut words = line.split_whitespace();
+            let var = words.next().unwrap_or_default().to_string();
+            described.push((var, words.collect::<Vec<_>>().join(" ")));
+        } else if let Some((_, text)) = described.last_mut() {
+            text.push(' ');
+            text.push_str(line.trim());
+        }
+    }
+    assert!(described.len() >= 5, "{help}");
+    let section = environment_section(&read(&root().join("docs/src/cli.md")));
+    let documented = env_vars(&section);
+    let mut problems = Vec::new();
+    for (var, text) in &described {
+        if !documented.contains(var) {
+            problems.push(format!(
+                "`seam --help` lists {var}; cli.md's Environment does not"
+            ));
+            continue;
+        }
+        // The doc's words about it: from its first mention to the next variable `--help` lists
+        // or the end of its list item.
+        let at = section.find(var.as_str()).unwrap_or(0) + var.len();
+        let end = described
+            .iter()
+            .filter_map(|(other, _)| section[at..].find(other.as_str()))
+            .chain(section[at..].find("\n- "))
+            .min()
+            .map_or(section.len(), |n| at + n);
+        let doc = &section[at..end];
+        if let (Some(said), Some(doc_said)) = (stated_default(text), stated_default(doc)) {
+            if said != doc_said {
+                problems.push(format!(
+                    "{var}: `seam --help` says the default is `{said}`, cli.md `{doc_said}`"
+                ));
+            }
+        }
+    }
+    for var in documented.iter().filter(|v| v.starts_with("SEAM_")) {
+        if !described.iter().any(|(v, _)| v == var) {
+            problems.push(format!(
+                "cli.md's Environment documents {var}; `seam --help` does not"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

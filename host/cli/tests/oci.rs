@@ -640,3 +640,172 @@ fn basic_auth_and_tls_from_a_private_ca() {
         "{pulled}"
     );
 }
+
+/// Credentials the registry refuses are said to be refused, naming the registry and where they
+/// came from (the flags' variables, `[oci.auth]`, the Docker config file); with none, `seam
+/// push` is told its own flags, a config its `[oci.auth]` table.
+#[test]
+fn refused_credentials_are_named_with_where_they_came_from() {
+    let registry = TestRegistry::start_secure();
+    let setup = Setup::new();
+    let ca = registry.ca_file.clone().expect("a CA");
+    let (user, _) = registry.credentials.clone().expect("credentials");
+    let host = &registry.host;
+    let tag = format!("oci://{host}/seam/mock:1.0");
+    let push = |setup: &Setup| {
+        let mut command = setup.seam();
+        command
+            .arg("push")
+            .arg(mock())
+            .arg(&tag)
+            .arg("--ca-file")
+            .arg(&ca);
+        command
+    };
+
+    // None given: push is told its flags, not a config table it does not read.
+    let out = fails(&mut push(&setup));
+    assert!(
+        out.contains(&format!(
+            "registry `{host}` refused access to `{tag}`: it asks for credentials and none were \
+             given: pass --username-env VAR --password-env VAR"
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("[oci.auth"), "{out}");
+
+    // Wrong ones from the flags' variables.
+    let out = fails(
+        push(&setup)
+            .args(["--username-env", "REG_USER", "--password-env", "REG_PASS"])
+            .env("REG_USER", &user)
+            .env("REG_PASS", "not-the-password"),
+    );
+    assert!(
+        out.contains(&format!(
+            "registry `{host}` refused the credentials in `$REG_USER` and `$REG_PASS` \
+             (--username-env, --password-env) for `{tag}`"
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("give it credentials"), "{out}");
+
+    // Wrong ones from a config's `[oci.auth]`.
+    let config = setup.config(
+        "seam.toml",
+        &format!(
+            "[oci]\nca_file = \"{ca}\"\n[oci.auth.\"{host}\"]\nusername_env = \"REG_USER\"\n\
+             password_env = \"REG_PASS\"\n\n[[plugin]]\nid = \"researcher\"\ncomponent = \"{tag}\"\n\
+             verify = false\nconfig = {{ name = \"researcher\" }}\n",
+            ca = ca.display(),
+        ),
+    );
+    let out = fails(
+        setup
+            .seam()
+            .arg("check")
+            .arg(&config)
+            .env("REG_USER", &user)
+            .env("REG_PASS", "not-the-password"),
+    );
+    assert!(
+        out.contains(&format!(
+            "registry `{host}` refused the credentials in `$REG_USER` and `$REG_PASS` \
+             ([oci.auth.\"{host}\"]) for `{tag}`"
+        )),
+        "{out}"
+    );
+
+    // Wrong ones from the Docker config file.
+    let docker = setup.path("docker");
+    std::fs::create_dir_all(&docker).unwrap();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:wrong"));
+    std::fs::write(
+        docker.join("config.json"),
+        format!("{{\"auths\": {{\"{host}\": {{\"auth\": \"{auth}\"}}}}}}"),
+    )
+    .unwrap();
+    let out = fails(push(&setup).env("DOCKER_CONFIG", &docker));
+    assert!(
+        out.contains(&format!(
+            "registry `{host}` refused the credentials in the Docker config file `{}` for `{tag}`",
+            docker.join("config.json").display()
+        )),
+        "{out}"
+    );
+}
+
+/// `SEAM_OCI_CA_FILE=` (set, but empty) is as if it were unset, not a file named "".
+#[test]
+fn an_empty_ca_file_variable_is_unset() {
+    let registry = TestRegistry::start();
+    let setup = Setup::new();
+    let tag = format!("oci://{}/seam/mock:1.0", registry.host);
+    ok(setup
+        .seam()
+        .arg("push")
+        .arg(mock())
+        .arg(&tag)
+        .arg("--http")
+        .env("SEAM_OCI_CA_FILE", ""));
+}
+
+/// `seam inspect --key` names the key file once quoted, as every other message names a key.
+#[test]
+fn inspect_names_its_key_with_single_backticks() {
+    let registry = TestRegistry::start();
+    let setup = Setup::new();
+    let (_, public) = setup.key("alice");
+    let tag = format!("oci://{}/seam/mock:1.0", registry.host);
+    push(&setup, &mock(), &tag);
+    let out = fails(
+        setup
+            .seam()
+            .args(["inspect", &tag, "--http", "--key"])
+            .arg(&public),
+    );
+    assert!(
+        out.contains(&format!("by key `{}` (sha256:", public.display())),
+        "{out}"
+    );
+    assert!(!out.contains("``"), "{out}");
+}
+
+/// A locked tag moved to a manifest nobody signed: `seam lock --locked` says first that the
+/// lock would change (which is what `--locked` asks), not why the new digest cannot be locked.
+#[test]
+fn lock_locked_reports_a_moved_tag_before_its_missing_signature() {
+    let registry = TestRegistry::start();
+    let setup = Setup::new();
+    let (alice, _) = setup.key("alice");
+    let tag = format!("oci://{}/seam/mock:1.0", registry.host);
+    let signed = push(&setup, &mock(), &tag);
+    ok(setup
+        .seam()
+        .args(["sign", &tag, "--http", "--key"])
+        .arg(&alice));
+    let config = setup.config(
+        "seam.toml",
+        &format!(
+            "[oci]\nhttp = [\"{}\"]\n\n[trust.keys]\nalice = \"alice.pub\"\n\n\
+             [[plugin]]\nid = \"researcher\"\ncomponent = \"{tag}\"\nverify = \"alice\"\n\
+             config = {{ name = \"researcher\" }}\n",
+            registry.host
+        ),
+    );
+    ok(setup.seam().arg("lock").arg(&config));
+    let line = lock_line(&config, digest_of(&signed));
+    let unsigned = push(&setup, &seam_tests::guest("fork_provider"), &tag);
+    let out = fails(setup.seam().args(["lock", "--locked"]).arg(&config));
+    assert!(
+        out.contains(&format!(
+            "the lock file `{}` would change (--locked): plugin `researcher`: `seam.lock` line \
+             {line} locks {}, the registry now has {}",
+            config.with_extension("lock").display(),
+            digest_of(&signed),
+            digest_of(&unsigned)
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("is not signed"), "{out}");
+}

@@ -301,6 +301,125 @@ fn sessions_commands_list_show_tree_remove_and_collect() {
     assert!(err.contains(&id), "{err}");
 }
 
+/// Checks that `stored` holds the events of `printed`, each once, and in the order `printed`
+/// has them for each emitter: the events of one agent (or one of its tool calls) and those of
+/// one run. Emitters going at once commit in one order and may print in another (each prints
+/// after its own commit), so their events may interleave differently.
+fn same_stream(stored: &[String], printed: &[String]) {
+    let mut sorted_stored = stored.to_vec();
+    let mut sorted_printed = printed.to_vec();
+    sorted_stored.sort();
+    sorted_printed.sort();
+    assert_eq!(
+        sorted_stored, sorted_printed,
+        "not the same events:\nstored {stored:#?}\nprinted {printed:#?}"
+    );
+    let emitter = |line: &String| {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let event = v["event"].as_str().unwrap_or_default();
+        let family = event.split('/').next().unwrap_or_default().to_string();
+        (family, v["id"].to_string(), v["call"].to_string())
+    };
+    let by_emitter = |lines: &[String]| {
+        let mut map: std::collections::BTreeMap<_, Vec<String>> = Default::default();
+        for line in lines {
+            map.entry(emitter(line)).or_default().push(line.clone());
+        }
+        map
+    };
+    assert_eq!(by_emitter(stored), by_emitter(printed));
+}
+
+/// Runs the crash config twice in `dir` (once, then continuing its session) with `--events`,
+/// and checks that `seam sessions STORE_ARGS events ID` prints what both printed, in order: the
+/// stream the store journaled for the session's processes. `store_args` say where the store is;
+/// `store_name` is how an error names it.
+fn check_the_event_stream(dir: &Path, config: &Path, store_args: &[&str], store_name: &str) {
+    let state = dir.join("state");
+    let config = config.to_str().unwrap();
+    let events_of = |stderr: &str| -> Vec<String> {
+        stderr
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(str::to_string)
+            .collect()
+    };
+    let (code, out, err) = run(&state, &[config, "go", "--events", "--json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let answer: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let id = answer["session"].as_str().unwrap().to_string();
+    let mut printed = events_of(&err);
+    assert!(
+        printed
+            .iter()
+            .any(|l| l.contains("\"event\":\"subagent/end\"")),
+        "{err}"
+    );
+    // A second process continues the session: its stream follows the first one's.
+    let (_, _, err) = run(&state, &[config, "again", "--session", &id, "--events"]);
+    let second = events_of(&err);
+    assert!(
+        second
+            .iter()
+            .any(|l| l.contains("\"event\":\"agent/created\"")),
+        "{err}"
+    );
+    printed.extend(second);
+
+    let sessions = |args: &[&str]| {
+        seam(&state)
+            .arg("sessions")
+            .args(store_args)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = sessions(&["events", &id]);
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    let stored: Vec<String> = seam_tests::text(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    same_stream(&stored, &printed);
+
+    let out = sessions(&["events", "no-such-session"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = seam_tests::text(&out.stderr);
+    assert!(
+        err.contains("no-such-session") && err.contains(store_name),
+        "{err}"
+    );
+}
+
+/// `seam sessions events ID` prints what `seam run --events` printed, in order, across a
+/// continuation, from the SQLite store.
+#[test]
+fn sessions_events_prints_the_event_stream_run_events_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = crash_config(dir.path());
+    let store = format!("sqlite:{}", dir.path().join("sessions.db").display());
+    check_the_event_stream(dir.path(), &config, &["--store", &store], "sessions.db");
+}
+
+/// The same from the JetStream store of a `[cluster]`.
+#[test]
+fn sessions_events_prints_the_event_stream_kept_in_jetstream() {
+    let server = seam_tests::nats::NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = crash_config(dir.path());
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "store = \"sqlite:sessions.db\"",
+        &format!(
+            "store = \"nats\"\n\n[cluster]\nnats = \"{}\"\nname = \"events\"",
+            server.url
+        ),
+    );
+    assert!(text.contains("[cluster]"));
+    std::fs::write(&config, text).unwrap();
+    let config_arg = config.to_str().unwrap();
+    check_the_event_stream(dir.path(), &config, &["--config", config_arg], &server.url);
+}
+
 #[test]
 fn a_store_that_cannot_be_opened_fails_the_run_at_its_start_naming_the_path() {
     let dir = tempfile::tempdir().unwrap();

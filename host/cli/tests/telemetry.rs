@@ -2,7 +2,8 @@
 //! decodes them with the official protobuf definitions (`tests/fixtures/otlp_receiver.py`,
 //! opentelemetry-proto): the span tree of a run whose spawn child calls an ACP agent (the
 //! official ACP Python SDK, `tests/fixtures/acp_agent.py`), the trace id the agent received
-//! across the process boundary, and a failed child's error status.
+//! across the process boundary, and a failed child's error status; and that one command is one
+//! trace, its plugin loads and its runs under one root span named for the command.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -148,9 +149,13 @@ fn a_run_is_exported_as_one_span_tree_whose_trace_reaches_the_acp_agent() {
         charged.iter().any(|p| p["attributes"]["plugin"] == "spawn"),
         "host memory per plugin: {charged:#?}"
     );
-    // Each component's load is a root of its own, saying where its code came from.
+    // Each component's load lies under the command's root, saying where its code came from.
     let (loads, spans): (Vec<Value>, Vec<Value>) =
         spans.into_iter().partition(|s| s["name"] == "plugin.load");
+    let command = spans
+        .iter()
+        .find(|s| s["name"] == "seam run")
+        .expect("the command's root span");
     let mut loaded: Vec<&str> = loads
         .iter()
         .map(|l| attr(l, "seam.plugin.id").as_str().unwrap_or(""))
@@ -161,7 +166,8 @@ fn a_run_is_exported_as_one_span_tree_whose_trace_reaches_the_acp_agent() {
         ["ask-agent", "ask-http", "endpoint", "research", "spawn"]
     );
     assert!(loads.iter().all(|l| {
-        l["parent-span-id"] == ""
+        l["parent-span-id"] == command["span-id"]
+            && l["trace-id"] == command["trace-id"]
             && matches!(
                 attr(l, "seam.plugin.code").as_str(),
                 Some("cache-hit" | "compiled" | "shared")
@@ -182,12 +188,20 @@ fn a_run_is_exported_as_one_span_tree_whose_trace_reaches_the_acp_agent() {
         by_id.get(id).copied()
     };
 
-    // One trace, one root: the lead's turn.
+    // One trace, one root: the command's, with the lead's turn under it.
     let trace = spans[0]["trace-id"].as_str().expect("a trace id");
     assert!(spans.iter().all(|s| s["trace-id"] == trace), "{text}");
     assert!(spans.iter().all(|s| s["service"] == "seam-under-test"));
-    let roots: Vec<&&Value> = by_id.values().filter(|s| parent_of(s).is_none()).collect();
-    assert_eq!(roots.len(), 1, "{roots:#?}");
+    let tops: Vec<&&Value> = by_id.values().filter(|s| parent_of(s).is_none()).collect();
+    assert_eq!(tops.len(), 1, "{tops:#?}");
+    assert_eq!(tops[0]["name"], "seam run");
+    assert_eq!(tops[0]["parent-span-id"], "");
+    let lead_turns: Vec<&&Value> = by_id
+        .values()
+        .filter(|s| parent_of(s).is_some_and(|p| p["span-id"] == tops[0]["span-id"]))
+        .collect();
+    assert_eq!(lead_turns.len(), 1, "{lead_turns:#?}");
+    let roots = lead_turns;
     assert_eq!(roots[0]["name"], "agent.turn");
     assert_eq!(attr(roots[0], "seam.agent.id"), "agent:1");
 
@@ -333,4 +347,127 @@ fn a_protocol_seam_does_not_speak_is_refused_naming_the_variable() {
         stderr.contains("OTEL_EXPORTER_OTLP_PROTOCOL") && stderr.contains("http/protobuf"),
         "{stderr}"
     );
+}
+
+/// A lead that asks `research` (a mock provider's run) once.
+fn small_config(dir: &Path) -> PathBuf {
+    let text = format!(
+        r#"[agent]
+model = "scripted:lead"
+
+[sessions]
+store = "memory"
+
+[models.scripts.lead]
+steps = [
+    {{ text = "asking", tool_calls = [
+        {{ name = "research", arguments = {{ description = "d", prompt = "dig" }} }},
+    ] }},
+    {{ text = "done: {{tool_results}}" }},
+]
+
+[[plugin]]
+id = "researcher"
+component = "{mock}"
+config = {{ name = "researcher" }}
+
+[[plugin]]
+id = "research"
+component = "{tool}"
+config = {{ provider = "researcher", toolName = "research" }}
+"#,
+        mock = seam_tests::guest("mock_provider").display(),
+        tool = seam_tests::guest("subagent_tool").display(),
+    );
+    let path = dir.join("small.toml");
+    std::fs::write(&path, text).expect("the config");
+    path
+}
+
+/// The spans `seam ARGS` exported, with OTLP export on.
+fn spans_of(args: &[&str], config: &Path) -> Vec<Value> {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let out = dir.path().join("spans.jsonl");
+    let receiver = OtlpReceiver::start(&out);
+    let output = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .arg(args[0])
+        .arg(config)
+        .args(&args[1..])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+        .env("OTEL_METRICS_EXPORTER", "none")
+        .output()
+        .expect("seam runs");
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        seam_tests::text(&output.stdout),
+        seam_tests::text(&output.stderr)
+    );
+    // `seam` flushed its spans before it exited, and the receiver wrote them before answering.
+    let spans: Vec<Value> = receiver.lines();
+    assert!(spans.iter().all(|s| s.get("error").is_none()), "{spans:#?}");
+    spans
+}
+
+/// Checks that `spans` are one trace under one root named `root`, with every plugin load and
+/// `direct` (the names of the command's own top spans) right under it; returns the root.
+fn one_trace<'a>(spans: &'a [Value], root: &str, direct: &[&str]) -> &'a Value {
+    let text = format!("{spans:#?}");
+    let traces: std::collections::BTreeSet<&str> = spans
+        .iter()
+        .map(|s| s["trace-id"].as_str().expect("a trace id"))
+        .collect();
+    assert_eq!(traces.len(), 1, "one command, one trace: {text}");
+    let ids: std::collections::HashSet<&str> = spans
+        .iter()
+        .map(|s| s["span-id"].as_str().expect("an id"))
+        .collect();
+    let roots: Vec<&Value> = spans
+        .iter()
+        .filter(|s| !ids.contains(s["parent-span-id"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(roots.len(), 1, "one root: {text}");
+    let top = roots[0];
+    assert_eq!(top["name"], root, "{text}");
+    assert_eq!(top["parent-span-id"], "", "{text}");
+    let under: Vec<&str> = spans
+        .iter()
+        .filter(|s| s["parent-span-id"] == top["span-id"])
+        .map(|s| s["name"].as_str().unwrap_or(""))
+        .collect();
+    let loads = spans.iter().filter(|s| s["name"] == "plugin.load").count();
+    assert_eq!(loads, 2, "{text}");
+    assert_eq!(
+        under.iter().filter(|n| **n == "plugin.load").count(),
+        loads,
+        "every load under the root: {text}"
+    );
+    for name in direct {
+        assert!(under.contains(name), "`{name}` under the root: {text}");
+    }
+    // The root spans the whole command.
+    for span in spans {
+        assert!(span["start"].as_u64() >= top["start"].as_u64(), "{span:#}");
+        assert!(span["end"].as_u64() <= top["end"].as_u64(), "{span:#}");
+    }
+    top
+}
+
+#[test]
+fn one_command_is_one_trace_under_a_root_named_for_it() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = small_config(dir.path());
+
+    let spans = spans_of(&["run", "go"], &config);
+    one_trace(&spans, "seam run", &["agent.turn"]);
+    assert!(
+        spans.iter().any(|s| s["name"] == "subagent.run"),
+        "{spans:#?}"
+    );
+
+    let spans = spans_of(
+        &["delegate", "--provider", "researcher", "--prompt", "dig"],
+        &config,
+    );
+    one_trace(&spans, "seam delegate", &["subagent.run"]);
 }

@@ -10,7 +10,7 @@ use base64::Engine as _;
 use oci_client::secrets::RegistryAuth;
 use serde::Deserialize;
 
-use super::settings::OciSettings;
+use super::settings::{OciSettings, SettingsFrom};
 use super::OciError;
 
 /// The Docker client config file, as far as credentials go.
@@ -33,32 +33,45 @@ fn docker_config_path() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker").join("config.json"))
 }
 
-/// The credentials for `registry`.
-pub fn credentials(settings: &OciSettings, registry: &str) -> Result<RegistryAuth, OciError> {
+/// The credentials for `registry`, with where they came from (for a refusal to name), or
+/// `None` for anonymous access.
+pub fn credentials(
+    settings: &OciSettings,
+    registry: &str,
+) -> Result<(RegistryAuth, Option<String>), OciError> {
     let error = |reason: String| OciError::Credentials {
         registry: registry.to_string(),
         reason,
     };
     if let Some(env) = settings.auth.get(registry) {
+        let named = match settings.from {
+            SettingsFrom::Config => format!("`[oci.auth.\"{registry}\"]`"),
+            SettingsFrom::Flags => "--username-env or --password-env".to_string(),
+        };
         let read = |name: &str| {
             std::env::var(name).map_err(|_| {
                 error(format!(
-                    "`[oci.auth.\"{registry}\"]` names the environment variable `{name}`, which \
-                     is not set"
+                    "{named} names the environment variable `{name}`, which is not set"
                 ))
             })
         };
-        return Ok(RegistryAuth::Basic(
-            read(&env.username_env)?,
-            read(&env.password_env)?,
-        ));
+        let auth = RegistryAuth::Basic(read(&env.username_env)?, read(&env.password_env)?);
+        let given = format!(
+            "`${}` and `${}` ({})",
+            env.username_env,
+            env.password_env,
+            settings.from.naming(registry)
+        );
+        return Ok((auth, Some(given)));
     }
     let Some(path) = docker_config_path() else {
-        return Ok(RegistryAuth::Anonymous);
+        return Ok((RegistryAuth::Anonymous, None));
     };
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RegistryAuth::Anonymous),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((RegistryAuth::Anonymous, None))
+        }
         Err(e) => return Err(error(format!("cannot read `{}`: {e}", path.display()))),
     };
     let config: DockerConfig = serde_json::from_str(&text).map_err(|e| {
@@ -76,7 +89,7 @@ pub fn credentials(settings: &OciSettings, registry: &str) -> Result<RegistryAut
     .iter()
     .find_map(|key| config.auths.get(key).and_then(|a| a.auth.clone()));
     let Some(encoded) = found else {
-        return Ok(RegistryAuth::Anonymous);
+        return Ok((RegistryAuth::Anonymous, None));
     };
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(encoded.trim())
@@ -89,7 +102,10 @@ pub fn credentials(settings: &OciSettings, registry: &str) -> Result<RegistryAut
             ))
         })?;
     match decoded.split_once(':') {
-        Some((user, password)) => Ok(RegistryAuth::Basic(user.into(), password.into())),
+        Some((user, password)) => Ok((
+            RegistryAuth::Basic(user.into(), password.into()),
+            Some(format!("the Docker config file `{}`", path.display())),
+        )),
         None => Err(error(format!(
             "`auths.\"{registry}\".auth` in `{}` is not base64 of `user:password`",
             path.display()

@@ -35,7 +35,7 @@ use thiserror::Error;
 pub use lock::{lock_path, Lock, LockEntry, LockError, Signer, Staleness};
 pub use reference::{Digest, OciRef};
 pub use resolve::{Oci, Resolved};
-pub use settings::{OciSettings, OciSource, Trust, TrustKey, Verify};
+pub use settings::{OciSettings, OciSource, SettingsFrom, Trust, TrustKey, Verify};
 
 /// The config media type of a Wasm OCI artifact (the CNCF Wasm OCI artifact layout, which
 /// `wkg oci` and `oras` read).
@@ -63,16 +63,18 @@ pub enum OciError {
         /// The client's explanation.
         reason: String,
     },
-    /// The registry wants credentials it was not given, or refused them.
-    #[error(
-        "registry `{registry}` refused access to `{reference}`: give it credentials in \
-         `[oci.auth.\"{registry}\"]` or in the Docker config file (`docker login {registry}`)"
-    )]
+    /// The registry wants credentials it was not given, or refused the ones it was given.
+    #[error("{}", unauthorized(.reference, .registry, .given.as_deref(), *.from))]
     Unauthorized {
         /// The reference.
         reference: String,
         /// The registry host.
         registry: String,
+        /// Where the credentials it refused came from (`` `$USER` and `$PASS`
+        /// ([oci.auth."REGISTRY"]) ``, the Docker config file), or `None` if none were given.
+        given: Option<String>,
+        /// Who wrote the settings: how credentials are given.
+        from: SettingsFrom,
     },
     /// The registry has no such tag, manifest or blob.
     #[error("`{reference}` is not in registry `{registry}`")]
@@ -233,6 +235,27 @@ pub enum OciError {
         /// Why.
         reason: String,
     },
+}
+
+/// What [`OciError::Unauthorized`] says: that the credentials were refused, naming where they
+/// came from, or that none were given and how to give them.
+fn unauthorized(
+    reference: &str,
+    registry: &str,
+    given: Option<&str>,
+    from: SettingsFrom,
+) -> String {
+    match given {
+        Some(given) => format!(
+            "registry `{registry}` refused the credentials in {given} for `{reference}`: check \
+             them, and that they may reach this repository"
+        ),
+        None => format!(
+            "registry `{registry}` refused access to `{reference}`: it asks for credentials and \
+             none were given: {}",
+            from.hint(registry)
+        ),
+    }
 }
 
 impl OciError {

@@ -13,7 +13,7 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::Client;
 
 use super::reference::{Digest, OciRef};
-use super::settings::{OciSettings, CA_FILE_ENV};
+use super::settings::{OciSettings, SettingsFrom, CA_FILE_ENV};
 use super::OciError;
 
 /// The most bytes of a manifest read: registries themselves refuse manifests over 4 MiB.
@@ -32,6 +32,10 @@ const MANIFEST_TYPES: &[&str] = &[
 pub struct Registry {
     client: Client,
     auth: RegistryAuth,
+    /// Where `auth` came from, `None` for anonymous access: what a refusal names.
+    given: Option<String>,
+    /// Who wrote the settings: how a refusal says to give credentials.
+    from: SettingsFrom,
     registry: String,
 }
 
@@ -55,7 +59,12 @@ impl Registry {
         let ca_file = settings
             .ca_file
             .clone()
-            .or_else(|| std::env::var_os(CA_FILE_ENV).map(std::path::PathBuf::from));
+            // Set but empty is unset (`SEAM_OCI_CA_FILE= seam ...`), not a file named "".
+            .or_else(|| {
+                std::env::var_os(CA_FILE_ENV)
+                    .filter(|v| !v.is_empty())
+                    .map(std::path::PathBuf::from)
+            });
         let mut extra_root_certificates = Vec::new();
         if let Some(path) = ca_file {
             let data = std::fs::read(&path).map_err(|e| OciError::CaFile {
@@ -80,12 +89,24 @@ impl Registry {
             registry: registry.clone(),
             reason: format!("cannot set up the client: {}", one_line(&e)),
         })?;
-        let auth = super::auth::credentials(settings, &registry)?;
+        let (auth, given) = super::auth::credentials(settings, &registry)?;
         Ok(Self {
             client,
             auth,
+            given,
+            from: settings.from,
             registry,
         })
+    }
+
+    /// The registry refused `reference`: the credentials given, or access without any.
+    fn unauthorized(&self, reference: String, registry: String) -> OciError {
+        OciError::Unauthorized {
+            reference,
+            registry,
+            given: self.given.clone(),
+            from: self.from,
+        }
     }
 
     /// What `error`, met on `reference`, means to a user.
@@ -101,10 +122,9 @@ impl Registry {
                 }
             }
             OciDistributionError::UnauthorizedError { .. }
-            | OciDistributionError::AuthenticationFailure(_) => OciError::Unauthorized {
-                reference,
-                registry,
-            },
+            | OciDistributionError::AuthenticationFailure(_) => {
+                self.unauthorized(reference, registry)
+            }
             OciDistributionError::ImageManifestNotFoundError(_) => OciError::NotFound {
                 reference,
                 registry,
@@ -129,10 +149,7 @@ impl Registry {
                     matches!(e.code, OciErrorCode::Unauthorized | OciErrorCode::Denied)
                 }) =>
             {
-                OciError::Unauthorized {
-                    reference,
-                    registry,
-                }
+                self.unauthorized(reference, registry)
             }
             OciDistributionError::ServerError { code: 404, .. } => OciError::NotFound {
                 reference,
@@ -140,10 +157,7 @@ impl Registry {
             },
             OciDistributionError::ServerError {
                 code: 401 | 403, ..
-            } => OciError::Unauthorized {
-                reference,
-                registry,
-            },
+            } => self.unauthorized(reference, registry),
             other => OciError::Registry {
                 reference,
                 registry,

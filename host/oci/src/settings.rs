@@ -48,6 +48,43 @@ pub struct OciSettings {
     pub ca_file: Option<PathBuf>,
     /// `[oci.auth."REGISTRY"]`: where a registry's credentials are read from.
     pub auth: BTreeMap<String, EnvCredentials>,
+    /// Who wrote these settings: what a message tells the user to change.
+    pub from: SettingsFrom,
+}
+
+/// Who wrote a command's [`OciSettings`], for what its messages tell the user to change.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SettingsFrom {
+    /// A config's `[oci]` table (`[oci.auth."REGISTRY"]` names the credentials).
+    #[default]
+    Config,
+    /// A command's flags (`seam push`, `sign`, `inspect oci://…`): `--username-env` and
+    /// `--password-env` name the credentials.
+    Flags,
+}
+
+impl SettingsFrom {
+    /// Where the variables `[oci.auth."REGISTRY"]` or the flags named were named.
+    pub fn naming(self, registry: &str) -> String {
+        match self {
+            SettingsFrom::Config => format!("[oci.auth.\"{registry}\"]"),
+            SettingsFrom::Flags => "--username-env, --password-env".to_string(),
+        }
+    }
+
+    /// How to give `registry` credentials.
+    pub fn hint(self, registry: &str) -> String {
+        match self {
+            SettingsFrom::Config => format!(
+                "give them in `[oci.auth.\"{registry}\"]` or in the Docker config file \
+                 (`docker login {registry}`)"
+            ),
+            SettingsFrom::Flags => format!(
+                "pass --username-env VAR --password-env VAR (the environment variables that hold \
+                 them), or put them in the Docker config file (`docker login {registry}`)"
+            ),
+        }
+    }
 }
 
 impl Default for OciSettings {
@@ -58,6 +95,7 @@ impl Default for OciSettings {
             insecure: false,
             ca_file: None,
             auth: BTreeMap::new(),
+            from: SettingsFrom::Config,
         }
     }
 }
@@ -134,6 +172,7 @@ pub fn parse_oci(value: toml::Value, base: &Path) -> Result<OciSettings, EntryEr
         insecure: raw.insecure,
         ca_file: raw.ca_file.map(|p| base.join(p)),
         auth: raw.auth,
+        from: SettingsFrom::Config,
     };
     settings.validate()?;
     Ok(settings)

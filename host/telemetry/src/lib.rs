@@ -159,7 +159,24 @@ impl Telemetry {
         });
     }
 
-    /// Draws a `plugin.load` span (a root of its own): entry `id`'s component at `path`,
+    /// Opens the command's root span, named `name` (`seam run`): the plugin loads, the top-level
+    /// agent's turns and the runs the command starts lie under it, so that one command is one
+    /// trace. It ends with [`Telemetry::end_command`], or at the latest at
+    /// [`Telemetry::shutdown`]. A long-lived server (`seam acp`, `seam worker`) opens none: each
+    /// request it answers is a trace of its own.
+    pub fn begin_command(&self, name: &str) {
+        self.spans.begin_command(name);
+    }
+
+    /// Ends the command's root span (and whatever is still open under it) with the command's
+    /// exit code; a code other than 0 is the error status, with `error` (the command's error, if
+    /// it failed with one) as its message.
+    pub fn end_command(&self, exit_code: u8, error: Option<&str>) {
+        self.spans.end_command(exit_code, error);
+    }
+
+    /// Draws a `plugin.load` span (under the command's root span if one is open, else a root
+    /// of its own): entry `id`'s component at `path`,
     /// from `began` until now, `Ok` with where its code came from (`cache-hit`, `compiled`,
     /// `shared`) or failed.
     pub fn plugin_load<E: std::fmt::Display>(

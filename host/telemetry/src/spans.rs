@@ -8,6 +8,12 @@
 //!   its provider sends before the start is announced already carries it. A background run
 //!   outlives the call that started it, as its span does.
 //! - `model.call`: begun and ended by the agent loop through [`seam_core::trace`].
+//! - `plugin.load`: a component's load.
+//!
+//! A command's root span (`seam run`, [`Spans::begin_command`]) is the parent of whatever would
+//! otherwise have none (the loads, the top-level agent's turns, a run the command starts itself),
+//! so that one command is one trace. Without one (a server such as `seam acp`, which answers
+//! many requests) those spans are roots of their own.
 //!
 //! A failed turn, call or run has the error status with its diagnostic.
 
@@ -36,6 +42,8 @@ struct AgentSpans {
 struct State {
     agents: HashMap<String, AgentSpans>,
     runs: HashMap<String, Context>,
+    /// The command's root span, while it is open.
+    root: Option<Context>,
 }
 
 /// The open spans of every agent, call and run.
@@ -66,6 +74,11 @@ fn usage_attributes(usage: &Usage) -> [KeyValue; 2] {
 }
 
 impl State {
+    /// Where a span that has no other parent goes: under the command's root, if there is one.
+    fn base(&self) -> Context {
+        self.root.clone().unwrap_or_default()
+    }
+
     /// Where a span of agent `agent`'s own work goes: its turn, else the run it is the child of.
     fn agent_context(&self, agent: &str) -> Option<Context> {
         self.agents
@@ -80,7 +93,7 @@ impl State {
             .get(parent)
             .and_then(|a| a.calls.last().map(|(_, cx)| cx.clone()))
             .or_else(|| self.agent_context(parent))
-            .unwrap_or_default()
+            .unwrap_or_else(|| self.base())
     }
 }
 
@@ -153,7 +166,7 @@ impl Spans {
                 self.run(&mut state, id, parent, Under::Unknown);
             }
             Event::AgentTurnStart { id, turn } => {
-                let parent = state.runs.get(id).cloned().unwrap_or_default();
+                let parent = state.runs.get(id).cloned().unwrap_or_else(|| state.base());
                 let cx = self.start(
                     "agent.turn",
                     &parent,
@@ -167,7 +180,7 @@ impl Spans {
                 }
             }
             Event::AgentToolCall { id, call, tool } => {
-                let parent = state.agent_context(id).unwrap_or_default();
+                let parent = state.agent_context(id).unwrap_or_else(|| state.base());
                 let cx = self.start(
                     "tool.call",
                     &parent,
@@ -258,7 +271,43 @@ impl Spans {
         }
     }
 
-    /// A `plugin.load` span, begun at `began` and ended now.
+    /// Opens the command's root span, `name` (`seam run`), which the spans that have no other
+    /// parent lie under until [`Spans::end_command`]. A second call is ignored: one command,
+    /// one root.
+    pub fn begin_command(&self, name: &str) {
+        let mut state = lock(&self.state);
+        if state.root.is_some() {
+            return;
+        }
+        let span = self
+            .tracer
+            .span_builder(name.to_string())
+            .with_attributes([KeyValue::new("seam.command", name.to_string())])
+            .start_with_context(&self.tracer, &Context::new());
+        state.root = Some(Context::new().with_span(span));
+    }
+
+    /// Ends the command's root span (what is still open under it first, marked unfinished),
+    /// with the command's exit code, and the error status unless the code is 0: `error` says
+    /// why, when the command failed with an error.
+    pub fn end_command(&self, exit_code: u8, error: Option<&str>) {
+        let mut state = lock(&self.state);
+        Self::end_open(&mut state);
+        let Some(cx) = state.root.take() else {
+            return;
+        };
+        cx.span()
+            .set_attribute(KeyValue::new("process.exit.code", i64::from(exit_code)));
+        let failed = (exit_code != 0).then(|| {
+            error.map_or_else(
+                || format!("`seam` exited with code {exit_code}"),
+                str::to_string,
+            )
+        });
+        end(&cx, failed.as_deref());
+    }
+
+    /// A `plugin.load` span, begun at `began` and ended now, under the command's root.
     pub fn plugin_load<E: std::fmt::Display>(
         &self,
         id: &str,
@@ -273,13 +322,14 @@ impl Spans {
         if let Ok(origin) = outcome {
             attributes.push(KeyValue::new("seam.plugin.code", origin));
         }
+        let parent = lock(&self.state).base();
         let span = self
             .tracer
             .span_builder("plugin.load")
             .with_start_time(began)
             .with_attributes(attributes)
-            .start_with_context(&self.tracer, &Context::new());
-        let cx = Context::new().with_span(span);
+            .start_with_context(&self.tracer, &parent);
+        let cx = parent.with_span(span);
         let failed = outcome.err().map(ToString::to_string);
         end(&cx, failed.as_deref());
     }
@@ -287,6 +337,17 @@ impl Spans {
     /// Ends every span still open, marked unfinished (the process is exiting).
     pub fn end_all(&self) {
         let mut state = lock(&self.state);
+        Self::end_open(&mut state);
+        // Last: its children end within it.
+        if let Some(cx) = state.root.take() {
+            cx.span()
+                .set_attribute(KeyValue::new("seam.unfinished", true));
+            end(&cx, None);
+        }
+    }
+
+    /// Ends every turn, call and run still open, marked unfinished.
+    fn end_open(state: &mut State) {
         let unfinished = KeyValue::new("seam.unfinished", true);
         for (_, agent) in state.agents.drain() {
             for (_, cx) in agent
@@ -348,7 +409,9 @@ impl Tracer for Spans {
     }
 
     fn model_call(&self, agent: &str, model: &str) -> Box<dyn OpenSpan> {
-        let parent = lock(&self.state).agent_context(agent).unwrap_or_default();
+        let state = lock(&self.state);
+        let parent = state.agent_context(agent).unwrap_or_else(|| state.base());
+        drop(state);
         Box::new(ModelCall(self.start(
             "model.call",
             &parent,

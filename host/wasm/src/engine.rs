@@ -297,7 +297,7 @@ fn engine_config(options: &EngineOptions, warm_slots: bool) -> Config {
 /// once in use), and Linux allows 65,530 per process unless `vm.max_map_count` is raised.
 fn explain_pool_error(e: &wasmtime::Error, options: &EngineOptions) -> String {
     let message = format!("{e:#}");
-    if !message.contains("Cannot allocate memory") {
+    if !out_of_mappings(e) {
         return message;
     }
     let instances = u64::from(options.pool_instances);
@@ -308,6 +308,15 @@ fn explain_pool_error(e: &wasmtime::Error, options: &EngineOptions) -> String {
         instances * 4,
         (instances * 4 + 65_530).next_power_of_two()
     )
+}
+
+/// Whether the OS refused the pool a mapping (`ENOMEM` from `mmap` or `mprotect`): wasmtime
+/// keeps the OS's error, a `rustix` errno, at the root of the error it returns.
+fn out_of_mappings(e: &wasmtime::Error) -> bool {
+    e.downcast_ref::<rustix::io::Errno>() == Some(&rustix::io::Errno::NOMEM)
+        || e.downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+            == Some(libc::ENOMEM)
 }
 
 /// Stops the ticker thread when the engine goes away.
@@ -455,14 +464,27 @@ mod tests {
             pool_instances: 100_000,
             ..EngineOptions::default()
         };
-        let e = wasmtime::Error::msg("failed to protect stack guard page: Cannot allocate memory");
+        // As wasmtime's pool reports it: the errno of `mprotect`, under its context.
+        let e = wasmtime::Error::new(rustix::io::Errno::NOMEM)
+            .context("failed to protect stack guard page");
         let text = explain_pool_error(&e, &options);
+        assert!(
+            text.starts_with("failed to protect stack guard page: Cannot allocate memory"),
+            "{text}"
+        );
         assert!(text.contains("400000 memory mappings"), "{text}");
         assert!(text.contains("sysctl -w vm.max_map_count=524288"), "{text}");
         assert!(text.contains("SEAM_POOL_INSTANCES"), "{text}");
-        // Another failure is passed on as it is.
+        // The same errno as an `io::Error` is recognised too.
+        let io = wasmtime::Error::new(std::io::Error::from_raw_os_error(libc::ENOMEM))
+            .context("failed to create memory pool mapping");
+        assert!(explain_pool_error(&io, &options).contains("SEAM_POOL_INSTANCES"));
+        // Another failure is passed on as it is, whatever its words.
         let other = wasmtime::Error::msg("unsupported setting");
         assert_eq!(explain_pool_error(&other, &options), "unsupported setting");
+        let other =
+            wasmtime::Error::new(rustix::io::Errno::INVAL).context("Cannot allocate memory");
+        assert!(!explain_pool_error(&other, &options).contains("SEAM_POOL_INSTANCES"));
     }
 
     #[tokio::test]

@@ -41,7 +41,7 @@ async fn the_first_entry_keeps_a_contested_name_with_a_cold_cache() {
         report.failures()
     );
     assert!(
-        report.failures().contains("plugin `second`"),
+        report.failed.iter().any(|e| e.id() == "second"),
         "{}",
         report.failures()
     );
@@ -79,7 +79,7 @@ async fn the_first_entry_keeps_a_contested_name_when_the_second_is_prepared_firs
     assert_eq!(report.failed.len(), 1, "{}", report.failures());
     let failure = report.failures();
     assert!(
-        failure.contains("plugin `second`") && failure.contains("DUPLICATE_PROVIDER"),
+        report.failed[0].id() == "second" && failure.contains("DUPLICATE_PROVIDER"),
         "{failure}"
     );
     let plugins = host.plugins().await;
@@ -122,11 +122,7 @@ async fn the_first_entry_keeps_a_contested_tool_name_when_the_second_is_prepared
         .expect("the load ends")
         .unwrap();
     assert_eq!(report.failed.len(), 1, "{}", report.failures());
-    assert!(
-        report.failures().contains("plugin `tool-b`"),
-        "{}",
-        report.failures()
-    );
+    assert_eq!(report.failed[0].id(), "tool-b", "{}", report.failures());
     assert_eq!(host.tools().get("ask").expect("mounted").plugin, "tool-a");
     host.unload_all().await;
 }

@@ -3,7 +3,8 @@
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use seam_host::{Config, Event, Host, PluginKind, PluginState};
+use seam_host::kinds::{LinkFailure, PluginError};
+use seam_host::{Config, Event, Host, LoadError, PluginKind, PluginState};
 use seam_tests::*;
 
 #[tokio::test]
@@ -23,12 +24,15 @@ async fn bad_components_fail_with_errors_naming_the_entry_and_others_load() {
     let report = host.load(&config(&toml)).await;
     assert_eq!(report.failed.len(), 4, "{:?}", report.failed);
     let msg = |id: &str| {
-        report
+        let e = report
             .failed
             .iter()
-            .map(|e| e.to_string())
-            .find(|e| e.contains(&format!("plugin `{id}`")))
-            .unwrap_or_else(|| panic!("no error for {id}: {:?}", report.failed))
+            .find(|e| e.id() == id)
+            .unwrap_or_else(|| panic!("no error for {id}: {:?}", report.failed));
+        // The message names the entry too, for the person reading it.
+        let text = e.to_string();
+        assert!(text.contains(&format!("plugin `{id}`")), "{text}");
+        text
     };
     assert!(
         msg("junk").contains(
@@ -64,6 +68,55 @@ async fn bad_components_fail_with_errors_naming_the_entry_and_others_load() {
     let run = host.subagents().start("m", request("x")).unwrap();
     assert!(run.result().await.unwrap().stop_reason.is_success());
     run.dispose().await;
+}
+
+#[tokio::test]
+async fn a_component_importing_an_interface_the_host_lacks_fails_to_link_naming_it() {
+    // A provider whose `run-context` import is renamed: nothing on this host provides it.
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(guest("legacy_provider")).unwrap();
+    let from: &[u8] = b"seam:plugin/run-context@0.1.0";
+    let at = bytes
+        .windows(from.len())
+        .position(|w| w == from)
+        .expect("the import is named in the binary");
+    bytes[at..at + from.len()].copy_from_slice(b"seam:plugin/run-cantext@0.1.0");
+    let path = dir.path().join("renamed.wasm");
+    std::fs::write(&path, bytes).unwrap();
+    let toml = format!(
+        "[[plugin]]\nid = \"renamed\"\ncomponent = \"{}\"\nconfig = {{ name = \"r\" }}\n\n",
+        path.display()
+    ) + &mock("m", "");
+    let host = test_host();
+    let report = host.load(&config(&toml)).await;
+    assert_eq!(report.failed.len(), 1, "{}", report.failures());
+    let failure = &*report.failed[0];
+    assert_eq!(failure.id(), "renamed");
+    let LoadError::Guest {
+        source:
+            PluginError::Link {
+                kind: PluginKind::Provider,
+                reason,
+            },
+        ..
+    } = failure
+    else {
+        panic!("not a link failure: {failure}");
+    };
+    match &**reason {
+        LinkFailure::Missing { instance, .. } => {
+            assert_eq!(instance, "seam:plugin/run-cantext@0.1.0")
+        }
+        other => panic!("not a missing import: {other:?}"),
+    }
+    assert!(
+        failure
+            .to_string()
+            .contains("needs `seam:plugin/run-cantext@0.1.0`"),
+        "{failure}"
+    );
+    // The others load.
+    assert!(host.subagents().descriptor("m").is_some());
 }
 
 #[tokio::test]

@@ -41,7 +41,7 @@ async fn malformed_descriptors_are_refused_naming_the_plugin() {
         let e = report
             .failed
             .iter()
-            .find(|e| e.to_string().contains(&format!("plugin `{id}`")))
+            .find(|e| e.id() == id)
             .unwrap_or_else(|| panic!("no error for {id}: {:?}", report.failed));
         assert!(e.to_string().contains("INVALID_DESCRIPTOR"), "{e}");
         assert!(e.to_string().contains(needle), "{e}");
@@ -68,7 +68,7 @@ async fn duplicate_name_fails_and_first_stays() {
     assert_eq!(report.failed.len(), 1, "{}", report.failures());
     let e = report.failed[0].to_string();
     assert!(
-        e.contains("plugin `second`") && e.contains("DUPLICATE_PROVIDER"),
+        report.failed[0].id() == "second" && e.contains("DUPLICATE_PROVIDER"),
         "the later entry is the duplicate: {e}"
     );
     let state = |plugins: &[seam_host::PluginInfo], id: &str| {
@@ -117,9 +117,10 @@ async fn duplicate_name_fails_and_first_stays() {
     );
     for id in ["second", "third"] {
         assert!(
-            failed
+            report
+                .failed
                 .iter()
-                .any(|e| e.contains(&format!("plugin `{id}`")) && e.contains("DUPLICATE_PROVIDER")),
+                .any(|e| e.id() == id && e.to_string().contains("DUPLICATE_PROVIDER")),
             "{id}: {failed:#?}"
         );
     }

@@ -215,6 +215,11 @@ async fn a_provider_that_ignores_cancel_is_stopped_by_the_host() {
         let result = run.result().await.unwrap();
         assert_eq!(result.stop_reason, StopReason::Aborted, "{name}");
         diagnosed(&result, "enforced");
+        assert_eq!(
+            run.aborted(),
+            Some(seam_host::subagent::Aborted::Enforced),
+            "{name}"
+        );
         run.dispose().await;
     }
     assert_eq!(host.live_instances(), 0);

@@ -21,10 +21,29 @@ pub(crate) struct Args {
 pub(crate) async fn run(args: Args) -> Result<u8> {
     let config = read_config(&args.config)?;
     let path = lock_path(&args.config);
+    let old = config
+        .lock
+        .as_ref()
+        .map(|l| l.entries.as_slice())
+        .unwrap_or_default();
+    let locked = args.locked;
     let entries = with_host(|host| {
         let config = &config;
         let path = &path;
         async move {
+            // `--locked` asks whether the lock would change: that is answered from the digests
+            // alone, before a new digest is pulled and checked (a moved tag's new manifest may
+            // be unsigned, which would otherwise be reported instead).
+            if locked {
+                let moved = moved(&host, config, old).await?;
+                if !moved.is_empty() {
+                    bail!(
+                        "the lock file `{}` would change (--locked): {}",
+                        path.display(),
+                        moved.join("; ")
+                    );
+                }
+            }
             let mut entries = Vec::new();
             for (entry, source) in config.oci_entries() {
                 let resolved = host
@@ -49,11 +68,6 @@ pub(crate) async fn run(args: Args) -> Result<u8> {
         }
     })
     .await?;
-    let old = config
-        .lock
-        .as_ref()
-        .map(|l| l.entries.as_slice())
-        .unwrap_or_default();
     let changes = changes(old, &entries);
     if changes.is_empty() && (config.lock.is_some() || entries.is_empty()) {
         if entries.is_empty() {
@@ -93,6 +107,49 @@ pub(crate) async fn run(args: Args) -> Result<u8> {
         );
     }
     Ok(EXIT_OK)
+}
+
+/// How the digests `config`'s entries name now (a tag's, asked of its registry) differ from
+/// the lock `old`, one line per entry, worded as [`changes`] words them; the size and signer,
+/// known only once a digest is pulled, are left to it.
+async fn moved(
+    host: &seam_host::Host,
+    config: &seam_host::Config,
+    old: &[LockEntry],
+) -> Result<Vec<String>> {
+    let mut moved = Vec::new();
+    for (entry, source) in config.oci_entries() {
+        let digest = host
+            .oci()
+            .current_digest(source)
+            .await
+            .with_context(super::plugin(&entry.id))?;
+        match old.iter().find(|o| o.id == entry.id) {
+            None => moved.push(format!("plugin `{}` would be locked at {digest}", entry.id)),
+            Some(o) if o.digest != digest => moved.push(format!(
+                "plugin `{}`: {} locks {}, the registry now has {digest}",
+                entry.id,
+                o.place(),
+                o.digest
+            )),
+            Some(o) if o.reference != source.reference.to_string() => moved.push(format!(
+                "plugin `{}`: {} would change (reference, size or signer)",
+                entry.id,
+                o.place()
+            )),
+            Some(_) => {}
+        }
+    }
+    for o in old {
+        if !config.oci_entries().any(|(e, _)| e.id == o.id) {
+            moved.push(format!(
+                "{} locks plugin `{}`, which the config does not load from a registry",
+                o.place(),
+                o.id
+            ));
+        }
+    }
+    Ok(moved)
 }
 
 /// What writing `new` over `old` changes, one line per entry.

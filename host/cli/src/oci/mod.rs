@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use seam_host::oci::settings::EnvCredentials;
-use seam_host::oci::{OciRef, OciSettings, Staleness};
+use seam_host::oci::{OciRef, OciSettings, SettingsFrom, Staleness};
 use seam_host::{Config, Host};
 
 /// How `seam push`, `seam sign` and `seam inspect oci://...` reach a registry (a config's
@@ -44,6 +44,7 @@ impl RegistryArgs {
         let mut settings = OciSettings {
             insecure: self.insecure,
             ca_file: self.ca_file.clone(),
+            from: SettingsFrom::Flags,
             ..OciSettings::default()
         };
         if self.http {

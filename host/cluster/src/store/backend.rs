@@ -17,7 +17,7 @@ use seam_core::store::{
     StoredEvent, Write,
 };
 
-use super::layout::{self, Buckets, EventDoc, JournalDoc, RunDoc, SessionDoc};
+use super::layout::{self, Buckets, EventDoc, JournalDoc, Opening, RunDoc, SessionDoc};
 use crate::connect::ClusterConfig;
 
 /// How long one read or write may take before it fails rather than hang the caller.
@@ -178,10 +178,19 @@ impl Backend {
                     working_directory,
                 } => {
                     let holder = self.holder;
+                    // Its journal starts after what this opening journaled so far (a second
+                    // opening by the same holder keeps the first's start).
+                    let opening = Opening {
+                        holder,
+                        after: journaled,
+                    };
                     match self.staged_session(&mut sessions, &id).await? {
                         Some(doc) => {
                             doc.holder = holder;
                             doc.interrupted = false;
+                            if !doc.openings.iter().any(|o| o.holder == holder) {
+                                doc.openings.push(opening);
+                            }
                         }
                         None => {
                             let doc = SessionDoc {
@@ -196,6 +205,7 @@ impl Backend {
                                 interrupted: false,
                                 open_turn: false,
                                 holder,
+                                openings: vec![opening],
                             };
                             sessions.insert(id.clone(), (doc, None));
                         }
@@ -635,6 +645,28 @@ impl Backend {
             .into_iter()
             .map(|(key, body)| parse::<JournalDoc>(&key, &body).map(|d| d.body))
             .collect()
+    }
+
+    pub(super) async fn journal_of(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        let Some((body, _)) = self.entry(&layout::session_key(id)).await? else {
+            return Ok(Vec::new());
+        };
+        let doc: SessionDoc = parse(id, &body)?;
+        let mut out = Vec::new();
+        for opening in &doc.openings {
+            let mut entries = Vec::new();
+            for (key, body) in self.list(&layout::journal_of(opening.holder)).await? {
+                let Ok(n) = layout::last_token(&key).parse::<u64>() else {
+                    continue;
+                };
+                if n > opening.after {
+                    entries.push((n, parse::<JournalDoc>(&key, &body)?.body));
+                }
+            }
+            entries.sort_by_key(|(n, _)| *n);
+            out.extend(entries.into_iter().map(|(_, body)| body));
+        }
+        Ok(out)
     }
 
     /// Removes every message of the keys `filter` matches.

@@ -115,6 +115,11 @@ pub fn journal_key(holder: u64, n: u64) -> String {
 /// The filter of the journal.
 pub const JOURNAL: &str = "j.>";
 
+/// The filter of one opening's journal entries.
+pub fn journal_of(holder: u64) -> String {
+    format!("j.{holder}.*")
+}
+
 /// The filter of every session.
 pub const SESSIONS: &str = "s.*";
 
@@ -148,6 +153,19 @@ pub struct SessionDoc {
     pub open_turn: bool,
     /// The opening that last wrote it.
     pub holder: u64,
+    /// Each opening that opened it, with how many entries it had journaled before: its
+    /// entries after those are the session's journal. Absent from documents written before.
+    #[serde(default)]
+    pub openings: Vec<Opening>,
+}
+
+/// An opening of the store that opened a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Opening {
+    /// Its holder number.
+    pub holder: u64,
+    /// Its journal entries up to this count came before.
+    pub after: u64,
 }
 
 impl SessionDoc {

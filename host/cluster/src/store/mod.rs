@@ -262,6 +262,11 @@ impl SessionStore for JetStreamStore {
         self.ask(|b| Box::pin(b.journal()))
     }
 
+    fn journal_of(&self, session: &str) -> Result<Vec<String>, StoreError> {
+        let id = session.to_string();
+        self.ask(move |b| Box::pin(async move { b.journal_of(&id).await }))
+    }
+
     fn remove(&self, session: &str) -> Result<bool, StoreError> {
         let id = session.to_string();
         self.ask(move |b| Box::pin(async move { b.remove(&id).await }))

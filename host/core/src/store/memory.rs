@@ -25,6 +25,10 @@ struct Inner {
     /// (a live agent that has not written for long) and ignored, not refused.
     evicted: bool,
     journal: VecDeque<String>,
+    /// How many entries were ever journaled (the oldest kept is the `journaled - len`th).
+    journaled: u64,
+    /// Each session's first opening: how many entries were journaled before it.
+    opened_at: HashMap<String, u64>,
     inboxes: HashMap<String, String>,
 }
 
@@ -105,6 +109,7 @@ impl Inner {
                 parent,
                 working_directory,
             } => {
+                self.opened_at.entry(id.clone()).or_insert(self.journaled);
                 self.sessions.entry(id.clone()).or_insert_with(|| {
                     let summary = SessionSummary {
                         id,
@@ -142,6 +147,7 @@ impl Inner {
                     self.journal.pop_front();
                 }
                 self.journal.push_back(body);
+                self.journaled += 1;
             }
             Write::RunEnded {
                 run,
@@ -227,6 +233,7 @@ impl Inner {
         for s in &tree {
             self.sessions.remove(s);
             self.inboxes.remove(s);
+            self.opened_at.remove(s);
         }
         self.runs
             .retain(|_, r| !tree.contains(&r.start.parent_session));
@@ -260,6 +267,7 @@ impl Inner {
             let excess = self.sessions.len() - MemoryStore::SESSIONS * 9 / 10;
             for (_, id) in by_age.into_iter().take(excess) {
                 self.sessions.remove(&id);
+                self.opened_at.remove(&id);
             }
             self.evicted = true;
         }
@@ -368,6 +376,17 @@ impl SessionStore for MemoryStore {
         Ok(lock(&self.inner).journal.iter().cloned().collect())
     }
 
+    fn journal_of(&self, session: &str) -> Result<Vec<String>, StoreError> {
+        let inner = lock(&self.inner);
+        let Some(&from) = inner.opened_at.get(session) else {
+            return Ok(Vec::new());
+        };
+        // One process, one opening: everything journaled since the session was first opened.
+        let first_kept = inner.journaled - inner.journal.len() as u64;
+        let skip = usize::try_from(from.saturating_sub(first_kept)).unwrap_or(usize::MAX);
+        Ok(inner.journal.iter().skip(skip).cloned().collect())
+    }
+
     fn remove(&self, session: &str) -> Result<bool, StoreError> {
         Ok(lock(&self.inner).remove_tree(session))
     }
@@ -430,5 +449,32 @@ mod tests {
         store
             .commit(vec![append("s0")])
             .expect("an append to a dropped session");
+    }
+
+    fn bus(body: &str) -> Write {
+        Write::Bus {
+            name: "e".into(),
+            body: body.into(),
+        }
+    }
+
+    #[test]
+    fn a_sessions_journal_is_what_was_journaled_from_its_opening_on() {
+        let store = MemoryStore::journaling(StoreLimits::default());
+        store.commit(vec![bus("before")]).expect("a write");
+        store
+            .commit(vec![open("s"), bus("created")])
+            .expect("a write");
+        store.commit(vec![bus("after")]).expect("a write");
+        store
+            .commit(vec![open("s"), bus("again")])
+            .expect("a write");
+        assert_eq!(
+            store.journal_of("s").expect("the journal"),
+            ["created", "after", "again"]
+        );
+        assert!(store.journal_of("t").expect("the journal").is_empty());
+        store.remove("s").expect("a removal");
+        assert!(store.journal_of("s").expect("the journal").is_empty());
     }
 }

@@ -329,6 +329,20 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
     /// The journaled bus events (JSON lines), oldest first.
     fn journal(&self) -> Result<Vec<String>, StoreError>;
 
+    /// The journaled bus events (JSON lines) of the openings of the store that opened
+    /// `session` (an agent created on it, or continuing it), each from the moment it did, oldest
+    /// first: for a process that ran one session's tree (`seam run`), the events an `--events`
+    /// listener subscribed before the agent was created printed (in commit order, which for
+    /// emitters going at once may differ from the order they were delivered in). Entries
+    /// journaled before this was kept (an older SQLite schema) are not found. The default, for
+    /// a store that cannot tell, fails saying so.
+    fn journal_of(&self, session: &str) -> Result<Vec<String>, StoreError> {
+        Err(StoreError::Backend(format!(
+            "{} cannot tell which journal entries are those of session `{session}`",
+            self.name()
+        )))
+    }
+
     /// Removes a session, its runs and the sessions of their children; returns whether it was
     /// there.
     fn remove(&self, session: &str) -> Result<bool, StoreError>;

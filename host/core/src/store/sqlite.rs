@@ -31,7 +31,7 @@ use super::{
 use crate::sync::lock;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Migrations, oldest first: `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -95,6 +95,18 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE inbox (
         session TEXT PRIMARY KEY,
         body TEXT NOT NULL
+    ) WITHOUT ROWID;
+",
+    // Which opening journaled an entry, and from which entry on each opening of a session
+    // holds it: what `journal_of` reads. Entries journaled before have no holder.
+    "
+    ALTER TABLE journal ADD COLUMN holder INTEGER;
+    CREATE INDEX journal_by_holder ON journal (holder, seq);
+    CREATE TABLE openings (
+        session TEXT NOT NULL,
+        holder INTEGER NOT NULL,
+        after_seq INTEGER NOT NULL,
+        PRIMARY KEY (session, holder)
     ) WITHOUT ROWID;
 ",
 ];
@@ -550,6 +562,15 @@ impl Inner {
                     params![id, agent, parent, working_directory, self.holder, now],
                 )
                 .map_err(|e| self.fail(e))?;
+                // Journal seqs only grow (AUTOINCREMENT): every entry after this one's last is
+                // above it. A second opening by the same holder keeps the first's start.
+                tx.prepare_cached(
+                    "INSERT INTO openings (session, holder, after_seq)
+                     VALUES (?1, ?2, (SELECT IFNULL(MAX(seq), 0) FROM journal))
+                     ON CONFLICT (session, holder) DO NOTHING",
+                )
+                .and_then(|mut s| s.execute(params![id, self.holder]))
+                .map_err(|e| self.fail(e))?;
             }
             Write::Append {
                 session,
@@ -600,9 +621,11 @@ impl Inner {
                 .map_err(|e| self.fail(e))?;
             }
             Write::Bus { name, body } => {
-                tx.prepare_cached("INSERT INTO journal (name, body, at_ms) VALUES (?1, ?2, ?3)")
-                    .and_then(|mut s| s.execute(params![name, body, now]))
-                    .map_err(|e| self.fail(e))?;
+                tx.prepare_cached(
+                    "INSERT INTO journal (name, body, at_ms, holder) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .and_then(|mut s| s.execute(params![name, body, now, self.holder]))
+                .map_err(|e| self.fail(e))?;
             }
             Write::RunEnded {
                 run,
@@ -770,6 +793,7 @@ fn remove_tree(tx: &Transaction<'_>, session: &str) -> rusqlite::Result<bool> {
     for s in &tree {
         tx.execute("DELETE FROM events WHERE session = ?1", [s])?;
         tx.execute("DELETE FROM inbox WHERE session = ?1", [s])?;
+        tx.execute("DELETE FROM openings WHERE session = ?1", [s])?;
         tx.execute("DELETE FROM runs WHERE parent_session = ?1", [s])?;
         let n = tx.execute("DELETE FROM sessions WHERE id = ?1", [s])?;
         had |= s == session && n > 0;
@@ -881,6 +905,22 @@ impl SessionStore for SqliteStore {
             .map_err(|e| self.fail(e))
     }
 
+    fn journal_of(&self, session: &str) -> Result<Vec<String>, StoreError> {
+        let conn = self.inner.settled()?;
+        let mut stmt = conn
+            .prepare(
+                "SELECT j.body FROM openings o
+                 JOIN journal j ON j.holder = o.holder AND j.seq > o.after_seq
+                 WHERE o.session = ?1 ORDER BY j.seq",
+            )
+            .map_err(|e| self.fail(e))?;
+        let rows = stmt
+            .query_map([session], |r| r.get(0))
+            .map_err(|e| self.fail(e))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(|e| self.fail(e))
+    }
+
     fn remove(&self, session: &str) -> Result<bool, StoreError> {
         let mut conn = self.inner.settled()?;
         let tx = conn.transaction().map_err(|e| self.fail(e))?;
@@ -970,6 +1010,40 @@ mod tests {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .expect("the version");
         assert_eq!(version, SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_sessions_journal_is_what_each_of_its_openings_journaled_from_then_on() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("journal.db");
+        let bus = |body: &str| Write::Bus {
+            name: "e".into(),
+            body: body.into(),
+        };
+        let open = || Write::OpenSession {
+            id: "s".into(),
+            agent: "agent:0".into(),
+            parent: None,
+            working_directory: "/".into(),
+        };
+        let first = SqliteStore::open(&path, StoreLimits::default()).expect("opens");
+        let other = SqliteStore::open(&path, StoreLimits::default()).expect("opens again");
+        first.commit(vec![bus("loaded")]).expect("a write");
+        first.commit(vec![open(), bus("created")]).expect("a write");
+        other.commit(vec![bus("another process")]).expect("a write");
+        first.commit(vec![bus("ended")]).expect("a write");
+        drop(first);
+        let second = SqliteStore::open(&path, StoreLimits::default()).expect("reopens");
+        second.commit(vec![bus("loaded again")]).expect("a write");
+        second
+            .commit(vec![open(), bus("continued")])
+            .expect("a write");
+        assert_eq!(
+            other.journal_of("s").expect("the journal"),
+            ["created", "ended", "continued"]
+        );
+        assert!(second.remove("s").expect("a removal"));
+        assert!(second.journal_of("s").expect("the journal").is_empty());
     }
 
     fn run(id: &str, parent_session: &str) -> RunStart {

@@ -103,6 +103,26 @@ pub enum SubagentError {
     NoRun(String),
 }
 
+/// Why the host ended a run `aborted`; its `Display` is the text the run's diagnostic starts
+/// with (the cancel's reason follows it). [`SubagentRun::aborted`](super::SubagentRun::aborted)
+/// returns it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum Aborted {
+    /// Cancelled before anything ran (the caller's signal was already aborted).
+    #[error("aborted before start")]
+    BeforeStart,
+    /// Cancelled, and the provider stopped (or failed) by itself.
+    #[error("cancelled")]
+    Cancelled,
+    /// Cancelled, and the provider ignored it: the host dropped it once the cancel grace was
+    /// over.
+    #[error("cancel enforced: the provider ignored it")]
+    Enforced,
+    /// Disposed before it settled.
+    #[error("disposed before it settled")]
+    Disposed,
+}
+
 fn reason_suffix(reason: &Option<String>) -> String {
     reason
         .as_ref()

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 pub use background::{MAX_BACKGROUND_RUNS, MAX_SETTLED_BACKGROUND_RUNS};
 pub use durable::{Notices, StoredSession, MAX_INBOX, MAX_REPORT_BYTES};
-pub use error::{code, SubagentError};
+pub use error::{code, Aborted, SubagentError};
 use run::{FirstPoll, RunHooks, RunShared};
 pub use run::{Provider, ResumeSeed, RunContext, RunFailure, Steer, SubagentRun};
 

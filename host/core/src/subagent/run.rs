@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::latch::Latch;
 use super::talk::{Inbox, Progress};
-use super::SubagentError;
+use super::{Aborted, SubagentError};
 use crate::events::{Event, EventBus};
 use crate::live::LiveCounts;
 use crate::store::{RunKey, RunStart, Write};
@@ -202,6 +202,8 @@ pub(crate) struct RunShared {
     child_session: Mutex<Option<String>>,
     /// Why its process let go of it, if it did: its record then ends interrupted, not ended.
     detached: Mutex<Option<String>>,
+    /// How the host ended it `aborted`, once settled so.
+    aborted: Mutex<Option<Aborted>>,
 }
 
 /// What a run gets from the service that starts it.
@@ -251,6 +253,7 @@ impl RunShared {
             record,
             child_session: Mutex::new(None),
             detached: Mutex::new(None),
+            aborted: Mutex::new(None),
             id,
             provider: descriptor.name.clone(),
             events,
@@ -390,12 +393,22 @@ impl RunShared {
     /// who awaited the result has also been preceded by the event; a run that never became ready
     /// rejects `started` and emits nothing.
     fn settle(&self, result: SubagentResult, not_started: SubagentError) {
-        self.publish(Ok(result), not_started);
+        self.publish(Ok(result), not_started, None);
+    }
+
+    /// [`RunShared::settle`] for a run the host ended `aborted`, remembering `how`.
+    fn settle_aborted(&self, how: Aborted, result: SubagentResult, not_started: SubagentError) {
+        self.publish(Ok(result), not_started, Some(how));
     }
 
     /// Publishes an outcome, which is an error only for an infrastructure fault: then `result`
     /// fails, and `subagent/end` says `error` with no last assistant message.
-    fn publish(&self, outcome: Result<SubagentResult, SubagentError>, not_started: SubagentError) {
+    fn publish(
+        &self,
+        outcome: Result<SubagentResult, SubagentError>,
+        not_started: SubagentError,
+        aborted: Option<Aborted>,
+    ) {
         let mut phase = lock(&self.phase);
         match *phase {
             Phase::Settled => return,
@@ -408,6 +421,8 @@ impl RunShared {
             }
         }
         *phase = Phase::Settled;
+        // Before the result: whoever awaited it sees how it was aborted.
+        *lock(&self.aborted) = aborted;
         self.result.set(outcome);
     }
 
@@ -444,11 +459,11 @@ impl RunShared {
         }
     }
 
-    fn aborted_result(&self, detail: &str) -> (SubagentResult, SubagentError) {
+    fn aborted_result(&self, how: Aborted) -> (SubagentResult, SubagentError) {
         let reason = self.cancel_reason();
         let text = match &reason {
-            Some(r) => format!("{detail}: {r}"),
-            None => detail.to_string(),
+            Some(r) => format!("{how}: {r}"),
+            None => how.to_string(),
         };
         (
             SubagentResult::failed(StopReason::Aborted, text),
@@ -462,12 +477,12 @@ impl RunShared {
         let cancelled = self.cancel.is_cancelled();
         match outcome {
             None => {
-                let (r, e) = self.aborted_result("cancel enforced: the provider ignored it");
-                self.settle(r, e);
+                let (r, e) = self.aborted_result(Aborted::Enforced);
+                self.settle_aborted(Aborted::Enforced, r, e);
             }
             Some(Ok(mut result)) => {
                 if cancelled {
-                    let (r, e) = self.aborted_result("cancelled");
+                    let (r, e) = self.aborted_result(Aborted::Cancelled);
                     result.stop_reason = StopReason::Aborted;
                     result.structured = None;
                     // The host's words name the cancel's reason; the guest's follow, if any.
@@ -477,7 +492,7 @@ impl RunShared {
                         }
                         (host, guest) => host.or(guest),
                     };
-                    self.settle(result, e);
+                    self.settle_aborted(Aborted::Cancelled, result, e);
                 } else {
                     super::structured::enforce(
                         &self.provider,
@@ -491,15 +506,15 @@ impl RunShared {
             }
             Some(Err(failure)) => {
                 if cancelled {
-                    let (r, e) = self.aborted_result("cancelled");
-                    self.settle(r, e);
+                    let (r, e) = self.aborted_result(Aborted::Cancelled);
+                    self.settle_aborted(Aborted::Cancelled, r, e);
                 } else if let RunFailure::Panicked(_) = failure {
                     // A host-side bug, not the child's failure: the seam cannot represent it as
                     // a result, so `result` fails.
                     let message = format!("provider `{}` failed: {failure}", self.provider);
                     tracing::error!(run = %self.id, "{message}");
                     let fault = SubagentError::Internal(message);
-                    self.publish(Err(fault.clone()), fault);
+                    self.publish(Err(fault.clone()), fault, None);
                 } else {
                     let message = format!("provider `{}` failed: {failure}", self.provider);
                     tracing::info!(run = %self.id, "{message}");
@@ -519,8 +534,8 @@ impl RunShared {
     /// Settles a run that was cancelled before anything ran (an already-aborted signal).
     pub(crate) fn settle_pre_aborted(&self) {
         self.cancel(Some("the caller's signal was already aborted".into()));
-        let (r, e) = self.aborted_result("aborted before start");
-        self.settle(r, e);
+        let (r, e) = self.aborted_result(Aborted::BeforeStart);
+        self.settle_aborted(Aborted::BeforeStart, r, e);
     }
 
     /// Drives `provider`'s future for this run: first on the caller's thread when `first`
@@ -728,8 +743,8 @@ impl RunShared {
     fn settle_if_unsettled(&self) {
         // Only an unsettled run needs its `aborted` result built; `settle` ignores it otherwise.
         if *lock(&self.phase) != Phase::Settled {
-            let (r, e) = self.aborted_result("disposed before it settled");
-            self.settle(r, e);
+            let (r, e) = self.aborted_result(Aborted::Disposed);
+            self.settle_aborted(Aborted::Disposed, r, e);
         }
     }
 
@@ -1024,6 +1039,13 @@ impl SubagentRun {
     /// The outcome if it has settled.
     pub fn try_result(&self) -> Option<Result<SubagentResult, SubagentError>> {
         self.0.result.get()
+    }
+
+    /// How the host ended the run `aborted` (a cancel it enforced, one the provider obeyed, a
+    /// dispose), once it has settled so; `None` while it runs and for a run that ended
+    /// otherwise, including a provider that answered `aborted` by itself.
+    pub fn aborted(&self) -> Option<Aborted> {
+        *lock(&self.0.aborted)
     }
 
     /// Cancels the run. Before readiness, `started` rejects and no child is left; after it, the

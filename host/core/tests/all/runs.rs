@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use seam_core::subagent::{code, RunFailure};
+use seam_core::subagent::{code, Aborted, RunFailure};
 use seam_core::{Capabilities, ContentBlock, Event, StopReason, SubagentError, SubagentResult};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -27,6 +27,7 @@ async fn a_run_starts_settles_and_disposes_to_zero_live_runs() {
     assert_eq!(result.stop_reason, StopReason::Completed);
     assert_eq!(result.output_text(), "done");
     assert_eq!(result.diagnostic, None);
+    assert_eq!(run.aborted(), None, "it was not aborted");
     assert_eq!(
         core.log.of_run(run.id()),
         ["subagent/start", "subagent/end"]
@@ -159,6 +160,7 @@ async fn cancel_after_readiness_is_aborted_even_when_the_provider_ignores_it() {
             .is_some_and(|d| d.starts_with("cancel enforced")),
         "{result:?}"
     );
+    assert_eq!(run.aborted(), Some(Aborted::Enforced));
     assert_eq!(
         ignoring.probe.alive(),
         0,
@@ -180,6 +182,7 @@ async fn cancel_after_readiness_is_aborted_even_when_the_provider_ignores_it() {
     assert_eq!(result.stop_reason, StopReason::Aborted);
     assert_eq!(result.output_text(), "stopped as asked");
     assert_eq!(result.diagnostic.as_deref(), Some("cancelled: enough"));
+    assert_eq!(run.aborted(), Some(Aborted::Cancelled));
     run.dispose().await;
     assert_eq!(core.live.runs(), 0);
 }
@@ -196,6 +199,7 @@ async fn an_already_aborted_signal_yields_aborted_with_no_child() {
     let run = core.subagents.start("p", req).unwrap();
     let result = run.try_result().expect("settled at once").unwrap();
     assert_eq!(result.stop_reason, StopReason::Aborted);
+    assert_eq!(run.aborted(), Some(Aborted::BeforeStart));
     assert!(matches!(
         within("started", run.started()).await,
         Err(SubagentError::Aborted(_))

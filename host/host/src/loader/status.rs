@@ -117,6 +117,24 @@ pub enum LoadError {
     },
 }
 
+impl LoadError {
+    /// The id of the entry that failed to load (every failure names its plugin).
+    pub fn id(&self) -> &str {
+        match self {
+            Self::Engine { id, .. }
+            | Self::Guest { id, .. }
+            | Self::Provider { id, .. }
+            | Self::Sandbox { id, .. }
+            | Self::Acp { id, .. }
+            | Self::Tool { id, .. } => id,
+            #[cfg(feature = "mcp")]
+            Self::Mcp { id, .. } | Self::McpMount { id, .. } => id,
+            #[cfg(feature = "oci")]
+            Self::Oci { id, .. } => id,
+        }
+    }
+}
+
 /// A plugin as the loader sees it.
 #[derive(Debug, Clone, Serialize)]
 pub struct PluginInfo {

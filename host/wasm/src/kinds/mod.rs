@@ -15,7 +15,7 @@ pub mod provider;
 mod runtime;
 pub mod tool;
 
-pub use error::PluginError;
+pub use error::{LinkFailure, PluginError};
 pub use runtime::Runtime;
 
 use std::sync::Arc;
@@ -26,40 +26,6 @@ use wasmtime::component::Component;
 
 use crate::sandbox::Sandbox;
 use crate::versions::WitVersion;
-
-/// A linker's refusal in words a plugin author can act on: which import the host does not
-/// provide, or which function of it has another type than the host's.
-fn explain_link(e: &wasmtime::Error) -> String {
-    let text = crate::fault::one_line(&format!("{e:#}"));
-    let between = |s: &str, start: &str, end: &str| {
-        let from = s.find(start)? + start.len();
-        let to = from + s[from..].find(end)?;
-        Some(s[from..to].to_string())
-    };
-    let Some(instance) = between(&text, "component imports instance `", "`") else {
-        return text;
-    };
-    let function = between(&text, "instance export `", "`");
-    if text.contains("implementation is missing")
-        || (text.contains("was not found") && function.is_none())
-    {
-        return match function {
-            Some(f) => {
-                format!("needs `{instance}` (its function `{f}`), which this host does not provide")
-            }
-            None => format!("needs `{instance}`, which this host does not provide"),
-        };
-    }
-    let detail = text
-        .rsplit_once("has the wrong type: ")
-        .map_or(text.as_str(), |(_, d)| d);
-    match function {
-        Some(f) => format!(
-            "imports `{instance}` with function `{f}` of another type than this host's: {detail}"
-        ),
-        None => format!("imports `{instance}` in a form this host does not provide: {detail}"),
-    }
-}
 
 /// A linked plugin, with what it declared.
 pub enum Linked {
@@ -85,7 +51,7 @@ pub async fn link(
         .linkers_for(component)
         .map_err(|e| PluginError::Link {
             kind,
-            reason: crate::fault::one_line(&format!("{e:#}")),
+            reason: Box::new(LinkFailure::other(&e)),
         })?;
     let pre = linkers
         .of(kind, version)
@@ -96,11 +62,11 @@ pub async fn link(
         .instantiate_pre(component)
         .map_err(|e| PluginError::Link {
             kind,
-            reason: explain_link(&e),
+            reason: Box::new(LinkFailure::from_linker(&e)),
         })?;
     let link_err = |e: wasmtime::Error| PluginError::Link {
         kind,
-        reason: crate::fault::one_line(&format!("{e:#}")),
+        reason: Box::new(LinkFailure::other(&e)),
     };
     Ok(match kind {
         PluginKind::Provider => {
