@@ -58,6 +58,15 @@ pub enum PluginError {
 /// another form, or another refusal in the linker's words.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum LinkFailure {
+    /// The component's version of the package has no world of its kind (a kind exists from
+    /// the version that adds its world).
+    #[error("seam:plugin@{version} has no `{kind}` world")]
+    NoWorld {
+        /// The version the component was built against.
+        version: crate::versions::WitVersion,
+        /// The kind it exports.
+        kind: seam_core::types::PluginKind,
+    },
     /// The component imports an interface, or a function of one, that this host does not
     /// provide.
     #[error("{}", missing(.instance, .function.as_deref()))]

@@ -57,7 +57,7 @@ pub async fn link(
         .of(kind, version)
         .ok_or_else(|| PluginError::Link {
             kind,
-            reason: format!("seam:plugin@{version} has no `{kind}` world"),
+            reason: Box::new(LinkFailure::NoWorld { version, kind }),
         })?
         .instantiate_pre(component)
         .map_err(|e| PluginError::Link {
