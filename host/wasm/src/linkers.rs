@@ -17,11 +17,10 @@ pub struct Linkers {
 
 /// A kind's place in [`PluginKind::ALL`].
 fn kind_index(kind: PluginKind) -> usize {
-    match kind {
-        PluginKind::Provider => 0,
-        PluginKind::Tool => 1,
-        PluginKind::Observer => 2,
-    }
+    PluginKind::ALL
+        .iter()
+        .position(|k| *k == kind)
+        .unwrap_or_default()
 }
 
 /// What every world links: WASI (with the host's shadows of what it must count or log) and
@@ -76,7 +75,8 @@ impl Linkers {
         let worlds = WitVersion::ALL
             .into_iter()
             .map(|version| {
-                let mut linkers = [None, None, None];
+                let mut linkers: [Option<Linker<StoreData>>; PluginKind::ALL.len()] =
+                    std::array::from_fn(|_| None);
                 for &kind in version.kinds() {
                     linkers[kind_index(kind)] = Some(world(engine, version, kind)?);
                 }

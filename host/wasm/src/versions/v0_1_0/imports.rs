@@ -31,6 +31,12 @@ pub fn add_to_linker(
         }
         PluginKind::Tool => subagents::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s),
         PluginKind::Observer => Ok(()),
+        // A frozen version never gains a kind: the linkers ask it only for the kinds its row
+        // in `for_each_version!` lists, so a kind added later needs no arm here.
+        #[allow(unreachable_patterns)]
+        other => Err(wasmtime::Error::msg(format!(
+            "this version has no `{other}` world"
+        ))),
     }
 }
 
