@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, Result};
-use seam_host::config::EntrySource;
 use seam_host::{cache_entries, clear_cache, prune_cache, CacheEntry, EngineOptions};
 
 use super::{interruptible, read_config, with_host, EXIT_ERROR, EXIT_OK};
@@ -109,26 +108,15 @@ pub(crate) async fn run_compile(args: CompileArgs, interrupt: &CancellationToken
         let mut failed = 0;
         let mut seen = std::collections::HashSet::new();
         for entry in config.plugins.iter().filter(|e| !e.disabled) {
-            let path = match &entry.source {
-                EntrySource::Component(path) => path,
-                EntrySource::Oci(_) => {
-                    outln!(
-                        "{}: a component from a registry, compiled by `seam pull`",
-                        entry.id
-                    );
-                    continue;
-                }
-                EntrySource::Acp(_) => {
-                    outln!("{}: an ACP agent program, nothing to compile", entry.id);
-                    continue;
-                }
-                EntrySource::Mcp(_) => {
-                    outln!("{}: an MCP server, nothing to compile", entry.id);
-                    continue;
-                }
+            if let Some(what) = entry.source.not_compiled() {
+                outln!("{}: {what}", entry.id);
+                continue;
+            }
+            let Some(path) = entry.source.component_file() else {
+                continue;
             };
             // Several entries may share one component: compile it once.
-            if !seen.insert(path.clone()) {
+            if !seen.insert(path.to_path_buf()) {
                 continue;
             }
             let t = Instant::now();

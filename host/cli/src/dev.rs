@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use notify::{RecursiveMode, Watcher};
-use seam_host::config::{EntrySource, McpTransport};
 use seam_host::{Compiler, Config, Host, HostOptions, LoadReport, Reload};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -197,14 +196,7 @@ impl Watched {
     ) {
         let mut files = HashSet::from([config_path.to_path_buf()]);
         for entry in config.plugins.iter().filter(|e| !e.disabled) {
-            let file = match &entry.source {
-                EntrySource::Component(path) => Some(path.clone()),
-                // A program named bare lives somewhere on PATH: there is no file to watch.
-                EntrySource::Acp(argv) | EntrySource::Mcp(McpTransport::Stdio(argv)) => {
-                    Some(PathBuf::from(&argv[0])).filter(|p| p.is_absolute())
-                }
-                EntrySource::Oci(_) | EntrySource::Mcp(McpTransport::Http(_)) => None,
-            };
+            let file = entry.source.watched_file();
             if let Some(path) = file.and_then(|f| std::path::absolute(f).ok()) {
                 files.insert(path);
             }

@@ -165,6 +165,38 @@ impl EntrySource {
         }
     }
 
+    /// The local file whose change means the entry is to be reloaded (`seam dev` watches it): a
+    /// component file, or a program named by its path; none for a registry's component, a
+    /// program looked up on PATH or a URL.
+    pub fn watched_file(&self) -> Option<PathBuf> {
+        #[cfg(any(feature = "acp", feature = "mcp"))]
+        let program = |argv: &[String]| Some(PathBuf::from(&argv[0])).filter(|p| p.is_absolute());
+        match self {
+            EntrySource::Component(path) => Some(path.clone()),
+            #[cfg(feature = "oci")]
+            EntrySource::Oci(_) => None,
+            #[cfg(feature = "acp")]
+            EntrySource::Acp(argv) => program(argv),
+            #[cfg(feature = "mcp")]
+            EntrySource::Mcp(McpTransport::Stdio(argv)) => program(argv),
+            #[cfg(feature = "mcp")]
+            EntrySource::Mcp(McpTransport::Http(_)) => None,
+        }
+    }
+
+    /// Why `seam compile` has nothing to compile for the entry, if it has not: what it is.
+    pub fn not_compiled(&self) -> Option<&'static str> {
+        match self {
+            EntrySource::Component(_) => None,
+            #[cfg(feature = "oci")]
+            EntrySource::Oci(_) => Some("a component from a registry, compiled by `seam pull`"),
+            #[cfg(feature = "acp")]
+            EntrySource::Acp(_) => Some("an ACP agent program, nothing to compile"),
+            #[cfg(feature = "mcp")]
+            EntrySource::Mcp(_) => Some("an MCP server, nothing to compile"),
+        }
+    }
+
     /// The agent program and its arguments, for an ACP entry.
     pub fn acp_command(&self) -> Option<&[String]> {
         match self {
@@ -200,19 +232,6 @@ impl EntrySource {
             EntrySource::Acp(_) => None,
             #[cfg(feature = "mcp")]
             EntrySource::Mcp(_) => None,
-        }
-    }
-
-    /// Whether the entry runs a WebAssembly component (a file or a registry's).
-    pub fn is_component(&self) -> bool {
-        match self {
-            EntrySource::Component(_) => true,
-            #[cfg(feature = "oci")]
-            EntrySource::Oci(_) => true,
-            #[cfg(feature = "acp")]
-            EntrySource::Acp(_) => false,
-            #[cfg(feature = "mcp")]
-            EntrySource::Mcp(_) => false,
         }
     }
 }
