@@ -114,6 +114,8 @@ install:
 
 test: setup setup-kit guests fixtures
 	$(CARGO) test
+	# The minimal host (no protocol, registry or telemetry stack) refuses what needs one, by name.
+	$(CARGO) test -p seam-host --no-default-features --lib
 
 lint: setup
 	$(CARGO) fmt --all -- --check

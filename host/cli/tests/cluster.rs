@@ -108,25 +108,23 @@ impl Proc {
     }
 
     /// Waits for the process to exit, for `bound` at the most (a bound on a hang, not a
-    /// timing): its exit code, or a panic with what it printed.
+    /// timing): its exit code, or a panic with what it printed. The exit is seen as the end of
+    /// its stderr (the reader's channel closes), then reaped.
     fn exit_within(&mut self, bound: Duration) -> Option<i32> {
         let deadline = std::time::Instant::now() + bound;
         loop {
-            if let Some(status) = self.child.try_wait().expect("the process can be waited on") {
-                // Its last lines, up to the end of its stderr.
-                self.seen.extend(self.lines.iter());
-                return status.code();
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!(
+                    "still running after {bound:?}; it printed:\n{}",
+                    self.seen.join("\n")
+                ),
             }
-            while let Ok(line) = self.lines.try_recv() {
-                self.seen.push(line);
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "still running after {bound:?}; it printed:\n{}",
-                self.seen.join("\n")
-            );
-            std::thread::sleep(Duration::from_millis(20));
         }
+        let status = self.child.wait().expect("the process can be waited on");
+        status.code()
     }
 
     fn signal(&self, signal: &str) {
@@ -897,10 +895,7 @@ fn a_worker_ends_the_run_of_a_front_end_gone_while_the_server_was_down() {
     let text = metrics_until(&addr, "the abandoned run ends on the worker", |t| {
         sample(t, LIVE) == Some(0.0)
     });
-    while let Ok(l) = worker.lines.recv_timeout(Duration::from_millis(500)) {
-        eprintln!("DEBUG {l}");
-    }
-    eprintln!("DEBUG seen {:#?}", worker.seen);
+    worker.wait_for("its front-end's lease ran out");
     assert_eq!(sample(&text, COMPLETED), None, "{text}");
     assert_eq!(sample(&text, ABORTED), Some(1.0), "{text}");
 }

@@ -635,11 +635,18 @@ impl Config {
             }
             None => None,
         };
-        #[cfg(feature = "cluster")]
-        let no_cluster = cluster.is_none();
         #[cfg(not(feature = "cluster"))]
-        let no_cluster = true;
-        if sessions.store == Some(StoreSpec::Nats) && no_cluster {
+        if sessions.store == Some(StoreSpec::Nats) {
+            return Err(ConfigError::Parse {
+                path: name.to_path_buf(),
+                message: format!(
+                    "[sessions] key `store`: \"nats\" keeps sessions in a cluster's JetStream: {}",
+                    without_feature("cluster")
+                ),
+            });
+        }
+        #[cfg(feature = "cluster")]
+        if sessions.store == Some(StoreSpec::Nats) && cluster.is_none() {
             return Err(ConfigError::Parse {
                 path: name.to_path_buf(),
                 message: "[sessions] key `store`: \"nats\" keeps sessions in the JetStream of \
@@ -795,8 +802,8 @@ const OCI_SCHEME: &str = "oci://";
 #[cfg(not(all(feature = "acp", feature = "mcp", feature = "oci", feature = "cluster")))]
 fn without_feature(feature: &str) -> String {
     format!(
-        "this build of Seam has no `{feature}` feature (seam-host built without it), so it \
-         cannot load this entry"
+        "this build of Seam has no `{feature}` feature (seam-host was built without it, \
+         `default-features = false`); build it with the feature to use this"
     )
 }
 
@@ -942,6 +949,50 @@ mod tests {
         }
     }
 
+    /// A host built without a feature refuses, naming it, what needs it: an entry of its kind,
+    /// its config table. (`make test` runs these with `--no-default-features`.)
+    #[test]
+    #[cfg(not(all(feature = "acp", feature = "mcp", feature = "oci", feature = "cluster")))]
+    fn what_needs_a_left_out_feature_is_refused_naming_it() {
+        let cases: &[(&str, &str, bool)] = &[
+            (
+                "[[plugin]]\nid = \"a\"\nkind = \"acp\"\ncommand = [\"agent\"]\n",
+                "acp",
+                cfg!(feature = "acp"),
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\nkind = \"mcp\"\ncommand = [\"server\"]\n",
+                "mcp",
+                cfg!(feature = "mcp"),
+            ),
+            (
+                "[[plugin]]\nid = \"a\"\ncomponent = \"oci://127.0.0.1:5000/a:1\"\nverify = false\n",
+                "oci",
+                cfg!(feature = "oci"),
+            ),
+            ("[oci]\n", "oci", cfg!(feature = "oci")),
+            (
+                "[cluster]\nnats = \"nats://127.0.0.1:4222\"\n",
+                "cluster",
+                cfg!(feature = "cluster"),
+            ),
+            ("[sessions]\nstore = \"nats\"\n", "cluster", cfg!(feature = "cluster")),
+        ];
+        for (text, feature, built) in cases {
+            if *built {
+                continue;
+            }
+            let message = match parse(text) {
+                Err(e) => e.to_string(),
+                Ok(c) => panic!("{text:?} loaded without `{feature}`: {c:?}"),
+            };
+            assert!(
+                message.contains(&format!("no `{feature}` feature")),
+                "{text:?}: {message}"
+            );
+        }
+    }
+
     #[test]
     fn entries_parse_in_order_with_defaults_and_resolved_paths() {
         let config = parse(
@@ -976,6 +1027,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "cluster")]
     fn a_nats_session_store_needs_a_cluster_and_names_the_key() {
         let err = parse("[sessions]\nstore = \"nats\"\n")
             .unwrap_err()

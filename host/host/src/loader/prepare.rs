@@ -118,10 +118,7 @@ impl Loader {
         version: crate::versions::WitVersion,
         tier_up: Option<super::TierUp>,
     ) -> Result<Prepared, LoadError> {
-        let sandbox = self.sandbox_for(entry)?;
-        info.grants = Some(sandbox.grants().clone());
-        info.limits = Some(sandbox.limits().clone());
-        info.host_memory = Some(sandbox.host_memory().clone());
+        let sandbox = self.sandbox_for(entry, info)?;
         let sandbox_limits = sandbox.limits().clone();
         let linked = link(
             &self.runtime,
@@ -158,10 +155,7 @@ impl Loader {
             id: entry.id.clone(),
             source,
         })?;
-        let sandbox = self.sandbox_for(entry)?;
-        info.grants = Some(sandbox.grants().clone());
-        info.limits = Some(sandbox.limits().clone());
-        info.host_memory = Some(sandbox.host_memory().clone());
+        let sandbox = self.sandbox_for(entry, info)?;
         let (descriptor, provider) = crate::acp::provider(
             &entry.id,
             &entry.config,
@@ -196,10 +190,7 @@ impl Loader {
                 source,
             }
         })?;
-        let sandbox = self.sandbox_for(entry)?;
-        info.grants = Some(sandbox.grants().clone());
-        info.limits = Some(sandbox.limits().clone());
-        info.host_memory = Some(sandbox.host_memory().clone());
+        let sandbox = self.sandbox_for(entry, info)?;
         let mcp = crate::mcp::client::McpEntry::new(
             &entry.id,
             &entry.config,
@@ -221,8 +212,13 @@ impl Loader {
     }
 
     /// The entry's sandbox: its limits over the host's defaults, its grants checked against the
-    /// host (directories exist and open, environment values read now).
-    fn sandbox_for(&self, entry: &PluginEntry) -> Result<Sandbox, LoadError> {
+    /// host (directories exist and open, environment values read now); `info` gets what it
+    /// granted, its limits and its host-memory budget.
+    fn sandbox_for(
+        &self,
+        entry: &PluginEntry,
+        info: &mut PluginInfo,
+    ) -> Result<Sandbox, LoadError> {
         let err = |key: &str, message: String| LoadError::Sandbox {
             id: entry.id.clone(),
             source: SandboxError {
@@ -259,6 +255,10 @@ impl Loader {
                 id: entry.id.clone(),
                 source,
             })?;
-        Ok(Sandbox::new(limits, grants, engine.epoch_tick))
+        let sandbox = Sandbox::new(limits, grants, engine.epoch_tick);
+        info.grants = Some(sandbox.grants().clone());
+        info.limits = Some(sandbox.limits().clone());
+        info.host_memory = Some(sandbox.host_memory().clone());
+        Ok(sandbox)
     }
 }

@@ -22,7 +22,7 @@ use seam_core::events::{Event, ListenerId};
 use seam_core::types::{blocks_text, ParentRef, ToolDescriptor, ToolResult};
 use tokio::sync::mpsc;
 
-use super::ToolHost as Host;
+use super::ToolHost;
 
 /// Progress notifications waiting for one call's client: past this many, further updates of
 /// that call are dropped (a run that floods progress cannot grow the host's memory).
@@ -43,7 +43,7 @@ pub struct McpServer {
 }
 
 struct Inner {
-    host: Host,
+    host: ToolHost,
     caller: String,
     working_directory: String,
     /// The listener that turns tool mounts into `tools/list_changed`, once the client is ready.
@@ -62,7 +62,7 @@ impl McpServer {
     /// A server over `host`'s mounted tools, calling them as the top-level agent `caller`
     /// working in `working_directory`.
     pub fn new(
-        host: Host,
+        host: ToolHost,
         caller: impl Into<String>,
         working_directory: impl Into<String>,
     ) -> Self {
@@ -178,7 +178,8 @@ impl ServerHandler for McpServer {
         // goes): the call's runs are linked to it, so the whole tree under the call ends.
         let outcome = inner
             .host
-            .call_tool(&name, caller, &arguments.to_string(), context.ct.clone())
+            .tools()
+            .execute(&name, caller, arguments.to_string(), context.ct.clone())
             .await;
         if let Some((id, forwarding)) = listener {
             // The run's progress events were all emitted before it settled: once the listener
@@ -256,7 +257,7 @@ impl ServerHandler for McpServer {
 /// once it has sent what is queued; the request's cancellation (`context.ct`, which rmcp
 /// cancels as it reads `notifications/cancelled`) ends it at once, what is queued dropped.
 fn forward_progress(
-    host: &Host,
+    host: &ToolHost,
     caller: &ParentRef,
     token: ProgressToken,
     context: &RequestContext<RoleServer>,

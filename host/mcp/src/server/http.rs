@@ -37,7 +37,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::handler::McpServer;
-use super::ToolHost as Host;
+use super::ToolHost;
 
 /// Connections served at once; past it the listener waits for one to close.
 const MAX_CONNECTIONS: usize = 256;
@@ -131,7 +131,12 @@ impl McpHttp {
     }
 
     /// Serves `host`'s tools until `shutdown` is cancelled; then every session ends.
-    pub async fn serve(self, host: Host, working_directory: String, shutdown: CancellationToken) {
+    pub async fn serve(
+        self,
+        host: ToolHost,
+        working_directory: String,
+        shutdown: CancellationToken,
+    ) {
         let options = self.options;
         let mut origins: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
             .iter()

@@ -17,9 +17,8 @@ pub mod http;
 use std::sync::Arc;
 
 use seam_core::events::EventBus;
-use seam_core::tool::{ToolError, ToolRegistry};
-use seam_core::types::{ParentRef, ToolDescriptor, ToolResult};
-use tokio_util::sync::CancellationToken;
+use seam_core::tool::ToolRegistry;
+use seam_core::types::ToolDescriptor;
 
 pub use handler::McpServer;
 
@@ -49,18 +48,5 @@ impl ToolHost {
     /// The mounted tools, as the model sees them.
     pub fn tool_descriptors(&self) -> Vec<ToolDescriptor> {
         self.tools.list()
-    }
-
-    /// Calls the tool mounted under `name` on behalf of `caller`.
-    pub async fn call_tool(
-        &self,
-        name: &str,
-        caller: ParentRef,
-        arguments: &str,
-        abort: CancellationToken,
-    ) -> Result<ToolResult, ToolError> {
-        self.tools
-            .execute(name, caller, arguments.to_string(), abort)
-            .await
     }
 }
