@@ -36,11 +36,12 @@ USE_GROUP = re.compile(r"\buse\s+(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)
 # module may use only modules of the layers below its own.
 LAYERS = {
     "core": [
-        ["types", "sync", "live", "budget"],
+        ["types", "sync", "live", "budget", "spend"],
         # Durable sessions: opaque JSON bodies, so that the bus can write before it delivers;
         # the trace hooks, which the runtime above calls.
         ["store", "trace"],
-        ["events"],
+        # The accounts of budgets over the tree: they write spend to the store.
+        ["events", "ledger"],
         ["subagent"],
         ["tool"],
         # The agent runtime's own vocabulary: its session log and its models.

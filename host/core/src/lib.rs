@@ -21,9 +21,11 @@
 pub mod agent;
 pub mod budget;
 pub mod events;
+pub mod ledger;
 pub mod live;
 pub mod model;
 pub mod session;
+pub mod spend;
 pub mod store;
 pub mod subagent;
 pub mod sync;

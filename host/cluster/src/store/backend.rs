@@ -13,8 +13,8 @@ use async_nats::jetstream::{self, consumer, kv};
 use bytes::Bytes;
 use futures::StreamExt;
 use seam_core::store::{
-    now_ms, RunKey, RunRecord, RunStart, RunStatus, SessionSummary, StoreError, StoreLimits,
-    StoredEvent, Write,
+    now_ms, RunKey, RunRecord, RunStart, RunStatus, SessionSummary, SpendRecord, StoreError,
+    StoreLimits, StoredEvent, Write,
 };
 
 use super::layout::{self, Buckets, EventDoc, JournalDoc, Opening, RunDoc, SessionDoc};
@@ -206,6 +206,7 @@ impl Backend {
                                 open_turn: false,
                                 holder,
                                 openings: vec![opening],
+                                spend: Default::default(),
                             };
                             sessions.insert(id.clone(), (doc, None));
                         }
@@ -262,6 +263,21 @@ impl Backend {
                             at_ms: now,
                         }),
                     ));
+                }
+                Write::Spend {
+                    session,
+                    added,
+                    limits,
+                } => {
+                    // Kept in the session's document: it is staged and published with the
+                    // same revision check as its events.
+                    let Some(doc) = self.staged_session(&mut sessions, &session).await? else {
+                        continue;
+                    };
+                    doc.spend = doc.spend.add(added, limits);
+                    if !session_order.contains(&session) {
+                        session_order.push(session);
+                    }
                 }
                 Write::Inbox { session, body } => {
                     let key = layout::inbox_key(&session);
@@ -630,6 +646,14 @@ impl Backend {
             }
         }
         self.records(docs).await
+    }
+
+    pub(super) async fn spend(&self, id: &str) -> Result<Option<SpendRecord>, StoreError> {
+        let Some((body, _)) = self.entry(&layout::session_key(id)).await? else {
+            return Ok(None);
+        };
+        let doc: SessionDoc = parse(id, &body)?;
+        Ok((doc.spend != SpendRecord::default()).then_some(doc.spend))
     }
 
     pub(super) async fn inbox(&self, id: &str) -> Result<Option<String>, StoreError> {

@@ -157,6 +157,9 @@ pub struct SessionDoc {
     /// entries after those are the session's journal. Absent from documents written before.
     #[serde(default)]
     pub openings: Vec<Opening>,
+    /// What the session's account spent, and its budget. Absent from documents written before.
+    #[serde(default)]
+    pub spend: seam_core::store::SpendRecord,
 }
 
 /// An opening of the store that opened a session.

@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use seam_core::store::{
-    RunKey, RunRecord, RunStart, SessionStore, SessionSummary, StoreError, StoreLimits,
-    StoredEvent, Write,
+    RunKey, RunRecord, RunStart, SessionStore, SessionSummary, SpendRecord, StoreError,
+    StoreLimits, StoredEvent, Write,
 };
 
 use backend::{Backend, Deferred};
@@ -251,6 +251,11 @@ impl SessionStore for JetStreamStore {
     fn runs_of_child(&self, session: &str) -> Result<Vec<RunRecord>, StoreError> {
         let id = session.to_string();
         self.ask(move |b| Box::pin(async move { b.runs_of_child(&id).await }))
+    }
+
+    fn spend(&self, session: &str) -> Result<Option<SpendRecord>, StoreError> {
+        let id = session.to_string();
+        self.ask(move |b| Box::pin(async move { b.spend(&id).await }))
     }
 
     fn inbox(&self, session: &str) -> Result<Option<String>, StoreError> {

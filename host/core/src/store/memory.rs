@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 
 use super::{
-    now_ms, RunKey, RunRecord, RunStart, RunStatus, SessionStore, SessionSummary, StoreError,
-    StoreLimits, StoredEvent, Write,
+    now_ms, RunKey, RunRecord, RunStart, RunStatus, SessionStore, SessionSummary, SpendRecord,
+    StoreError, StoreLimits, StoredEvent, Write,
 };
 use crate::sync::lock;
 
@@ -30,6 +30,7 @@ struct Inner {
     /// Each session's first opening: how many entries were journaled before it.
     opened_at: HashMap<String, u64>,
     inboxes: HashMap<String, String>,
+    spend: HashMap<String, SpendRecord>,
 }
 
 /// Sessions, runs and (if asked for) the journal in memory.
@@ -194,6 +195,14 @@ impl Inner {
                     r.report_pending = false;
                 }
             }
+            Write::Spend {
+                session,
+                added,
+                limits,
+            } => {
+                let record = self.spend.entry(session).or_default();
+                *record = record.add(added, limits);
+            }
             Write::Inbox { session, body } => match body {
                 Some(body) => {
                     self.inboxes.insert(session, body);
@@ -234,6 +243,7 @@ impl Inner {
             self.sessions.remove(s);
             self.inboxes.remove(s);
             self.opened_at.remove(s);
+            self.spend.remove(s);
         }
         self.runs
             .retain(|_, r| !tree.contains(&r.start.parent_session));
@@ -268,6 +278,7 @@ impl Inner {
             for (_, id) in by_age.into_iter().take(excess) {
                 self.sessions.remove(&id);
                 self.opened_at.remove(&id);
+                self.spend.remove(&id);
             }
             self.evicted = true;
         }
@@ -370,6 +381,10 @@ impl SessionStore for MemoryStore {
 
     fn inbox(&self, session: &str) -> Result<Option<String>, StoreError> {
         Ok(lock(&self.inner).inboxes.get(session).cloned())
+    }
+
+    fn spend(&self, session: &str) -> Result<Option<SpendRecord>, StoreError> {
+        Ok(lock(&self.inner).spend.get(session).copied())
     }
 
     fn journal(&self) -> Result<Vec<String>, StoreError> {

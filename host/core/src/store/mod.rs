@@ -113,6 +113,17 @@ pub enum Write {
         /// The run.
         run: RunKey,
     },
+    /// What a session's account (its agent and everything below it) spent, added to what the
+    /// store holds for it: additions commute, so the writes of parallel children can commit in
+    /// any order. `limits`, when given, replaces the budget recorded for it.
+    Spend {
+        /// The session.
+        session: String,
+        /// What was spent since the last write.
+        added: crate::spend::Spent,
+        /// Its budget, when it is recorded.
+        limits: Option<crate::spend::Budget>,
+    },
     /// A child session's inbox: messages sent to it and not yet run (`None` empties it).
     Inbox {
         /// The child's session.
@@ -241,6 +252,28 @@ pub struct SessionSummary {
     pub interrupted: bool,
 }
 
+/// What a session's account spent (its agent and everything below it, over every process that
+/// ran it), and the budget it was last given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SpendRecord {
+    /// The budget, if one was set.
+    #[serde(default)]
+    pub budget: Option<crate::spend::Budget>,
+    /// What was spent.
+    #[serde(default)]
+    pub spent: crate::spend::Spent,
+}
+
+impl SpendRecord {
+    /// The record after a [`Write::Spend`] of `added` and `limits`.
+    pub fn add(self, added: crate::spend::Spent, limits: Option<crate::spend::Budget>) -> Self {
+        Self {
+            budget: limits.or(self.budget),
+            spent: self.spent + added,
+        }
+    }
+}
+
 /// One session event, read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredEvent {
@@ -322,6 +355,9 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// The runs that ran the child session `session` (its activations), oldest first.
     fn runs_of_child(&self, session: &str) -> Result<Vec<RunRecord>, StoreError>;
+
+    /// What a session's account spent, and its budget (`None`: nothing recorded).
+    fn spend(&self, session: &str) -> Result<Option<SpendRecord>, StoreError>;
 
     /// A child session's inbox (JSON), if it has one.
     fn inbox(&self, session: &str) -> Result<Option<String>, StoreError>;

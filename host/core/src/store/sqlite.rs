@@ -25,13 +25,13 @@ use std::thread::JoinHandle;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::{
-    now_ms, RunKey, RunRecord, RunStart, RunStatus, SessionStore, SessionSummary, StoreError,
-    StoreLimits, StoredEvent, Write,
+    now_ms, RunKey, RunRecord, RunStart, RunStatus, SessionStore, SessionSummary, SpendRecord,
+    StoreError, StoreLimits, StoredEvent, Write,
 };
 use crate::sync::lock;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Migrations, oldest first: `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -107,6 +107,14 @@ const MIGRATIONS: &[&str] = &[
         holder INTEGER NOT NULL,
         after_seq INTEGER NOT NULL,
         PRIMARY KEY (session, holder)
+    ) WITHOUT ROWID;
+",
+    // What each session's account spent and its budget (JSON `SpendRecord`): budgets over the
+    // delegation tree.
+    "
+    CREATE TABLE spend (
+        session TEXT PRIMARY KEY,
+        body TEXT NOT NULL
     ) WITHOUT ROWID;
 ",
 ];
@@ -674,6 +682,22 @@ impl Inner {
                     .and_then(|mut s| s.execute([run]))
                     .map_err(|e| self.fail(e))?;
             }
+            Write::Spend {
+                session,
+                added,
+                limits,
+            } => {
+                let before = read_spend(tx, session).map_err(|e| self.fail(e))?;
+                let after = before.unwrap_or_default().add(*added, *limits);
+                let body = serde_json::to_string(&after)
+                    .map_err(|e| StoreError::Backend(format!("cannot write spend: {e}")))?;
+                tx.prepare_cached(
+                    "INSERT INTO spend (session, body) VALUES (?1, ?2)
+                     ON CONFLICT (session) DO UPDATE SET body = ?2",
+                )
+                .and_then(|mut s| s.execute(params![session, body]))
+                .map_err(|e| self.fail(e))?;
+            }
             Write::Inbox { session, body } => match body {
                 Some(body) => {
                     tx.prepare_cached(
@@ -692,6 +716,20 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// A session's spend record; a body that does not parse reads as a fault of the file.
+fn read_spend(conn: &Connection, session: &str) -> rusqlite::Result<Option<SpendRecord>> {
+    let body: Option<String> = conn
+        .prepare_cached("SELECT body FROM spend WHERE session = ?1")?
+        .query_row([session], |r| r.get(0))
+        .optional()?;
+    body.map(|b| {
+        serde_json::from_str(&b).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+        })
+    })
+    .transpose()
 }
 
 /// The columns [`run_record`] reads, in its order.
@@ -793,6 +831,7 @@ fn remove_tree(tx: &Transaction<'_>, session: &str) -> rusqlite::Result<bool> {
     for s in &tree {
         tx.execute("DELETE FROM events WHERE session = ?1", [s])?;
         tx.execute("DELETE FROM inbox WHERE session = ?1", [s])?;
+        tx.execute("DELETE FROM spend WHERE session = ?1", [s])?;
         tx.execute("DELETE FROM openings WHERE session = ?1", [s])?;
         tx.execute("DELETE FROM runs WHERE parent_session = ?1", [s])?;
         let n = tx.execute("DELETE FROM sessions WHERE id = ?1", [s])?;
@@ -881,6 +920,11 @@ impl SessionStore for SqliteStore {
 
     fn runs_of_child(&self, session: &str) -> Result<Vec<RunRecord>, StoreError> {
         self.runs_where("child_session", session)
+    }
+
+    fn spend(&self, session: &str) -> Result<Option<SpendRecord>, StoreError> {
+        let conn = self.inner.settled()?;
+        read_spend(&conn, session).map_err(|e| self.fail(e))
     }
 
     fn inbox(&self, session: &str) -> Result<Option<String>, StoreError> {

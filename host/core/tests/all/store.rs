@@ -328,6 +328,9 @@ impl SessionStore for Flaky {
     fn inbox(&self, session: &str) -> Result<Option<String>, StoreError> {
         self.inner.inbox(session)
     }
+    fn spend(&self, session: &str) -> Result<Option<seam_core::store::SpendRecord>, StoreError> {
+        self.inner.spend(session)
+    }
     fn journal(&self) -> Result<Vec<String>, StoreError> {
         self.inner.journal()
     }
