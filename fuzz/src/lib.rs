@@ -140,6 +140,7 @@ pub fn request_validation(data: &[u8]) {
             deny: i.option(Input::names),
         }),
         persona: input.option(Input::string),
+        budget: None,
     };
 
     let described = validate::descriptor("fuzz", &descriptor);

@@ -225,7 +225,8 @@ fn handle(
                     StopReason::Aborted => Some("cancelled"),
                     StopReason::MaxTokens => Some("max_tokens"),
                     StopReason::Refusal => Some("refusal"),
-                    StopReason::Error | StopReason::Other(_) => None,
+                    // ACP has no stop reason for a budget: the error names what ran out.
+                    StopReason::Error | StopReason::Budget | StopReason::Other(_) => None,
                 };
                 let line = match stop {
                     Some(stop) => rpc::response(&id, json!({"stopReason": stop})),

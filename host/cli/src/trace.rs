@@ -106,6 +106,7 @@ pub(crate) fn trace_json(recorded: &Recorded, command: &str) -> Value {
                 stop_reason,
                 diagnostic,
                 usage,
+                cost_usd,
             } => {
                 if let Some(began) = turns.remove(&(id.clone(), *turn)) {
                     let tid = tracks.of(id);
@@ -116,6 +117,9 @@ pub(crate) fn trace_json(recorded: &Recorded, command: &str) -> Value {
                     if let Some(u) = usage {
                         args["prompt-tokens"] = json!(u.prompt_tokens);
                         args["completion-tokens"] = json!(u.completion_tokens);
+                    }
+                    if let Some(cost) = cost_usd {
+                        args["cost-usd"] = json!(cost);
                     }
                     out.push(json!({
                         "name": "agent.turn", "cat": "agent", "ph": "X", "pid": 1, "tid": tid,

@@ -71,6 +71,13 @@ events! {
         /// Why the run failed or was stopped, if it was.
         #[serde(skip_serializing_if = "Option::is_none")]
         diagnostic: Option<String>,
+        /// The tokens the run's tree used (its child and everything below it), when any model
+        /// call of it said.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        usage: Option<crate::types::Usage>,
+        /// What those tokens cost, in dollars, when the models have prices.
+        #[serde(rename = "cost-usd", skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     /// A started run reported progress (always between its start and its end).
     "subagent/progress" => SubagentProgress {
@@ -149,6 +156,9 @@ events! {
         /// The tokens the turn's model calls used, when the endpoint said.
         #[serde(skip_serializing_if = "Option::is_none")]
         usage: Option<crate::types::Usage>,
+        /// What they cost, in dollars, when the model has prices.
+        #[serde(rename = "cost-usd", skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     /// An agent was disposed.
     "agent/disposed" => AgentDisposed {
@@ -530,6 +540,8 @@ mod tests {
                 stop_reason: StopReason::Completed,
                 last_assistant_message: None,
                 diagnostic: None,
+                usage: None,
+                cost_usd: None,
             },
             Event::ProviderAdded { name: s() },
             Event::ProviderRemoved { name: s() },
@@ -557,6 +569,7 @@ mod tests {
                 stop_reason: StopReason::Completed,
                 diagnostic: None,
                 usage: None,
+                cost_usd: None,
             },
             Event::AgentDisposed { id: s() },
             Event::ToolMounted {
@@ -617,6 +630,7 @@ mod tests {
         for (reason, name) in [
             (StopReason::Completed, "completed"),
             (StopReason::MaxTokens, "max-tokens"),
+            (StopReason::Budget, "budget"),
             (StopReason::Other("overheated".into()), "overheated"),
         ] {
             let event = Event::AgentTurnEnd {
@@ -625,6 +639,7 @@ mod tests {
                 stop_reason: reason.clone(),
                 diagnostic: None,
                 usage: None,
+                cost_usd: None,
             };
             let json: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
             assert_eq!(json["stop-reason"], serde_json::json!(name));

@@ -33,6 +33,9 @@ struct State {
     held: Spent,
     /// The session that keeps this account's spend, once known.
     session: Option<String>,
+    /// When its wall time runs out: its own cap (less what its session ran before) from when it
+    /// opened, or its parent's, whichever is first.
+    deadline: Option<Instant>,
 }
 
 /// One agent's or run's account: its own cap, what it and its descendants spent, and its
@@ -41,9 +44,7 @@ pub struct Account {
     id: String,
     parent: Option<Arc<Account>>,
     limits: Budget,
-    /// When its wall time runs out: its own cap from its start, or its parent's, whichever is
-    /// first.
-    deadline: Option<Instant>,
+    opened: Instant,
     state: Mutex<State>,
 }
 
@@ -77,26 +78,47 @@ impl Account {
     }
 
     fn open(id: String, parent: Option<Arc<Self>>, limits: Budget, already: Spent) -> Arc<Self> {
-        let own = limits.wall_ms.map(|ms| {
-            let left = ms.saturating_sub(already.wall_ms);
-            Instant::now() + Duration::from_millis(left)
-        });
-        let inherited = parent.as_ref().and_then(|p| p.deadline);
-        let deadline = match (own, inherited) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let opened = Instant::now();
+        let deadline = Self::deadline_of(opened, &limits, &already, parent.as_deref());
         Arc::new(Self {
             id,
             parent,
             limits,
-            deadline,
+            opened,
             state: Mutex::new(State {
                 spent: already,
                 held: Spent::default(),
                 session: None,
+                deadline,
             }),
         })
+    }
+
+    fn deadline_of(
+        opened: Instant,
+        limits: &Budget,
+        already: &Spent,
+        parent: Option<&Account>,
+    ) -> Option<Instant> {
+        let own = limits
+            .wall_ms
+            .map(|ms| opened + Duration::from_millis(ms.saturating_sub(already.wall_ms)));
+        let inherited = parent.and_then(Account::deadline);
+        match (own, inherited) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Adds what this account's session spent in earlier processes (a continued child whose
+    /// account opened before its session was known): it counts against its own cap only, as
+    /// its ancestors' sessions have it already.
+    pub fn preload(&self, already: Spent) {
+        let mut state = lock(&self.state);
+        state.spent += already;
+        let spent = state.spent;
+        state.deadline =
+            Self::deadline_of(self.opened, &self.limits, &spent, self.parent.as_deref());
     }
 
     /// The agent or run it belongs to.
@@ -116,12 +138,12 @@ impl Account {
 
     /// When its wall time runs out, if it has a bound (its own or an ancestor's).
     pub fn deadline(&self) -> Option<Instant> {
-        self.deadline
+        lock(&self.state).deadline
     }
 
     /// Resolves when its wall time runs out (never, without a bound).
     pub async fn expired(&self) {
-        match self.deadline {
+        match self.deadline() {
             Some(at) => tokio::time::sleep_until(at.into()).await,
             None => std::future::pending().await,
         }
@@ -162,7 +184,7 @@ impl Account {
                     left.narrow(dimension, limit.saturating_sub(used));
                 }
             }
-            if let Some(at) = account.deadline {
+            if let Some(at) = state.deadline {
                 left.narrow(
                     Dimension::WallTime,
                     at.saturating_duration_since(now).as_millis() as u64,
@@ -192,7 +214,7 @@ impl Account {
             Ok(amount) => amount,
             Err(dimension) => return Err(refused(&chain, dimension)),
         };
-        if let Some(at) = self.deadline {
+        if let Some(at) = chain.first().and_then(|(_, s)| s.deadline) {
             if Instant::now() >= at {
                 return Err(refused(&chain, Dimension::WallTime));
             }
@@ -228,7 +250,7 @@ impl Account {
         let mut tightest: Option<(u64, Exhausted)> = None;
         for (account, state) in chain {
             let (limit, spent, held, left) = if dimension == Dimension::WallTime {
-                let Some(at) = account.deadline else { continue };
+                let Some(at) = state.deadline else { continue };
                 let Some(limit) = account.limits.wall_ms else {
                     continue;
                 };
@@ -260,6 +282,11 @@ impl Account {
             spent: 0,
             held: 0,
         })
+    }
+
+    /// The refusal its expired wall time makes (see [`Account::expired`]).
+    pub fn out_of_time(&self) -> Exhausted {
+        Self::exhausted_in(&self.lock_chain(), Dimension::WallTime)
     }
 
     /// Charges what was spent with no hold before (a component's own model calls, reported
@@ -311,7 +338,7 @@ impl Account {
                     return Err(Self::exhausted_in(&chain, dimension));
                 }
             }
-            if account.deadline.is_some_and(|at| now >= at) {
+            if state.deadline.is_some_and(|at| now >= at) {
                 return Err(Self::exhausted_in(&chain, Dimension::WallTime));
             }
         }

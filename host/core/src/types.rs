@@ -55,6 +55,9 @@ pub enum StopReason {
     MaxTokens,
     /// The model declined.
     Refusal,
+    /// The tree's budget ran out (its diagnostic says which dimension, whose budget and how
+    /// much was spent).
+    Budget,
     /// A provider-specific reason.
     Other(String),
 }
@@ -68,6 +71,7 @@ impl StopReason {
             Self::Error => "error",
             Self::MaxTokens => "max-tokens",
             Self::Refusal => "refusal",
+            Self::Budget => "budget",
             Self::Other(s) => s,
         }
     }
@@ -87,6 +91,7 @@ impl StopReason {
             "error" => Self::Error,
             "max-tokens" => Self::MaxTokens,
             "refusal" => Self::Refusal,
+            "budget" => Self::Budget,
             other => Self::Other(other.to_string()),
         }
     }
@@ -216,6 +221,9 @@ pub struct StartRequest {
     pub tool_filter: Option<ToolFilter>,
     /// Persona for this child only.
     pub persona: Option<String>,
+    /// The most the run's tree may spend (the delegating entry's `config.budget`): carved from
+    /// the caller's remainder, never more than it.
+    pub budget: Option<crate::spend::Budget>,
 }
 
 impl StartRequest {
@@ -230,6 +238,7 @@ impl StartRequest {
             max_depth: None,
             tool_filter: None,
             persona: None,
+            budget: None,
         }
     }
 }
@@ -559,6 +568,9 @@ pub struct RequestSnapshot {
     pub tool_filter: Option<ToolFilter>,
     /// The persona.
     pub persona: Option<String>,
+    /// The budget cap it was started with (absent from records written before budgets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::spend::Budget>,
 }
 
 impl RequestSnapshot {
@@ -572,6 +584,7 @@ impl RequestSnapshot {
             max_depth: request.max_depth,
             tool_filter: request.tool_filter.clone(),
             persona: request.persona.clone(),
+            budget: request.budget,
         }
     }
 
@@ -591,6 +604,7 @@ impl RequestSnapshot {
             max_depth: self.max_depth,
             tool_filter: self.tool_filter,
             persona: self.persona,
+            budget: self.budget,
         }
     }
 }

@@ -180,6 +180,8 @@ async fn each_listener_gets_its_own_copy() {
         stop_reason: StopReason::Completed,
         last_assistant_message: Some(vec![seam_host::ContentBlock::text("truth")]),
         diagnostic: None,
+        usage: None,
+        cost_usd: None,
     };
     for (who, seen) in [("before", &before), ("after", &after)] {
         let seen = seen.lock().unwrap();

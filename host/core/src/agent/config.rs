@@ -27,6 +27,9 @@ pub struct AgentConfig {
     /// Most agents alive in the host at once; creating one more fails.
     #[serde(default = "default_max_live_agents")]
     pub max_live_agents: usize,
+    /// `[agent.budget]`: the most the top-level agent's whole tree may spend.
+    #[serde(default)]
+    pub budget: Option<crate::spend::Budget>,
 }
 
 impl Default for AgentConfig {
@@ -39,6 +42,7 @@ impl Default for AgentConfig {
             prompt: None,
             max_depth: default_max_depth(),
             max_live_agents: default_max_live_agents(),
+            budget: None,
         }
     }
 }

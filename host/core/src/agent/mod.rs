@@ -26,9 +26,11 @@ pub use seed::{ChildSession, RunSessionSeed};
 use tool_layer::{CallOutcome, ToolLayer};
 
 use crate::events::{Event, EventBus};
+use crate::ledger::{Account, Hold};
 use crate::model::{
     ChatMessage, FinishReason, Model, ModelError, ModelRegistry, ModelRequest, Role,
 };
+use crate::spend::{Budget, Dimension, Spent};
 use crate::store::{StoreError, Write};
 use crate::subagent::{RunContext, SubagentService};
 use crate::sync::lock;
@@ -65,6 +67,8 @@ pub struct AgentSpec {
     /// The session to keep: one the host's store has is continued (its completed turns are
     /// the seed); another is opened under this id. Generated when absent.
     pub session_id: Option<String>,
+    /// A top-level agent's budget (`[agent.budget]`); a child's is its run's.
+    pub budget: Option<Budget>,
 }
 
 impl AgentSpec {
@@ -84,6 +88,7 @@ impl AgentSpec {
             max_turns: 16,
             seed: Vec::new(),
             session_id: None,
+            budget: None,
         }
     }
 }
@@ -127,6 +132,12 @@ pub struct Agent {
     refused: Mutex<Option<String>>,
     /// The tokens this turn's model calls used so far, when their endpoint said.
     turn_usage: Mutex<Option<crate::types::Usage>>,
+    /// What this turn's model calls cost so far, in micro-dollars.
+    turn_cost: Mutex<u64>,
+    /// Its budget account: its run's, for a run's child; its own, at top level.
+    account: Arc<Account>,
+    /// Whether the account is its own (a top-level agent's), to forget with it.
+    owns_account: bool,
 }
 
 impl Agent {
@@ -138,6 +149,11 @@ impl Agent {
     /// How it was created.
     pub fn spec(&self) -> &AgentSpec {
         &self.spec
+    }
+
+    /// Its budget account: what it and its tree spent, and what is left.
+    pub fn account(&self) -> &Arc<Account> {
+        &self.account
     }
 
     /// A copy of its session.
@@ -314,8 +330,13 @@ impl Agent {
             turn,
         });
         *lock(&self.turn_usage) = None;
+        *lock(&self.turn_cost) = 0;
+        let began = std::time::Instant::now();
         let (stop_reason, diagnostic) = self.turn_loop(&abort).await;
         let usage = lock(&self.turn_usage).take();
+        let cost = std::mem::take(&mut *lock(&self.turn_cost));
+        let ran = began.elapsed().as_millis() as u64;
+        lock(&self.unsaved).extend(self.account.add_wall_time(ran));
         // A cancel from now on is for the next turn.
         *lock(&self.turn_abort) = self.abort.child_token();
         // A refused session ends its turn `error`, saying why.
@@ -334,6 +355,7 @@ impl Agent {
             stop_reason: stop_reason.clone(),
             diagnostic: diagnostic.clone(),
             usage,
+            cost_usd: (cost > 0).then(|| crate::spend::micros_to_usd(cost)),
         });
         let output = self
             .last_text()
@@ -401,21 +423,44 @@ impl Agent {
                 );
             }
             calls += 1;
+            // Held before the call: refused when the tree's budget cannot cover it, and its
+            // output clamped to what is left.
+            let hold = match self.hold_model_call() {
+                Ok(hold) => hold,
+                Err(refused) => return refused,
+            };
             let span = crate::trace::model_call(&self.id, &self.spec.model);
             let request = ModelRequest {
                 messages: self.messages(),
                 tools: self.tools.specs(),
                 traceparent: span.as_ref().and_then(|s| s.traceparent()),
+                max_tokens: self.clamp(&hold),
             };
-            let outcome = self.model.complete(request, abort.child_token()).await;
+            let call = abort.child_token();
+            let mut out_of_time = false;
+            let outcome = tokio::select! {
+                outcome = self.model.complete(request, call.clone()) => outcome,
+                _ = self.account.expired() => {
+                    call.cancel();
+                    out_of_time = true;
+                    Err(ModelError::Aborted)
+                }
+            };
             if let Some(span) = span {
                 match &outcome {
                     Ok(reply) => span.end(reply.usage.as_ref(), None),
                     Err(e) => span.end(None, Some(&e.to_string())),
                 }
             }
+            self.settle_model_call(hold, outcome.as_ref().ok().and_then(|r| r.usage));
             let reply = match outcome {
                 Ok(r) => r,
+                Err(_) if out_of_time => {
+                    return (
+                        StopReason::Budget,
+                        Some(self.account.out_of_time().to_string()),
+                    )
+                }
                 Err(ModelError::Aborted) => return (StopReason::Aborted, Some(self.aborted())),
                 Err(e) => return (StopReason::Error, Some(format!("model error: {e}"))),
             };
@@ -446,11 +491,101 @@ impl Agent {
                 }
                 return (StopReason::Completed, None);
             }
-            if self.run_tool_calls(&reply.tool_calls, abort).await {
+            // The calls stop when the tree's wall time runs out, and the turn ends `budget`.
+            let calls_abort = abort.child_token();
+            let ran = self.run_tool_calls(&reply.tool_calls, &calls_abort);
+            tokio::pin!(ran);
+            let captured = tokio::select! {
+                captured = &mut ran => captured,
+                _ = self.account.expired() => {
+                    calls_abort.cancel();
+                    ran.await;
+                    return (StopReason::Budget, Some(self.account.out_of_time().to_string()));
+                }
+            };
+            if captured {
                 // A valid capture ends the turn.
                 return (StopReason::Completed, None);
             }
         }
+    }
+
+    /// Holds what the next model call may spend: one call, and as many output tokens (and
+    /// their cost) as the tree has left, or the model's own `max_tokens`. Refused, the turn
+    /// ends `budget` saying what ran out; a cost budget over a model with no prices ends it
+    /// `error`.
+    fn hold_model_call(&self) -> Result<Hold, (StopReason, Option<String>)> {
+        let prices = self.model.prices();
+        let own_max = self.model.max_tokens();
+        let mut unpriced = false;
+        let held = self.account.hold_with(|left| {
+            if left.get(Dimension::InputTokens) == Some(0) {
+                return Err(Dimension::InputTokens);
+            }
+            let mut output = left.get(Dimension::OutputTokens);
+            if output == Some(0) {
+                return Err(Dimension::OutputTokens);
+            }
+            let mut cost = 0;
+            if let Some(money) = left.get(Dimension::Cost) {
+                let Some(prices) = prices else {
+                    unpriced = true;
+                    return Err(Dimension::Cost);
+                };
+                if money == 0 {
+                    return Err(Dimension::Cost);
+                }
+                let per_token = prices.output_micros_per_token();
+                if per_token > 0 {
+                    let affordable = money / per_token;
+                    if affordable == 0 {
+                        return Err(Dimension::Cost);
+                    }
+                    output = Some(output.map_or(affordable, |o| o.min(affordable)));
+                }
+                cost = output.map_or(0, |o| o.saturating_mul(per_token));
+            }
+            let output = match (output, own_max) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            Ok(Spent {
+                output_tokens: output.unwrap_or(0),
+                cost_micros: cost,
+                model_calls: 1,
+                ..Spent::default()
+            })
+        });
+        match held {
+            Ok(hold) => Ok(hold),
+            Err(_) if unpriced => Err((
+                StopReason::Error,
+                Some(format!(
+                    "model `{}` has no prices: the budget's cost bound cannot be kept (give \
+                     its endpoint or script `prices = {{ input_per_mtok = .., output_per_mtok \
+                     = .. }}`)",
+                    self.spec.model
+                )),
+            )),
+            Err(refused) => Err((StopReason::Budget, Some(refused.to_string()))),
+        }
+    }
+
+    /// The `max_tokens` of a call holding `hold`: what it holds of output tokens, when the
+    /// budget or the model bounds them.
+    fn clamp(&self, hold: &Hold) -> Option<u64> {
+        let held = hold.amount().output_tokens;
+        (held > 0).then_some(held)
+    }
+
+    /// Replaces a model call's hold with what it spent: its tokens (and their cost) when the
+    /// endpoint said, and the call itself in any case.
+    fn settle_model_call(&self, hold: Hold, usage: Option<crate::types::Usage>) {
+        let usage = usage.unwrap_or_default();
+        let cost = self.model.prices().map_or(0, |p| p.cost_micros(usage));
+        *lock(&self.turn_cost) += cost;
+        let writes = hold.settle(Spent::model_call(usage, cost));
+        lock(&self.unsaved).extend(writes);
     }
 
     /// Runs the calls of one reply; returns whether a structured answer was captured. Calls after
@@ -479,6 +614,23 @@ impl Agent {
             }
         }
         let caller = self.as_parent();
+        // Each call holds one tool call of the tree's budget; a call it cannot cover is refused
+        // with words the model reads, and not made.
+        let mut holds = Vec::new();
+        for (i, result) in results.iter_mut().enumerate() {
+            if result.is_some() {
+                continue;
+            }
+            match self.account.hold(Spent::tool_call()) {
+                Ok(hold) => holds.push(hold),
+                Err(refused) => {
+                    *result = Some(crate::types::ToolResult::error(format!(
+                        "refused: {refused}; tool `{}` was not called",
+                        calls[i].name
+                    )))
+                }
+            }
+        }
         let pending: Vec<usize> = (0..calls.len()).filter(|i| results[*i].is_none()).collect();
         for i in &pending {
             self.emit(Event::AgentToolCall {
@@ -502,6 +654,10 @@ impl Agent {
         .await;
         for (i, r) in pending.into_iter().zip(ran) {
             results[i] = Some(r);
+        }
+        for hold in holds {
+            let writes = hold.settle(Spent::tool_call());
+            lock(&self.unsaved).extend(writes);
         }
         for (call, result) in calls.iter().zip(results) {
             let result = result.unwrap_or_else(|| crate::types::ToolResult::error("not run"));
@@ -667,6 +823,7 @@ impl AgentRegistry {
         spec.persona = defaults.persona;
         spec.max_turns = defaults.max_turns;
         spec.session_id = session.map(str::to_string);
+        spec.budget = defaults.budget;
         self.create(spec, None)
     }
 
@@ -756,6 +913,8 @@ impl AgentRegistry {
                 }
             }
         };
+        let (account, owns_account) = self.account_for(&id, &spec, &header.session_id)?;
+        unsaved.extend(account.limits_write());
         let abort: CancellationToken = abort.map(|a| a.child_token()).unwrap_or_default();
         let agent = Arc::new(Agent {
             id: id.clone(),
@@ -773,6 +932,9 @@ impl AgentRegistry {
             unsaved: Mutex::new(unsaved),
             refused: Mutex::new(None),
             turn_usage: Mutex::new(None),
+            turn_cost: Mutex::new(0),
+            account,
+            owns_account,
         });
         lock(&self.agents).insert(id.clone(), agent.clone());
         agent.emit(Event::AgentCreated {
@@ -782,6 +944,43 @@ impl AgentRegistry {
             model: agent.spec.model.clone(),
         });
         Ok(agent)
+    }
+
+    /// The budget account of agent `id` keeping `session`, and whether it is the agent's own:
+    /// a run's child uses its run's account (same id); another agent opens one under its
+    /// parent's, or at top level with its spec's budget. Either starts from what its session
+    /// spent in earlier processes, so a continued session never gets a fresh budget.
+    fn account_for(
+        &self,
+        id: &str,
+        spec: &AgentSpec,
+        session: &str,
+    ) -> Result<(Arc<Account>, bool), AgentError> {
+        let already = self
+            .events
+            .store()
+            .spend(session)?
+            .map(|r| r.spent)
+            .unwrap_or_default();
+        let accounts = self.subagents().map(|s| s.accounts().clone());
+        if let Some(run) = accounts.as_ref().and_then(|a| a.get(id)) {
+            run.preload(already);
+            run.keep_in(session);
+            return Ok((run, false));
+        }
+        let parent = spec
+            .parent
+            .as_ref()
+            .and_then(|p| accounts.as_ref().and_then(|a| a.get(p)));
+        let account = match parent {
+            Some(parent) => parent.child(id, Budget::default(), already),
+            None => Account::root(id, spec.budget.unwrap_or_default(), already),
+        };
+        account.keep_in(session);
+        if let Some(accounts) = &accounts {
+            accounts.insert(account.clone());
+        }
+        Ok((account, true))
     }
 
     /// A live agent by id.
@@ -860,7 +1059,13 @@ impl AgentRegistry {
     }
 
     fn forget(&self, id: &str) {
-        if lock(&self.agents).remove(id).is_some() {
+        let agent = lock(&self.agents).remove(id);
+        if let Some(agent) = agent {
+            if agent.owns_account {
+                if let Some(subagents) = self.subagents() {
+                    subagents.accounts().remove(id);
+                }
+            }
             self.events
                 .emit(&Event::AgentDisposed { id: id.to_string() });
         }

@@ -15,6 +15,51 @@ pub struct ModelsConfig {
     /// `[models.openai]`: the endpoint for `openai` and `openai:MODEL`.
     #[serde(default)]
     pub openai: Option<OpenAiConfig>,
+    /// `[models.endpoints.NAME]`: more endpoints, each picked by the model string `NAME` (so
+    /// that children can run on a cheaper model than their parent).
+    #[serde(default)]
+    pub endpoints: BTreeMap<String, OpenAiConfig>,
+}
+
+impl ModelsConfig {
+    /// Checks the prices and names of every script and endpoint, naming the key at fault.
+    pub fn validate(&self) -> Result<(), crate::spend::BudgetError> {
+        for (name, script) in &self.scripts {
+            if let Some(p) = &script.prices {
+                p.validate(&format!("models.scripts.{name}.prices"))?;
+            }
+        }
+        if let Some(p) = self.openai.as_ref().and_then(|o| o.prices.as_ref()) {
+            p.validate("models.openai.prices")?;
+        }
+        for (name, endpoint) in &self.endpoints {
+            if let Some(p) = &endpoint.prices {
+                p.validate(&format!("models.endpoints.{name}.prices"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The config keys of the endpoints and scripts that have no prices: with a cost budget,
+    /// a call to one of them could not be charged.
+    pub fn unpriced(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .scripts
+            .iter()
+            .filter(|(_, s)| s.prices.is_none())
+            .map(|(name, _)| format!("models.scripts.{name}"))
+            .collect();
+        if self.openai.as_ref().is_some_and(|o| o.prices.is_none()) {
+            out.push("models.openai".into());
+        }
+        out.extend(
+            self.endpoints
+                .iter()
+                .filter(|(_, e)| e.prices.is_none())
+                .map(|(name, _)| format!("models.endpoints.{name}")),
+        );
+        out
+    }
 }
 
 /// A script: one step per model call, in order.
@@ -23,6 +68,9 @@ pub struct ModelsConfig {
 pub struct Script {
     /// The steps.
     pub steps: Vec<ScriptStep>,
+    /// What its tokens cost, as an endpoint's would (for cost budgets in tests and demos).
+    #[serde(default)]
+    pub prices: Option<crate::spend::Prices>,
 }
 
 /// One scripted reply. Exactly one of the reply kinds should be set; text may accompany tool
@@ -94,6 +142,14 @@ pub struct OpenAiConfig {
     pub backoff_ms: u64,
     /// Sampling temperature.
     pub temperature: Option<f64>,
+    /// The most completion tokens one reply may use (sent as `max_tokens`; a budget may lower
+    /// it further).
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    /// What its tokens cost, in dollars per million (`{ input_per_mtok, output_per_mtok }`):
+    /// needed when a budget bounds cost.
+    #[serde(default)]
+    pub prices: Option<crate::spend::Prices>,
 }
 
 fn yes() -> bool {

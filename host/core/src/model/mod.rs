@@ -85,6 +85,9 @@ pub struct ModelRequest {
     /// The W3C `traceparent` of the call's span, for an endpoint that traces (see
     /// [`crate::trace`]).
     pub traceparent: Option<String>,
+    /// The most completion tokens the reply may use: what the tree's budget holds for it, or
+    /// the endpoint's own `max_tokens`, whichever is less (`None`: the endpoint's default).
+    pub max_tokens: Option<u64>,
 }
 
 /// Why the model stopped producing this reply.
@@ -164,4 +167,14 @@ pub trait Model: Send + Sync {
         request: ModelRequest,
         abort: CancellationToken,
     ) -> BoxFuture<'static, Result<ModelReply, ModelError>>;
+
+    /// What its tokens cost, when its config says (a cost budget needs it).
+    fn prices(&self) -> Option<crate::spend::Prices> {
+        None
+    }
+
+    /// The most completion tokens one reply may use, when its config bounds it.
+    fn max_tokens(&self) -> Option<u64> {
+        None
+    }
 }

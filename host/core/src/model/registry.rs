@@ -20,6 +20,9 @@ impl ModelRegistry {
     /// first step for every agent).
     pub fn resolve(&self, model: &str) -> Result<Arc<dyn Model>, ModelError> {
         let config = crate::sync::read(&self.config);
+        if let Some(endpoint) = config.endpoints.get(model) {
+            return Ok(Arc::new(openai::OpenAiModel::new(endpoint.clone())?));
+        }
         let (kind, rest) = match model.split_once(':') {
             Some((k, r)) => (k, Some(r)),
             None => (model, None),
@@ -51,7 +54,8 @@ impl ModelRegistry {
             other => Err(ModelError::Config {
                 model: model.to_string(),
                 message: format!(
-                    "unknown adapter `{other}` (expected `scripted:NAME` or `openai[:MODEL]`)"
+                    "unknown adapter `{other}` (expected `scripted:NAME`, `openai[:MODEL]` or \
+                     the name of an endpoint under [models.endpoints])"
                 ),
             }),
         }

@@ -122,6 +122,10 @@ fn reply(step: &ScriptStep, index: usize, request: &ModelRequest) -> ModelReply 
 }
 
 impl Model for ScriptedModel {
+    fn prices(&self) -> Option<crate::spend::Prices> {
+        self.script.prices
+    }
+
     fn complete(
         &self,
         request: ModelRequest,
@@ -149,7 +153,16 @@ impl Model for ScriptedModel {
             if let Some(message) = &step.error {
                 return Err(ModelError::Scripted(message.clone()));
             }
-            Ok(reply(&step, index, &request))
+            let mut reply = reply(&step, index, &request);
+            // As an endpoint does: a reply longer than `max_tokens` is cut there.
+            if let (Some(max), Some(usage)) = (request.max_tokens, reply.usage.as_mut()) {
+                if usage.completion_tokens > max {
+                    usage.completion_tokens = max;
+                    reply.finish = FinishReason::Length;
+                    reply.tool_calls.clear();
+                }
+            }
+            Ok(reply)
         })
     }
 }

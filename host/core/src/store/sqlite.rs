@@ -1110,6 +1110,7 @@ mod tests {
                 max_depth: None,
                 tool_filter: None,
                 persona: None,
+                budget: None,
             },
             background: false,
             label: String::new(),

@@ -31,6 +31,8 @@ pub mod code {
     pub const INTERNAL: &str = "INTERNAL";
     /// `NO_RUN`.
     pub const NO_RUN: &str = "NO_RUN";
+    /// `BUDGET_EXHAUSTED`.
+    pub const BUDGET_EXHAUSTED: &str = "BUDGET_EXHAUSTED";
 }
 
 /// Why the subagent service refused or could not complete an operation.
@@ -101,6 +103,9 @@ pub enum SubagentError {
     /// No run with this id belongs to the caller.
     #[error("{code}: no run `{0}` belongs to the caller", code = code::NO_RUN)]
     NoRun(String),
+    /// The caller's budget cannot cover the run: refused before it started.
+    #[error("{code}: {0}", code = code::BUDGET_EXHAUSTED)]
+    BudgetExhausted(crate::spend::Exhausted),
 }
 
 /// Why the host ended a run `aborted`; its `Display` is the text the run's diagnostic starts
@@ -147,6 +152,7 @@ impl SubagentError {
             Self::Disposed => code::DISPOSED,
             Self::Internal(_) => code::INTERNAL,
             Self::NoRun(_) => code::NO_RUN,
+            Self::BudgetExhausted(_) => code::BUDGET_EXHAUSTED,
         }
     }
 }

@@ -26,7 +26,9 @@ use run::{FirstPoll, RunHooks, RunShared};
 pub use run::{Provider, ResumeSeed, RunContext, RunFailure, Steer, SubagentRun};
 
 use crate::events::{Event, EventBus};
+use crate::ledger::{Account, Accounts};
 use crate::live::LiveCounts;
+use crate::spend::Spent;
 use crate::sync::{self, lock};
 use crate::types::{ContentBlock, ProviderDescriptor, RunInfo, StartRequest};
 
@@ -59,6 +61,8 @@ pub struct SubagentService {
     background: background::Backgrounds,
     /// What continuable children keep in memory.
     durable: held::Durable,
+    /// The budget accounts of live agents and runs.
+    accounts: Arc<Accounts>,
 }
 
 impl SubagentService {
@@ -74,7 +78,14 @@ impl SubagentService {
             max_tree_depth: AtomicU32::new(DEFAULT_MAX_TREE_DEPTH),
             background: background::Backgrounds::default(),
             durable: held::Durable::default(),
+            accounts: Arc::default(),
         }
+    }
+
+    /// The budget accounts of live agents and runs, by id: an agent registry shares them, so
+    /// that a run's child agent finds its run's account and a run its caller's.
+    pub fn accounts(&self) -> &Arc<Accounts> {
+        &self.accounts
     }
 
     /// Sets the deepest child any start may create, whatever the request's `max-depth` says.
@@ -329,10 +340,12 @@ impl SubagentService {
             descriptor.name,
             self.next_run.fetch_add(1, Ordering::Relaxed)
         );
+        let account = self.open_account(&id, &request)?;
         // Its span begins now, under the tool call that asks for it: what its provider sends
         // before the start is announced carries it.
         crate::trace::run_begun(&id, &request.parent.id, &descriptor.name, &plugin);
         let registry = Arc::downgrade(&runs);
+        let accounts = Arc::downgrade(&self.accounts);
         let hooks = RunHooks {
             events: self.events.clone(),
             live: self.live.clone(),
@@ -341,7 +354,11 @@ impl SubagentService {
                 if let Some(runs) = registry.upgrade() {
                     lock(&runs).remove(id);
                 }
+                if let Some(accounts) = accounts.upgrade() {
+                    accounts.remove(id);
+                }
             }),
+            account,
         };
         let shared = RunShared::new(
             id.clone(),
@@ -359,6 +376,31 @@ impl SubagentService {
             shared.drive(provider, request, first);
         }
         Ok(SubagentRun(shared))
+    }
+
+    /// Opens the account of run `id`: one more run charged to its caller's account (refused if
+    /// the caller's budget, or an ancestor's, has no run left), and the run's own account
+    /// under it, capped by the request's budget. A caller with no account (a tool call from
+    /// outside any agent) gives the run a top-level account.
+    fn open_account(
+        &self,
+        id: &str,
+        request: &StartRequest,
+    ) -> Result<Arc<Account>, SubagentError> {
+        let cap = request.budget.unwrap_or_default();
+        let account = match self.accounts.get(&request.parent.id) {
+            Some(caller) => {
+                let writes = caller
+                    .hold(Spent::run())
+                    .map_err(SubagentError::BudgetExhausted)?
+                    .settle(Spent::run());
+                self.events.store().commit_later(writes);
+                caller.child(id, cap, Spent::default())
+            }
+            None => Account::root(id, cap, Spent::default()),
+        };
+        self.accounts.insert(account.clone());
+        Ok(account)
     }
 
     /// Starts a run that belongs to the agent `owner` rather than to the call that started it:

@@ -24,7 +24,9 @@ use super::latch::Latch;
 use super::talk::{Inbox, Progress};
 use super::{Aborted, SubagentError};
 use crate::events::{Event, EventBus};
+use crate::ledger::Account;
 use crate::live::LiveCounts;
+use crate::spend::Exhausted;
 use crate::store::{RunKey, RunStart, Write};
 use crate::sync::lock;
 use crate::types::{
@@ -204,6 +206,11 @@ pub(crate) struct RunShared {
     detached: Mutex<Option<String>>,
     /// How the host ended it `aborted`, once settled so.
     aborted: Mutex<Option<Aborted>>,
+    /// Its budget account: what it and everything below it spent, under its caller's.
+    pub(crate) account: Arc<Account>,
+    /// Why its budget stopped it, once it did (its wall time ran out): it then ends `budget`,
+    /// not `aborted`.
+    budget_stop: Mutex<Option<Exhausted>>,
 }
 
 /// What a run gets from the service that starts it.
@@ -213,6 +220,8 @@ pub(crate) struct RunHooks {
     pub(crate) grace: Duration,
     /// Called once the run is disposed (it removes the run from its provider's table).
     pub(crate) on_disposed: Box<dyn Fn(&str) + Send + Sync>,
+    /// The run's budget account.
+    pub(crate) account: Arc<Account>,
 }
 
 impl RunShared {
@@ -229,6 +238,7 @@ impl RunShared {
             live,
             grace,
             on_disposed,
+            account,
         } = hooks;
         live.run_started();
         let store = events.store();
@@ -254,6 +264,8 @@ impl RunShared {
             child_session: Mutex::new(None),
             detached: Mutex::new(None),
             aborted: Mutex::new(None),
+            account,
+            budget_stop: Mutex::new(None),
             id,
             provider: descriptor.name.clone(),
             events,
@@ -324,6 +336,25 @@ impl RunShared {
 
     fn cancel_reason(&self) -> Option<String> {
         lock(&self.cancel_reason).clone()
+    }
+
+    /// Stops the run because its budget ran out: cancelled as any run is, it then ends
+    /// `budget` with `why` as its diagnostic.
+    fn stop_for_budget(&self, why: Exhausted) {
+        let text = why.to_string();
+        lock(&self.budget_stop).get_or_insert(why);
+        self.cancel(Some(text));
+    }
+
+    /// What the run's tree spent, as its end event tells it: tokens when any were counted,
+    /// cost when any was charged.
+    fn spend_told(&self) -> (Option<crate::types::Usage>, Option<f64>) {
+        let spent = self.account.spent();
+        let usage = spent.usage();
+        (
+            (usage.total() > 0).then_some(usage),
+            (spent.cost_micros > 0).then(|| spent.cost_usd()),
+        )
     }
 
     /// Publishes readiness and emits `subagent/start`, unless the run was cancelled first.
@@ -428,6 +459,7 @@ impl RunShared {
 
     /// The `subagent/end` of `outcome`.
     fn end_event(&self, outcome: &Result<SubagentResult, SubagentError>) -> Event {
+        let (usage, cost_usd) = self.spend_told();
         match outcome {
             Ok(result) => Event::SubagentEnd {
                 provider: self.provider.clone(),
@@ -436,6 +468,8 @@ impl RunShared {
                 stop_reason: result.stop_reason.clone(),
                 last_assistant_message: Some(result.output.clone()),
                 diagnostic: result.diagnostic.clone(),
+                usage,
+                cost_usd,
             },
             Err(fault) => Event::SubagentEnd {
                 provider: self.provider.clone(),
@@ -444,6 +478,8 @@ impl RunShared {
                 stop_reason: StopReason::Error,
                 last_assistant_message: None,
                 diagnostic: Some(fault.to_string()),
+                usage,
+                cost_usd,
             },
         }
     }
@@ -474,6 +510,18 @@ impl RunShared {
     /// Settles from what the provider's future produced (`None`: the host gave up on it after
     /// the cancel grace period).
     fn finish(&self, outcome: Option<Result<SubagentResult, RunFailure>>) {
+        if let Some(why) = lock(&self.budget_stop).clone() {
+            // Stopped by its budget, however the provider wound down: the stop reason says so.
+            let mut result = match outcome {
+                Some(Ok(result)) => result,
+                _ => SubagentResult::failed(StopReason::Budget, why.to_string()),
+            };
+            result.stop_reason = StopReason::Budget;
+            result.structured = None;
+            result.diagnostic = Some(why.to_string());
+            self.settle(result, SubagentError::BudgetExhausted(why));
+            return;
+        }
         let cancelled = self.cancel.is_cancelled();
         match outcome {
             None => {
@@ -564,6 +612,13 @@ impl RunShared {
                 shared.cancel.cancelled().await;
                 tokio::time::sleep(grace).await;
             };
+            // Stops the run when its wall time runs out; never completes by itself (the cancel
+            // it makes does, through `fut` or `enforce`).
+            let expire = async {
+                shared.account.expired().await;
+                shared.stop_for_budget(shared.account.out_of_time());
+                std::future::pending::<()>().await
+            };
             // Bridges the caller's signal into this run; never completes by itself.
             let link = async {
                 if let Some(signal) = signal {
@@ -577,6 +632,7 @@ impl RunShared {
                 r = fut => Some(r),
                 _ = enforce => None,
                 _ = link => None,
+                _ = expire => None,
             };
             // The provider's future (and with it the run's store) is gone by now.
             shared.finish(outcome);

@@ -27,6 +27,8 @@ fn config(server: &Server, stream: bool) -> OpenAiConfig {
         max_retries: 2,
         backoff_ms: 1,
         temperature: None,
+        max_tokens: None,
+        prices: None,
     }
 }
 
@@ -42,6 +44,7 @@ fn hello() -> ModelRequest {
         ],
         tools: vec![],
         traceparent: None,
+        max_tokens: None,
     }
 }
 
@@ -402,6 +405,8 @@ async fn request_body_and_headers_match_the_wire_format() {
             parameters: parameters.clone(),
         }],
         traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
+        // What a budget holds for the call.
+        max_tokens: Some(321),
     };
     complete(&model(config), request).await.unwrap();
 
@@ -426,6 +431,7 @@ async fn request_body_and_headers_match_the_wire_format() {
             "model": "test-model",
             "stream": false,
             "temperature": 0.25,
+            "max_tokens": 321,
             "messages": [
                 { "role": "system", "content": "sys" },
                 { "role": "user", "content": "weather in Paris?" },
@@ -458,6 +464,7 @@ async fn no_tools_and_no_key_leave_out_tools_and_authorization() {
     let body = seen.body.as_object().unwrap();
     assert!(!body.contains_key("tools"));
     assert!(!body.contains_key("temperature"));
+    assert!(!body.contains_key("max_tokens"), "no budget, no bound");
 }
 
 #[tokio::test]
@@ -486,6 +493,8 @@ async fn bad_config_is_rejected_up_front() {
         max_retries: 0,
         backoff_ms: 1,
         temperature: None,
+        max_tokens: None,
+        prices: None,
     };
     for bad in [
         OpenAiConfig {
@@ -846,6 +855,8 @@ async fn connection_refused_is_a_transport_error() {
         max_retries: 2,
         backoff_ms: 1,
         temperature: None,
+        max_tokens: None,
+        prices: None,
     };
     let error = complete(&model(config), hello()).await.unwrap_err();
     assert!(matches!(error, ModelError::Transport(_)), "{error:?}");

@@ -85,6 +85,7 @@ impl Core {
                 name.to_string(),
                 Script {
                     steps: steps.clone(),
+                    prices: None,
                 },
             );
         }

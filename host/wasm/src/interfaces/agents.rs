@@ -98,6 +98,8 @@ fn create(env: &RunEnv, options: ChildOptions) -> Result<Arc<Agent>, AgentError>
         max_turns: defaults.max_turns,
         seed,
         session_id,
+        // A run's child spends from its run's account.
+        budget: None,
     };
     env.agents.create(spec, Some(env.ctx.token()))
 }

@@ -53,6 +53,8 @@ macro_rules! conversions {
                     seam_core::types::StopReason::Error => Self::Error,
                     seam_core::types::StopReason::MaxTokens => Self::MaxTokens,
                     seam_core::types::StopReason::Refusal => Self::Refusal,
+                    // No version so far has a case of its own for it: its name, as `other`.
+                    r @ seam_core::types::StopReason::Budget => Self::Other(r.as_str().to_string()),
                     seam_core::types::StopReason::Other(s) => Self::Other(s),
                 }
             }
@@ -166,6 +168,8 @@ macro_rules! conversions {
                     deny: f.deny,
                 }),
                 persona: r.persona,
+                // A guest never sets a budget: the host carves it from the calling entry's.
+                budget: None,
             })
         }
     };
@@ -218,6 +222,8 @@ macro_rules! conversions {
                     }
                     seam_core::subagent::SubagentError::Aborted(r) => Self::Aborted(r),
                     seam_core::subagent::SubagentError::StartFailed(m) => Self::StartFailed(m),
+                    // The text starts with its code (`BUDGET_EXHAUSTED`) and says what ran out.
+                    e @ seam_core::subagent::SubagentError::BudgetExhausted(_) => Self::StartFailed(e.to_string()),
                     seam_core::subagent::SubagentError::Disposed => Self::Disposed,
                     seam_core::subagent::SubagentError::UnsupportedFeature { feature, .. } => Self::UnsupportedFeature(feature),
                     seam_core::subagent::SubagentError::InvalidState(m) => Self::InvalidState(m),

@@ -93,6 +93,14 @@ impl OpenAiModel {
 }
 
 impl Model for OpenAiModel {
+    fn prices(&self) -> Option<crate::spend::Prices> {
+        self.config.prices
+    }
+
+    fn max_tokens(&self) -> Option<u64> {
+        self.config.max_tokens
+    }
+
     fn complete(
         &self,
         request: ModelRequest,

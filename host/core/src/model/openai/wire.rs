@@ -35,6 +35,9 @@ pub(super) fn request_body(config: &OpenAiConfig, request: &ModelRequest) -> Val
     if let Some(t) = config.temperature {
         body["temperature"] = json!(t);
     }
+    if let Some(max) = request.max_tokens {
+        body["max_tokens"] = json!(max);
+    }
     body
 }
 

@@ -115,6 +115,7 @@ impl From<SubagentError> for wit::SubagentError {
             }
             SubagentError::Aborted(r) => Self::Aborted(r),
             SubagentError::StartFailed(m) => Self::StartFailed(m),
+            e @ SubagentError::BudgetExhausted(_) => Self::StartFailed(e.to_string()),
             SubagentError::Disposed => Self::Disposed,
             e @ (SubagentError::InvalidDescriptor { .. }
             | SubagentError::Internal(_)
