@@ -70,6 +70,20 @@ impl Budget {
     }
 }
 
+impl Budget {
+    /// The cap a plugin entry's `config.budget` puts on each run its calls start (`None`: no
+    /// key, only the caller's remainder). Other keys of the config are the plugin's own.
+    pub fn of_entry_config(config: &serde_json::Value) -> Result<Option<Self>, BudgetError> {
+        let Some(value) = config.get("budget") else {
+            return Ok(None);
+        };
+        let budget: Self =
+            serde_json::from_value(value.clone()).map_err(|e| BudgetError::Entry(e.to_string()))?;
+        budget.validate("config.budget")?;
+        Ok(Some(budget))
+    }
+}
+
 /// A budget written wrong.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum BudgetError {
@@ -81,6 +95,9 @@ pub enum BudgetError {
         /// The value written.
         value: f64,
     },
+    /// An entry's `config.budget` is not a budget table.
+    #[error("key `config.budget`: {0} (keys: input_tokens, output_tokens, cost_usd, model_calls, tool_calls, runs, wall_ms)")]
+    Entry(String),
     /// A price is negative or not a number.
     #[error("`{at}` must be a non-negative number of dollars per million tokens, not {value}")]
     Price {

@@ -112,6 +112,9 @@ pub struct PluginEntry {
     pub grants: crate::sandbox::Grants,
     /// `[plugin.limits]`: overrides of the host-wide resource limits.
     pub limits: crate::sandbox::LimitOverrides,
+    /// `config.budget` of a tool entry: the cap on what each run its calls start may spend
+    /// (taken out of `config`: the host's key, not the plugin's).
+    pub budget: Option<seam_core::spend::Budget>,
 }
 
 /// What an entry loads: one variant per kind of entry, matched exhaustively wherever entries
@@ -568,6 +571,7 @@ impl Config {
                 kind,
                 grants: Default::default(),
                 limits: Default::default(),
+                budget: None,
             };
             if let Some((grants, limits)) = sandbox {
                 if let Some(grants) = grants {
@@ -586,6 +590,18 @@ impl Config {
             if !entry.config.is_object() {
                 return Err(entry_err("key `config` must be a table".into()));
             }
+            // The host's key, not the plugin's: taken out of what the component is given.
+            entry.budget = seam_core::spend::Budget::of_entry_config(&entry.config)
+                .map_err(|e| entry_err(e.to_string()))?;
+            if let Some(config) = entry.config.as_object_mut() {
+                config.remove("budget");
+            }
+            if let (Some(_), Some(what)) = (entry.budget, entry.source.not_compiled()) {
+                return Err(entry_err(format!(
+                    "key `config.budget`: this entry is {what}; a budget caps the runs a tool \
+                     component's calls start"
+                )));
+            }
             plugins.push(entry);
         }
         let agent = match raw.agent {
@@ -596,6 +612,10 @@ impl Config {
             Some(v) => v.try_into().map_err(|e| section("models", e))?,
             None => ModelsConfig::default(),
         };
+        budgets(&agent, &models, &plugins).map_err(|message| ConfigError::Parse {
+            path: name.to_path_buf(),
+            message,
+        })?;
         if models.openai.as_ref().is_some_and(|o| o.timeout_ms == 0) {
             return Err(ConfigError::Parse {
                 path: name.to_path_buf(),
@@ -846,6 +866,40 @@ fn mcp_transport(table: &mut toml::Table) -> Result<McpTransport, EntryError> {
             "an MCP entry names its server: `command = [\"program\"]` or `url = \"http://...\"`"
                 .into(),
         )),
+    }
+}
+
+/// Checks the budgets and prices: every value in range, and, when any budget bounds cost, a
+/// price for every model a run could call (a call that cannot be priced cannot be charged).
+fn budgets(
+    agent: &AgentConfig,
+    models: &ModelsConfig,
+    plugins: &[PluginEntry],
+) -> Result<(), String> {
+    if let Some(budget) = &agent.budget {
+        budget.validate("agent.budget").map_err(|e| format!("[agent.budget]: {e}"))?;
+    }
+    models.validate().map_err(|e| format!("[models]: {e}"))?;
+    let mut costed = agent
+        .budget
+        .is_some_and(|b| b.cost_usd.is_some())
+        .then(|| "[agent.budget]".to_string());
+    for entry in plugins {
+        if costed.is_none() && entry.budget.is_some_and(|b| b.cost_usd.is_some()) {
+            costed = Some(format!("plugin `{}` config.budget", entry.id));
+        }
+    }
+    let unpriced = models.unpriced();
+    match costed {
+        Some(at) if !unpriced.is_empty() => Err(format!(
+            "{at} bounds cost_usd, so every model needs prices; these have none: {} (add              `prices = {{ input_per_mtok = .., output_per_mtok = .. }}` to each)",
+            unpriced
+                .iter()
+                .map(|k| format!("[{k}]"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        _ => Ok(()),
     }
 }
 

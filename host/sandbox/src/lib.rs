@@ -45,6 +45,8 @@ pub struct Sandbox {
     disk: Arc<DiskQuota>,
     /// The plugin's open connections, shared by all its stores.
     connections: Arc<Connections>,
+    /// The cap on what each run its calls start may spend (a tool entry's `config.budget`).
+    budget: Option<seam_core::spend::Budget>,
 }
 
 impl Sandbox {
@@ -57,7 +59,19 @@ impl Sandbox {
             limits,
             grants: Arc::new(grants),
             epoch_tick,
+            budget: None,
         }
+    }
+
+    /// The sandbox with `budget` as the cap of each run its calls start.
+    pub fn with_budget(mut self, budget: Option<seam_core::spend::Budget>) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// The cap of each run its calls start, if its entry set one.
+    pub fn budget(&self) -> Option<seam_core::spend::Budget> {
+        self.budget
     }
 
     /// The plugin's resource limits.

@@ -118,7 +118,20 @@ impl Loader {
         version: crate::versions::WitVersion,
         tier_up: Option<super::TierUp>,
     ) -> Result<Prepared, LoadError> {
-        let sandbox = self.sandbox_for(entry, info)?;
+        if entry.budget.is_some() && kind != PluginKind::Tool {
+            return Err(LoadError::Sandbox {
+                id: entry.id.clone(),
+                source: SandboxError {
+                    key: "config.budget".into(),
+                    message: format!(
+                        "a budget caps the runs a tool's calls start; this entry is a {kind}, \
+                         which starts none through a call (set the budget on the tool entry \
+                         that delegates to it, or as [agent.budget])"
+                    ),
+                },
+            });
+        }
+        let sandbox = self.sandbox_for(entry, info)?.with_budget(entry.budget);
         let sandbox_limits = sandbox.limits().clone();
         let linked = link(
             &self.runtime,

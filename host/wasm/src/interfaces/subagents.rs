@@ -38,6 +38,8 @@ struct Caller {
     runs: Arc<Mutex<CallRuns>>,
     gate: RunGate,
     quota: Quota,
+    /// The cap of each run started (a tool entry's `config.budget`).
+    budget: Option<seam_core::spend::Budget>,
 }
 
 impl Caller {
@@ -63,6 +65,8 @@ impl Caller {
         // The host, not the guest, says who the caller is: a plugin cannot lie about its depth.
         request.parent = self.parent.clone();
         request.signal = Some(self.abort.child_token());
+        // Nor about its budget: the entry's cap, carved from the caller's remainder.
+        request.budget = self.budget;
         Ok(Ok((request, charge)))
     }
 
@@ -122,6 +126,7 @@ impl StoreData {
                 runs: call.runs.clone(),
                 gate: call.gate.clone(),
                 quota: call.quota.clone(),
+                budget: call.budget,
             });
         }
         let env = self.serving.run.as_ref()?;
@@ -140,6 +145,7 @@ impl StoreData {
             runs: env.runs.clone(),
             gate: env.gate.clone(),
             quota: env.quota.clone(),
+            budget: None,
         })
     }
 

@@ -31,6 +31,8 @@ struct ToolParts {
     /// Concurrency, wall-clock and size limits of its calls.
     gate: RunGate,
     subagents: Arc<SubagentService>,
+    /// The cap of each run a call starts (`config.budget`).
+    budget: Option<seam_core::spend::Budget>,
     /// For the lineage of a waiting call's caller; weak, as the registry reaches its tools.
     agents: Weak<AgentRegistry>,
     cancel_grace: Duration,
@@ -52,7 +54,9 @@ impl WasmTool {
     ) -> wasmtime::Result<Self> {
         // A tiered host serves a component from the engine that compiled it.
         let engine = pre.engine().clone();
+        let budget = sandbox.budget();
         Ok(Self(Arc::new(ToolParts {
+            budget,
             gate: RunGate::new(plugin.clone(), sandbox.limits()),
             config,
             pre: ToolPre::new(version, pre)?,
@@ -184,6 +188,7 @@ impl WasmTool {
             runs: runs.clone(),
             gate: inner.gate.clone(),
             quota: Quota::of(inner.stores.plugin.clone(), &inner.stores.sandbox),
+            budget: inner.budget,
         };
         let work = async {
             let (mut store, instance) = self

@@ -78,6 +78,9 @@ pub struct CallEnv {
     pub gate: RunGate,
     /// What the tool plugin may make the host hold.
     pub quota: Quota,
+    /// The cap of each run the call starts (the entry's `config.budget`): carved from the
+    /// caller's remainder.
+    pub budget: Option<seam_core::spend::Budget>,
 }
 
 /// The live runs of one tool call, by run id.
