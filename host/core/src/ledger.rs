@@ -46,6 +46,9 @@ pub struct Account {
     limits: Budget,
     opened: Instant,
     state: Mutex<State>,
+    /// Woken whenever any account of the tree settles or gives back a hold: a model call
+    /// waiting for room waits on it.
+    settled: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for Account {
@@ -80,7 +83,12 @@ impl Account {
     fn open(id: String, parent: Option<Arc<Self>>, limits: Budget, already: Spent) -> Arc<Self> {
         let opened = Instant::now();
         let deadline = Self::deadline_of(opened, &limits, &already, parent.as_deref());
+        let settled = parent
+            .as_ref()
+            .map(|p| p.settled.clone())
+            .unwrap_or_default();
         Arc::new(Self {
+            settled,
             id,
             parent,
             limits,
@@ -236,6 +244,37 @@ impl Account {
         })
     }
 
+    /// Holds what `ask` computes, as [`Account::hold_with`] does, but when what ran out is
+    /// held by model calls in flight (output tokens, cost, model calls: what they give back as
+    /// they settle, on their own), waits for them to settle and asks again. So parallel
+    /// children near the end of a budget take turns instead of being refused while tokens are
+    /// only reserved. Refused at once when nothing in flight could give room back. Only model
+    /// calls may wait: a tool call or a run may be what a call in flight waits on.
+    pub async fn hold_model_call(
+        self: &Arc<Self>,
+        mut ask: impl FnMut(&Remaining) -> Result<Spent, Dimension>,
+    ) -> Result<Hold, Exhausted> {
+        loop {
+            let settled = self.settled.clone();
+            let notified = settled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            match self.hold_with(&mut ask) {
+                Ok(hold) => return Ok(hold),
+                Err(refused)
+                    if refused.held > 0
+                        && matches!(
+                            refused.dimension,
+                            Dimension::OutputTokens | Dimension::Cost | Dimension::ModelCalls
+                        ) =>
+                {
+                    notified.await
+                }
+                Err(refused) => return Err(refused),
+            }
+        }
+    }
+
     /// Holds `amount` (see [`Account::hold_with`]).
     pub fn hold(self: &Arc<Self>, amount: Spent) -> Result<Hold, Exhausted> {
         self.hold_with(|_| Ok(amount))
@@ -348,6 +387,14 @@ impl Account {
     /// Releases `held` and adds `spent` along the chain; returns the writes that keep the spend
     /// in the sessions of the chain.
     fn apply(&self, held: Spent, spent: Spent) -> Vec<Write> {
+        let writes = self.apply_locked(held, spent);
+        if !held.is_zero() {
+            self.settled.notify_waiters();
+        }
+        writes
+    }
+
+    fn apply_locked(&self, held: Spent, spent: Spent) -> Vec<Write> {
         let mut chain = self.lock_chain();
         let mut writes = Vec::new();
         for (_, state) in chain.iter_mut() {
@@ -507,6 +554,44 @@ mod tests {
         });
         assert_eq!(root.spent().output_tokens, 10);
         assert_eq!(a.remaining().get(Dimension::OutputTokens), Some(90));
+    }
+
+    #[tokio::test]
+    async fn a_model_call_near_the_end_waits_for_the_calls_in_flight_then_takes_what_they_left() {
+        let root = Account::root("agent-1", tokens(100), Spent::default());
+        let a = root.child("a", Budget::default(), Spent::default());
+        let b = root.child("b", Budget::default(), Spent::default());
+        let all = |left: &Remaining| match left.get(Dimension::OutputTokens) {
+            Some(0) => Err(Dimension::OutputTokens),
+            left => Ok(Spent {
+                output_tokens: left.unwrap_or(0),
+                model_calls: 1,
+                ..Spent::default()
+            }),
+        };
+        let first = a.hold_model_call(all).await.unwrap();
+        assert_eq!(first.amount().output_tokens, 100);
+        let waiting = tokio::spawn({
+            let b = b.clone();
+            async move { b.hold_model_call(all).await }
+        });
+        // a's call used 30 of the 100 it held: b gets the 70 left.
+        tokio::task::yield_now().await;
+        first.settle(Spent {
+            output_tokens: 30,
+            model_calls: 1,
+            ..Spent::default()
+        });
+        let second = waiting.await.unwrap().unwrap();
+        assert_eq!(second.amount().output_tokens, 70);
+        second.settle(Spent {
+            output_tokens: 70,
+            ..Spent::default()
+        });
+        // Nothing in flight and nothing left: refused at once.
+        let refused = b.hold_model_call(all).await.unwrap_err();
+        assert_eq!(refused.dimension, Dimension::OutputTokens);
+        assert_eq!(refused.spent, 100);
     }
 
     #[test]

@@ -877,7 +877,9 @@ fn budgets(
     plugins: &[PluginEntry],
 ) -> Result<(), String> {
     if let Some(budget) = &agent.budget {
-        budget.validate("agent.budget").map_err(|e| format!("[agent.budget]: {e}"))?;
+        budget
+            .validate("agent.budget")
+            .map_err(|e| format!("[agent.budget]: {e}"))?;
     }
     models.validate().map_err(|e| format!("[models]: {e}"))?;
     let mut costed = agent

@@ -36,7 +36,9 @@ pub use seam_wasm::{cache, engine, fault, kinds, versions};
 
 /// `seam-core`'s session store (`store` in `seam-wasm` is the plugin stores' module).
 pub use seam_core::store as session_store;
-pub use seam_core::{agent, events, live, model, session, subagent, sync, tool, types};
+pub use seam_core::{
+    agent, events, ledger, live, model, session, spend, subagent, sync, tool, types,
+};
 
 pub use config::{Config, ConfigError, PluginEntry};
 pub use events::{Event, EventBus, ListenerError, ListenerId};

@@ -38,4 +38,5 @@ mod structured;
 mod teardown;
 mod tiering;
 mod tool;
+mod tree_budget;
 mod versions;

@@ -37,6 +37,11 @@ use crate::sync::lock;
 use crate::tool::ToolRegistry;
 use crate::types::{blocks_text, ContentBlock, ParentRef, StopReason, ToolFilter};
 
+/// The most output tokens one model call holds of a budget that bounds output (or cost) when
+/// its endpoint sets no `max_tokens`: the call is sent this as its `max_tokens`, so that
+/// parallel calls share what is left instead of the first taking all of it.
+pub const DEFAULT_OUTPUT_HOLD: u64 = 8192;
+
 /// How to create an agent.
 #[derive(Debug, Clone)]
 pub struct AgentSpec {
@@ -425,7 +430,15 @@ impl Agent {
             calls += 1;
             // Held before the call: refused when the tree's budget cannot cover it, and its
             // output clamped to what is left.
-            let hold = match self.hold_model_call() {
+            // A call waiting for room in the budget still ends with its turn, or its time.
+            let held = tokio::select! {
+                held = self.hold_model_call() => held,
+                _ = abort.cancelled() => return (StopReason::Aborted, Some(self.aborted())),
+                _ = self.account.expired() => {
+                    return (StopReason::Budget, Some(self.account.out_of_time().to_string()))
+                }
+            };
+            let hold = match held {
                 Ok(hold) => hold,
                 Err(refused) => return refused,
             };
@@ -514,48 +527,53 @@ impl Agent {
     /// their cost) as the tree has left, or the model's own `max_tokens`. Refused, the turn
     /// ends `budget` saying what ran out; a cost budget over a model with no prices ends it
     /// `error`.
-    fn hold_model_call(&self) -> Result<Hold, (StopReason, Option<String>)> {
+    async fn hold_model_call(&self) -> Result<Hold, (StopReason, Option<String>)> {
         let prices = self.model.prices();
-        let own_max = self.model.max_tokens();
+        let own_max = self.model.max_tokens().unwrap_or(DEFAULT_OUTPUT_HOLD);
         let mut unpriced = false;
-        let held = self.account.hold_with(|left| {
-            if left.get(Dimension::InputTokens) == Some(0) {
-                return Err(Dimension::InputTokens);
-            }
-            let mut output = left.get(Dimension::OutputTokens);
-            if output == Some(0) {
-                return Err(Dimension::OutputTokens);
-            }
-            let mut cost = 0;
-            if let Some(money) = left.get(Dimension::Cost) {
-                let Some(prices) = prices else {
-                    unpriced = true;
-                    return Err(Dimension::Cost);
-                };
-                if money == 0 {
-                    return Err(Dimension::Cost);
+        let held = self
+            .account
+            .hold_model_call(|left| {
+                if left.get(Dimension::InputTokens) == Some(0) {
+                    return Err(Dimension::InputTokens);
                 }
-                let per_token = prices.output_micros_per_token();
-                if per_token > 0 {
-                    let affordable = money / per_token;
-                    if affordable == 0 {
+                let mut output = left.get(Dimension::OutputTokens);
+                if output == Some(0) {
+                    return Err(Dimension::OutputTokens);
+                }
+                let mut cost = 0;
+                if let Some(money) = left.get(Dimension::Cost) {
+                    let Some(prices) = prices else {
+                        unpriced = true;
+                        return Err(Dimension::Cost);
+                    };
+                    if money == 0 {
                         return Err(Dimension::Cost);
                     }
-                    output = Some(output.map_or(affordable, |o| o.min(affordable)));
+                    let per_token = prices.output_micros_per_token();
+                    if per_token > 0 {
+                        let affordable = money / per_token;
+                        if affordable == 0 {
+                            return Err(Dimension::Cost);
+                        }
+                        output = Some(output.map_or(affordable, |o| o.min(affordable)));
+                    }
+                    cost = output.map_or(0, |o| o.saturating_mul(per_token));
                 }
-                cost = output.map_or(0, |o| o.saturating_mul(per_token));
-            }
-            let output = match (output, own_max) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            Ok(Spent {
-                output_tokens: output.unwrap_or(0),
-                cost_micros: cost,
-                model_calls: 1,
-                ..Spent::default()
+                // Bounded output: the call holds at most its own share, so that parallel calls
+                // share what is left.
+                let output = output.map(|o| o.min(own_max));
+                if let (Some(o), Some(prices)) = (output, prices) {
+                    cost = cost.min(o.saturating_mul(prices.output_micros_per_token()));
+                }
+                Ok(Spent {
+                    output_tokens: output.unwrap_or(0),
+                    cost_micros: cost,
+                    model_calls: 1,
+                    ..Spent::default()
+                })
             })
-        });
+            .await;
         match held {
             Ok(hold) => Ok(hold),
             Err(_) if unpriced => Err((
@@ -571,11 +589,15 @@ impl Agent {
         }
     }
 
-    /// The `max_tokens` of a call holding `hold`: what it holds of output tokens, when the
-    /// budget or the model bounds them.
+    /// The `max_tokens` of a call holding `hold`: what it holds of output tokens when a
+    /// budget bounds them, else the model's own bound, if any.
     fn clamp(&self, hold: &Hold) -> Option<u64> {
         let held = hold.amount().output_tokens;
-        (held > 0).then_some(held)
+        if held > 0 {
+            Some(held)
+        } else {
+            self.model.max_tokens()
+        }
     }
 
     /// Replaces a model call's hold with what it spent: its tokens (and their cost) when the

@@ -40,6 +40,8 @@ macro_rules! conversions {
                     wit::StopReason::Error => Self::Error,
                     wit::StopReason::MaxTokens => Self::MaxTokens,
                     wit::StopReason::Refusal => Self::Refusal,
+                    // How a version with no case of its own carries it (see below).
+                    wit::StopReason::Other(s) if s == seam_core::types::StopReason::Budget.as_str() => Self::Budget,
                     wit::StopReason::Other(s) => Self::Other(s),
                 }
             }
