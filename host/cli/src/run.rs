@@ -157,6 +157,10 @@ async fn answer(
         }
     };
     watcher.abort();
+    // What the tree spent, its background children included, and what its budget has left.
+    let spent = agent.account().spent();
+    let budget = agent.account().limits();
+    let remaining = agent.account().remaining().as_budget();
     host.agents().dispose(agent.id()).await;
     // The progress line is erased (and its ticker has stopped writing) before the answer.
     if let Some(p) = progress {
@@ -184,7 +188,12 @@ async fn answer(
             "stop-reason": outcome.stop_reason.as_str(),
             "output": text,
             "structured": outcome.structured,
+            "spent": spent.report(),
         });
+        if !budget.is_unbounded() {
+            json["budget"] = serde_json::json!(budget);
+            json["remaining"] = serde_json::json!(remaining);
+        }
         // Why the run failed or was stopped, for a program reading the answer.
         if let Some(why) = &outcome.diagnostic {
             json["diagnostic"] = serde_json::Value::String(why.clone());

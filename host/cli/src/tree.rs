@@ -2,7 +2,8 @@
 //! printed when the command ends, drawn from its [`Recorded`] events. Each
 //! run is a node under the run (or the top-level agent) that started it, with its provider, how
 //! long it took, and how it ended; a failed run, and every node above it, is marked. Where the
-//! model endpoint reported usage, each node says the tokens its subtree used (its own agent's
+//! model endpoint reported usage, each node says the tokens (and, for models with prices, the
+//! cost) its subtree used (its own agent's
 //! turns and every run below), so the root's is the whole tree's.
 
 use std::collections::HashMap;
@@ -27,6 +28,8 @@ struct Seen {
     nodes: HashMap<String, Node>,
     /// Tokens by agent (a run's child agent has the run's id), from its turns' ends.
     usage: HashMap<String, Usage>,
+    /// Cost in dollars by agent, from its turns' ends (models with prices).
+    cost: HashMap<String, f64>,
 }
 
 impl Seen {
@@ -53,10 +56,16 @@ impl Seen {
                 }
                 Event::AgentTurnEnd {
                     id,
-                    usage: Some(used),
+                    usage,
+                    cost_usd,
                     ..
                 } => {
-                    *seen.usage.entry(id.clone()).or_default() += *used;
+                    if let Some(used) = usage {
+                        *seen.usage.entry(id.clone()).or_default() += *used;
+                    }
+                    if let Some(cost) = cost_usd {
+                        *seen.cost.entry(id.clone()).or_default() += *cost;
+                    }
                 }
                 Event::SubagentEnd {
                     id,
@@ -99,7 +108,7 @@ pub(crate) fn draw_tree(recorded: &Recorded, root: &str, outcome: Option<&StopRe
         "{} {root} ({how}{}{})\n",
         mark(outcome.is_none_or(StopReason::is_success) && !failed_below(&seen, &children, root)),
         seconds(recorded.took),
-        tokens(subtree_usage(&seen, &children, root)),
+        spent(&seen, &children, root),
     );
     draw(&seen, &children, root, "", &mut out);
     out
@@ -117,18 +126,31 @@ fn failed_below(seen: &Seen, children: &HashMap<&str, Vec<&str>>, id: &str) -> b
     })
 }
 
-/// The tokens `id`'s agent and every run below it used, if any reported usage.
-fn subtree_usage(seen: &Seen, children: &HashMap<&str, Vec<&str>>, id: &str) -> Option<Usage> {
-    let below = children
-        .get(id)
-        .into_iter()
-        .flatten()
-        .filter_map(|child| subtree_usage(seen, children, child));
-    let mut total: Option<Usage> = seen.usage.get(id).copied();
-    for used in below {
-        *total.get_or_insert_default() += used;
+/// The tokens and cost `id`'s agent and every run below it used, if any reported them.
+fn subtree(
+    seen: &Seen,
+    children: &HashMap<&str, Vec<&str>>,
+    id: &str,
+) -> (Option<Usage>, Option<f64>) {
+    let mut usage: Option<Usage> = seen.usage.get(id).copied();
+    let mut cost: Option<f64> = seen.cost.get(id).copied();
+    for child in children.get(id).into_iter().flatten() {
+        let (u, c) = subtree(seen, children, child);
+        if let Some(u) = u {
+            *usage.get_or_insert_default() += u;
+        }
+        if let Some(c) = c {
+            *cost.get_or_insert_default() += c;
+        }
     }
-    total
+    (usage, cost)
+}
+
+/// The tokens and cost of `id`'s subtree, as a node shows them.
+fn spent(seen: &Seen, children: &HashMap<&str, Vec<&str>>, id: &str) -> String {
+    let (usage, cost) = subtree(seen, children, id);
+    let cost = cost.map_or(String::new(), |c| format!(", ${c:.4}"));
+    format!("{}{cost}", tokens(usage))
 }
 
 /// `, N tokens (P in, C out)`, or nothing when no usage was reported.
@@ -180,7 +202,7 @@ fn draw(
                     format!(
                         "{reason}, {}{}{why}",
                         seconds(*took),
-                        tokens(subtree_usage(seen, children, child))
+                        spent(seen, children, child)
                     ),
                 )
             }

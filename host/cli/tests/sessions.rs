@@ -1020,3 +1020,152 @@ fn a_full_disk_mid_run_prints_nothing_the_store_lacks_and_fails_naming_the_file(
         assert!(runs > 0, "{fill_after}: the runs were kept");
     }
 }
+
+/// The budget test's config: the tree may spend 200 output tokens in all, over every process
+/// that continues its session; `delegate` runs a child whose one reply uses 60.
+fn budget_config(dir: &Path) -> PathBuf {
+    let guest = |name: &str| seam_tests::guest(name).display().to_string();
+    let usage = |out: u32| format!("usage = {{ prompt-tokens = 5, completion-tokens = {out} }}");
+    let delegate =
+        r#"tool_calls = [{ name = "delegate", arguments = { description = "d", prompt = "p" } }]"#;
+    let stuck =
+        r#"tool_calls = [{ name = "stuck", arguments = { description = "d", prompt = "p" } }]"#;
+    let config = format!(
+        r#"
+[agent]
+model = "scripted:lead"
+prompt = "go"
+budget = {{ output_tokens = 200 }}
+
+[sessions]
+store = "sqlite:sessions.db"
+
+[models.scripts.lead]
+steps = [{{ text = "delegating", {u50}, {delegate} }}, {{ text = "done", {u40} }}]
+
+[models.scripts.slow]
+steps = [{{ text = "again", {u30}, {stuck} }}]
+
+[models.scripts.final]
+steps = [{{ text = "a long answer", {u50} }}]
+
+[models.scripts.child]
+steps = [{{ text = "child done", {u60} }}]
+
+[models.scripts.stuck]
+steps = [{{ text = "never in time", delay_ms = 600000 }}]
+
+[[plugin]]
+id = "spawn"
+component = "{spawn}"
+
+[[plugin]]
+id = "delegate"
+component = "{tool}"
+config = {{ provider = "spawn", toolName = "delegate", agentOptions = {{ model = "scripted:child" }} }}
+
+[[plugin]]
+id = "delegate_stuck"
+component = "{tool}"
+config = {{ provider = "spawn", toolName = "stuck", agentOptions = {{ model = "scripted:stuck" }} }}
+"#,
+        u50 = usage(50),
+        u40 = usage(40),
+        u30 = usage(30),
+        u60 = usage(60),
+        spawn = guest("spawn_provider"),
+        tool = guest("subagent_tool"),
+    );
+    let path = dir.join("budget.toml");
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+/// Contract 16: spend is durable. A session continued with `--session`, after a process that
+/// spent part of the budget and one killed with SIGKILL mid-tree, goes on with what is left,
+/// never with a fresh budget; `--json` says what was spent and what is left.
+#[test]
+fn a_continued_session_goes_on_with_what_its_budget_has_left_across_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = budget_config(dir.path());
+    let config = config.to_str().unwrap();
+    let (code, out, err) = run(&state, &[config, "--json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let first: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let session = first["session"].as_str().unwrap().to_string();
+    assert_eq!(first["spent"]["output_tokens"], 50 + 60 + 40, "{first}");
+    assert_eq!(first["spent"]["runs"], 1, "{first}");
+    assert_eq!(first["budget"]["output_tokens"], 200, "{first}");
+    assert_eq!(first["remaining"]["output_tokens"], 50, "{first}");
+
+    // Killed once its child's turn began (a child that never answers): the lead's call (30
+    // tokens) was made and kept.
+    let mut killed = seam(&state)
+        .args([
+            "run",
+            config,
+            "--session",
+            &session,
+            "--model",
+            "scripted:slow",
+            "--events",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = seam_tests::lines_of(killed.stderr.take().unwrap());
+    let mut turns = 0;
+    while turns < 2 {
+        let line = lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the continued run delegates");
+        if line.contains("\"event\":\"agent/turn-start\"") {
+            turns += 1;
+        }
+    }
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    {
+        let store =
+            SqliteStore::open(&dir.path().join("sessions.db"), StoreLimits::default()).unwrap();
+        let record = store.spend(&session).unwrap().expect("the spend is kept");
+        assert!(
+            record.spent.output_tokens >= 150 + 30,
+            "the killed process's model call is kept: {record:?}"
+        );
+        assert_eq!(record.budget.and_then(|b| b.output_tokens), Some(200));
+    }
+
+    // What is left now is at most 20: the answer is cut there, and the budget is spent.
+    let (code, out, err) = run(
+        &state,
+        &[
+            config,
+            "--session",
+            &session,
+            "--model",
+            "scripted:final",
+            "--json",
+        ],
+    );
+    let third: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(third["stop-reason"], "max-tokens", "{out}\n{err}");
+    assert_eq!(code, 2, "an unsuccessful stop reason");
+    assert_eq!(third["spent"]["output_tokens"], 200, "{third}");
+    assert_eq!(third["remaining"]["output_tokens"], 0, "{third}");
+
+    // Nothing left: the next call is refused before it is made, saying what ran out.
+    let (code, out, err) = run(
+        &state,
+        &[config, "--session", &session, "--model", "scripted:final"],
+    );
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains("stop reason `budget`")
+            && err.contains("budget exhausted: output tokens")
+            && err.contains("allows 200, 200 spent"),
+        "{err}"
+    );
+}

@@ -290,6 +290,19 @@ impl Spent {
         micros_to_usd(self.cost_micros)
     }
 
+    /// As reports show it: each dimension by its budget key, cost in dollars.
+    pub fn report(&self) -> serde_json::Value {
+        serde_json::json!({
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd(),
+            "model_calls": self.model_calls,
+            "tool_calls": self.tool_calls,
+            "runs": self.runs,
+            "wall_ms": self.wall_ms,
+        })
+    }
+
     /// Whether nothing was spent.
     pub fn is_zero(&self) -> bool {
         *self == Self::default()
