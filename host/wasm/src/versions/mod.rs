@@ -139,6 +139,7 @@ macro_rules! latest_module {
 }
 
 mod convert;
+pub mod delegate;
 pub mod exports;
 for_each_version!(declare_versions);
 

@@ -20,6 +20,10 @@ pub mod provider_world {
         // Resource handles are looked up in a table, which can fail: imports may trap.
         imports: { default: async | trappable },
         exports: { default: async },
+        trappable_error_type: {
+            "seam:plugin/types.subagent-error" => crate::versions::latest::SubagentFailure,
+            "seam:plugin/agents.agent-error" => crate::versions::latest::AgentFailure,
+        },
         with: {
             "seam:plugin/agents.child": seam_core::agent::RunChild,
         },
@@ -32,6 +36,10 @@ pub mod tool_world {
         world: "tool-plugin",
         imports: { default: async | trappable },
         exports: { default: async },
+        trappable_error_type: {
+            "seam:plugin/types.subagent-error" => crate::versions::latest::SubagentFailure,
+            "seam:plugin/agents.agent-error" => crate::versions::latest::AgentFailure,
+        },
         with: {
             "seam:plugin/types": super::provider_world::seam::plugin::types,
             "seam:plugin/host": super::provider_world::seam::plugin::host,
@@ -46,6 +54,10 @@ pub mod observer_world {
         world: "observer-plugin",
         imports: { default: async | trappable },
         exports: { default: async },
+        trappable_error_type: {
+            "seam:plugin/types.subagent-error" => crate::versions::latest::SubagentFailure,
+            "seam:plugin/agents.agent-error" => crate::versions::latest::AgentFailure,
+        },
         with: {
             "seam:plugin/types": super::provider_world::seam::plugin::types,
             "seam:plugin/host": super::provider_world::seam::plugin::host,

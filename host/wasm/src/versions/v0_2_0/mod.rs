@@ -16,6 +16,10 @@ pub mod provider_world {
         // Resource handles are looked up in a table, which can fail: imports may trap.
         imports: { default: async | trappable },
         exports: { default: async },
+        trappable_error_type: {
+            "seam:plugin/types.subagent-error" => crate::versions::latest::SubagentFailure,
+            "seam:plugin/agents.agent-error" => crate::versions::latest::AgentFailure,
+        },
         with: {
             "seam:plugin/agents.child": seam_core::agent::RunChild,
             "seam:plugin/subagents.run": seam_core::SubagentRun,
@@ -30,6 +34,10 @@ pub mod tool_world {
         world: "tool-plugin",
         imports: { default: async | trappable },
         exports: { default: async },
+        trappable_error_type: {
+            "seam:plugin/types.subagent-error" => crate::versions::latest::SubagentFailure,
+            "seam:plugin/agents.agent-error" => crate::versions::latest::AgentFailure,
+        },
         with: {
             "seam:plugin/types": super::provider_world::seam::plugin::types,
             "seam:plugin/host": super::provider_world::seam::plugin::host,
@@ -44,6 +52,10 @@ pub mod observer_world {
         world: "observer-plugin",
         imports: { default: async | trappable },
         exports: { default: async },
+        trappable_error_type: {
+            "seam:plugin/types.subagent-error" => crate::versions::latest::SubagentFailure,
+            "seam:plugin/agents.agent-error" => crate::versions::latest::AgentFailure,
+        },
         with: {
             "seam:plugin/types": super::provider_world::seam::plugin::types,
             "seam:plugin/host": super::provider_world::seam::plugin::host,

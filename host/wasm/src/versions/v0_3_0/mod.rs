@@ -14,6 +14,10 @@ pub mod provider_world {
         // Resource handles are looked up in a table, which can fail: imports may trap.
         imports: { default: async | trappable },
         exports: { default: async },
+        trappable_error_type: {
+            "seam:plugin/types.subagent-error" => crate::versions::latest::SubagentFailure,
+            "seam:plugin/agents.agent-error" => crate::versions::latest::AgentFailure,
+        },
         with: {
             "seam:plugin/agents.child": seam_core::agent::RunChild,
             "seam:plugin/subagents.run": seam_core::SubagentRun,
@@ -28,6 +32,10 @@ pub mod tool_world {
         world: "tool-plugin",
         imports: { default: async | trappable },
         exports: { default: async },
+        trappable_error_type: {
+            "seam:plugin/types.subagent-error" => crate::versions::latest::SubagentFailure,
+            "seam:plugin/agents.agent-error" => crate::versions::latest::AgentFailure,
+        },
         with: {
             "seam:plugin/types": super::provider_world::seam::plugin::types,
             "seam:plugin/host": super::provider_world::seam::plugin::host,
@@ -42,6 +50,10 @@ pub mod observer_world {
         world: "observer-plugin",
         imports: { default: async | trappable },
         exports: { default: async },
+        trappable_error_type: {
+            "seam:plugin/types.subagent-error" => crate::versions::latest::SubagentFailure,
+            "seam:plugin/agents.agent-error" => crate::versions::latest::AgentFailure,
+        },
         with: {
             "seam:plugin/types": super::provider_world::seam::plugin::types,
             "seam:plugin/host": super::provider_world::seam::plugin::host,
@@ -52,3 +64,32 @@ pub mod observer_world {
 use provider_world::seam::plugin::types as wit;
 
 super::convert::conversions!(base, results, errors, runs, agents);
+
+use crate::store::view::ImportError;
+use provider_world::seam::plugin::agents::AgentError;
+
+/// What an import returning `result<_, subagent-error>` fails with, in every version: this
+/// version's error for the guest (an older version's `convert_subagent_error` converts it), or
+/// a trap.
+pub type SubagentFailure = ImportError<wit::SubagentError>;
+
+/// What an import returning `result<_, agent-error>` fails with, in every version.
+pub type AgentFailure = ImportError<AgentError>;
+
+impl From<wit::SubagentError> for SubagentFailure {
+    fn from(e: wit::SubagentError) -> Self {
+        Self::Guest(e)
+    }
+}
+
+impl From<seam_core::subagent::SubagentError> for SubagentFailure {
+    fn from(e: seam_core::subagent::SubagentError) -> Self {
+        Self::Guest(e.into())
+    }
+}
+
+impl From<AgentError> for AgentFailure {
+    fn from(e: AgentError) -> Self {
+        Self::Guest(e)
+    }
+}
