@@ -138,6 +138,68 @@ macro_rules! latest_module {
     };
 }
 
+/// A version module's bindings of `$path` (its frozen WIT folder, from this crate's root): one
+/// module per world, and `wit`, its `types`. The provider world owns the shared `types` and
+/// `host` interfaces; the tool and observer worlds reuse them through `with`, so one Rust type
+/// stands for each WIT type. WIT resources map onto types owned by `seam-core`, never onto the
+/// modules that use these bindings; `provider` and `tool` list what else a version's worlds map
+/// (its versions differ in which world declares `subagents.run`). Every version's WIT errors are
+/// the latest's failures (`crate::store::view::ImportError`), which each converts.
+macro_rules! bindings {
+    ($path:literal, provider { $($provider:tt)* }, tool { $($tool:tt)* }) => {
+        #[allow(missing_docs)]
+        pub mod provider_world {
+            wasmtime::component::bindgen!({
+                path: $path,
+                world: "provider-plugin",
+                // Resource handles are looked up in a table, which can fail: imports may trap.
+                imports: { default: async | trappable },
+                exports: { default: async },
+                trappable_error_type: {
+                    "seam:plugin/types.subagent-error" => crate::versions::latest::SubagentFailure,
+                    "seam:plugin/agents.agent-error" => crate::versions::latest::AgentFailure,
+                },
+                with: { "seam:plugin/agents.child": seam_core::agent::RunChild, $($provider)* },
+            });
+        }
+
+        #[allow(missing_docs)]
+        pub mod tool_world {
+            wasmtime::component::bindgen!({
+                path: $path,
+                world: "tool-plugin",
+                imports: { default: async | trappable },
+                exports: { default: async },
+                trappable_error_type: {
+                    "seam:plugin/types.subagent-error" => crate::versions::latest::SubagentFailure,
+                },
+                with: {
+                    "seam:plugin/types": super::provider_world::seam::plugin::types,
+                    "seam:plugin/host": super::provider_world::seam::plugin::host,
+                    $($tool)*
+                },
+            });
+        }
+
+        #[allow(missing_docs)]
+        pub mod observer_world {
+            wasmtime::component::bindgen!({
+                path: $path,
+                world: "observer-plugin",
+                imports: { default: async | trappable },
+                exports: { default: async },
+                with: {
+                    "seam:plugin/types": super::provider_world::seam::plugin::types,
+                    "seam:plugin/host": super::provider_world::seam::plugin::host,
+                },
+            });
+        }
+
+        use provider_world::seam::plugin::types as wit;
+    };
+}
+use bindings;
+
 mod convert;
 pub mod delegate;
 pub mod exports;
