@@ -11,11 +11,11 @@ use crate::sandbox::gate::blocks_size;
 use crate::sandbox::Limit;
 use crate::store::context::{RunEnv, MESSAGE_OVERHEAD};
 use crate::store::view::{HasPlugin, PluginCtxView, PluginView};
+use crate::versions::convert::AgentFailure;
 use crate::versions::latest::provider_world::seam::plugin::agents::{
     self as wit_agents, AgentError as WitAgentError, ChildOptions, ChildOutcome, Seed,
 };
 use crate::versions::latest::provider_world::seam::plugin::types as wit;
-use crate::versions::latest::AgentFailure;
 
 /// Adds `agents` to a linker.
 pub fn add_to_linker<T: PluginView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {

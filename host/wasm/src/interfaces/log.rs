@@ -3,9 +3,9 @@
 use wasmtime::component::Linker;
 
 use crate::store::view::{HasPlugin, PluginCtxView, PluginView};
+use crate::versions::convert::SubagentFailure;
 use crate::versions::latest::provider_world::seam::plugin::host::{self as wit_host, LogLevel};
 use crate::versions::latest::provider_world::seam::plugin::types as wit_types;
-use crate::versions::latest::SubagentFailure;
 
 /// Longest log line a plugin may send; the rest is cut so a guest cannot flood the log.
 const MAX_LOG_LINE: usize = 4096;

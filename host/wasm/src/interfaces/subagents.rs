@@ -18,9 +18,10 @@ use crate::sandbox::gate::{blocks_size, request_size, RunGate};
 use crate::sandbox::Limit;
 use crate::store::context::{CallRuns, Quota, RUN_OVERHEAD};
 use crate::store::view::{HasPlugin, PluginCtxView, PluginView};
+use crate::versions::convert::request_from_wit;
+use crate::versions::convert::SubagentFailure;
 use crate::versions::latest::provider_world::seam::plugin::subagents as wit_subagents;
 use crate::versions::latest::provider_world::seam::plugin::types as wit;
-use crate::versions::latest::{request_from_wit, SubagentFailure};
 
 /// Adds `subagents` to a linker.
 pub fn add_to_linker<T: PluginView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {

@@ -58,29 +58,42 @@ impl<E> Convert<ImportError<E>> for ImportError<E> {
     }
 }
 
-/// Declares [`Convert`] from record `$from` to record `$to`, field by field.
+/// Declares [`Convert`] from record `$from` to record `$to`, field by field; `both A, B {..}`
+/// declares it both ways.
 macro_rules! fields {
-    ($($from:ty => $to:path { $($field:ident),* $(,)? })*) => {
-        $(impl $crate::versions::delegate::Convert<$to> for $from {
+    () => {};
+    (both $a:path, $b:path { $($field:ident),* $(,)? } $($rest:tt)*) => {
+        $crate::versions::delegate::fields! { $a => $b { $($field),* } }
+        $crate::versions::delegate::fields! { $b => $a { $($field),* } $($rest)* }
+    };
+    ($from:ty => $to:path { $($field:ident),* $(,)? } $($rest:tt)*) => {
+        impl $crate::versions::delegate::Convert<$to> for $from {
             fn convert(self) -> $to {
                 $to { $($field: $crate::versions::delegate::Convert::convert(self.$field)),* }
             }
-        })*
+        }
+        $crate::versions::delegate::fields! { $($rest)* }
     };
 }
 
 /// Declares [`Convert`] from variant or enum `$from` to `$to`, case by case (a case's payload,
-/// if any, is converted too).
+/// if any, is converted too); `both A, B {..}` declares it both ways.
 macro_rules! cases {
-    ($($from:ty => $to:ty { $($case:ident $(($x:ident))?),* $(,)? })*) => {
-        $(impl $crate::versions::delegate::Convert<$to> for $from {
+    () => {};
+    (both $a:ty, $b:ty { $($case:ident $(($x:ident))?),* $(,)? } $($rest:tt)*) => {
+        $crate::versions::delegate::cases! { $a => $b { $($case $(($x))?),* } }
+        $crate::versions::delegate::cases! { $b => $a { $($case $(($x))?),* } $($rest)* }
+    };
+    ($from:ty => $to:ty { $($case:ident $(($x:ident))?),* $(,)? } $($rest:tt)*) => {
+        impl $crate::versions::delegate::Convert<$to> for $from {
             fn convert(self) -> $to {
                 type To = $to;
                 match self {
                     $(Self::$case $(($x))? => To::$case $(($crate::versions::delegate::Convert::convert($x)))?,)*
                 }
             }
-        })*
+        }
+        $crate::versions::delegate::cases! { $($rest)* }
     };
 }
 
@@ -107,3 +120,14 @@ macro_rules! delegate {
 }
 
 pub(crate) use {cases, delegate, fields};
+
+// The exports convert every version's types through the latest's: the latest's own pass as
+// they are.
+use super::latest::provider_world::seam::plugin::types as latest;
+same!(
+    latest::ContentBlock,
+    latest::ParentRef,
+    latest::ProviderDescriptor,
+    latest::StartRequest,
+    latest::SubagentResult
+);

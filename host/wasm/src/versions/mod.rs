@@ -156,8 +156,8 @@ macro_rules! bindings {
                 imports: { default: async | trappable },
                 exports: { default: async },
                 trappable_error_type: {
-                    "seam:plugin/types.subagent-error" => crate::versions::latest::SubagentFailure,
-                    "seam:plugin/agents.agent-error" => crate::versions::latest::AgentFailure,
+                    "seam:plugin/types.subagent-error" => crate::versions::convert::SubagentFailure,
+                    "seam:plugin/agents.agent-error" => crate::versions::convert::AgentFailure,
                 },
                 with: { "seam:plugin/agents.child": seam_core::agent::RunChild, $($provider)* },
             });
@@ -171,7 +171,7 @@ macro_rules! bindings {
                 imports: { default: async | trappable },
                 exports: { default: async },
                 trappable_error_type: {
-                    "seam:plugin/types.subagent-error" => crate::versions::latest::SubagentFailure,
+                    "seam:plugin/types.subagent-error" => crate::versions::convert::SubagentFailure,
                 },
                 with: {
                     "seam:plugin/types": super::provider_world::seam::plugin::types,
@@ -194,13 +194,11 @@ macro_rules! bindings {
                 },
             });
         }
-
-        use provider_world::seam::plugin::types as wit;
     };
 }
 use bindings;
 
-mod convert;
+pub mod convert;
 pub mod delegate;
 pub mod exports;
 for_each_version!(declare_versions);

@@ -3,7 +3,7 @@
 //! supported version. The bindings and type conversions are in the parent module.
 //!
 //! 0.1.0 has no place for what later versions added (a result's or outcome's `diagnostic`,
-//! newer error cases): those are folded into what it has (`super::folded`, and `internal`).
+//! newer error cases): those are folded into what it has ([`folded`], and `internal`).
 
 use seam_core::agent::RunChild;
 use seam_core::SubagentRun;
@@ -15,8 +15,7 @@ use super::tool_world::seam::plugin::subagents;
 use crate::store::view::{HasPlugin, PluginView};
 use crate::versions::delegate::{cases, delegate, fields, Convert};
 use crate::versions::latest::provider_world::seam::plugin as new;
-use crate::versions::latest::{AgentFailure, SubagentFailure};
-use super::folded;
+use crate::versions::convert::{AgentFailure, SubagentFailure};
 
 /// Adds the 0.1.0 interfaces `kind`'s world imports to a linker (WASI is added by the caller).
 pub fn add_to_linker<T: PluginView + 'static>(
@@ -42,20 +41,36 @@ pub fn add_to_linker<T: PluginView + 'static>(
     }
 }
 
-// 0.1.0's arguments as the latest's.
+// What the exports and imports pass both ways: 0.1.0's types and the latest's.
 fields! {
-    wit::StartRequest => new::types::StartRequest {
+    both wit::StartRequest, new::types::StartRequest {
         prompt, parent, agent_options, output_schema, max_depth, tool_filter, persona
     }
-    wit::ParentRef => new::types::ParentRef { id, session_id, working_directory, depth }
-    wit::AgentOptions => new::types::AgentOptions { model, system_prompt }
-    wit::ToolFilter => new::types::ToolFilter { allow, deny }
+    both wit::ParentRef, new::types::ParentRef { id, session_id, working_directory, depth }
+    both wit::AgentOptions, new::types::AgentOptions { model, system_prompt }
+    both wit::ToolFilter, new::types::ToolFilter { allow, deny }
+    both wit::ProviderDescriptor, new::types::ProviderDescriptor {
+        name, capabilities, features, inherits_parent_context
+    }
+    both wit::Capabilities, new::types::Capabilities {
+        output_schema, depth_limit, tool_filter, persona
+    }
+    both wit::RuntimeFeatures, new::types::RuntimeFeatures { steering, resume }
+}
+cases! {
+    both wit::ContentBlock, new::types::ContentBlock { Text(s), Json(s) }
+    both wit::StopReason, new::types::StopReason {
+        Completed, Aborted, Error, MaxTokens, Refusal, Other(s)
+    }
+}
+
+// 0.1.0's arguments as the latest's.
+fields! {
     agents::ChildOptions => new::agents::ChildOptions {
         agent_options, persona, tool_filter, output_schema, seed
     }
 }
 cases! {
-    wit::ContentBlock => new::types::ContentBlock { Text(s), Json(s) }
     wit::LogLevel => new::types::LogLevel { Trace, Debug, Info, Warn, Error }
     agents::Seed => new::agents::Seed { None, ParentCompletedTurns }
 }
@@ -65,26 +80,52 @@ fields! {
     new::types::DepthInfo => wit::DepthInfo { attempted, max }
 }
 cases! {
-    new::types::ContentBlock => wit::ContentBlock { Text(s), Json(s) }
-    new::types::StopReason => wit::StopReason {
-        Completed, Aborted, Error, MaxTokens, Refusal, Other(s)
-    }
     new::agents::AgentError => agents::AgentError { DepthExceeded(d), Invalid(m), Busy, Idle, Aborted }
+}
+
+impl Convert<new::types::SubagentResult> for wit::SubagentResult {
+    fn convert(self) -> new::types::SubagentResult {
+        new::types::SubagentResult {
+            output: self.output.convert(),
+            structured: self.structured,
+            stop_reason: self.stop_reason.convert(),
+            diagnostic: None,
+        }
+    }
 }
 
 impl Convert<wit::SubagentResult> for new::types::SubagentResult {
     fn convert(self) -> wit::SubagentResult {
-        crate::versions::latest::result_from_wit(self).into()
+        wit::SubagentResult {
+            output: folded(self.output, self.diagnostic),
+            structured: self.structured,
+            stop_reason: self.stop_reason.convert(),
+        }
     }
 }
 
 impl Convert<agents::ChildOutcome> for new::agents::ChildOutcome {
     fn convert(self) -> agents::ChildOutcome {
         agents::ChildOutcome {
-            output: folded(self.output.into_iter().map(Into::into).collect(), self.diagnostic),
+            output: folded(self.output, self.diagnostic),
             structured: self.structured,
             stop_reason: self.stop_reason.convert(),
         }
+    }
+}
+
+/// The child's words, or the diagnostic when it said nothing: 0.1.0 has one place for both.
+pub fn folded(
+    output: Vec<new::types::ContentBlock>,
+    diagnostic: Option<String>,
+) -> Vec<wit::ContentBlock> {
+    use new::types::ContentBlock::{Json, Text};
+    let silent = output
+        .iter()
+        .all(|(Text(t) | Json(t))| t.trim().is_empty());
+    match diagnostic {
+        Some(d) if silent => vec![wit::ContentBlock::Text(d)],
+        _ => output.convert(),
     }
 }
 
@@ -106,12 +147,6 @@ impl Convert<wit::SubagentError> for new::types::SubagentError {
             E::InvalidState(m) => Old::Internal(format!("invalid state: {m}")),
             E::NoRun(id) => Old::Internal(format!("no run `{id}`")),
         }
-    }
-}
-
-impl Convert<wit::ProviderDescriptor> for new::types::ProviderDescriptor {
-    fn convert(self) -> wit::ProviderDescriptor {
-        (&seam_core::types::ProviderDescriptor::from(self)).into()
     }
 }
 

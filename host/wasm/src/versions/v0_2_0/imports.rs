@@ -13,9 +13,9 @@ use wasmtime_wasi::p2::DynPollable;
 use super::provider_world::seam::plugin::types as wit;
 use super::provider_world::seam::plugin::{agents, host, run_context, subagents};
 use crate::store::view::{HasPlugin, PluginView};
-use crate::versions::delegate::{cases, delegate, fields, Convert};
+use crate::versions::delegate::{cases, delegate, fields};
 use crate::versions::latest::provider_world::seam::plugin as new;
-use crate::versions::latest::{AgentFailure, SubagentFailure};
+use crate::versions::convert::{AgentFailure, SubagentFailure};
 
 /// Adds the 0.2.0 interfaces `kind`'s world imports to a linker (WASI is added by the caller).
 pub fn add_to_linker<T: PluginView + 'static>(
@@ -42,48 +42,56 @@ pub fn add_to_linker<T: PluginView + 'static>(
     }
 }
 
-// 0.2.0's arguments as the latest's.
+// What the exports and imports pass both ways: 0.2.0's types and the latest's.
 fields! {
-    wit::StartRequest => new::types::StartRequest {
+    both wit::StartRequest, new::types::StartRequest {
         prompt, parent, agent_options, output_schema, max_depth, tool_filter, persona
     }
-    wit::ParentRef => new::types::ParentRef { id, session_id, working_directory, depth }
-    wit::AgentOptions => new::types::AgentOptions { model, system_prompt }
-    wit::ToolFilter => new::types::ToolFilter { allow, deny }
+    both wit::ParentRef, new::types::ParentRef { id, session_id, working_directory, depth }
+    both wit::AgentOptions, new::types::AgentOptions { model, system_prompt }
+    both wit::ToolFilter, new::types::ToolFilter { allow, deny }
+    both wit::ProviderDescriptor, new::types::ProviderDescriptor {
+        name, capabilities, features, inherits_parent_context
+    }
+    both wit::Capabilities, new::types::Capabilities {
+        output_schema, depth_limit, tool_filter, persona
+    }
+    both wit::RuntimeFeatures, new::types::RuntimeFeatures { steering, resume }
+    both wit::SubagentResult, new::types::SubagentResult {
+        output, structured, stop_reason, diagnostic
+    }
+}
+cases! {
+    both wit::ContentBlock, new::types::ContentBlock { Text(s), Json(s) }
+    both wit::StopReason, new::types::StopReason {
+        Completed, Aborted, Error, MaxTokens, Refusal, Other(s)
+    }
+}
+
+// 0.2.0's arguments as the latest's.
+fields! {
     agents::ChildOptions => new::agents::ChildOptions {
         agent_options, persona, tool_filter, output_schema, seed
     }
 }
 cases! {
-    wit::ContentBlock => new::types::ContentBlock { Text(s), Json(s) }
     wit::LogLevel => new::types::LogLevel { Trace, Debug, Info, Warn, Error }
     agents::Seed => new::agents::Seed { None, ParentCompletedTurns }
 }
 
 // The latest's answers as 0.2.0's.
 fields! {
-    new::types::SubagentResult => wit::SubagentResult { output, structured, stop_reason, diagnostic }
     new::agents::ChildOutcome => agents::ChildOutcome { output, structured, stop_reason, diagnostic }
     new::types::RunInfo => wit::RunInfo { id, provider, label, state, started_at_ms, stop_reason }
     new::types::DepthInfo => wit::DepthInfo { attempted, max }
 }
 cases! {
-    new::types::ContentBlock => wit::ContentBlock { Text(s), Json(s) }
-    new::types::StopReason => wit::StopReason {
-        Completed, Aborted, Error, MaxTokens, Refusal, Other(s)
-    }
     new::types::RunState => wit::RunState { Running, Settled }
     new::agents::AgentError => agents::AgentError { DepthExceeded(d), Invalid(m), Busy, Idle, Aborted }
     new::types::SubagentError => wit::SubagentError {
         DuplicateProvider(n), NoProvider(n), UnsupportedCapability(c), InvalidRequest(m),
         DepthExceeded(d), Aborted(r), StartFailed(m), Disposed, Internal(m),
         UnsupportedFeature(f), InvalidState(m), NoRun(id)
-    }
-}
-
-impl Convert<wit::ProviderDescriptor> for new::types::ProviderDescriptor {
-    fn convert(self) -> wit::ProviderDescriptor {
-        (&seam_core::types::ProviderDescriptor::from(self)).into()
     }
 }
 

@@ -1,5 +1,5 @@
-//! Bindings for `seam:plugin@0.2.0`, frozen (`wit/v0.2.0`), conversions between its types and
-//! `seam-core`'s, and its host imports, which delegate to the latest implementation.
+//! Bindings for `seam:plugin@0.2.0`, frozen (`wit/v0.2.0`), and its host imports, which convert
+//! its types to and from the latest's and delegate to the latest implementation.
 
 pub mod imports;
 
@@ -11,5 +11,3 @@ super::bindings!(
     },
     tool { "seam:plugin/subagents": super::provider_world::seam::plugin::subagents }
 );
-
-super::convert::conversions!(base, results, errors, runs);
