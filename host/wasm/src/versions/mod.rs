@@ -2,11 +2,12 @@
 //!
 //! [`WitVersion`] names every supported version; everything that differs between versions is an
 //! exhaustive `match` on it, so a new version is a new variant and a new folder, and the compiler
-//! lists what else to fill in. Each version folder owns its bindings and conversions
-//! (`mod.rs`); an older one also owns its host imports (`imports.rs`), which convert and delegate
-//! to the one implementation in `crate::interfaces` (as Zed's extension host does); `crate::linkers`
-//! assembles each version's worlds. [`exports`] calls a component's exports whatever its
-//! version, in `seam-core`'s types.
+//! lists what else to fill in. Each version folder owns its bindings (`mod.rs`, one
+//! `bindings!`); an older one also owns its host imports (`imports.rs`), which convert its types
+//! to and from the latest's and delegate to the one implementation in `crate::interfaces` (as
+//! Zed's extension host does), declared with [`delegate`]'s macros; `crate::linkers` assembles
+//! each version's worlds. [`convert`] converts the latest's types to and from `seam-core`'s, and
+//! [`exports`] calls a component's exports whatever its version, through the latest's types.
 //!
 //! `with:` cannot share an unchanged interface between two versions: the package version is part
 //! of every interface's name (`seam:plugin/host@0.1.0`), and the generated `add_to_linker`
@@ -17,7 +18,7 @@
 //! else.
 
 /// The one list of supported versions, oldest first, the latest last: each as its variant of
-/// [`WitVersion`], the module of its bindings and conversions, its number, the files of its
+/// [`WitVersion`], the module of its bindings, its number, the files of its
 /// frozen folder `wit/vX.Y.Z/`, and the plugin kinds whose worlds it has (in
 /// [`PluginKind::ALL`]'s order: a kind exists from the version that adds its world, so the
 /// kind x version grid may have holes). Everything per version is generated from it: the
