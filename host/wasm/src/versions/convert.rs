@@ -6,48 +6,37 @@ use super::latest::provider_world::seam::plugin::agents::AgentError;
 use super::latest::provider_world::seam::plugin::types as wit;
 use crate::store::view::ImportError;
 
-impl From<wit::ContentBlock> for seam_core::types::ContentBlock {
-    fn from(b: wit::ContentBlock) -> Self {
-        match b {
-            wit::ContentBlock::Text(s) => Self::Text(s),
-            wit::ContentBlock::Json(s) => Self::Json(s),
+/// Declares `From` both ways between a WIT enum or variant and `seam-core`'s of the same cases
+/// (a case's payload converts with `Into`).
+macro_rules! same_cases {
+    ($($wit:ty, $core:ty { $($case:ident $(($x:ident))?),* $(,)? })*) => {
+        $(
+            same_cases!(@ $wit => $core { $($case $(($x))?),* });
+            same_cases!(@ $core => $wit { $($case $(($x))?),* });
+        )*
+    };
+    (@ $from:ty => $to:ty { $($case:ident $(($x:ident))?),* }) => {
+        impl From<$from> for $to {
+            fn from(value: $from) -> Self {
+                type Source = $from;
+                match value {
+                    $(Source::$case $(($x))? => Self::$case $(($x.into()))?,)*
+                }
+            }
         }
-    }
+    };
 }
 
-impl From<seam_core::types::ContentBlock> for wit::ContentBlock {
-    fn from(b: seam_core::types::ContentBlock) -> Self {
-        match b {
-            seam_core::types::ContentBlock::Text(s) => Self::Text(s),
-            seam_core::types::ContentBlock::Json(s) => Self::Json(s),
-        }
+same_cases! {
+    wit::ContentBlock, seam_core::types::ContentBlock { Text(s), Json(s) }
+    wit::StopReason, seam_core::types::StopReason {
+        Completed, Aborted, Error, MaxTokens, Refusal, Other(s)
     }
-}
-
-impl From<wit::StopReason> for seam_core::types::StopReason {
-    fn from(r: wit::StopReason) -> Self {
-        match r {
-            wit::StopReason::Completed => Self::Completed,
-            wit::StopReason::Aborted => Self::Aborted,
-            wit::StopReason::Error => Self::Error,
-            wit::StopReason::MaxTokens => Self::MaxTokens,
-            wit::StopReason::Refusal => Self::Refusal,
-            wit::StopReason::Other(s) => Self::Other(s),
-        }
-    }
-}
-
-impl From<seam_core::types::StopReason> for wit::StopReason {
-    fn from(r: seam_core::types::StopReason) -> Self {
-        match r {
-            seam_core::types::StopReason::Completed => Self::Completed,
-            seam_core::types::StopReason::Aborted => Self::Aborted,
-            seam_core::types::StopReason::Error => Self::Error,
-            seam_core::types::StopReason::MaxTokens => Self::MaxTokens,
-            seam_core::types::StopReason::Refusal => Self::Refusal,
-            seam_core::types::StopReason::Other(s) => Self::Other(s),
-        }
-    }
+    wit::RunState, seam_core::types::RunState { Running, Settled }
+    wit::AgentScope, seam_core::types::AgentScope { Children, Descendants }
+    wit::AgentStatus, seam_core::types::AgentStatus { Running, Idle, Ready, Failed, Interrupted }
+    wit::Delivery, seam_core::types::Delivery { Queued, Woken, Resumed }
+    wit::ReportMode, seam_core::types::ReportMode { Quiet, NextStep }
 }
 
 impl From<wit::ProviderDescriptor> for seam_core::types::ProviderDescriptor {
@@ -223,48 +212,12 @@ impl From<seam_core::types::RunInfo> for wit::RunInfo {
             id: i.id,
             provider: i.provider,
             label: i.label,
-            state: match i.state {
-                seam_core::types::RunState::Running => wit::RunState::Running,
-                seam_core::types::RunState::Settled => wit::RunState::Settled,
-            },
+            state: i.state.into(),
             started_at_ms: i.started_at_ms,
             stop_reason: i.stop_reason.map(Into::into),
         }
     }
 }
-impl From<wit::AgentScope> for seam_core::types::AgentScope {
-    fn from(s: wit::AgentScope) -> Self {
-        match s {
-            wit::AgentScope::Children => Self::Children,
-            wit::AgentScope::Descendants => Self::Descendants,
-        }
-    }
-}
-
-impl From<wit::AgentStatus> for seam_core::types::AgentStatus {
-    fn from(s: wit::AgentStatus) -> Self {
-        match s {
-            wit::AgentStatus::Running => Self::Running,
-            wit::AgentStatus::Idle => Self::Idle,
-            wit::AgentStatus::Ready => Self::Ready,
-            wit::AgentStatus::Failed => Self::Failed,
-            wit::AgentStatus::Interrupted => Self::Interrupted,
-        }
-    }
-}
-
-impl From<seam_core::types::AgentStatus> for wit::AgentStatus {
-    fn from(s: seam_core::types::AgentStatus) -> Self {
-        match s {
-            seam_core::types::AgentStatus::Running => Self::Running,
-            seam_core::types::AgentStatus::Idle => Self::Idle,
-            seam_core::types::AgentStatus::Ready => Self::Ready,
-            seam_core::types::AgentStatus::Failed => Self::Failed,
-            seam_core::types::AgentStatus::Interrupted => Self::Interrupted,
-        }
-    }
-}
-
 impl From<seam_core::types::AgentInfo> for wit::AgentInfo {
     fn from(i: seam_core::types::AgentInfo) -> Self {
         Self {
@@ -280,41 +233,6 @@ impl From<seam_core::types::AgentInfo> for wit::AgentInfo {
             queued: i.queued,
             started_at_ms: i.started_at_ms,
             ended_at_ms: i.ended_at_ms,
-        }
-    }
-}
-
-impl From<seam_core::types::Delivery> for wit::Delivery {
-    fn from(d: seam_core::types::Delivery) -> Self {
-        match d {
-            seam_core::types::Delivery::Queued => Self::Queued,
-            seam_core::types::Delivery::Woken => Self::Woken,
-            seam_core::types::Delivery::Resumed => Self::Resumed,
-        }
-    }
-}
-
-impl From<wit::ReportMode> for seam_core::types::ReportMode {
-    fn from(m: wit::ReportMode) -> Self {
-        match m {
-            wit::ReportMode::Quiet => Self::Quiet,
-            wit::ReportMode::NextStep => Self::NextStep,
-        }
-    }
-}
-
-impl From<wit::RunInfo> for seam_core::types::RunInfo {
-    fn from(i: wit::RunInfo) -> Self {
-        Self {
-            id: i.id,
-            provider: i.provider,
-            label: i.label,
-            state: match i.state {
-                wit::RunState::Running => seam_core::types::RunState::Running,
-                wit::RunState::Settled => seam_core::types::RunState::Settled,
-            },
-            started_at_ms: i.started_at_ms,
-            stop_reason: i.stop_reason.map(Into::into),
         }
     }
 }
