@@ -6,6 +6,7 @@
 
 use wasmtime::component::Resource;
 
+use super::latest::provider_world::seam::plugin::types as latest;
 use crate::store::view::ImportError;
 
 /// A value of one version's type as another's: an older version's argument as the latest's, or
@@ -51,7 +52,8 @@ impl<T: 'static> Convert<Resource<T>> for Resource<T> {
     }
 }
 
-// The failures are the latest version's in every version; its `convert_*_error` converts them.
+// The failures are the latest version's in every version; each version's `convert_*_error`
+// converts them.
 impl<E> Convert<ImportError<E>> for ImportError<E> {
     fn convert(self) -> Self {
         self
@@ -123,7 +125,6 @@ pub(crate) use {cases, delegate, fields};
 
 // The exports convert every version's types through the latest's: the latest's own pass as
 // they are.
-use super::latest::provider_world::seam::plugin::types as latest;
 same!(
     latest::ContentBlock,
     latest::ParentRef,

@@ -1,6 +1,8 @@
-//! The host imports of `seam:plugin@0.1.0`: each converts its 0.1.0 arguments and delegates to
-//! the latest implementation (`crate::interfaces`), so that one implementation serves every
-//! supported version. The bindings and type conversions are in the parent module.
+//! The host imports of `seam:plugin@0.1.0`: each converts its 0.1.0 arguments to the latest's
+//! types, delegates to the latest implementation (`crate::interfaces`) and converts the answer
+//! back, so that one implementation serves every supported version. The conversions are
+//! declared here (`fields!`, `cases!`), and the imports as a list of signatures (`delegate!`);
+//! the exports use the same conversions. The bindings are in the parent module.
 //!
 //! 0.1.0 has no place for what later versions added (a result's or outcome's `diagnostic`,
 //! newer error cases): those are folded into what it has ([`folded`], and `internal`).

@@ -1,6 +1,8 @@
-//! The host imports of `seam:plugin@0.2.0`: each converts its 0.2.0 arguments and delegates to
-//! the latest implementation (`crate::interfaces`), so that one implementation serves every
-//! supported version. The bindings and type conversions are in the parent module.
+//! The host imports of `seam:plugin@0.2.0`: each converts its 0.2.0 arguments to the latest's
+//! types, delegates to the latest implementation (`crate::interfaces`) and converts the answer
+//! back, so that one implementation serves every supported version. The conversions are
+//! declared here (`fields!`, `cases!`), and the imports as a list of signatures (`delegate!`);
+//! the exports use the same conversions. The bindings are in the parent module.
 //!
 //! 0.2.0 lacks what 0.3.0 added to `subagents` (the continuable-children calls), and its linker
 //! registers only what its own world names: a 0.2.0 component needs nothing it never imported.
