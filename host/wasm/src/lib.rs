@@ -28,3 +28,57 @@ pub use engine::{Compiler, EngineError, EngineOptions};
 pub use fault::GuestFault;
 pub use kinds::PluginError;
 pub use versions::WitVersion;
+
+#[cfg(test)]
+mod tests {
+    use super::WitVersion;
+
+    /// Every version the guest SDK spells (`seam:plugin/host@0.3.0`, `seam:plugin@0.3.0`,
+    /// `wit/v0.3.0`), with the line it is on. wit-bindgen's macros take literal strings, so the
+    /// SDK cannot name `WitVersion::LATEST`: this reads its source instead.
+    fn sdk_versions() -> Vec<(String, String)> {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../guests/sdk/src");
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).expect("the SDK's sources are in the repository") {
+            let path = entry.expect("a readable entry").path();
+            let text = std::fs::read_to_string(&path).expect("a readable SDK source");
+            for line in text.lines() {
+                // A version follows `seam:plugin` and its interface or world name after an `@`,
+                // or `wit/v` directly.
+                for (marker, name) in [("seam:plugin", true), ("wit/v", false)] {
+                    for (at, _) in line.match_indices(marker) {
+                        let mut rest = &line[at + marker.len()..];
+                        if name {
+                            let end = rest
+                                .find(|c: char| !(c.is_ascii_alphanumeric() || "/-".contains(c)))
+                                .unwrap_or(rest.len());
+                            let Some(after) = rest[end..].strip_prefix('@') else {
+                                continue;
+                            };
+                            rest = after;
+                        }
+                        let version: String = rest
+                            .chars()
+                            .take_while(|c| c.is_ascii_digit() || *c == '.')
+                            .collect();
+                        found.push((version, line.trim().to_string()));
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn the_guest_sdk_binds_the_latest_version() {
+        let found = sdk_versions();
+        assert!(!found.is_empty(), "the SDK names no version of seam:plugin");
+        for (version, line) in found {
+            assert_eq!(
+                version,
+                WitVersion::LATEST.as_str(),
+                "guests/sdk/src: {line}"
+            );
+        }
+    }
+}

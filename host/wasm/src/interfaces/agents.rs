@@ -5,20 +5,21 @@ use std::sync::Arc;
 
 use seam_core::agent::{Agent, AgentError, AgentSpec, RunChild, RunSessionSeed, TurnOutcome};
 use seam_core::types::{ContentBlock, ToolFilter};
-use wasmtime::component::{HasSelf, Linker, Resource};
+use wasmtime::component::{Linker, Resource};
 
 use crate::sandbox::gate::blocks_size;
 use crate::sandbox::Limit;
 use crate::store::context::{RunEnv, MESSAGE_OVERHEAD};
-use crate::store::StoreData;
+use crate::store::view::{HasPlugin, PluginCtxView, PluginView};
+use crate::versions::convert::AgentFailure;
 use crate::versions::latest::provider_world::seam::plugin::agents::{
     self as wit_agents, AgentError as WitAgentError, ChildOptions, ChildOutcome, Seed,
 };
 use crate::versions::latest::provider_world::seam::plugin::types as wit;
 
 /// Adds `agents` to a linker.
-pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
-    wit_agents::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)
+pub fn add_to_linker<T: PluginView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    wit_agents::add_to_linker::<_, HasPlugin>(linker, T::plugin)
 }
 
 fn outcome_to_wit(o: &TurnOutcome) -> ChildOutcome {
@@ -109,38 +110,42 @@ fn message_bytes(blocks: &[ContentBlock]) -> usize {
     blocks_size(blocks) + MESSAGE_OVERHEAD * blocks.len().max(1)
 }
 
-fn child_of(state: &mut StoreData, handle: &Resource<RunChild>) -> wasmtime::Result<Arc<Agent>> {
-    Ok(state.table().get(handle)?.agent().clone())
+fn child_of(
+    state: &mut PluginCtxView,
+    handle: &Resource<RunChild>,
+) -> wasmtime::Result<Arc<Agent>> {
+    Ok(state.table.get(handle)?.agent().clone())
 }
 
-impl wit_agents::Host for StoreData {
+impl wit_agents::Host for PluginCtxView<'_> {
+    fn convert_agent_error(&mut self, err: AgentFailure) -> wasmtime::Result<WitAgentError> {
+        err.guest()
+    }
+
     async fn create_child(
         &mut self,
         options: ChildOptions,
-    ) -> wasmtime::Result<Result<Resource<RunChild>, WitAgentError>> {
+    ) -> Result<Resource<RunChild>, AgentFailure> {
         let Some(env) = &self.serving.run else {
-            return Ok(Err(WitAgentError::Invalid(
-                "a child can only be created during a run".into(),
-            )));
+            return Err(
+                WitAgentError::Invalid("a child can only be created during a run".into()).into(),
+            );
         };
         if env.ctx.is_cancelled() {
-            return Ok(Err(WitAgentError::Aborted));
+            return Err(WitAgentError::Aborted.into());
         }
         if env.ctx.has_child() {
-            return Ok(Err(WitAgentError::Busy));
+            return Err(WitAgentError::Busy.into());
         }
-        let agent = match create(env, options) {
-            Ok(a) => a,
-            Err(e) => return Ok(Err(error_to_wit(e))),
-        };
+        let agent = create(env, options).map_err(error_to_wit)?;
         // Published in the agent registry: this is the run's readiness.
         let child = RunChild::new(agent, env.agents.clone(), env.ctx.clone());
         env.ctx.ready();
-        Ok(Ok(self.table().push(child)?))
+        Ok(self.table.push(child)?)
     }
 }
 
-impl wit_agents::HostChild for StoreData {
+impl wit_agents::HostChild for PluginCtxView<'_> {
     async fn id(&mut self, handle: Resource<RunChild>) -> wasmtime::Result<String> {
         Ok(child_of(self, &handle)?.id().to_string())
     }
@@ -149,14 +154,14 @@ impl wit_agents::HostChild for StoreData {
         &mut self,
         handle: Resource<RunChild>,
         prompt: Vec<wit::ContentBlock>,
-    ) -> wasmtime::Result<Result<(), WitAgentError>> {
+    ) -> Result<(), AgentFailure> {
         let Some(quota) = self.serving.run.as_ref().map(|env| env.quota.clone()) else {
-            return Ok(Err(WitAgentError::Invalid("no run".into())));
+            return Err(WitAgentError::Invalid("no run".into()).into());
         };
         let prompt: Vec<ContentBlock> = prompt.into_iter().map(ContentBlock::from).collect();
-        let child = self.table().get_mut(&handle)?;
+        let child = self.table.get_mut(&handle)?;
         if child.agent().is_aborted() {
-            return Ok(Err(WitAgentError::Aborted));
+            return Err(WitAgentError::Aborted.into());
         }
         // Queued prompts are the guest's data in host memory: bounded in count and bytes, and
         // a plugin past either ends its run with the limit named.
@@ -170,29 +175,29 @@ impl wit_agents::HostChild for StoreData {
         let charge = quota.charge(message_bytes(&prompt))?;
         child.hold(charge);
         child.queue(prompt);
-        Ok(Ok(()))
+        Ok(())
     }
 
     async fn wait_idle(
         &mut self,
         handle: Resource<RunChild>,
-    ) -> wasmtime::Result<Result<ChildOutcome, WitAgentError>> {
+    ) -> Result<ChildOutcome, AgentFailure> {
         let (agent, pending) = {
-            let child = self.table().get_mut(&handle)?;
+            let child = self.table.get_mut(&handle)?;
             (child.agent().clone(), child.take_pending())
         };
         let mut last = None;
         for prompt in pending {
             last = Some(agent.run_turn(prompt).await);
         }
-        let child = self.table().get_mut(&handle)?;
+        let child = self.table.get_mut(&handle)?;
         if let Some(outcome) = last {
             child.set_last(outcome);
         }
-        Ok(match child.last() {
+        match child.last() {
             Some(o) => Ok(outcome_to_wit(o)),
-            None => Err(WitAgentError::Idle),
-        })
+            None => Err(WitAgentError::Idle.into()),
+        }
     }
 
     async fn steer(
@@ -204,7 +209,7 @@ impl wit_agents::HostChild for StoreData {
             return Ok(());
         };
         let message: Vec<ContentBlock> = message.into_iter().map(ContentBlock::from).collect();
-        let child = self.table().get_mut(&handle)?;
+        let child = self.table.get_mut(&handle)?;
         if child.agent().queued_steering() >= quota.max_queued_messages {
             return Err(quota
                 .hit(Limit::QueuedMessages {
@@ -233,7 +238,7 @@ impl wit_agents::HostChild for StoreData {
 
     async fn drop(&mut self, handle: Resource<RunChild>) -> wasmtime::Result<()> {
         // RunChild's Drop records the session and tears the agent down.
-        self.table().delete(handle)?;
+        self.table.delete(handle)?;
         Ok(())
     }
 }

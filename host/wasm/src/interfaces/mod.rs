@@ -1,5 +1,6 @@
 //! The Seam interfaces the host implements, one module per WIT interface of the latest version,
-//! each with its own `add_to_linker`: [`log`] (`host` and the shared `types`), [`run_context`],
+//! each implemented on a store's `PluginCtxView` (`crate::store::view`) and with its own
+//! `add_to_linker`: [`log`] (`host` and the shared `types`), [`run_context`],
 //! [`agents`], [`subagents`]. Older versions' imports convert and call these.
 
 pub mod agents;
@@ -10,11 +11,14 @@ pub mod subagents;
 use seam_core::PluginKind;
 use wasmtime::component::Linker;
 
-use crate::store::StoreData;
+use crate::store::view::PluginView;
 
 /// Adds the interfaces `kind`'s world imports in the latest version (WASI is added by the
 /// caller).
-pub fn add_to_linker(linker: &mut Linker<StoreData>, kind: PluginKind) -> wasmtime::Result<()> {
+pub fn add_to_linker<T: PluginView + 'static>(
+    linker: &mut Linker<T>,
+    kind: PluginKind,
+) -> wasmtime::Result<()> {
     log::add_to_linker(linker)?;
     match kind {
         PluginKind::Provider => {

@@ -4,13 +4,13 @@
 use seam_core::budget::Charge;
 use seam_core::subagent::RunContext;
 use seam_core::types::ContentBlock;
-use wasmtime::component::{HasSelf, Linker, Resource};
+use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::p2::{subscribe, DynPollable, Pollable};
 
 use crate::sandbox::gate::blocks_size;
 use crate::sandbox::Limit;
 use crate::store::context::MESSAGE_OVERHEAD;
-use crate::store::StoreData;
+use crate::store::view::{HasPlugin, PluginCtxView, PluginView};
 use crate::versions::latest::provider_world::seam::plugin::run_context as wit;
 use crate::versions::latest::provider_world::seam::plugin::types as wit_types;
 
@@ -42,11 +42,11 @@ impl Pollable for Watch {
 }
 
 /// Adds `run-context` to a linker.
-pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
-    wit::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)
+pub fn add_to_linker<T: PluginView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    wit::add_to_linker::<_, HasPlugin>(linker, T::plugin)
 }
 
-impl StoreData {
+impl PluginCtxView<'_> {
     fn run_ctx(&self) -> Option<&RunContext> {
         self.serving.run.as_ref().map(|env| &env.ctx)
     }
@@ -63,12 +63,12 @@ impl StoreData {
             what,
             _charge: env.quota.charge(POLLABLE_BYTES)?,
         };
-        let handle = self.table().push(watch)?;
-        subscribe(self.table(), handle)
+        let handle = self.table.push(watch)?;
+        subscribe(self.table, handle)
     }
 }
 
-impl wit::Host for StoreData {
+impl wit::Host for PluginCtxView<'_> {
     async fn ready(&mut self) -> wasmtime::Result<()> {
         if let Some(ctx) = self.run_ctx() {
             ctx.ready();

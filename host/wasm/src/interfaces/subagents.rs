@@ -12,19 +12,20 @@ use std::time::Duration;
 use seam_core::subagent::{SubagentError, SubagentRun, SubagentService};
 use seam_core::types::{ContentBlock, ParentRef, StartRequest};
 use tokio_util::sync::CancellationToken;
-use wasmtime::component::{HasSelf, Linker, Resource};
+use wasmtime::component::{Linker, Resource};
 
 use crate::sandbox::gate::{blocks_size, request_size, RunGate};
 use crate::sandbox::Limit;
 use crate::store::context::{CallRuns, Quota, RUN_OVERHEAD};
-use crate::store::StoreData;
+use crate::store::view::{HasPlugin, PluginCtxView, PluginView};
+use crate::versions::convert::request_from_wit;
+use crate::versions::convert::SubagentFailure;
 use crate::versions::latest::provider_world::seam::plugin::subagents as wit_subagents;
 use crate::versions::latest::provider_world::seam::plugin::types as wit;
-use crate::versions::latest::request_from_wit;
 
 /// Adds `subagents` to a linker.
-pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
-    wit_subagents::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)
+pub fn add_to_linker<T: PluginView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    wit_subagents::add_to_linker::<_, HasPlugin>(linker, T::plugin)
 }
 
 /// Who is asking, whether a tool call or a provider's run, and what its runs are charged to.
@@ -52,35 +53,23 @@ impl Caller {
     fn admit(
         &self,
         request: wit::StartRequest,
-    ) -> wasmtime::Result<Result<(StartRequest, seam_core::budget::Charge), wit::SubagentError>>
-    {
-        let mut request = match request_from_wit(request) {
-            Ok(r) => r,
-            Err(e) => return Ok(Err(e.into())),
-        };
-        let charge = match self.afford(request_size(&request))? {
-            Ok(charge) => charge,
-            Err(e) => return Ok(Err(e)),
-        };
+    ) -> Result<(StartRequest, seam_core::budget::Charge), SubagentFailure> {
+        let mut request = request_from_wit(request)?;
+        let charge = self.afford(request_size(&request))?;
         // The host, not the guest, says who the caller is: a plugin cannot lie about its depth.
         request.parent = self.parent.clone();
         request.signal = Some(self.abort.child_token());
         // Nor about its budget: the entry's cap, carved from the caller's remainder.
         request.budget = self.budget;
-        Ok(Ok((request, charge)))
+        Ok((request, charge))
     }
 
     /// Checks that `size` bytes of a guest's request fit the output cap, and charges the plugin
     /// for one more run of that size. A run held by the caller is the guest's data in host
     /// memory until it is disposed: bounded in count and bytes, and a call past either fails
     /// with the limit named (it traps the guest).
-    fn afford(
-        &self,
-        size: usize,
-    ) -> wasmtime::Result<Result<seam_core::budget::Charge, wit::SubagentError>> {
-        if let Err(hit) = self.gate.check_size(size) {
-            return Ok(Err(wit::SubagentError::InvalidRequest(hit.to_string())));
-        }
+    fn afford(&self, size: usize) -> Result<seam_core::budget::Charge, SubagentFailure> {
+        self.check_size(size)?;
         if self.runs().len() >= self.quota.max_runs_per_call {
             return Err(self
                 .quota
@@ -89,7 +78,15 @@ impl Caller {
                 })
                 .into());
         }
-        Ok(Ok(self.quota.charge(size + RUN_OVERHEAD)?))
+        Ok(self.quota.charge(size + RUN_OVERHEAD)?)
+    }
+
+    /// Checks that `size` bytes of a guest's message fit the output cap: a larger one is the
+    /// guest's `invalid-request`.
+    fn check_size(&self, size: usize) -> Result<(), wit::SubagentError> {
+        self.gate
+            .check_size(size)
+            .map_err(|hit| wit::SubagentError::InvalidRequest(hit.to_string()))
     }
 
     /// Keeps a started run as one of the caller's foreground runs, and hands the guest a handle.
@@ -115,7 +112,7 @@ impl Caller {
     }
 }
 
-impl StoreData {
+impl PluginCtxView<'_> {
     fn caller(&self) -> Option<Caller> {
         if let Some(call) = &self.serving.call {
             return Some(Caller {
@@ -168,27 +165,23 @@ fn no_caller() -> wit::SubagentError {
     )
 }
 
-fn run_of(state: &mut StoreData, handle: &Resource<SubagentRun>) -> wasmtime::Result<SubagentRun> {
-    Ok(state.table().get(handle)?.clone())
+fn run_of(
+    state: &mut PluginCtxView,
+    handle: &Resource<SubagentRun>,
+) -> wasmtime::Result<SubagentRun> {
+    Ok(state.table.get(handle)?.clone())
 }
 
-impl wit_subagents::Host for StoreData {
+impl wit_subagents::Host for PluginCtxView<'_> {
     async fn start(
         &mut self,
         provider: String,
         request: wit::StartRequest,
-    ) -> wasmtime::Result<Result<Resource<SubagentRun>, wit::SubagentError>> {
-        let Some(caller) = self.caller() else {
-            return Ok(Err(no_caller()));
-        };
-        let (request, charge) = match caller.admit(request)? {
-            Ok(admitted) => admitted,
-            Err(e) => return Ok(Err(e)),
-        };
-        match caller.subagents.start_on_task(&provider, request) {
-            Ok(run) => Ok(Ok(caller.keep(self.table(), run, charge)?)),
-            Err(e) => Ok(Err(e.into())),
-        }
+    ) -> Result<Resource<SubagentRun>, SubagentFailure> {
+        let caller = self.caller().ok_or_else(no_caller)?;
+        let (request, charge) = caller.admit(request)?;
+        let run = caller.subagents.start_on_task(&provider, request)?;
+        Ok(caller.keep(self.table, run, charge)?)
     }
 
     async fn provider(
@@ -215,22 +208,13 @@ impl wit_subagents::Host for StoreData {
         &mut self,
         run_id: String,
         prompt: Vec<wit::ContentBlock>,
-    ) -> wasmtime::Result<Result<Resource<SubagentRun>, wit::SubagentError>> {
-        let Some(caller) = self.caller() else {
-            return Ok(Err(no_caller()));
-        };
-        let Some(old) = caller.find(&run_id) else {
-            return Ok(Err(SubagentError::NoRun(run_id).into()));
-        };
+    ) -> Result<Resource<SubagentRun>, SubagentFailure> {
+        let caller = self.caller().ok_or_else(no_caller)?;
+        let old = caller.find(&run_id).ok_or(SubagentError::NoRun(run_id))?;
         let prompt: Vec<ContentBlock> = prompt.into_iter().map(Into::into).collect();
-        let charge = match caller.afford(blocks_size(&prompt))? {
-            Ok(charge) => charge,
-            Err(e) => return Ok(Err(e)),
-        };
-        match caller.subagents.resume_on_task(&old, prompt) {
-            Ok(run) => Ok(Ok(caller.keep(self.table(), run, charge)?)),
-            Err(e) => Ok(Err(e.into())),
-        }
+        let charge = caller.afford(blocks_size(&prompt))?;
+        let run = caller.subagents.resume_on_task(&old, prompt)?;
+        Ok(caller.keep(self.table, run, charge)?)
     }
 
     async fn start_background(
@@ -238,29 +222,18 @@ impl wit_subagents::Host for StoreData {
         provider: String,
         request: wit::StartRequest,
         label: String,
-    ) -> wasmtime::Result<Result<wit::RunInfo, wit::SubagentError>> {
-        let Some(caller) = self.caller() else {
-            return Ok(Err(no_caller()));
-        };
-        let (request, _charge) = match caller.admit(request)? {
-            Ok(admitted) => admitted,
-            Err(e) => return Ok(Err(e)),
-        };
+    ) -> Result<wit::RunInfo, SubagentFailure> {
+        let caller = self.caller().ok_or_else(no_caller)?;
+        let (request, _charge) = caller.admit(request)?;
         // A label travels in every listing: keep it to what a label needs.
         let label: String = label.chars().take(200).collect();
         // The run belongs to the owner, which bounds how many it keeps (the charge above only
         // checked that the plugin could afford one more).
-        Ok(
-            match caller.subagents.start_background(
-                &caller.owner,
-                &provider,
-                request,
-                label.clone(),
-            ) {
-                Ok(run) => Ok(run.info(&label).into()),
-                Err(e) => Err(e.into()),
-            },
-        )
+        let run =
+            caller
+                .subagents
+                .start_background(&caller.owner, &provider, request, label.clone())?;
+        Ok(run.info(&label).into())
     }
 
     async fn list(&mut self) -> wasmtime::Result<Vec<wit::RunInfo>> {
@@ -273,110 +246,81 @@ impl wit_subagents::Host for StoreData {
             .collect())
     }
 
-    async fn get(
-        &mut self,
-        id: String,
-    ) -> wasmtime::Result<Result<Resource<SubagentRun>, wit::SubagentError>> {
-        let Some(caller) = self.caller() else {
-            return Ok(Err(no_caller()));
-        };
-        match caller.subagents.background_run(&caller.owner, &id) {
-            Some((run, _)) => Ok(Ok(self.table().push(run)?)),
-            None => Ok(Err(SubagentError::NoRun(id).into())),
-        }
+    async fn get(&mut self, id: String) -> Result<Resource<SubagentRun>, SubagentFailure> {
+        let caller = self.caller().ok_or_else(no_caller)?;
+        let (run, _) = caller
+            .subagents
+            .background_run(&caller.owner, &id)
+            .ok_or(SubagentError::NoRun(id))?;
+        Ok(self.table.push(run)?)
     }
 
     async fn list_agents(
         &mut self,
         scope: wit::AgentScope,
         status: Option<wit::AgentStatus>,
-    ) -> wasmtime::Result<Result<Vec<wit::AgentInfo>, wit::SubagentError>> {
-        let Some(caller) = self.caller() else {
-            return Ok(Err(no_caller()));
-        };
-        Ok(caller
-            .subagents
-            .list_agents(&caller.parent, scope.into(), status.map(Into::into))
-            .map(|agents| agents.into_iter().map(Into::into).collect())
-            .map_err(SubagentError::into))
+    ) -> Result<Vec<wit::AgentInfo>, SubagentFailure> {
+        let caller = self.caller().ok_or_else(no_caller)?;
+        let agents =
+            caller
+                .subagents
+                .list_agents(&caller.parent, scope.into(), status.map(Into::into))?;
+        Ok(agents.into_iter().map(Into::into).collect())
     }
 
     async fn send_to_agent(
         &mut self,
         id: String,
         prompt: Vec<wit::ContentBlock>,
-    ) -> wasmtime::Result<Result<wit::Delivery, wit::SubagentError>> {
-        let Some(caller) = self.caller() else {
-            return Ok(Err(no_caller()));
-        };
+    ) -> Result<wit::Delivery, SubagentFailure> {
+        let caller = self.caller().ok_or_else(no_caller)?;
         let prompt: Vec<ContentBlock> = prompt.into_iter().map(Into::into).collect();
-        if let Err(hit) = caller.gate.check_size(blocks_size(&prompt)) {
-            return Ok(Err(wit::SubagentError::InvalidRequest(hit.to_string())));
-        }
+        caller.check_size(blocks_size(&prompt))?;
         Ok(caller
             .subagents
-            .send_to_agent(&caller.parent, &id, prompt)
-            .map(Into::into)
-            .map_err(SubagentError::into))
+            .send_to_agent(&caller.parent, &id, prompt)?
+            .into())
     }
 
-    async fn interrupt_agent(
-        &mut self,
-        id: String,
-    ) -> wasmtime::Result<Result<wit::AgentInfo, wit::SubagentError>> {
-        let Some(caller) = self.caller() else {
-            return Ok(Err(no_caller()));
-        };
+    async fn interrupt_agent(&mut self, id: String) -> Result<wit::AgentInfo, SubagentFailure> {
+        let caller = self.caller().ok_or_else(no_caller)?;
         Ok(caller
             .subagents
             .interrupt_agent(&caller.parent, &id)
-            .await
-            .map(Into::into)
-            .map_err(SubagentError::into))
+            .await?
+            .into())
     }
 
     async fn report(
         &mut self,
         mode: wit::ReportMode,
         content: Vec<wit::ContentBlock>,
-    ) -> wasmtime::Result<Result<(), wit::SubagentError>> {
-        let Some(caller) = self.caller() else {
-            return Ok(Err(no_caller()));
-        };
+    ) -> Result<(), SubagentFailure> {
+        let caller = self.caller().ok_or_else(no_caller)?;
         let content: Vec<ContentBlock> = content.into_iter().map(Into::into).collect();
-        if let Err(hit) = caller.gate.check_size(blocks_size(&content)) {
-            return Ok(Err(wit::SubagentError::InvalidRequest(hit.to_string())));
-        }
+        caller.check_size(blocks_size(&content))?;
         Ok(caller
             .subagents
-            .report(&caller.parent, mode.into(), content)
-            .map_err(SubagentError::into))
+            .report(&caller.parent, mode.into(), content)?)
     }
 }
 
-impl wit_subagents::HostRun for StoreData {
+impl wit_subagents::HostRun for PluginCtxView<'_> {
     async fn id(&mut self, handle: Resource<SubagentRun>) -> wasmtime::Result<String> {
         Ok(run_of(self, &handle)?.id().to_string())
     }
 
-    async fn started(
-        &mut self,
-        handle: Resource<SubagentRun>,
-    ) -> wasmtime::Result<Result<(), wit::SubagentError>> {
+    async fn started(&mut self, handle: Resource<SubagentRun>) -> Result<(), SubagentFailure> {
         let run = run_of(self, &handle)?;
-        Ok(run.started().await.map_err(SubagentError::into))
+        Ok(run.started().await?)
     }
 
     async fn result(
         &mut self,
         handle: Resource<SubagentRun>,
-    ) -> wasmtime::Result<Result<wit::SubagentResult, wit::SubagentError>> {
+    ) -> Result<wit::SubagentResult, SubagentFailure> {
         let run = run_of(self, &handle)?;
-        Ok(run
-            .result()
-            .await
-            .map(wit::SubagentResult::from)
-            .map_err(SubagentError::into))
+        Ok(run.result().await?.into())
     }
 
     async fn cancel(
@@ -399,15 +343,13 @@ impl wit_subagents::HostRun for StoreData {
         &mut self,
         handle: Resource<SubagentRun>,
         prompt: Vec<wit::ContentBlock>,
-    ) -> wasmtime::Result<Result<(), wit::SubagentError>> {
+    ) -> Result<(), SubagentFailure> {
         let run = run_of(self, &handle)?;
         let prompt: Vec<ContentBlock> = prompt.into_iter().map(Into::into).collect();
         if let Some(caller) = self.caller() {
-            if let Err(hit) = caller.gate.check_size(blocks_size(&prompt)) {
-                return Ok(Err(wit::SubagentError::InvalidRequest(hit.to_string())));
-            }
+            caller.check_size(blocks_size(&prompt))?;
         }
-        Ok(run.send_message(prompt).map_err(SubagentError::into))
+        Ok(run.send_message(prompt)?)
     }
 
     async fn progress(
@@ -442,7 +384,7 @@ impl wit_subagents::HostRun for StoreData {
     }
 
     async fn drop(&mut self, handle: Resource<SubagentRun>) -> wasmtime::Result<()> {
-        let run = self.table().delete(handle)?;
+        let run = self.table.delete(handle)?;
         // Dropping a handle on a foreground run disposes it; a background run belongs to its
         // owner, not to the handle.
         if self.is_foreground(&run) {

@@ -9,6 +9,7 @@ mod grants;
 pub mod http;
 pub mod limiter;
 pub mod output;
+pub mod view;
 
 use std::sync::Arc;
 

@@ -6,7 +6,9 @@ use seam_core::types::{ParentRef, ProviderDescriptor, StartRequest, SubagentResu
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::Store;
 
-use super::WitVersion;
+use super::delegate::Convert;
+use super::latest::provider_world::seam::plugin::types as new;
+use super::{convert, WitVersion};
 use crate::store::StoreData;
 
 /// A tool's description as the guest gave it, before the host checks its size and parses its
@@ -269,7 +271,7 @@ impl ProviderInstance {
             .seam_plugin_provider()
             .call_describe(store, config)
             .await?
-            .map(Into::into)
+            .map(|d| Convert::<new::ProviderDescriptor>::convert(d).into())
             .map_err(GuestError)))
     }
 
@@ -281,11 +283,11 @@ impl ProviderInstance {
         run_id: &str,
         request: &StartRequest,
     ) -> Answer<SubagentResult> {
-        per_version!(Provider: self, i, v => Ok(i
+        per_version!(Provider: self, i, _v => Ok(i
             .seam_plugin_provider()
-            .call_run(store, config, run_id, &v::request_to_wit(request))
+            .call_run(store, config, run_id, &convert::request_to_wit(request).convert())
             .await?
-            .map(v::result_from_wit)
+            .map(|r| convert::result_from_wit(r.convert()))
             .map_err(GuestError)))
     }
 }
@@ -312,7 +314,8 @@ impl ToolInstance {
         provider: Option<&ProviderDescriptor>,
     ) -> Answer<GuestToolDescriptor> {
         per_version!(Tool: self, i, v => {
-            let provider = provider.map(v::wit_descriptor);
+            let provider: Option<v::provider_world::seam::plugin::types::ProviderDescriptor> =
+                provider.map(|d| new::ProviderDescriptor::from(d).convert());
             Ok(i.seam_plugin_tool()
                 .call_describe(store, config, provider.as_ref())
                 .await?
@@ -336,10 +339,11 @@ impl ToolInstance {
         per_version!(Tool: self, i, _v => {
             let r = i
                 .seam_plugin_tool()
-                .call_execute(store, config, &caller.clone().into(), arguments)
+                .call_execute(store, config, &new::ParentRef::from(caller.clone()).convert(), arguments)
                 .await?;
+            let content: Vec<new::ContentBlock> = r.content.convert();
             Ok(ToolResult {
-                content: r.content.into_iter().map(Into::into).collect(),
+                content: content.into_iter().map(Into::into).collect(),
                 is_error: r.is_error,
             })
         })

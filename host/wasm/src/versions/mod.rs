@@ -2,11 +2,12 @@
 //!
 //! [`WitVersion`] names every supported version; everything that differs between versions is an
 //! exhaustive `match` on it, so a new version is a new variant and a new folder, and the compiler
-//! lists what else to fill in. Each version folder owns its bindings and conversions
-//! (`mod.rs`); an older one also owns its host imports (`imports.rs`), which convert and delegate
-//! to the one implementation in `crate::interfaces` (as Zed's extension host does); `crate::linkers`
-//! assembles each version's worlds. [`exports`] calls a component's exports whatever its
-//! version, in `seam-core`'s types.
+//! lists what else to fill in. Each version folder owns its bindings (`mod.rs`, one
+//! `bindings!`); an older one also owns its host imports (`imports.rs`), which convert its types
+//! to and from the latest's and delegate to the one implementation in `crate::interfaces` (as
+//! Zed's extension host does), declared with [`delegate`]'s macros; `crate::linkers` assembles
+//! each version's worlds. [`convert`] converts the latest's types to and from `seam-core`'s, and
+//! [`exports`] calls a component's exports whatever its version, through the latest's types.
 //!
 //! `with:` cannot share an unchanged interface between two versions: the package version is part
 //! of every interface's name (`seam:plugin/host@0.1.0`), and the generated `add_to_linker`
@@ -17,7 +18,7 @@
 //! else.
 
 /// The one list of supported versions, oldest first, the latest last: each as its variant of
-/// [`WitVersion`], the module of its bindings and conversions, its number, the files of its
+/// [`WitVersion`], the module of its bindings, its number, the files of its
 /// frozen folder `wit/vX.Y.Z/`, and the plugin kinds whose worlds it has (in
 /// [`PluginKind::ALL`]'s order: a kind exists from the version that adds its world, so the
 /// kind x version grid may have holes). Everything per version is generated from it: the
@@ -138,7 +139,68 @@ macro_rules! latest_module {
     };
 }
 
-mod convert;
+/// A version module's bindings of `$path` (its frozen WIT folder, from this crate's root): one
+/// module per world, and `wit`, its `types`. The provider world owns the shared `types` and
+/// `host` interfaces; the tool and observer worlds reuse them through `with`, so one Rust type
+/// stands for each WIT type. WIT resources map onto types owned by `seam-core`, never onto the
+/// modules that use these bindings; `provider` and `tool` list what else a version's worlds map
+/// (its versions differ in which world declares `subagents.run`). Every version's WIT errors are
+/// the latest's failures (`crate::store::view::ImportError`), which each converts.
+macro_rules! bindings {
+    ($path:literal, provider { $($provider:tt)* }, tool { $($tool:tt)* }) => {
+        #[allow(missing_docs)]
+        pub mod provider_world {
+            wasmtime::component::bindgen!({
+                path: $path,
+                world: "provider-plugin",
+                // Resource handles are looked up in a table, which can fail: imports may trap.
+                imports: { default: async | trappable },
+                exports: { default: async },
+                trappable_error_type: {
+                    "seam:plugin/types.subagent-error" => crate::versions::convert::SubagentFailure,
+                    "seam:plugin/agents.agent-error" => crate::versions::convert::AgentFailure,
+                },
+                with: { "seam:plugin/agents.child": seam_core::agent::RunChild, $($provider)* },
+            });
+        }
+
+        #[allow(missing_docs)]
+        pub mod tool_world {
+            wasmtime::component::bindgen!({
+                path: $path,
+                world: "tool-plugin",
+                imports: { default: async | trappable },
+                exports: { default: async },
+                trappable_error_type: {
+                    "seam:plugin/types.subagent-error" => crate::versions::convert::SubagentFailure,
+                },
+                with: {
+                    "seam:plugin/types": super::provider_world::seam::plugin::types,
+                    "seam:plugin/host": super::provider_world::seam::plugin::host,
+                    $($tool)*
+                },
+            });
+        }
+
+        #[allow(missing_docs)]
+        pub mod observer_world {
+            wasmtime::component::bindgen!({
+                path: $path,
+                world: "observer-plugin",
+                imports: { default: async | trappable },
+                exports: { default: async },
+                with: {
+                    "seam:plugin/types": super::provider_world::seam::plugin::types,
+                    "seam:plugin/host": super::provider_world::seam::plugin::host,
+                },
+            });
+        }
+    };
+}
+use bindings;
+
+pub mod convert;
+pub mod delegate;
 pub mod exports;
 for_each_version!(declare_versions);
 

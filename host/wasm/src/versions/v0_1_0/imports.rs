@@ -1,35 +1,38 @@
-//! The host imports of `seam:plugin@0.1.0`: each converts its 0.1.0 arguments and delegates to
-//! the latest implementation (`crate::interfaces`), so that one implementation
-//! serves every supported version. The bindings and type conversions are in
-//! the parent module.
-
-use wasmtime::component::{HasSelf, Linker, Resource};
+//! The host imports of `seam:plugin@0.1.0`: each converts its 0.1.0 arguments to the latest's
+//! types, delegates to the latest implementation (`crate::interfaces`) and converts the answer
+//! back, so that one implementation serves every supported version. The conversions are
+//! declared here (`fields!`, `cases!`), and the imports as a list of signatures (`delegate!`);
+//! the exports use the same conversions. The bindings are in the parent module.
+//!
+//! 0.1.0 has no place for what later versions added (a result's or outcome's `diagnostic`,
+//! newer error cases): those are folded into what it has ([`folded`], and `internal`).
 
 use seam_core::agent::RunChild;
-use seam_core::types::{ContentBlock, ProviderDescriptor, StopReason};
 use seam_core::SubagentRun;
+use wasmtime::component::{Linker, Resource};
 
-use crate::store::StoreData;
+use super::provider_world::seam::plugin::types as wit;
+use super::provider_world::seam::plugin::{agents, host, run_context};
+use super::tool_world::seam::plugin::subagents;
+use crate::store::view::{HasPlugin, PluginView};
+use crate::versions::delegate::{cases, delegate, fields, Convert};
 use crate::versions::latest::provider_world::seam::plugin as new;
-use crate::versions::v0_1_0::provider_world::seam::plugin::types as wit;
-use crate::versions::v0_1_0::provider_world::seam::plugin::{agents, host, run_context};
-use crate::versions::v0_1_0::tool_world::seam::plugin::subagents;
-use crate::versions::v0_1_0::{folded, request_from_wit};
+use crate::versions::convert::{AgentFailure, SubagentFailure};
 
 /// Adds the 0.1.0 interfaces `kind`'s world imports to a linker (WASI is added by the caller).
-pub fn add_to_linker(
-    linker: &mut Linker<StoreData>,
+pub fn add_to_linker<T: PluginView + 'static>(
+    linker: &mut Linker<T>,
     kind: seam_core::PluginKind,
 ) -> wasmtime::Result<()> {
     use seam_core::PluginKind;
-    wit::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)?;
-    host::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)?;
+    wit::add_to_linker::<_, HasPlugin>(linker, T::plugin)?;
+    host::add_to_linker::<_, HasPlugin>(linker, T::plugin)?;
     match kind {
         PluginKind::Provider => {
-            run_context::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)?;
-            agents::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s)
+            run_context::add_to_linker::<_, HasPlugin>(linker, T::plugin)?;
+            agents::add_to_linker::<_, HasPlugin>(linker, T::plugin)
         }
-        PluginKind::Tool => subagents::add_to_linker::<_, HasSelf<StoreData>>(linker, |s| s),
+        PluginKind::Tool => subagents::add_to_linker::<_, HasPlugin>(linker, T::plugin),
         PluginKind::Observer => Ok(()),
         // A frozen version never gains a kind: the linkers ask it only for the kinds its row
         // in `for_each_version!` lists, so a kind added later needs no arm here.
@@ -40,233 +43,152 @@ pub fn add_to_linker(
     }
 }
 
-fn blocks(b: Vec<wit::ContentBlock>) -> Vec<new::types::ContentBlock> {
-    b.into_iter()
-        .map(|b| ContentBlock::from(b).into())
-        .collect()
+// What the exports and imports pass both ways: 0.1.0's types and the latest's.
+fields! {
+    both wit::StartRequest, new::types::StartRequest {
+        prompt, parent, agent_options, output_schema, max_depth, tool_filter, persona
+    }
+    both wit::ParentRef, new::types::ParentRef { id, session_id, working_directory, depth }
+    both wit::AgentOptions, new::types::AgentOptions { model, system_prompt }
+    both wit::ToolFilter, new::types::ToolFilter { allow, deny }
+    both wit::ProviderDescriptor, new::types::ProviderDescriptor {
+        name, capabilities, features, inherits_parent_context
+    }
+    both wit::Capabilities, new::types::Capabilities {
+        output_schema, depth_limit, tool_filter, persona
+    }
+    both wit::RuntimeFeatures, new::types::RuntimeFeatures { steering, resume }
+}
+cases! {
+    both wit::ContentBlock, new::types::ContentBlock { Text(s), Json(s) }
+    both wit::StopReason, new::types::StopReason {
+        Completed, Aborted, Error, MaxTokens, Refusal, Other(s)
+    }
 }
 
-fn descriptor(d: new::types::ProviderDescriptor) -> wit::ProviderDescriptor {
-    (&ProviderDescriptor::from(d)).into()
+// 0.1.0's arguments as the latest's.
+fields! {
+    agents::ChildOptions => new::agents::ChildOptions {
+        agent_options, persona, tool_filter, output_schema, seed
+    }
+}
+cases! {
+    wit::LogLevel => new::types::LogLevel { Trace, Debug, Info, Warn, Error }
+    agents::Seed => new::agents::Seed { None, ParentCompletedTurns }
 }
 
-fn error(e: new::types::SubagentError) -> wit::SubagentError {
-    use new::types::SubagentError as E;
-    match e {
-        E::DuplicateProvider(n) => wit::SubagentError::DuplicateProvider(n),
-        E::NoProvider(n) => wit::SubagentError::NoProvider(n),
-        E::UnsupportedCapability(c) => wit::SubagentError::UnsupportedCapability(c),
-        E::InvalidRequest(m) => wit::SubagentError::InvalidRequest(m),
-        E::DepthExceeded(d) => wit::SubagentError::DepthExceeded(wit::DepthInfo {
-            attempted: d.attempted,
-            max: d.max,
-        }),
-        E::Aborted(r) => wit::SubagentError::Aborted(r),
-        E::StartFailed(m) => wit::SubagentError::StartFailed(m),
-        E::Disposed => wit::SubagentError::Disposed,
-        E::Internal(m) => wit::SubagentError::Internal(m),
-        E::UnsupportedFeature(f) => {
-            wit::SubagentError::Internal(format!("unsupported feature `{f}`"))
+// The latest's answers as 0.1.0's.
+fields! {
+    new::types::DepthInfo => wit::DepthInfo { attempted, max }
+}
+cases! {
+    new::agents::AgentError => agents::AgentError { DepthExceeded(d), Invalid(m), Busy, Idle, Aborted }
+}
+
+impl Convert<new::types::SubagentResult> for wit::SubagentResult {
+    fn convert(self) -> new::types::SubagentResult {
+        new::types::SubagentResult {
+            output: self.output.convert(),
+            structured: self.structured,
+            stop_reason: self.stop_reason.convert(),
+            diagnostic: None,
         }
-        E::InvalidState(m) => wit::SubagentError::Internal(format!("invalid state: {m}")),
-        E::NoRun(id) => wit::SubagentError::Internal(format!("no run `{id}`")),
     }
 }
 
-fn result(r: new::types::SubagentResult) -> wit::SubagentResult {
-    crate::versions::latest::result_from_wit(r).into()
-}
-
-impl wit::Host for StoreData {}
-
-impl host::Host for StoreData {
-    async fn log(&mut self, level: host::LogLevel, message: String) -> wasmtime::Result<()> {
-        use host::LogLevel as Old;
-        use new::host::LogLevel as New;
-        let level = match level {
-            Old::Trace => New::Trace,
-            Old::Debug => New::Debug,
-            Old::Info => New::Info,
-            Old::Warn => New::Warn,
-            Old::Error => New::Error,
-        };
-        new::host::Host::log(self, level, message).await
+impl Convert<wit::SubagentResult> for new::types::SubagentResult {
+    fn convert(self) -> wit::SubagentResult {
+        wit::SubagentResult {
+            output: folded(self.output, self.diagnostic),
+            structured: self.structured,
+            stop_reason: self.stop_reason.convert(),
+        }
     }
 }
 
-impl run_context::Host for StoreData {
-    async fn ready(&mut self) -> wasmtime::Result<()> {
-        new::run_context::Host::ready(self).await
-    }
-
-    async fn cancel_reason(&mut self) -> wasmtime::Result<Option<String>> {
-        new::run_context::Host::cancel_reason(self).await
-    }
-
-    async fn is_cancelled(&mut self) -> wasmtime::Result<bool> {
-        new::run_context::Host::is_cancelled(self).await
-    }
-
-    async fn sleep(&mut self, ms: u64) -> wasmtime::Result<bool> {
-        new::run_context::Host::sleep(self, ms).await
+impl Convert<agents::ChildOutcome> for new::agents::ChildOutcome {
+    fn convert(self) -> agents::ChildOutcome {
+        agents::ChildOutcome {
+            output: folded(self.output, self.diagnostic),
+            structured: self.structured,
+            stop_reason: self.stop_reason.convert(),
+        }
     }
 }
 
-fn agent_error(e: new::agents::AgentError) -> agents::AgentError {
-    use new::agents::AgentError as E;
-    match e {
-        E::DepthExceeded(d) => agents::AgentError::DepthExceeded(wit::DepthInfo {
-            attempted: d.attempted,
-            max: d.max,
-        }),
-        E::Invalid(m) => agents::AgentError::Invalid(m),
-        E::Busy => agents::AgentError::Busy,
-        E::Idle => agents::AgentError::Idle,
-        E::Aborted => agents::AgentError::Aborted,
+/// The child's words, or the diagnostic when it said nothing: 0.1.0 has one place for both.
+pub fn folded(
+    output: Vec<new::types::ContentBlock>,
+    diagnostic: Option<String>,
+) -> Vec<wit::ContentBlock> {
+    use new::types::ContentBlock::{Json, Text};
+    let silent = output
+        .iter()
+        .all(|(Text(t) | Json(t))| t.trim().is_empty());
+    match diagnostic {
+        Some(d) if silent => vec![wit::ContentBlock::Text(d)],
+        _ => output.convert(),
     }
 }
 
-impl agents::Host for StoreData {
-    async fn create_child(
-        &mut self,
-        options: agents::ChildOptions,
-    ) -> wasmtime::Result<Result<Resource<RunChild>, agents::AgentError>> {
-        let options = new::agents::ChildOptions {
-            agent_options: options.agent_options.map(|o| new::types::AgentOptions {
-                model: o.model,
-                system_prompt: o.system_prompt,
-            }),
-            persona: options.persona,
-            tool_filter: options.tool_filter.map(|f| new::types::ToolFilter {
-                allow: f.allow,
-                deny: f.deny,
-            }),
-            output_schema: options.output_schema,
-            seed: match options.seed {
-                agents::Seed::None => new::agents::Seed::None,
-                agents::Seed::ParentCompletedTurns => new::agents::Seed::ParentCompletedTurns,
-            },
-        };
-        Ok(new::agents::Host::create_child(self, options)
-            .await?
-            .map_err(agent_error))
+impl Convert<wit::SubagentError> for new::types::SubagentError {
+    fn convert(self) -> wit::SubagentError {
+        use new::types::SubagentError as E;
+        use wit::SubagentError as Old;
+        match self {
+            E::DuplicateProvider(n) => Old::DuplicateProvider(n),
+            E::NoProvider(n) => Old::NoProvider(n),
+            E::UnsupportedCapability(c) => Old::UnsupportedCapability(c),
+            E::InvalidRequest(m) => Old::InvalidRequest(m),
+            E::DepthExceeded(d) => Old::DepthExceeded(d.convert()),
+            E::Aborted(r) => Old::Aborted(r),
+            E::StartFailed(m) => Old::StartFailed(m),
+            E::Disposed => Old::Disposed,
+            E::Internal(m) => Old::Internal(m),
+            E::UnsupportedFeature(f) => Old::Internal(format!("unsupported feature `{f}`")),
+            E::InvalidState(m) => Old::Internal(format!("invalid state: {m}")),
+            E::NoRun(id) => Old::Internal(format!("no run `{id}`")),
+        }
     }
 }
 
-impl agents::HostChild for StoreData {
-    async fn id(&mut self, handle: Resource<RunChild>) -> wasmtime::Result<String> {
-        new::agents::HostChild::id(self, handle).await
+delegate! {
+    impl wit::Host => new::types::Host {
+        errors { convert_subagent_error(SubagentFailure) -> wit::SubagentError }
     }
-
-    async fn send(
-        &mut self,
-        handle: Resource<RunChild>,
-        prompt: Vec<wit::ContentBlock>,
-    ) -> wasmtime::Result<Result<(), agents::AgentError>> {
-        Ok(new::agents::HostChild::send(self, handle, blocks(prompt))
-            .await?
-            .map_err(agent_error))
+    impl host::Host => new::host::Host {
+        fn log(level: wit::LogLevel, message: String) -> wasmtime::Result<()>;
     }
-
-    async fn wait_idle(
-        &mut self,
-        handle: Resource<RunChild>,
-    ) -> wasmtime::Result<Result<agents::ChildOutcome, agents::AgentError>> {
-        let outcome = new::agents::HostChild::wait_idle(self, handle).await?;
-        Ok(outcome.map_err(agent_error).map(|o| agents::ChildOutcome {
-            output: folded(o.output.into_iter().map(Into::into).collect(), o.diagnostic),
-            structured: o.structured,
-            stop_reason: StopReason::from(o.stop_reason).into(),
-        }))
+    impl run_context::Host => new::run_context::Host {
+        fn ready() -> wasmtime::Result<()>;
+        fn cancel_reason() -> wasmtime::Result<Option<String>>;
+        fn is_cancelled() -> wasmtime::Result<bool>;
+        fn sleep(ms: u64) -> wasmtime::Result<bool>;
     }
-
-    async fn steer(
-        &mut self,
-        handle: Resource<RunChild>,
-        message: Vec<wit::ContentBlock>,
-    ) -> wasmtime::Result<()> {
-        new::agents::HostChild::steer(self, handle, blocks(message)).await
+    impl agents::Host => new::agents::Host {
+        errors { convert_agent_error(AgentFailure) -> agents::AgentError }
+        fn create_child(options: agents::ChildOptions) -> Result<Resource<RunChild>, AgentFailure>;
     }
-
-    async fn dispose(&mut self, handle: Resource<RunChild>) -> wasmtime::Result<()> {
-        new::agents::HostChild::dispose(self, handle).await
+    impl agents::HostChild => new::agents::HostChild {
+        fn id(handle: Resource<RunChild>) -> wasmtime::Result<String>;
+        fn send(handle: Resource<RunChild>, prompt: Vec<wit::ContentBlock>) -> Result<(), AgentFailure>;
+        fn wait_idle(handle: Resource<RunChild>) -> Result<agents::ChildOutcome, AgentFailure>;
+        fn steer(handle: Resource<RunChild>, message: Vec<wit::ContentBlock>) -> wasmtime::Result<()>;
+        fn dispose(handle: Resource<RunChild>) -> wasmtime::Result<()>;
+        fn drop(handle: Resource<RunChild>) -> wasmtime::Result<()>;
     }
-
-    async fn drop(&mut self, handle: Resource<RunChild>) -> wasmtime::Result<()> {
-        new::agents::HostChild::drop(self, handle).await
+    impl subagents::Host => new::subagents::Host {
+        fn start(provider: String, request: wit::StartRequest)
+            -> Result<Resource<SubagentRun>, SubagentFailure>;
+        fn provider(name: String) -> wasmtime::Result<Option<wit::ProviderDescriptor>>;
+        fn list_providers() -> wasmtime::Result<Vec<wit::ProviderDescriptor>>;
     }
-}
-
-impl subagents::Host for StoreData {
-    async fn start(
-        &mut self,
-        provider: String,
-        request: wit::StartRequest,
-    ) -> wasmtime::Result<Result<Resource<SubagentRun>, wit::SubagentError>> {
-        let request = match request_from_wit(request) {
-            Ok(r) => crate::versions::latest::request_to_wit(&r),
-            Err(e) => return Ok(Err(e.into())),
-        };
-        Ok(new::subagents::Host::start(self, provider, request)
-            .await?
-            .map_err(error))
-    }
-
-    async fn provider(
-        &mut self,
-        name: String,
-    ) -> wasmtime::Result<Option<wit::ProviderDescriptor>> {
-        Ok(new::subagents::Host::provider(self, name)
-            .await?
-            .map(descriptor))
-    }
-
-    async fn list_providers(&mut self) -> wasmtime::Result<Vec<wit::ProviderDescriptor>> {
-        Ok(new::subagents::Host::list_providers(self)
-            .await?
-            .into_iter()
-            .map(descriptor)
-            .collect())
-    }
-}
-
-impl subagents::HostRun for StoreData {
-    async fn id(&mut self, handle: Resource<SubagentRun>) -> wasmtime::Result<String> {
-        new::subagents::HostRun::id(self, handle).await
-    }
-
-    async fn started(
-        &mut self,
-        handle: Resource<SubagentRun>,
-    ) -> wasmtime::Result<Result<(), wit::SubagentError>> {
-        Ok(new::subagents::HostRun::started(self, handle)
-            .await?
-            .map_err(error))
-    }
-
-    async fn result(
-        &mut self,
-        handle: Resource<SubagentRun>,
-    ) -> wasmtime::Result<Result<wit::SubagentResult, wit::SubagentError>> {
-        Ok(new::subagents::HostRun::result(self, handle)
-            .await?
-            .map(result)
-            .map_err(error))
-    }
-
-    async fn cancel(
-        &mut self,
-        handle: Resource<SubagentRun>,
-        reason: Option<String>,
-    ) -> wasmtime::Result<()> {
-        new::subagents::HostRun::cancel(self, handle, reason).await
-    }
-
-    async fn dispose(&mut self, handle: Resource<SubagentRun>) -> wasmtime::Result<()> {
-        new::subagents::HostRun::dispose(self, handle).await
-    }
-
-    async fn drop(&mut self, handle: Resource<SubagentRun>) -> wasmtime::Result<()> {
-        new::subagents::HostRun::drop(self, handle).await
+    impl subagents::HostRun => new::subagents::HostRun {
+        fn id(handle: Resource<SubagentRun>) -> wasmtime::Result<String>;
+        fn started(handle: Resource<SubagentRun>) -> Result<(), SubagentFailure>;
+        fn result(handle: Resource<SubagentRun>) -> Result<wit::SubagentResult, SubagentFailure>;
+        fn cancel(handle: Resource<SubagentRun>, reason: Option<String>) -> wasmtime::Result<()>;
+        fn dispose(handle: Resource<SubagentRun>) -> wasmtime::Result<()>;
+        fn drop(handle: Resource<SubagentRun>) -> wasmtime::Result<()>;
     }
 }
