@@ -141,8 +141,22 @@ fn a_run_is_exported_as_one_span_tree_whose_trace_reaches_the_acp_agent() {
                 && p["attributes"]["stop_reason"] == "error"),
         "{ended:#?}"
     );
-    assert_eq!(last("seam.model.tokens", "kind", "input"), Some(50));
-    assert_eq!(last("seam.model.tokens", "kind", "output"), Some(11));
+    // By provider and model: the lead's own calls, and its `spawn` child's.
+    let tokens = |provider: &str, model: &str, kind: &str| -> Option<i64> {
+        points("seam.model.tokens")
+            .iter()
+            .rev()
+            .find(|p| {
+                p["attributes"]["provider"] == provider
+                    && p["attributes"]["model"] == model
+                    && p["attributes"]["kind"] == kind
+            })
+            .and_then(|p| p["value"].as_i64())
+    };
+    assert_eq!(tokens("", "scripted:lead", "input"), Some(20));
+    assert_eq!(tokens("", "scripted:lead", "output"), Some(4));
+    assert_eq!(tokens("spawn", "scripted:researcher", "input"), Some(30));
+    assert_eq!(tokens("spawn", "scripted:researcher", "output"), Some(7));
     assert!(metrics.iter().all(|m| m["service"] == "seam-under-test"));
     let charged: Vec<Value> = points("seam.plugin.host_memory");
     assert!(

@@ -2,7 +2,7 @@
 //! Prometheus text (`--metrics ADDR` of the long-running commands, [`serve`]), and exported by
 //! OTLP with the traces when the `OTEL_*` variables ask for it (the same names, dotted:
 //! `seam.runs.started`, `seam.runs.ended`, `seam.run.duration`, `seam.runs.live`,
-//! `seam.plugin.host_memory`, `seam.model.tokens`).
+//! `seam.plugin.host_memory`, `seam.model.tokens`, `seam.model.cost`).
 //!
 //! | metric | labels | what |
 //! |---|---|---|
@@ -11,13 +11,18 @@
 //! | `seam_run_duration_seconds` | `provider` | from start to settle (histogram) |
 //! | `seam_live_runs` | | runs not yet disposed |
 //! | `seam_plugin_host_memory_bytes` | `plugin` | host memory charged to the plugin |
-//! | `seam_model_tokens_total` | `kind` (`input`, `output`) | tokens the model endpoints reported |
+//! | `seam_model_tokens_total` | `kind` (`input`, `output`), `provider`, `model` | tokens the model endpoints reported |
+//! | `seam_model_cost_usd_total` | `provider`, `model` | what they cost, for models with prices |
+//!
+//! `provider` is the provider of the run whose agent called the model (empty for the
+//! top-level agent), `model` the agent's model string.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use prometheus_client::metrics::counter::Counter;
+use std::sync::atomic::AtomicU64;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
@@ -41,6 +46,8 @@ struct Otel {
     duration: OtelHistogram<f64>,
     /// Kept for their callbacks: runs started, runs ended, tokens.
     _counters: [ObservableCounter<u64>; 3],
+    /// Kept for its callback: cost.
+    _cost: ObservableCounter<f64>,
     /// Kept for their callbacks: live runs, host memory per plugin.
     _gauges: [ObservableGauge<i64>; 2],
 }
@@ -50,10 +57,10 @@ impl Otel {
         meter: &opentelemetry::metrics::Meter,
         live: Arc<LiveCounts>,
         state: Arc<Mutex<State>>,
-        tokens: [Counter; 2],
         budgets: Budgets,
     ) -> Self {
-        let (for_started, for_ended) = (state.clone(), state);
+        let (for_started, for_ended) = (state.clone(), state.clone());
+        let (for_tokens, for_cost) = (state.clone(), state);
         Self {
             duration: meter
                 .f64_histogram("seam.run.duration")
@@ -85,11 +92,26 @@ impl Otel {
                     .u64_observable_counter("seam.model.tokens")
                     .with_description("Tokens the model endpoints reported")
                     .with_callback(move |observer| {
-                        observer.observe(tokens[0].get(), &[KeyValue::new("kind", "input")]);
-                        observer.observe(tokens[1].get(), &[KeyValue::new("kind", "output")]);
+                        for spend in lock(&for_tokens).spend.values() {
+                            for (kind, counter) in [("input", &spend.input), ("output", &spend.output)] {
+                                let mut attributes = spend.attributes.to_vec();
+                                attributes.push(KeyValue::new("kind", kind));
+                                observer.observe(counter.get(), &attributes);
+                            }
+                        }
                     })
                     .build(),
             ],
+            _cost: meter
+                .f64_observable_counter("seam.model.cost")
+                .with_unit("USD")
+                .with_description("What the model calls cost, for models with prices")
+                .with_callback(move |observer| {
+                    for spend in lock(&for_cost).spend.values() {
+                        observer.observe(spend.cost.get(), &spend.attributes);
+                    }
+                })
+                .build(),
             _gauges: [
                 meter
                     .i64_observable_gauge("seam.runs.live")
@@ -126,11 +148,24 @@ struct PerProvider {
     attributes: [KeyValue; 1],
 }
 
+/// One provider and model's spend counters, taken from the families once.
+struct PerModel {
+    input: Counter,
+    output: Counter,
+    cost: Counter<f64, AtomicU64>,
+    /// The OTLP attributes: provider and model.
+    attributes: [KeyValue; 2],
+}
+
 #[derive(Default)]
 struct State {
-    /// When each live run started.
-    open: HashMap<String, Instant>,
+    /// When each live run started, and its provider.
+    open: HashMap<String, (Instant, String)>,
     providers: HashMap<String, PerProvider>,
+    /// Each live agent's model string, by agent id (a run's child agent has the run's id).
+    models: HashMap<String, String>,
+    /// By provider and model.
+    spend: HashMap<(String, String), PerModel>,
 }
 
 fn duration_histogram() -> Histogram {
@@ -146,8 +181,10 @@ pub struct Metrics {
     duration: Family<Labels, Histogram, fn() -> Histogram>,
     live: Gauge,
     memory: Family<Labels, Gauge>,
-    /// Input and output tokens.
-    tokens: [Counter; 2],
+    /// Input and output tokens, by kind, provider and model.
+    tokens: Family<Labels, Counter>,
+    /// Dollars, by provider and model.
+    cost: Family<Labels, Counter<f64, AtomicU64>>,
     /// The live runs' starts, and each provider's counters (looked up once, then reused).
     state: Arc<Mutex<State>>,
     otel: Option<Otel>,
@@ -179,6 +216,7 @@ impl Metrics {
         let live = Gauge::default();
         let memory = Family::<Labels, Gauge>::default();
         let tokens = Family::<Labels, Counter>::default();
+        let cost = Family::<Labels, Counter<f64, AtomicU64>>::default();
         registry.register("runs_started", "Runs started", started.clone());
         registry.register("runs_ended", "Runs settled", ended.clone());
         registry.register(
@@ -197,12 +235,11 @@ impl Metrics {
             "Tokens the model endpoints reported",
             tokens.clone(),
         );
-        let kind = |k: &str| {
-            tokens
-                .get_or_create(&vec![("kind".to_string(), k.to_string())])
-                .clone()
-        };
-        let tokens = [kind("input"), kind("output")];
+        registry.register(
+            "model_cost_usd",
+            "What the model calls cost, in dollars, for models with prices",
+            cost.clone(),
+        );
         let state: Arc<Mutex<State>> = Arc::default();
         let budgets: Budgets = Arc::default();
         Arc::new(Self {
@@ -217,11 +254,11 @@ impl Metrics {
                     &meter,
                     live_runs.clone(),
                     state.clone(),
-                    tokens.clone(),
                     budgets.clone(),
                 )
             }),
             tokens,
+            cost,
             state,
             live_runs,
             budgets,
@@ -254,12 +291,51 @@ impl Metrics {
             .expect("inserted just above")
     }
 
+    fn per_model<'a>(
+        &self,
+        state: &'a mut State,
+        provider: String,
+        model: String,
+    ) -> &'a mut PerModel {
+        state
+            .spend
+            .entry((provider.clone(), model.clone()))
+            .or_insert_with(|| {
+                let labels = |kind: Option<&str>| {
+                    let mut labels = vec![
+                        ("provider".to_string(), provider.clone()),
+                        ("model".to_string(), model.clone()),
+                    ];
+                    if let Some(kind) = kind {
+                        labels.insert(0, ("kind".to_string(), kind.to_string()));
+                    }
+                    labels
+                };
+                // One statement each: a family's guard lives to the end of its statement, and
+                // a second `get_or_create` in the same one would wait on it for ever.
+                let input = self.tokens.get_or_create(&labels(Some("input"))).clone();
+                let output = self.tokens.get_or_create(&labels(Some("output"))).clone();
+                let cost = self.cost.get_or_create(&labels(None)).clone();
+                PerModel {
+                    input,
+                    output,
+                    cost,
+                    attributes: [
+                        KeyValue::new("provider", provider.clone()),
+                        KeyValue::new("model", model.clone()),
+                    ],
+                }
+            })
+    }
+
     /// Counts what `event` says.
     pub fn on_event(&self, event: &Event) {
         match event {
             Event::SubagentStart { provider, id, .. } => {
                 let mut state = lock(&self.state);
-                state.open.insert(id.clone(), Instant::now());
+                state
+                    .open
+                    .insert(id.clone(), (Instant::now(), provider.clone()));
                 self.provider(&mut state, provider).started.inc();
             }
             Event::SubagentEnd {
@@ -269,7 +345,7 @@ impl Metrics {
                 ..
             } => {
                 let mut state = lock(&self.state);
-                let took = state.open.remove(id).map(|b| b.elapsed().as_secs_f64());
+                let took = state.open.remove(id).map(|(b, _)| b.elapsed().as_secs_f64());
                 let reason = stop_reason.as_str();
                 let counters = self.provider(&mut state, provider);
                 if !counters.ended.contains_key(reason) {
@@ -296,11 +372,29 @@ impl Metrics {
                     }
                 }
             }
+            Event::AgentCreated { id, model, .. } => {
+                lock(&self.state).models.insert(id.clone(), model.clone());
+            }
+            Event::AgentDisposed { id } => {
+                lock(&self.state).models.remove(id);
+            }
             Event::AgentTurnEnd {
-                usage: Some(usage), ..
-            } => {
-                self.tokens[0].inc_by(usage.prompt_tokens);
-                self.tokens[1].inc_by(usage.completion_tokens);
+                id,
+                usage,
+                cost_usd,
+                ..
+            } if usage.is_some() || cost_usd.is_some() => {
+                let mut state = lock(&self.state);
+                let provider = state.open.get(id).map(|(_, p)| p.clone()).unwrap_or_default();
+                let model = state.models.get(id).cloned().unwrap_or_default();
+                let spend = self.per_model(&mut state, provider, model);
+                if let Some(usage) = usage {
+                    spend.input.inc_by(usage.prompt_tokens);
+                    spend.output.inc_by(usage.completion_tokens);
+                }
+                if let Some(cost) = cost_usd {
+                    spend.cost.inc_by(*cost);
+                }
             }
             _ => {}
         }

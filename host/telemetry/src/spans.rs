@@ -213,6 +213,7 @@ impl Spans {
                 stop_reason,
                 diagnostic,
                 usage,
+                cost_usd,
                 ..
             } => {
                 let Some(cx) = state.agents.get_mut(id).and_then(|a| a.turn.take()) else {
@@ -225,6 +226,9 @@ impl Spans {
                 ));
                 if let Some(usage) = usage {
                     span.set_attributes(usage_attributes(usage));
+                }
+                if let Some(cost) = cost_usd {
+                    span.set_attribute(KeyValue::new("seam.cost_usd", *cost));
                 }
                 let failed = (*stop_reason == StopReason::Error)
                     .then(|| diagnostic.as_deref().unwrap_or("the turn failed"));
@@ -241,6 +245,8 @@ impl Spans {
                 parent,
                 stop_reason,
                 diagnostic,
+                usage,
+                cost_usd,
                 ..
             } => {
                 let cx = self.run(&mut state, id, &parent.id, Under::Unknown);
@@ -252,6 +258,13 @@ impl Spans {
                 ));
                 if let Some(d) = diagnostic {
                     span.set_attribute(KeyValue::new("seam.diagnostic", d.clone()));
+                }
+                // What the run's whole subtree used.
+                if let Some(usage) = usage {
+                    span.set_attributes(usage_attributes(usage));
+                }
+                if let Some(cost) = cost_usd {
+                    span.set_attribute(KeyValue::new("seam.cost_usd", *cost));
                 }
                 let failed = (*stop_reason == StopReason::Error)
                     .then(|| diagnostic.as_deref().unwrap_or("the run failed"));
