@@ -105,12 +105,12 @@ impl Loader {
                         source,
                     })?;
             }
-            #[cfg(feature = "mcp")]
-            Linked::Mcp(mcp) => {
+            Linked::Mounts(mounts) => {
                 // No one name: the tools it mounts are the registry's to list (and change).
-                mcp.mount(&self.tools)
+                mounts
+                    .mount(&self.tools)
                     .await
-                    .map_err(|source| LoadError::McpMount {
+                    .map_err(|source| LoadError::Mount {
                         id: id.clone(),
                         source,
                     })?;

@@ -82,9 +82,8 @@ pub(crate) enum Linked {
     Tool(seam_core::tool::ToolBinding, crate::kinds::tool::WasmTool),
     /// An observer (it declares nothing).
     Observer(crate::kinds::observer::WasmObserver),
-    /// An MCP server's tools (`kind = "mcp"`), mounted when committed.
-    #[cfg(feature = "mcp")]
-    Mcp(seam_mcp::client::McpEntry),
+    /// Tools an entry that is not a component mounts when committed (an MCP server's).
+    Mounts(Box<dyn crate::entries::MountTools>),
 }
 
 impl From<crate::kinds::Linked> for Linked {
@@ -312,7 +311,7 @@ impl Loader {
             follows: None,
             grants: None,
             limits: None,
-            command: entry.source.acp_command().map(<[String]>::to_vec),
+            command: entry.source.command().map(<[String]>::to_vec),
             host_memory: None,
             stale: None,
             pulled: None,
@@ -396,9 +395,8 @@ impl Loader {
                 self.emit_loaded(&entry.id, kind);
                 info
             }
-            // An MCP entry has no component to tier.
-            #[cfg(feature = "mcp")]
-            Linked::Mcp(_) => return,
+            // An entry that is not a component has no code to tier.
+            Linked::Mounts(_) => return,
         };
         tracing::info!(plugin = %entry.id, "tiered up: what starts now runs Cranelift's code");
         slots[at].info = info;

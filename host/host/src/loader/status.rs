@@ -69,32 +69,22 @@ pub enum LoadError {
         /// The key and the problem.
         source: SandboxError,
     },
-    /// An ACP entry's settings are wrong.
+    /// The settings of an entry that is not a component (ACP, MCP) are wrong.
     #[error("plugin `{id}`: {source}")]
-    Acp {
+    Entry {
         /// The plugin id.
         id: String,
         /// What is wrong, naming the key.
         source: EntryError,
     },
-    /// An MCP entry's settings are wrong.
-    #[cfg(feature = "mcp")]
-    #[error("plugin `{id}`: {source}")]
-    Mcp {
-        /// The plugin id.
-        id: String,
-        /// What is wrong, naming the key.
-        source: EntryError,
-    },
-    /// An MCP entry's server could not be reached, or its tools mounted (the message names the
-    /// entry).
-    #[cfg(feature = "mcp")]
+    /// The tools of an entry that is not a component could not be mounted (an MCP server not
+    /// reached); the message names the entry.
     #[error("{source}")]
-    McpMount {
+    Mount {
         /// The plugin id.
         id: String,
         /// What went wrong.
-        source: crate::mcp::client::MountError,
+        source: crate::entries::MountError,
     },
     /// A component from a registry could not be pulled, or was refused (a digest that is not
     /// the lock's or not what the registry's copy hashes to, a missing or wrong signature, a
@@ -125,10 +115,9 @@ impl LoadError {
             | Self::Guest { id, .. }
             | Self::Provider { id, .. }
             | Self::Sandbox { id, .. }
-            | Self::Acp { id, .. }
+            | Self::Entry { id, .. }
+            | Self::Mount { id, .. }
             | Self::Tool { id, .. } => id,
-            #[cfg(feature = "mcp")]
-            Self::Mcp { id, .. } | Self::McpMount { id, .. } => id,
             #[cfg(feature = "oci")]
             Self::Oci { id, .. } => id,
         }
