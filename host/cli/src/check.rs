@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use seam_host::entries::Summary;
-use seam_host::{Host, PluginInfo, PluginKind, PluginState};
+use seam_host::kinds::Declared;
+use seam_host::{Host, PluginInfo, PluginState};
 use serde_json::json;
 
 use super::{interruptible, read_config, with_host, EXIT_ERROR, EXIT_OK};
@@ -196,13 +197,6 @@ fn what(p: &PluginInfo, tools: &[ToolLine]) -> String {
     if matches!(p.state, PluginState::Failed(_)) {
         return "(see the error below)".into();
     }
-    let mounted = |name: &str| {
-        if tools.iter().any(|t| t.name == name && t.plugin == p.id) {
-            ""
-        } else {
-            " (not mounted)"
-        }
-    };
     let stale = if p.stale.is_some() {
         " (last good version; see the error below)"
     } else {
@@ -219,21 +213,24 @@ fn what(p: &PluginInfo, tools: &[ToolLine]) -> String {
             stale,
         });
     }
-    match (p.kind, &p.name, &p.follows) {
-        (Some(PluginKind::Provider), Some(name), _) => format!("provider `{name}`{stale}"),
-        (Some(PluginKind::Tool), Some(name), Some(follows)) => {
-            format!(
-                "tool `{name}` follows provider `{follows}`{}{stale}",
-                mounted(name)
-            )
+    let Some(kind) = p.kind else {
+        return String::new();
+    };
+    let unmounted = match &p.name {
+        Some(name) if !tools.iter().any(|t| t.name == *name && t.plugin == p.id) => {
+            " (not mounted)"
         }
-        (Some(PluginKind::Tool), Some(name), None) => {
-            format!("tool `{name}`{}{stale}", mounted(name))
-        }
-        (Some(PluginKind::Observer), _, _) => format!("observer{stale}"),
-        // Not loaded (yet): nothing registered.
-        (Some(PluginKind::Provider | PluginKind::Tool), None, _) | (None, _, _) => String::new(),
-    }
+        _ => "",
+    };
+    seam_host::kinds::what(
+        kind,
+        &Declared {
+            name: p.name.as_deref(),
+            follows: p.follows.as_deref(),
+            unmounted,
+            stale,
+        },
+    )
 }
 
 /// Whether, of a component's limits, only the host-memory budget applies to the plugin's

@@ -9,6 +9,7 @@ use seam_core::types::PluginKind;
 
 use super::{Linked, LoadError, Loader, PluginInfo, PluginSlot, PluginState, Prepared};
 use crate::config::PluginEntry;
+use crate::kinds;
 use crate::kinds::limited::LimitedProvider;
 use crate::sandbox::gate::RunGate;
 
@@ -65,7 +66,7 @@ impl Loader {
     ) -> Result<(), LoadError> {
         let id = entry.id.clone();
         match prepared.linked {
-            Linked::Provider(descriptor, provider) => {
+            Linked::Plugin(kinds::Linked::Provider(descriptor, provider)) => {
                 // Each run of the plugin passes its concurrency, time and output limits.
                 let gate = RunGate::new(entry.id.as_str().into(), &prepared.sandbox_limits);
                 let provider =
@@ -94,7 +95,7 @@ impl Loader {
                     self.tools.provider_added(&d.name).await;
                 }
             }
-            Linked::Tool(binding, tool) => {
+            Linked::Plugin(kinds::Linked::Tool(binding, tool)) => {
                 info.name = Some(binding.tool_name.clone());
                 info.follows = binding.provider.clone();
                 self.tools
@@ -115,7 +116,7 @@ impl Loader {
                         source,
                     })?;
             }
-            Linked::Observer(observer) => {
+            Linked::Plugin(kinds::Linked::Observer(observer)) => {
                 let handle = observer.attach(&self.events);
                 let previous = lock(&self.observers).insert(entry.id.clone(), handle);
                 if let Some(previous) = previous {
@@ -126,11 +127,66 @@ impl Loader {
         Ok(())
     }
 
+    /// Swaps `prepared`, the Cranelift code of the plugin in `old`, in behind what its kind
+    /// registered (see [`Loader::swap_in`]); the new info, or `None` if nothing was swapped.
+    pub(super) async fn swap_code(
+        &self,
+        old: &PluginSlot,
+        entry: &PluginEntry,
+        kind: PluginKind,
+        info: PluginInfo,
+        prepared: Prepared,
+    ) -> Option<PluginInfo> {
+        let unloaded = Event::PluginUnloaded {
+            id: entry.id.clone(),
+        };
+        Some(match prepared.linked {
+            Linked::Plugin(kinds::Linked::Provider(..)) => {
+                let in_place = self.give_way(old, &prepared.linked).await;
+                let (info, error) = self
+                    .commit_entry(entry, Some((info, Ok(prepared))), in_place)
+                    .await;
+                if let Some(e) = error {
+                    // The provider it was to replace goes on serving, on Winch's code.
+                    tracing::warn!(plugin = %entry.id, "the Cranelift code did not load: {e}");
+                    return None;
+                }
+                info
+            }
+            Linked::Plugin(kinds::Linked::Tool(_, tool)) => {
+                self.events.emit(&unloaded);
+                if !self.tools.replace_source(&entry.id, Arc::new(tool)).await {
+                    return None;
+                }
+                self.emit_loaded(&entry.id, kind);
+                info
+            }
+            Linked::Plugin(kinds::Linked::Observer(observer)) => {
+                self.events.emit(&unloaded);
+                match lock(&self.observers).get(&entry.id) {
+                    Some(handle) => handle.swap_code(observer),
+                    None => return None,
+                }
+                self.emit_loaded(&entry.id, kind);
+                info
+            }
+            // An entry that is not a component has no code to tier.
+            Linked::Mounts(_) => return None,
+        })
+    }
+
+    fn emit_loaded(&self, id: &str, kind: PluginKind) {
+        self.events.emit(&Event::PluginLoaded {
+            id: id.to_string(),
+            kind,
+        });
+    }
+
     /// Makes way for the new version of a changed entry, which is ready: a provider that keeps
     /// its name is replaced in place (returns true), anything else is unloaded first.
     pub(super) async fn give_way(&self, old: &PluginSlot, new: &Linked) -> bool {
         let in_place = match new {
-            Linked::Provider(descriptor, _) => {
+            Linked::Plugin(kinds::Linked::Provider(descriptor, _)) => {
                 old.info.kind == Some(PluginKind::Provider)
                     && old.info.name.as_deref() == Some(descriptor.name.as_str())
             }

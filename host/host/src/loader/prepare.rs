@@ -130,7 +130,7 @@ impl Loader {
             source,
         })?;
         Ok(Prepared {
-            linked: linked.into(),
+            linked: Linked::Plugin(linked),
             sandbox_limits,
             tier_up,
         })
@@ -168,7 +168,9 @@ impl Loader {
         Ok(Prepared {
             tier_up: None,
             linked: match made {
-                Made::Provider(descriptor, provider) => Linked::Provider(descriptor, provider),
+                Made::Provider(descriptor, provider) => {
+                    Linked::Plugin(crate::kinds::Linked::Provider(descriptor, provider))
+                }
                 Made::Tools(mounts) => Linked::Mounts(mounts),
             },
             sandbox_limits: sandbox.limits().clone(),

@@ -88,3 +88,47 @@ pub async fn link(
         ),
     })
 }
+
+/// What a component plugin declared, as the loader recorded it: what `seam check` words.
+pub struct Declared<'a> {
+    /// The name it registered or mounts (a provider's, a tool's).
+    pub name: Option<&'a str>,
+    /// The provider a tool follows.
+    pub follows: Option<&'a str>,
+    /// ` (not mounted)` for a tool the registry has not mounted, or empty.
+    pub unmounted: &'a str,
+    /// ` (last good version; see the error below)` when a newer version failed, or empty.
+    pub stale: &'a str,
+}
+
+/// What `seam check` says a loaded component of `kind` registered or mounts, in a few words.
+pub fn what(kind: PluginKind, d: &Declared<'_>) -> String {
+    let Declared {
+        name,
+        follows,
+        unmounted,
+        stale,
+    } = d;
+    match (kind, name, follows) {
+        (PluginKind::Provider, Some(name), _) => format!("provider `{name}`{stale}"),
+        (PluginKind::Tool, Some(name), Some(follows)) => {
+            format!("tool `{name}` follows provider `{follows}`{unmounted}{stale}")
+        }
+        (PluginKind::Tool, Some(name), None) => format!("tool `{name}`{unmounted}{stale}"),
+        (PluginKind::Observer, _, _) => format!("observer{stale}"),
+        // Not loaded (yet): nothing registered.
+        (PluginKind::Provider | PluginKind::Tool, None, _) => String::new(),
+    }
+}
+
+/// For a kind whose exports `seam conformance` does not call (an observer's, called by events),
+/// the step it reports and why it skips it.
+pub fn not_called(kind: PluginKind) -> Option<(&'static str, &'static str)> {
+    match kind {
+        PluginKind::Provider | PluginKind::Tool => None,
+        PluginKind::Observer => Some((
+            "observe",
+            "an observer declares nothing and is called by events; it linked",
+        )),
+    }
+}

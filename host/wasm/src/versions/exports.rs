@@ -6,7 +6,6 @@ use seam_core::types::{ParentRef, ProviderDescriptor, StartRequest, SubagentResu
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::Store;
 
-use super::WitVersion;
 use crate::store::StoreData;
 
 /// A tool's description as the guest gave it, before the host checks its size and parses its
@@ -27,7 +26,7 @@ pub struct GuestToolDescriptor {
 pub struct GuestError(pub String);
 
 /// A call's outcome: the trap or host error, or the guest's own answer.
-type Answer<T> = wasmtime::Result<Result<T, GuestError>>;
+pub(crate) type Answer<T> = wasmtime::Result<Result<T, GuestError>>;
 
 /// The WIT's `result<T, string>` as wasmtime lifts it: the type of a guest export's answer,
 /// named only to check a component's exports against this host's.
@@ -43,9 +42,9 @@ macro_rules! wit_result {
 macro_rules! mismatched {
     ($store:expr, $instance:expr, $export:expr, $short:literal,
      $($name:literal : ($($param:ty),*) -> $result:ty),* $(,)?) => {{
-        let store: &mut Store<StoreData> = $store;
-        let instance: &Instance = $instance;
-        let export = super::export_name($export.0, $export.1);
+        let store: &mut wasmtime::Store<$crate::store::StoreData> = $store;
+        let instance: &wasmtime::component::Instance = $instance;
+        let export = $crate::versions::export_name($export.0, $export.1);
         let iface = instance.get_export_index(&mut *store, None, &export);
         let mut found = None;
         if let Some(iface) = iface {
@@ -67,7 +66,7 @@ macro_rules! mismatched {
 
 /// Instantiates `pre` without the generated bindings' checks, to name the export function
 /// whose type does not match (the bindings' own error does not say which).
-async fn raw_instance(
+pub(crate) async fn raw_instance(
     pre: &InstancePre<StoreData>,
     store: &mut Store<StoreData>,
 ) -> Option<Instance> {
@@ -77,14 +76,14 @@ async fn raw_instance(
 /// Whether an instantiation failed because an export's type differs from this host's. wasmtime
 /// gives this only as text (`type mismatch with results` / `with parameters`, a `.context` of a
 /// string in its `func/typed.rs`); the one place that reads it (ARCHITECTURE.md lists it).
-fn is_type_mismatch(error: &wasmtime::Error) -> bool {
+pub(crate) fn is_type_mismatch(error: &wasmtime::Error) -> bool {
     error
         .chain()
         .any(|cause| cause.to_string().starts_with("type mismatch"))
 }
 
 /// Adds the mismatched function's name to an instantiation error, when one is found.
-fn named(error: wasmtime::Error, mismatch: Option<String>) -> wasmtime::Error {
+pub(crate) fn named(error: wasmtime::Error, mismatch: Option<String>) -> wasmtime::Error {
     match mismatch {
         Some(m) => wasmtime::Error::msg(format!(
             "the component's export does not match this host's `seam:plugin` types: {m}"
@@ -104,7 +103,7 @@ macro_rules! versioned {
         pub enum $pre {
             $(
                 #[doc = concat!("Built against ", $number, ".")]
-                $variant(super::$module::$world::$pre_ty<StoreData>),
+                $variant($crate::versions::$module::$world::$pre_ty<$crate::store::StoreData>),
             )+
         }
 
@@ -112,15 +111,18 @@ macro_rules! versioned {
         pub enum $instance {
             $(
                 #[doc = concat!("Built against ", $number, ".")]
-                $variant(super::$module::$world::$instance_ty),
+                $variant($crate::versions::$module::$world::$instance_ty),
             )+
         }
 
         impl $pre {
             /// Wraps `pre`, linked by the linker of `version`.
-            pub fn new(version: WitVersion, pre: InstancePre<StoreData>) -> wasmtime::Result<Self> {
+            pub fn new(
+                version: $crate::versions::WitVersion,
+                pre: wasmtime::component::InstancePre<$crate::store::StoreData>,
+            ) -> wasmtime::Result<Self> {
                 Ok(match version {
-                    $(WitVersion::$variant => Self::$variant(super::$module::$world::$pre_ty::new(pre)?),)+
+                    $($crate::versions::WitVersion::$variant => Self::$variant($crate::versions::$module::$world::$pre_ty::new(pre)?),)+
                     // The linkers link no kind in a version without its world.
                     #[allow(unreachable_patterns)]
                     other => return Err(wasmtime::Error::msg(format!(
@@ -130,9 +132,9 @@ macro_rules! versioned {
             }
 
             /// The version it was built against.
-            fn version(&self) -> WitVersion {
+            fn version(&self) -> $crate::versions::WitVersion {
                 match self {
-                    $(Self::$variant(_) => WitVersion::$variant,)+
+                    $(Self::$variant(_) => $crate::versions::WitVersion::$variant,)+
                 }
             }
 
@@ -140,7 +142,7 @@ macro_rules! versioned {
             /// function, and how it differs.
             pub async fn instantiate(
                 &self,
-                store: &mut Store<StoreData>,
+                store: &mut wasmtime::Store<$crate::store::StoreData>,
             ) -> wasmtime::Result<$instance> {
                 let made = match self {
                     $(Self::$variant(pre) => pre
@@ -150,9 +152,9 @@ macro_rules! versioned {
                 };
                 match made {
                     Ok(instance) => Ok(instance),
-                    Err(e) if is_type_mismatch(&e) => {
+                    Err(e) if $crate::versions::exports::is_type_mismatch(&e) => {
                         let mismatch = self.mismatch(store).await;
-                        Err(named(e, mismatch))
+                        Err($crate::versions::exports::named(e, mismatch))
                     }
                     Err(e) => Err(e),
                 }
@@ -179,15 +181,6 @@ super::for_each_version!(
     tool_world::ToolPluginPre,
     ToolPlugin
 );
-super::for_each_version!(
-    rows_with,
-    Observer,
-    versioned,
-    ObserverPre,
-    ObserverInstance,
-    observer_world::ObserverPluginPre,
-    ObserverPlugin
-);
 
 /// The arms of [`per_version!`], one per version of the list.
 macro_rules! per_version_arms {
@@ -197,7 +190,7 @@ macro_rules! per_version_arms {
             $(Self::$variant($i) => {
                 // A body that needs no version-specific item leaves it unused.
                 #[allow(unused_imports)]
-                use super::$module as $v;
+                use $crate::versions::$module as $v;
                 $body
             })+
         }
@@ -209,9 +202,21 @@ macro_rules! per_version_arms {
 /// type-checked against each version's own types.
 macro_rules! per_version {
     ($kind:ident: $value:expr, $i:ident, $v:ident => $body:expr) => {
-        super::for_each_version!(rows_with, $kind, per_version_arms, $value, $i, $v, $body)
+        $crate::versions::for_each_version!(
+            rows_with,
+            $kind,
+            per_version_arms,
+            $value,
+            $i,
+            $v,
+            $body
+        )
     };
 }
+// A kind's own module (`crate::kinds::<kind>`) declares its `versioned!` enums and its export
+// calls with these, so a new kind touches no file here. A consumer is called by name, so a
+// module that uses one imports it, with `for_each_version` and `rows_with`.
+pub(crate) use {mismatched, per_version, per_version_arms, versioned, wit_result};
 
 impl ProviderPre {
     async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
@@ -240,19 +245,6 @@ impl ToolPre {
                 "bind": (&str) -> wit_result!(x::ToolBinding),
                 "describe": (&str, Option<&t::ProviderDescriptor>) -> wit_result!(x::ToolDescriptor),
                 "execute": (&str, &t::ParentRef, &str) -> x::ToolResult,
-            )
-        })
-    }
-}
-
-impl ObserverPre {
-    async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
-        use seam_core::PluginKind::Observer;
-        let version = self.version();
-        per_version!(Observer: self, pre, v => {
-            let i = raw_instance(pre.instance_pre(), store).await?;
-            mismatched!(store, &i, (Observer, version), "observer",
-                "on-event": (&str, &str) -> wit_result!(()),
             )
         })
     }
@@ -343,21 +335,5 @@ impl ToolInstance {
                 is_error: r.is_error,
             })
         })
-    }
-}
-
-impl ObserverInstance {
-    /// `observer.on-event`.
-    pub async fn on_event(
-        &self,
-        store: &mut Store<StoreData>,
-        config: &str,
-        event: &str,
-    ) -> Answer<()> {
-        per_version!(Observer: self, i, _v => Ok(i
-            .seam_plugin_observer()
-            .call_on_event(store, config, event)
-            .await?
-            .map_err(GuestError)))
     }
 }
