@@ -29,7 +29,6 @@ use seam_core::tool::ToolRegistry;
 use crate::cache::CompileCache;
 use crate::config::{Config, EntrySource, PluginEntry};
 use crate::engine::EngineOptions;
-use crate::kinds::observer::ObserverHandle;
 use crate::kinds::Runtime;
 use crate::sandbox::Limits;
 
@@ -95,8 +94,8 @@ pub(crate) struct Loader {
     events: Arc<EventBus>,
     models: Arc<ModelRegistry>,
     slots: tokio::sync::Mutex<Vec<PluginSlot>>,
-    /// Listening observer plugins, by plugin id.
-    observers: Mutex<HashMap<String, ObserverHandle>>,
+    /// What committed plugins keep until unloaded (an observer's subscription), by plugin id.
+    attached: Mutex<HashMap<String, crate::kinds::Attached>>,
     defaults: Limits,
     engine_options: EngineOptions,
     /// Where components from registries are pulled into and checked.
@@ -127,7 +126,7 @@ impl Loader {
             events,
             models,
             slots: tokio::sync::Mutex::new(Vec::new()),
-            observers: Mutex::new(HashMap::new()),
+            attached: Mutex::new(HashMap::new()),
             defaults,
             engine_options,
             #[cfg(feature = "oci")]

@@ -4,8 +4,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use seam_core::subagent::SubagentError;
-use seam_core::tool::ToolError;
 use seam_core::types::PluginKind;
 use serde::Serialize;
 use thiserror::Error;
@@ -53,13 +51,13 @@ pub enum LoadError {
         /// What went wrong.
         source: PluginError,
     },
-    /// The provider could not be registered.
+    /// A registry refused the plugin: a provider could not be registered, or a tool added.
     #[error("plugin `{id}`: {source}")]
-    Provider {
+    Commit {
         /// The plugin id.
         id: String,
         /// The registry's error.
-        source: SubagentError,
+        source: crate::kinds::CommitError,
     },
     /// A grant or limit of the entry cannot be honoured on this host.
     #[error("plugin `{id}`: {source}")]
@@ -97,14 +95,6 @@ pub enum LoadError {
         /// What went wrong, naming the reference.
         source: Box<crate::oci::OciError>,
     },
-    /// The tool could not be added.
-    #[error("plugin `{id}`: {source}")]
-    Tool {
-        /// The plugin id.
-        id: String,
-        /// The registry's error.
-        source: ToolError,
-    },
 }
 
 impl LoadError {
@@ -113,11 +103,10 @@ impl LoadError {
         match self {
             Self::Engine { id, .. }
             | Self::Guest { id, .. }
-            | Self::Provider { id, .. }
+            | Self::Commit { id, .. }
             | Self::Sandbox { id, .. }
             | Self::Entry { id, .. }
-            | Self::Mount { id, .. }
-            | Self::Tool { id, .. } => id,
+            | Self::Mount { id, .. } => id,
             #[cfg(feature = "oci")]
             Self::Oci { id, .. } => id,
         }
