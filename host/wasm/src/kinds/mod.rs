@@ -2,11 +2,16 @@
 //!
 //! One module per kind: [`provider`] (a component behind `seam_core::Provider`), [`tool`] (behind
 //! `seam_core::ToolSource`), [`observer`] (an event listener), and [`limited`], the run gate
-//! every provider, a component's or an ACP agent's, is wrapped in. [`link`] is the one path from
-//! a compiled component to a linked plugin that has declared itself: loading and `inspect` both
-//! go through it. Every place that treats the kinds differently (linking here, committing and
-//! unloading in the loader, the CLI's reports) matches on [`PluginKind`] or [`Linked`]
-//! exhaustively, so a new kind is a new variant and the compiler lists the rest.
+//! every provider, a component's or an ACP agent's, is wrapped in. A kind's module owns its
+//! world's exports in every version that has it (its `versioned!` enums and export calls; the
+//! observer's are there, the provider's and tool's still in `versions::exports`).
+//!
+//! This module is the one place that treats the kinds differently, each an exhaustive `match`
+//! on [`PluginKind`] or [`Linked`], so a new kind is a variant and the compiler lists the rest:
+//! [`link`], the one path from a compiled component to a linked plugin (loading and `inspect`
+//! go through it); [`Linked::commit`], [`Linked::swap_code`], [`Linked::replaces_in_place`] and
+//! [`unload`], which the host's loader calls without naming a kind; and [`what`] and
+//! [`not_called`], the words of `seam check` and `seam conformance`.
 
 mod error;
 pub mod limited;

@@ -1,5 +1,8 @@
 //! A component's exports, whatever version of the package it was built against, called in
-//! `seam-core`'s types. The plugin kinds use these and never see a version's bindings.
+//! `seam-core`'s types. The plugin kinds use these and never see a version's bindings. The
+//! macros that declare a kind's per-version enums and calls (`versioned!`, `per_version!`,
+//! `mismatched!`) are the crate's, so that a kind's own module can hold its part (as
+//! `kinds::observer` does).
 
 use seam_core::tool::ToolBinding;
 use seam_core::types::{ParentRef, ProviderDescriptor, StartRequest, SubagentResult, ToolResult};
