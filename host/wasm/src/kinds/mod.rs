@@ -3,8 +3,7 @@
 //! One module per kind: [`provider`] (a component behind `seam_core::Provider`), [`tool`] (behind
 //! `seam_core::ToolSource`), [`observer`] (an event listener), and [`limited`], the run gate
 //! every provider, a component's or an ACP agent's, is wrapped in. A kind's module owns its
-//! world's exports in every version that has it (its `versioned!` enums and export calls; the
-//! observer's are there, the provider's and tool's still in `versions::exports`).
+//! world's exports in every version that has it (its `versioned!` enums and export calls).
 //!
 //! This module is the one place that treats the kinds differently, each an exhaustive `match`
 //! on [`PluginKind`] or [`Linked`], so a new kind is a variant and the compiler lists the rest:

@@ -1,26 +1,15 @@
-//! A component's exports, whatever version of the package it was built against, called in
-//! `seam-core`'s types. The plugin kinds use these and never see a version's bindings. The
-//! macros that declare a kind's per-version enums and calls (`versioned!`, `per_version!`,
-//! `mismatched!`) are the crate's, so that a kind's own module can hold its part (as
-//! `kinds::observer` does).
+//! The machinery a kind uses to call its world's exports whatever version of the package a
+//! component was built against, in `seam-core`'s types: `versioned!` declares a kind's
+//! per-version enums (a component ready to instantiate, an instance), `per_version!` runs one
+//! body against whichever version's bindings a value holds, `mismatched!` names the export
+//! whose type differs from this host's. Each kind's module (`crate::kinds::<kind>`) uses them
+//! for its own world, so a kind touches no file here; outside this folder, nothing sees a
+//! version's bindings.
 
-use seam_core::tool::ToolBinding;
-use seam_core::types::{ParentRef, ProviderDescriptor, StartRequest, SubagentResult, ToolResult};
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::Store;
 
 use crate::store::StoreData;
-
-/// A tool's description as the guest gave it, before the host checks its size and parses its
-/// schema.
-pub struct GuestToolDescriptor {
-    /// The tool's name.
-    pub name: String,
-    /// What the model is told it does.
-    pub description: String,
-    /// Its parameters' JSON Schema, as text.
-    pub parameters_schema: String,
-}
 
 /// The error a guest's export returned itself (the `string` of the WIT's `result<_, string>`):
 /// its own words, never the host's.
@@ -166,25 +155,6 @@ macro_rules! versioned {
     };
 }
 
-super::for_each_version!(
-    rows_with,
-    Provider,
-    versioned,
-    ProviderPre,
-    ProviderInstance,
-    provider_world::ProviderPluginPre,
-    ProviderPlugin
-);
-super::for_each_version!(
-    rows_with,
-    Tool,
-    versioned,
-    ToolPre,
-    ToolInstance,
-    tool_world::ToolPluginPre,
-    ToolPlugin
-);
-
 /// The arms of [`per_version!`], one per version of the list.
 macro_rules! per_version_arms {
     ([$value:expr, $i:ident, $v:ident, $body:expr]
@@ -220,123 +190,3 @@ macro_rules! per_version {
 // calls with these, so a new kind touches no file here. A consumer is called by name, so a
 // module that uses one imports it, with `for_each_version` and `rows_with`.
 pub(crate) use {mismatched, per_version, per_version_arms, versioned, wit_result};
-
-impl ProviderPre {
-    async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
-        use seam_core::PluginKind::Provider;
-        let version = self.version();
-        per_version!(Provider: self, pre, v => {
-            use v::provider_world::seam::plugin::types as t;
-            let i = raw_instance(pre.instance_pre(), store).await?;
-            mismatched!(store, &i, (Provider, version), "provider",
-                "describe": (&str) -> wit_result!(t::ProviderDescriptor),
-                "run": (&str, &str, &t::StartRequest) -> wit_result!(t::SubagentResult),
-            )
-        })
-    }
-}
-
-impl ToolPre {
-    async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
-        use seam_core::PluginKind::Tool;
-        let version = self.version();
-        per_version!(Tool: self, pre, v => {
-            use v::provider_world::seam::plugin::types as t;
-            use v::tool_world::exports::seam::plugin::tool as x;
-            let i = raw_instance(pre.instance_pre(), store).await?;
-            mismatched!(store, &i, (Tool, version), "tool",
-                "bind": (&str) -> wit_result!(x::ToolBinding),
-                "describe": (&str, Option<&t::ProviderDescriptor>) -> wit_result!(x::ToolDescriptor),
-                "execute": (&str, &t::ParentRef, &str) -> x::ToolResult,
-            )
-        })
-    }
-}
-
-impl ProviderInstance {
-    /// `provider.describe`.
-    pub async fn describe(
-        &self,
-        store: &mut Store<StoreData>,
-        config: &str,
-    ) -> Answer<ProviderDescriptor> {
-        per_version!(Provider: self, i, _v => Ok(i
-            .seam_plugin_provider()
-            .call_describe(store, config)
-            .await?
-            .map(Into::into)
-            .map_err(GuestError)))
-    }
-
-    /// `provider.run`.
-    pub async fn run(
-        &self,
-        store: &mut Store<StoreData>,
-        config: &str,
-        run_id: &str,
-        request: &StartRequest,
-    ) -> Answer<SubagentResult> {
-        per_version!(Provider: self, i, v => Ok(i
-            .seam_plugin_provider()
-            .call_run(store, config, run_id, &v::request_to_wit(request))
-            .await?
-            .map(v::result_from_wit)
-            .map_err(GuestError)))
-    }
-}
-
-impl ToolInstance {
-    /// `tool.bind`.
-    pub async fn bind(&self, store: &mut Store<StoreData>, config: &str) -> Answer<ToolBinding> {
-        per_version!(Tool: self, i, _v => Ok(i
-        .seam_plugin_tool()
-        .call_bind(store, config)
-        .await?
-        .map(|b| ToolBinding {
-            tool_name: b.tool_name,
-            provider: b.provider,
-        })
-        .map_err(GuestError)))
-    }
-
-    /// `tool.describe`.
-    pub async fn describe(
-        &self,
-        store: &mut Store<StoreData>,
-        config: &str,
-        provider: Option<&ProviderDescriptor>,
-    ) -> Answer<GuestToolDescriptor> {
-        per_version!(Tool: self, i, v => {
-            let provider = provider.map(v::wit_descriptor);
-            Ok(i.seam_plugin_tool()
-                .call_describe(store, config, provider.as_ref())
-                .await?
-                .map(|d| GuestToolDescriptor {
-                    name: d.name,
-                    description: d.description,
-                    parameters_schema: d.parameters_schema,
-                })
-                .map_err(GuestError))
-        })
-    }
-
-    /// `tool.execute`.
-    pub async fn execute(
-        &self,
-        store: &mut Store<StoreData>,
-        config: &str,
-        caller: &ParentRef,
-        arguments: &str,
-    ) -> wasmtime::Result<ToolResult> {
-        per_version!(Tool: self, i, _v => {
-            let r = i
-                .seam_plugin_tool()
-                .call_execute(store, config, &caller.clone().into(), arguments)
-                .await?;
-            Ok(ToolResult {
-                content: r.content.into_iter().map(Into::into).collect(),
-                is_error: r.is_error,
-            })
-        })
-    }
-}
