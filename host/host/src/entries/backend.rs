@@ -16,7 +16,7 @@ use seam_core::types::{PluginKind, ProviderDescriptor};
 use crate::sandbox::{EntryError, Grants, Sandbox, SandboxError};
 
 /// What a kind of entry that is not a component is: how its keys are read and how `seam check`
-/// words it. One static value per kind, in [`KINDS`].
+/// words it. One static value per kind, in [`KINDS`](super::KINDS).
 pub trait EntryBackend: Send + Sync {
     /// What `kind = "..."` says (`acp`).
     fn name(&self) -> &'static str;
