@@ -3,8 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use seam_host::config::EntryKind;
-use seam_host::{Host, PluginInfo, PluginKind, PluginState};
+use seam_host::entries::Summary;
+use seam_host::kinds::Declared;
+use seam_host::{Host, PluginInfo, PluginState};
 use serde_json::json;
 
 use super::{interruptible, read_config, with_host, EXIT_ERROR, EXIT_OK};
@@ -179,12 +180,12 @@ fn plugin_json(p: &PluginInfo) -> serde_json::Value {
         "command": p.command,
         "grants": p.grants,
         "entry": p.entry,
-        "limits": match p.entry {
-            EntryKind::Mcp => p
-                .limits
+        "limits": if host_memory_only(p) {
+            p.limits
                 .as_ref()
-                .map(|l| json!({"host_memory_mb": l.host_memory_bytes >> 20})),
-            _ => p.limits.as_ref().map(|l| json!(l)),
+                .map(|l| json!({"host_memory_mb": l.host_memory_bytes >> 20}))
+        } else {
+            p.limits.as_ref().map(|l| json!(l))
         },
         "pulled": p.pulled,
         "compiler": p.compiler,
@@ -196,52 +197,46 @@ fn what(p: &PluginInfo, tools: &[ToolLine]) -> String {
     if matches!(p.state, PluginState::Failed(_)) {
         return "(see the error below)".into();
     }
-    let mounted = |name: &str| {
-        if tools.iter().any(|t| t.name == name && t.plugin == p.id) {
-            ""
-        } else {
-            " (not mounted)"
-        }
-    };
     let stale = if p.stale.is_some() {
         " (last good version; see the error below)"
     } else {
         ""
     };
-    match p.entry {
-        EntryKind::Acp => match (&p.name, &p.command) {
-            (Some(name), Some(argv)) => {
-                format!("provider `{name}`, ACP agent `{}`{stale}", argv.join(" "))
-            }
-            _ => String::new(),
-        },
-        // An MCP entry mounts as many tools as its server offers (and the entry admits).
-        EntryKind::Mcp if p.state == PluginState::Active => {
-            let n = tools.iter().filter(|t| t.plugin == p.id).count();
-            format!(
-                "MCP server `{}`, {n} tool(s) mounted",
-                p.component.display()
-            )
-        }
-        EntryKind::Mcp => String::new(),
-        EntryKind::Component | EntryKind::Oci => match (p.kind, &p.name, &p.follows) {
-            (Some(PluginKind::Provider), Some(name), _) => format!("provider `{name}`{stale}"),
-            (Some(PluginKind::Tool), Some(name), Some(follows)) => {
-                format!(
-                    "tool `{name}` follows provider `{follows}`{}{stale}",
-                    mounted(name)
-                )
-            }
-            (Some(PluginKind::Tool), Some(name), None) => {
-                format!("tool `{name}`{}{stale}", mounted(name))
-            }
-            (Some(PluginKind::Observer), _, _) => format!("observer{stale}"),
-            // Not loaded (yet): nothing registered.
-            (Some(PluginKind::Provider | PluginKind::Tool), None, _) | (None, _, _) => {
-                String::new()
-            }
-        },
+    // An entry that is not a component is worded by its kind.
+    if let Some(backend) = p.entry.backend() {
+        return backend.what(&Summary {
+            active: p.state == PluginState::Active,
+            name: p.name.as_deref(),
+            command: p.command.as_deref(),
+            written: &p.component,
+            tools_mounted: tools.iter().filter(|t| t.plugin == p.id).count(),
+            stale,
+        });
     }
+    let Some(kind) = p.kind else {
+        return String::new();
+    };
+    let unmounted = match &p.name {
+        Some(name) if !tools.iter().any(|t| t.name == *name && t.plugin == p.id) => {
+            " (not mounted)"
+        }
+        _ => "",
+    };
+    seam_host::kinds::what(
+        kind,
+        &Declared {
+            name: p.name.as_deref(),
+            follows: p.follows.as_deref(),
+            unmounted,
+            stale,
+        },
+    )
+}
+
+/// Whether, of a component's limits, only the host-memory budget applies to the plugin's
+/// entry (an MCP server's).
+fn host_memory_only(p: &PluginInfo) -> bool {
+    p.entry.backend().is_some_and(|b| b.host_memory_only())
 }
 
 fn print_human(config: &std::path::Path, plugins: &[PluginInfo], tools: &[ToolLine]) {
@@ -282,13 +277,13 @@ fn print_human(config: &std::path::Path, plugins: &[PluginInfo], tools: &[ToolLi
             outln!("      grants: {}", grants.summary());
         }
         if let Some(limits) = &p.limits {
-            match p.entry {
-                // An MCP server is no component: of the limits, only its host memory applies.
-                EntryKind::Mcp => outln!(
+            if host_memory_only(p) {
+                outln!(
                     "      limits: host_memory_mb = {} (a component's other limits do not apply)",
                     limits.host_memory_bytes >> 20
-                ),
-                _ => outln!("      limits: {}", limits.summary()),
+                );
+            } else {
+                outln!("      limits: {}", limits.summary());
             }
         }
     }

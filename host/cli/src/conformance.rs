@@ -194,11 +194,11 @@ async fn check(
             check_provider(host, &name, cwd, list).await;
         }
         Some(PluginKind::Tool) => check_tool(host, info, cwd, list).await,
-        Some(PluginKind::Observer) => list.add(
-            "observe",
-            Outcome::Skip,
-            "an observer declares nothing and is called by events; it linked",
-        ),
+        // A kind whose exports are not called here says why, and is skipped.
+        Some(kind) => match seam_host::kinds::not_called(kind) {
+            Some((step, why)) => list.add(step, Outcome::Skip, why),
+            None => list.fail("load", format!("no conformance check calls a {kind}")),
+        },
         None => list.fail("load", "the component's kind is unknown"),
     }
     host.unload_all().await;

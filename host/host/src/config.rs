@@ -47,9 +47,8 @@ use serde::Deserialize;
 
 #[cfg(feature = "oci")]
 use crate::oci::{Lock, LockError, OciRef, OciSettings, OciSource, Staleness, Trust};
-#[cfg(feature = "mcp")]
-pub use seam_mcp::client::McpTransport;
 
+use crate::entries::BackendEntry;
 use crate::sandbox::EntryError;
 
 use seam_core::agent::AgentConfig;
@@ -117,10 +116,9 @@ pub struct PluginEntry {
     pub budget: Option<seam_core::spend::Budget>,
 }
 
-/// What an entry loads: one variant per kind of entry, matched exhaustively wherever entries
-/// are treated differently (the loader, `seam check`, `seam dev`, the compile cache), so a new
-/// kind of entry is a new variant and the compiler lists the rest. A kind this build of
-/// `seam-host` left out (a cargo feature) is refused when the config is read, by name.
+/// What an entry loads: a component (a file, or from a registry), or an entry of a kind that
+/// is not a component, which its [`crate::entries::EntryBackend`] answers for. A kind this
+/// build of `seam-host` left out (a cargo feature) is refused when the config is read, by name.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EntrySource {
     /// `component = "PATH"`: a component file, made absolute against the config's folder.
@@ -130,28 +128,44 @@ pub enum EntrySource {
     /// checked file in the OCI store.
     #[cfg(feature = "oci")]
     Oci(Box<OciSource>),
-    /// `kind = "acp"`: an agent program spoken to over the Agent Client Protocol; its argv, the
-    /// program first (a bare name is looked up on PATH when a run starts).
-    #[cfg(feature = "acp")]
-    Acp(Vec<String>),
-    /// `kind = "mcp"`: an MCP server's tools, over stdio (`command`) or HTTP (`url`).
-    #[cfg(feature = "mcp")]
-    Mcp(McpTransport),
+    /// `kind = "acp"`, `kind = "mcp"`, ...: an entry of a kind in [`crate::entries::KINDS`].
+    Backend(BackendEntry),
 }
 
-/// The kind of an entry, as `seam check` names it: [`EntrySource`] without its contents, and
-/// with every kind listed whatever the build's features.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+/// The kind of an entry, as `seam check` names it: [`EntrySource`] without its contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntryKind {
     /// A component file.
     Component,
     /// A component from a registry.
     Oci,
-    /// An agent program over ACP.
-    Acp,
-    /// An MCP server's tools.
-    Mcp,
+    /// A kind of [`crate::entries::KINDS`], by its name (`acp`).
+    Backend(&'static str),
+}
+
+impl EntryKind {
+    /// The name `seam check` gives it (`component`, `oci`, `acp`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::Component => "component",
+            EntryKind::Oci => "oci",
+            EntryKind::Backend(name) => name,
+        }
+    }
+
+    /// The backend of a kind that is not a component.
+    pub fn backend(self) -> Option<&'static dyn crate::entries::EntryBackend> {
+        match self {
+            EntryKind::Backend(name) => crate::entries::backend(name),
+            EntryKind::Component | EntryKind::Oci => None,
+        }
+    }
+}
+
+impl serde::Serialize for EntryKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
 }
 
 impl EntrySource {
@@ -161,10 +175,7 @@ impl EntrySource {
             EntrySource::Component(_) => EntryKind::Component,
             #[cfg(feature = "oci")]
             EntrySource::Oci(_) => EntryKind::Oci,
-            #[cfg(feature = "acp")]
-            EntrySource::Acp(_) => EntryKind::Acp,
-            #[cfg(feature = "mcp")]
-            EntrySource::Mcp(_) => EntryKind::Mcp,
+            EntrySource::Backend(entry) => EntryKind::Backend(entry.backend().name()),
         }
     }
 
@@ -172,18 +183,11 @@ impl EntrySource {
     /// component file, or a program named by its path; none for a registry's component, a
     /// program looked up on PATH or a URL.
     pub fn watched_file(&self) -> Option<PathBuf> {
-        #[cfg(any(feature = "acp", feature = "mcp"))]
-        let program = |argv: &[String]| Some(PathBuf::from(&argv[0])).filter(|p| p.is_absolute());
         match self {
             EntrySource::Component(path) => Some(path.clone()),
             #[cfg(feature = "oci")]
             EntrySource::Oci(_) => None,
-            #[cfg(feature = "acp")]
-            EntrySource::Acp(argv) => program(argv),
-            #[cfg(feature = "mcp")]
-            EntrySource::Mcp(McpTransport::Stdio(argv)) => program(argv),
-            #[cfg(feature = "mcp")]
-            EntrySource::Mcp(McpTransport::Http(_)) => None,
+            EntrySource::Backend(entry) => entry.watched_file(),
         }
     }
 
@@ -193,18 +197,14 @@ impl EntrySource {
             EntrySource::Component(_) => None,
             #[cfg(feature = "oci")]
             EntrySource::Oci(_) => Some("a component from a registry, compiled by `seam pull`"),
-            #[cfg(feature = "acp")]
-            EntrySource::Acp(_) => Some("an ACP agent program, nothing to compile"),
-            #[cfg(feature = "mcp")]
-            EntrySource::Mcp(_) => Some("an MCP server, nothing to compile"),
+            EntrySource::Backend(entry) => Some(entry.not_compiled()),
         }
     }
 
-    /// The agent program and its arguments, for an ACP entry.
-    pub fn acp_command(&self) -> Option<&[String]> {
+    /// The program and its arguments, for an entry that reports them (an ACP agent's).
+    pub fn command(&self) -> Option<&[String]> {
         match self {
-            #[cfg(feature = "acp")]
-            EntrySource::Acp(argv) => Some(argv),
+            EntrySource::Backend(entry) => entry.command(),
             _ => None,
         }
     }
@@ -216,12 +216,7 @@ impl EntrySource {
             EntrySource::Component(path) => path.clone(),
             #[cfg(feature = "oci")]
             EntrySource::Oci(source) => PathBuf::from(source.reference.to_string()),
-            #[cfg(feature = "acp")]
-            EntrySource::Acp(argv) => PathBuf::from(&argv[0]),
-            #[cfg(feature = "mcp")]
-            EntrySource::Mcp(McpTransport::Stdio(argv)) => PathBuf::from(&argv[0]),
-            #[cfg(feature = "mcp")]
-            EntrySource::Mcp(McpTransport::Http(url)) => PathBuf::from(url),
+            EntrySource::Backend(entry) => entry.written(),
         }
     }
 
@@ -231,10 +226,7 @@ impl EntrySource {
             EntrySource::Component(path) => Some(path),
             #[cfg(feature = "oci")]
             EntrySource::Oci(_) => None,
-            #[cfg(feature = "acp")]
-            EntrySource::Acp(_) => None,
-            #[cfg(feature = "mcp")]
-            EntrySource::Mcp(_) => None,
+            EntrySource::Backend(_) => None,
         }
     }
 }
@@ -558,10 +550,7 @@ impl Config {
                 EntrySource::Component(_) => raw.kind,
                 #[cfg(feature = "oci")]
                 EntrySource::Oci(_) => raw.kind,
-                #[cfg(feature = "acp")]
-                EntrySource::Acp(_) => Some(seam_core::types::PluginKind::Provider),
-                #[cfg(feature = "mcp")]
-                EntrySource::Mcp(_) => Some(seam_core::types::PluginKind::Tool),
+                EntrySource::Backend(entry) => Some(entry.backend().plugin_kind()),
             };
             let mut entry = PluginEntry {
                 id: raw.id,
@@ -704,104 +693,66 @@ fn entry_source(
         .get("kind")
         .and_then(|k| k.as_str())
         .map(str::to_string);
-    #[cfg(any(feature = "acp", feature = "mcp"))]
-    let absolute = |program: &mut String| {
-        // A program named with a path is found from the config's folder, as components are;
-        // a bare name is looked up on PATH when it starts.
-        if program.contains('/') && Path::new(program.as_str()).is_relative() {
-            *program = base.join(&*program).to_string_lossy().into_owned();
-        }
-    };
     let not_for = |key: &str, what: &str| {
         table
             .contains_key(key)
             .then(|| format!("key `{key}` is only for {what}"))
     };
-    match kind.as_deref() {
-        Some("acp") => {
-            #[cfg(feature = "acp")]
-            {
-                if let Some(e) = not_for("url", "`kind = \"mcp\"` entries") {
-                    return Err(e);
-                }
-                if let Some(e) = not_for("verify", "components from a registry") {
-                    return Err(e);
-                }
-                let mut argv = acp_command(table).map_err(|e| e.to_string())?;
-                absolute(&mut argv[0]);
-                Ok(Some(EntrySource::Acp(argv)))
-            }
-            #[cfg(not(feature = "acp"))]
-            Err(without_feature("acp"))
+    if let Some(row) = kind.as_deref().and_then(crate::entries::row) {
+        let Some(backend) = row.backend else {
+            return Err(without_feature(row.feature));
+        };
+        if let Some(e) = crate::entries::foreign_key(table, Some(row.name)) {
+            return Err(e);
         }
-        Some("mcp") => {
-            #[cfg(feature = "mcp")]
-            {
-                if let Some(e) = not_for("verify", "components from a registry") {
-                    return Err(e);
-                }
-                let mut transport = mcp_transport(table).map_err(|e| e.to_string())?;
-                if let McpTransport::Stdio(argv) = &mut transport {
-                    absolute(&mut argv[0]);
-                }
-                Ok(Some(EntrySource::Mcp(transport)))
-            }
-            #[cfg(not(feature = "mcp"))]
-            Err(without_feature("mcp"))
+        if let Some(e) = not_for("verify", "components from a registry") {
+            return Err(e);
         }
-        _ => {
-            if let Some(e) = not_for(
-                "command",
-                "`kind = \"acp\"` entries and `kind = \"mcp\"` ones",
-            ) {
-                return Err(e);
-            }
-            if let Some(e) = not_for("url", "`kind = \"mcp\"` entries") {
-                return Err(e);
-            }
-            let verify = table.remove("verify");
-            let written = match table.remove("component") {
-                None => return Ok(None),
-                Some(toml::Value::String(written)) => written,
-                Some(_) => return Err("key `component` must be a string".into()),
-            };
-            if written.is_empty() {
-                return Err("key `component` is empty".into());
-            }
-            if written.starts_with(OCI_SCHEME) {
-                #[cfg(feature = "oci")]
-                {
-                    let reference =
-                        OciRef::parse(&written).map_err(|e| format!("key `component`: {e}"))?;
-                    let verify = crate::oci::settings::entry_verify(
-                        verify.as_ref(),
-                        registries.trust,
-                        &reference,
-                    )
+        return backend
+            .read(table, base)
+            .map(|entry| Some(EntrySource::Backend(entry)))
+            .map_err(|e| e.to_string());
+    }
+    if let Some(e) = crate::entries::foreign_key(table, None) {
+        return Err(e);
+    }
+    let verify = table.remove("verify");
+    let written = match table.remove("component") {
+        None => return Ok(None),
+        Some(toml::Value::String(written)) => written,
+        Some(_) => return Err("key `component` must be a string".into()),
+    };
+    if written.is_empty() {
+        return Err("key `component` is empty".into());
+    }
+    if written.starts_with(OCI_SCHEME) {
+        #[cfg(feature = "oci")]
+        {
+            let reference = OciRef::parse(&written).map_err(|e| format!("key `component`: {e}"))?;
+            let verify =
+                crate::oci::settings::entry_verify(verify.as_ref(), registries.trust, &reference)
                     .map_err(|e| e.to_string())?;
-                    return Ok(Some(EntrySource::Oci(Box::new(OciSource {
-                        reference,
-                        verify,
-                        locked: None,
-                        settings: registries.settings.clone(),
-                    }))));
-                }
-                #[cfg(not(feature = "oci"))]
-                {
-                    let _ = (registries, verify);
-                    return Err(without_feature("oci"));
-                }
-            }
-            if verify.is_some() {
-                return Err(
-                    "key `verify` is only for components from a registry (`component = \
-                     \"oci://...\"`)"
-                        .into(),
-                );
-            }
-            Ok(Some(EntrySource::Component(base.join(written))))
+            return Ok(Some(EntrySource::Oci(Box::new(OciSource {
+                reference,
+                verify,
+                locked: None,
+                settings: registries.settings.clone(),
+            }))));
+        }
+        #[cfg(not(feature = "oci"))]
+        {
+            let _ = (registries, verify);
+            return Err(without_feature("oci"));
         }
     }
+    if verify.is_some() {
+        return Err(
+            "key `verify` is only for components from a registry (`component = \
+             \"oci://...\"`)"
+                .into(),
+        );
+    }
+    Ok(Some(EntrySource::Component(base.join(written))))
 }
 
 /// What an `oci://` entry is read with: the config's `[trust]` and `[oci]`.
@@ -819,54 +770,11 @@ struct OciContext;
 const OCI_SCHEME: &str = "oci://";
 
 /// Why an entry of a kind this build left out is refused.
-#[cfg(not(all(feature = "acp", feature = "mcp", feature = "oci", feature = "cluster")))]
 fn without_feature(feature: &str) -> String {
     format!(
         "this build of Seam has no `{feature}` feature (seam-host was built without it, \
          `default-features = false`); build it with the feature to use this"
     )
-}
-
-/// Takes `kind = "mcp"` and its `command` or `url` out of an MCP entry's table.
-#[cfg(feature = "mcp")]
-fn mcp_transport(table: &mut toml::Table) -> Result<McpTransport, EntryError> {
-    table.remove("kind");
-    if table.contains_key("component") {
-        return Err(EntryError::new(
-            "component",
-            "key `component` does not apply to `kind = \"mcp\"`: the server is `command` or `url`"
-                .into(),
-        ));
-    }
-    match (table.remove("command"), table.remove("url")) {
-        (Some(command), None) => match string_list(&command) {
-            Some(argv) if !argv[0].is_empty() => Ok(McpTransport::Stdio(argv)),
-            _ => Err(EntryError::new(
-                "command",
-                "key `command` must be a non-empty list of strings, as \
-                 `command = [\"program\", \"arg\"]`"
-                    .into(),
-            )),
-        },
-        (None, Some(url)) => match url.as_str() {
-            Some(u) if u.starts_with("http://") || u.starts_with("https://") => {
-                Ok(McpTransport::Http(u.to_string()))
-            }
-            _ => Err(EntryError::new(
-                "url",
-                "key `url` must be an http:// or https:// URL".into(),
-            )),
-        },
-        (Some(_), Some(_)) => Err(EntryError::new(
-            "url",
-            "an MCP entry has `command` (stdio) or `url` (HTTP), not both".into(),
-        )),
-        (None, None) => Err(EntryError::new(
-            "command",
-            "an MCP entry names its server: `command = [\"program\"]` or `url = \"http://...\"`"
-                .into(),
-        )),
-    }
 }
 
 /// Checks the budgets and prices: every value in range, and, when any budget bounds cost, a
@@ -903,46 +811,6 @@ fn budgets(
         )),
         _ => Ok(()),
     }
-}
-
-/// Takes `kind = "acp"` and `command` out of an ACP entry's table: the agent's argv.
-#[cfg(feature = "acp")]
-fn acp_command(table: &mut toml::Table) -> Result<Vec<String>, EntryError> {
-    table.remove("kind");
-    if table.contains_key("component") {
-        return Err(EntryError::new(
-            "component",
-            "key `component` does not apply to `kind = \"acp\"`: the agent is the program in \
-             `command`"
-                .into(),
-        ));
-    }
-    let Some(command) = table.remove("command") else {
-        return Err(EntryError::new(
-            "command",
-            "key `command` is missing: an ACP entry names its agent program, as \
-             `command = [\"program\", \"arg\"]`"
-                .into(),
-        ));
-    };
-    match string_list(&command) {
-        Some(argv) if !argv[0].is_empty() => Ok(argv),
-        _ => Err(EntryError::new(
-            "command",
-            "key `command` must be a non-empty list of strings, the program first".into(),
-        )),
-    }
-}
-
-/// A non-empty TOML array of strings.
-#[cfg(any(feature = "acp", feature = "mcp"))]
-fn string_list(value: &toml::Value) -> Option<Vec<String>> {
-    let argv: Vec<String> = value
-        .as_array()?
-        .iter()
-        .map(|v| v.as_str().map(str::to_string))
-        .collect::<Option<_>>()?;
-    (!argv.is_empty()).then_some(argv)
 }
 
 fn validate_id(id: &str) -> Result<(), EntryError> {
@@ -1230,17 +1098,14 @@ mod tests {
             panic!("{:?}", config.plugins)
         };
         assert_eq!(notes.kind, Some(seam_core::types::PluginKind::Tool));
+        assert_eq!(notes.source.kind(), EntryKind::Backend("mcp"));
+        assert_eq!(notes.component(), Path::new("/base/bin/notes"));
         assert_eq!(
-            notes.source,
-            EntrySource::Mcp(McpTransport::Stdio(vec![
-                "/base/bin/notes".to_string(),
-                "-v".to_string()
-            ]))
+            notes.source.watched_file().as_deref(),
+            Some(Path::new("/base/bin/notes"))
         );
-        assert_eq!(
-            web.source,
-            EntrySource::Mcp(McpTransport::Http("http://127.0.0.1:8000/mcp".to_string()))
-        );
+        assert_eq!(notes.source.command(), None);
+        assert_eq!(web.source.watched_file(), None);
         assert_eq!(web.component(), Path::new("http://127.0.0.1:8000/mcp"));
 
         for (text, wanted) in [
@@ -1290,11 +1155,12 @@ mod tests {
         assert_eq!(claude.kind, Some(seam_core::types::PluginKind::Provider));
         // A bare name stays bare (PATH is searched at run time); a path is the config's.
         assert_eq!(
-            claude.source,
-            EntrySource::Acp(vec!["claude-code-acp".to_string(), "--x".to_string()])
+            claude.source.command(),
+            Some(&["claude-code-acp".to_string(), "--x".to_string()][..])
         );
+        assert_eq!(claude.source.kind(), EntryKind::Backend("acp"));
         assert_eq!(claude.component(), Path::new("claude-code-acp"));
-        assert_eq!(local.source.acp_command().unwrap()[0], "/base/bin/agent");
+        assert_eq!(local.source.command().unwrap()[0], "/base/bin/agent");
         assert_eq!(local.component(), Path::new("/base/bin/agent"));
 
         for (text, wanted) in [

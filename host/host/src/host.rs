@@ -523,8 +523,8 @@ impl Host {
                 info.tool_name = Some(b.tool_name);
                 info.binds_to = b.provider;
             }
-            // An observer declares nothing; linking it is the whole check.
-            Ok(Linked::Observer(_)) => {}
+            // A kind that declares nothing (an observer); linking it is the whole check.
+            Ok(_) => {}
             Err(e @ (PluginError::Link { .. } | PluginError::Instantiate(_))) => {
                 info.link_error = Some(e.to_string())
             }

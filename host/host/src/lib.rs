@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod entries;
 mod host;
 pub mod loader;
 pub mod probe;

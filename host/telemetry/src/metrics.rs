@@ -22,11 +22,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use prometheus_client::metrics::counter::Counter;
-use std::sync::atomic::AtomicU64;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 use tokio_util::sync::CancellationToken;
 
 use seam_core::budget::MemoryBudget;
@@ -93,7 +93,9 @@ impl Otel {
                     .with_description("Tokens the model endpoints reported")
                     .with_callback(move |observer| {
                         for spend in lock(&for_tokens).spend.values() {
-                            for (kind, counter) in [("input", &spend.input), ("output", &spend.output)] {
+                            for (kind, counter) in
+                                [("input", &spend.input), ("output", &spend.output)]
+                            {
                                 let mut attributes = spend.attributes.to_vec();
                                 attributes.push(KeyValue::new("kind", kind));
                                 observer.observe(counter.get(), &attributes);
@@ -249,14 +251,8 @@ impl Metrics {
             duration,
             live,
             memory,
-            otel: meter.map(|meter| {
-                Otel::new(
-                    &meter,
-                    live_runs.clone(),
-                    state.clone(),
-                    budgets.clone(),
-                )
-            }),
+            otel: meter
+                .map(|meter| Otel::new(&meter, live_runs.clone(), state.clone(), budgets.clone())),
             tokens,
             cost,
             state,
@@ -345,7 +341,10 @@ impl Metrics {
                 ..
             } => {
                 let mut state = lock(&self.state);
-                let took = state.open.remove(id).map(|(b, _)| b.elapsed().as_secs_f64());
+                let took = state
+                    .open
+                    .remove(id)
+                    .map(|(b, _)| b.elapsed().as_secs_f64());
                 let reason = stop_reason.as_str();
                 let counters = self.provider(&mut state, provider);
                 if !counters.ended.contains_key(reason) {
@@ -385,7 +384,11 @@ impl Metrics {
                 ..
             } if usage.is_some() || cost_usd.is_some() => {
                 let mut state = lock(&self.state);
-                let provider = state.open.get(id).map(|(_, p)| p.clone()).unwrap_or_default();
+                let provider = state
+                    .open
+                    .get(id)
+                    .map(|(_, p)| p.clone())
+                    .unwrap_or_default();
                 let model = state.models.get(id).cloned().unwrap_or_default();
                 let spend = self.per_model(&mut state, provider, model);
                 if let Some(usage) = usage {

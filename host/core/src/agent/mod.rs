@@ -551,8 +551,8 @@ impl Agent {
                         return Err(Dimension::Cost);
                     }
                     let per_token = prices.output_micros_per_token();
-                    if per_token > 0 {
-                        let affordable = money / per_token;
+                    // A free output token (a price of 0) leaves the output to the other bounds.
+                    if let Some(affordable) = money.checked_div(per_token) {
                         if affordable == 0 {
                             return Err(Dimension::Cost);
                         }

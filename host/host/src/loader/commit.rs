@@ -2,15 +2,13 @@
 //! back, unloading a plugin from the registry its kind joined.
 
 use seam_core::sync::lock;
-use std::sync::Arc;
 
 use seam_core::events::Event;
 use seam_core::types::PluginKind;
 
 use super::{Linked, LoadError, Loader, PluginInfo, PluginSlot, PluginState, Prepared};
 use crate::config::PluginEntry;
-use crate::kinds::limited::LimitedProvider;
-use crate::sandbox::gate::RunGate;
+use crate::kinds;
 
 impl Loader {
     /// Phase two: registers what was prepared, and records the outcome.
@@ -65,76 +63,110 @@ impl Loader {
     ) -> Result<(), LoadError> {
         let id = entry.id.clone();
         match prepared.linked {
-            Linked::Provider(descriptor, provider) => {
-                // Each run of the plugin passes its concurrency, time and output limits.
-                let gate = RunGate::new(entry.id.as_str().into(), &prepared.sandbox_limits);
-                let provider =
-                    LimitedProvider::new(provider, gate, Arc::downgrade(&self.runtime.agents));
-                let err = |source| LoadError::Provider {
-                    id: id.clone(),
-                    source,
-                };
-                let subagents = &self.runtime.subagents;
-                if in_place {
-                    let before = subagents.descriptor(&descriptor.name);
-                    let d = subagents
-                        .replace(&entry.id, descriptor, Arc::new(provider))
-                        .map_err(err)?;
-                    info.name = Some(d.name.clone());
-                    if before.as_deref() != Some(&*d) {
-                        // The tools that follow it word themselves after its descriptor.
-                        self.tools.provider_removed(&d.name).await;
-                        self.tools.provider_added(&d.name).await;
+            Linked::Plugin(linked) => {
+                let mut committed = kinds::Committed::default();
+                let result = linked
+                    .commit(
+                        &id,
+                        &prepared.sandbox_limits,
+                        in_place,
+                        &self.registries(),
+                        &mut committed,
+                    )
+                    .await;
+                info.name = committed.name;
+                info.follows = committed.follows;
+                if let Some(attached) = committed.attached {
+                    let previous = lock(&self.attached).insert(id.clone(), attached);
+                    if let Some(previous) = previous {
+                        previous.detach(&self.events).await;
                     }
-                } else {
-                    let d = subagents
-                        .register(&entry.id, descriptor, Arc::new(provider))
-                        .map_err(err)?;
-                    info.name = Some(d.name.clone());
-                    self.tools.provider_added(&d.name).await;
                 }
+                result.map_err(|source| LoadError::Commit { id, source })?;
             }
-            Linked::Tool(binding, tool) => {
-                info.name = Some(binding.tool_name.clone());
-                info.follows = binding.provider.clone();
-                self.tools
-                    .add_plugin(binding, Arc::new(tool))
-                    .await
-                    .map_err(|source| LoadError::Tool {
-                        id: id.clone(),
-                        source,
-                    })?;
-            }
-            #[cfg(feature = "mcp")]
-            Linked::Mcp(mcp) => {
+            Linked::Mounts(mounts) => {
                 // No one name: the tools it mounts are the registry's to list (and change).
-                mcp.mount(&self.tools)
+                mounts
+                    .mount(&self.tools)
                     .await
-                    .map_err(|source| LoadError::McpMount {
-                        id: id.clone(),
-                        source,
-                    })?;
-            }
-            Linked::Observer(observer) => {
-                let handle = observer.attach(&self.events);
-                let previous = lock(&self.observers).insert(entry.id.clone(), handle);
-                if let Some(previous) = previous {
-                    previous.detach(&self.events).await;
-                }
+                    .map_err(|source| LoadError::Mount { id, source })?;
             }
         }
         Ok(())
+    }
+
+    /// The registries a plugin joins and leaves.
+    fn registries(&self) -> kinds::Registries<'_> {
+        kinds::Registries {
+            runtime: &self.runtime,
+            tools: &self.tools,
+            events: &self.events,
+        }
+    }
+
+    /// Swaps `prepared`, the Cranelift code of the plugin in `old`, in behind what its kind
+    /// registered (see [`Loader::swap_in`]); the new info, or `None` if nothing was swapped.
+    pub(super) async fn swap_code(
+        &self,
+        old: &PluginSlot,
+        entry: &PluginEntry,
+        kind: PluginKind,
+        info: PluginInfo,
+        prepared: Prepared,
+    ) -> Option<PluginInfo> {
+        let Linked::Plugin(linked) = prepared.linked else {
+            // An entry that is not a component has no code to tier.
+            return None;
+        };
+        // Taken out while it swaps (the slots are locked meanwhile), and put back.
+        let attached = lock(&self.attached).remove(&entry.id);
+        let swapped = linked
+            .swap_code(&entry.id, attached.as_ref(), &self.registries())
+            .await;
+        if let Some(attached) = attached {
+            lock(&self.attached).insert(entry.id.clone(), attached);
+        }
+        match swapped {
+            Ok(true) => {
+                self.emit_loaded(&entry.id, kind);
+                Some(info)
+            }
+            Ok(false) => None,
+            // Committed in place, as `seam dev` replaces a rebuilt provider.
+            Err(linked) => {
+                let prepared = Prepared {
+                    linked: Linked::Plugin(linked),
+                    ..prepared
+                };
+                let in_place = self.give_way(old, &prepared.linked).await;
+                let (info, error) = self
+                    .commit_entry(entry, Some((info, Ok(prepared))), in_place)
+                    .await;
+                if let Some(e) = error {
+                    // The provider it was to replace goes on serving, on Winch's code.
+                    tracing::warn!(plugin = %entry.id, "the Cranelift code did not load: {e}");
+                    return None;
+                }
+                Some(info)
+            }
+        }
+    }
+
+    fn emit_loaded(&self, id: &str, kind: PluginKind) {
+        self.events.emit(&Event::PluginLoaded {
+            id: id.to_string(),
+            kind,
+        });
     }
 
     /// Makes way for the new version of a changed entry, which is ready: a provider that keeps
     /// its name is replaced in place (returns true), anything else is unloaded first.
     pub(super) async fn give_way(&self, old: &PluginSlot, new: &Linked) -> bool {
         let in_place = match new {
-            Linked::Provider(descriptor, _) => {
-                old.info.kind == Some(PluginKind::Provider)
-                    && old.info.name.as_deref() == Some(descriptor.name.as_str())
+            Linked::Plugin(linked) => {
+                linked.replaces_in_place(old.info.kind, old.info.name.as_deref())
             }
-            _ => false,
+            Linked::Mounts(_) => false,
         };
         if in_place {
             self.events.emit(&Event::PluginUnloaded {
@@ -151,22 +183,16 @@ impl Loader {
         if slot.info.state != PluginState::Active {
             return;
         }
-        match slot.info.kind {
-            Some(PluginKind::Provider) => {
-                if let Some(name) = &slot.info.name {
-                    if self.runtime.subagents.unregister(name).await {
-                        self.tools.provider_removed(name).await;
-                    }
-                }
-            }
-            Some(PluginKind::Tool) => self.tools.remove_plugin(&slot.entry.id).await,
-            Some(PluginKind::Observer) => {
-                let handle = lock(&self.observers).remove(&slot.entry.id);
-                if let Some(handle) = handle {
-                    handle.detach(&self.events).await;
-                }
-            }
-            None => {}
+        if let Some(kind) = slot.info.kind {
+            let attached = lock(&self.attached).remove(&slot.entry.id);
+            kinds::unload(
+                kind,
+                &slot.entry.id,
+                slot.info.name.as_deref(),
+                attached,
+                &self.registries(),
+            )
+            .await;
         }
         self.events.emit(&Event::PluginUnloaded {
             id: slot.entry.id.clone(),

@@ -21,16 +21,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use seam_core::events::{Event, EventBus};
+use seam_core::events::EventBus;
 use seam_core::model::ModelRegistry;
 use seam_core::sync::lock;
 use seam_core::tool::ToolRegistry;
-use seam_core::types::PluginKind;
 
 use crate::cache::CompileCache;
 use crate::config::{Config, EntrySource, PluginEntry};
 use crate::engine::EngineOptions;
-use crate::kinds::observer::ObserverHandle;
 use crate::kinds::Runtime;
 use crate::sandbox::Limits;
 
@@ -70,31 +68,13 @@ impl PluginSlot {
     }
 }
 
-/// A prepared plugin of any kind of entry: a component linked by [`crate::kinds::link`], or
-/// what an entry kind without a component made.
+/// A prepared plugin of any kind of entry: a component linked by [`crate::kinds::link`] (or a
+/// provider an entry kind made), or tools an entry kind mounts.
 pub(crate) enum Linked {
-    /// A provider (a component's, or an ACP agent's) and its frozen descriptor.
-    Provider(
-        seam_core::types::ProviderDescriptor,
-        Arc<dyn seam_core::subagent::Provider>,
-    ),
-    /// A tool and its binding.
-    Tool(seam_core::tool::ToolBinding, crate::kinds::tool::WasmTool),
-    /// An observer (it declares nothing).
-    Observer(crate::kinds::observer::WasmObserver),
-    /// An MCP server's tools (`kind = "mcp"`), mounted when committed.
-    #[cfg(feature = "mcp")]
-    Mcp(seam_mcp::client::McpEntry),
-}
-
-impl From<crate::kinds::Linked> for Linked {
-    fn from(linked: crate::kinds::Linked) -> Self {
-        match linked {
-            crate::kinds::Linked::Provider(d, p) => Linked::Provider(d, p),
-            crate::kinds::Linked::Tool(b, t) => Linked::Tool(b, t),
-            crate::kinds::Linked::Observer(o) => Linked::Observer(o),
-        }
-    }
+    /// A linked plugin, with what it declared; committed by its kind (`commit.rs`).
+    Plugin(crate::kinds::Linked),
+    /// Tools an entry that is not a component mounts when committed (an MCP server's).
+    Mounts(Box<dyn crate::entries::MountTools>),
 }
 
 /// A prepared entry, waiting to be committed.
@@ -114,8 +94,8 @@ pub(crate) struct Loader {
     events: Arc<EventBus>,
     models: Arc<ModelRegistry>,
     slots: tokio::sync::Mutex<Vec<PluginSlot>>,
-    /// Listening observer plugins, by plugin id.
-    observers: Mutex<HashMap<String, ObserverHandle>>,
+    /// What committed plugins keep until unloaded (an observer's subscription), by plugin id.
+    attached: Mutex<HashMap<String, crate::kinds::Attached>>,
     defaults: Limits,
     engine_options: EngineOptions,
     /// Where components from registries are pulled into and checked.
@@ -146,7 +126,7 @@ impl Loader {
             events,
             models,
             slots: tokio::sync::Mutex::new(Vec::new()),
-            observers: Mutex::new(HashMap::new()),
+            attached: Mutex::new(HashMap::new()),
             defaults,
             engine_options,
             #[cfg(feature = "oci")]
@@ -312,7 +292,7 @@ impl Loader {
             follows: None,
             grants: None,
             limits: None,
-            command: entry.source.acp_command().map(<[String]>::to_vec),
+            command: entry.source.command().map(<[String]>::to_vec),
             host_memory: None,
             stale: None,
             pulled: None,
@@ -363,51 +343,13 @@ impl Loader {
                 return;
             }
         };
-        let unloaded = Event::PluginUnloaded {
-            id: entry.id.clone(),
-        };
-        let info = match prepared.linked {
-            Linked::Provider(..) => {
-                let in_place = self.give_way(&slots[at], &prepared.linked).await;
-                let (info, error) = self
-                    .commit_entry(&entry, Some((info, Ok(prepared))), in_place)
-                    .await;
-                if let Some(e) = error {
-                    // The provider it was to replace goes on serving, on Winch's code.
-                    tracing::warn!(plugin = %entry.id, "the Cranelift code did not load: {e}");
-                    return;
-                }
-                info
-            }
-            Linked::Tool(_, tool) => {
-                self.events.emit(&unloaded);
-                if !self.tools.replace_source(&entry.id, Arc::new(tool)).await {
-                    return;
-                }
-                self.emit_loaded(&entry.id, kind);
-                info
-            }
-            Linked::Observer(observer) => {
-                self.events.emit(&unloaded);
-                match lock(&self.observers).get(&entry.id) {
-                    Some(handle) => handle.swap_code(observer),
-                    None => return,
-                }
-                self.emit_loaded(&entry.id, kind);
-                info
-            }
-            // An MCP entry has no component to tier.
-            #[cfg(feature = "mcp")]
-            Linked::Mcp(_) => return,
+        let Some(info) = self
+            .swap_code(&slots[at], &entry, kind, info, prepared)
+            .await
+        else {
+            return;
         };
         tracing::info!(plugin = %entry.id, "tiered up: what starts now runs Cranelift's code");
         slots[at].info = info;
-    }
-
-    fn emit_loaded(&self, id: &str, kind: PluginKind) {
-        self.events.emit(&Event::PluginLoaded {
-            id: id.to_string(),
-            kind,
-        });
     }
 }

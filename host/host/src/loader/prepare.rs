@@ -1,17 +1,15 @@
 //! Phase one of a load: compile, recognise, sandbox, link and ask the plugin what it declares.
 //! Nothing here touches a registry, so entries are prepared concurrently.
 
-#[cfg(any(feature = "acp", feature = "mcp"))]
 use std::sync::Arc;
 
 use seam_core::types::PluginKind;
 
-#[cfg(any(feature = "acp", feature = "mcp"))]
-use super::Linked;
-use super::{LoadError, Loader, PluginInfo, Prepared};
+use super::{Linked, LoadError, Loader, PluginInfo, Prepared};
 use crate::cache::Tiering;
 use crate::config::{EntrySource, PluginEntry};
 use crate::engine::EngineError;
+use crate::entries::{BackendEntry, Context, Made};
 use crate::kinds::link;
 use crate::sandbox::{Sandbox, SandboxError};
 
@@ -60,10 +58,7 @@ impl Loader {
                 });
                 (resolved.path, Some(resolved.blake3))
             }
-            #[cfg(feature = "acp")]
-            EntrySource::Acp(argv) => return self.prepare_acp(entry, argv, info),
-            #[cfg(feature = "mcp")]
-            EntrySource::Mcp(transport) => return self.prepare_mcp(entry, transport, info),
+            EntrySource::Backend(source) => return self.prepare_backend(entry, source, info),
         };
         #[cfg(feature = "telemetry")]
         let began = std::time::SystemTime::now();
@@ -148,78 +143,49 @@ impl Loader {
             source,
         })?;
         Ok(Prepared {
-            linked: linked.into(),
+            linked: Linked::Plugin(linked),
             sandbox_limits,
             tier_up,
         })
     }
 
-    /// An ACP entry: no component, a process per run; `acp` says which grants apply to it and
-    /// what its provider is made of.
-    #[cfg(feature = "acp")]
-    fn prepare_acp(
+    /// An entry that is not a component: its backend checks the grants that apply to it and
+    /// makes its provider, or the tools it mounts when committed.
+    fn prepare_backend(
         &self,
         entry: &PluginEntry,
-        argv: &[String],
+        source: &BackendEntry,
         info: &mut PluginInfo,
     ) -> Result<Prepared, LoadError> {
-        info.kind = Some(PluginKind::Provider);
-        crate::acp::check_grants(&entry.grants).map_err(|source| LoadError::Sandbox {
-            id: entry.id.clone(),
-            source,
-        })?;
-        let sandbox = self.sandbox_for(entry, info)?;
-        let (descriptor, provider) = crate::acp::provider(
-            &entry.id,
-            &entry.config,
-            argv,
-            &sandbox,
-            self.runtime.cancel_grace,
-            self.runtime.live.clone(),
-        )
-        .map_err(|source| LoadError::Acp {
-            id: entry.id.clone(),
-            source,
-        })?;
-        Ok(Prepared {
-            tier_up: None,
-            linked: Linked::Provider(descriptor, Arc::new(provider)),
-            sandbox_limits: sandbox.limits().clone(),
-        })
-    }
-
-    /// An MCP entry: no component; the server is connected when the entry is committed.
-    #[cfg(feature = "mcp")]
-    fn prepare_mcp(
-        &self,
-        entry: &PluginEntry,
-        transport: &seam_mcp::client::McpTransport,
-        info: &mut PluginInfo,
-    ) -> Result<Prepared, LoadError> {
-        info.kind = Some(PluginKind::Tool);
-        crate::mcp::client::check_grants(transport, &entry.grants).map_err(|source| {
-            LoadError::Sandbox {
+        info.kind = Some(source.backend().plugin_kind());
+        source
+            .check_grants(&entry.grants)
+            .map_err(|source| LoadError::Sandbox {
                 id: entry.id.clone(),
                 source,
-            }
-        })?;
+            })?;
         let sandbox = self.sandbox_for(entry, info)?;
-        let mcp = crate::mcp::client::McpEntry::new(
-            &entry.id,
-            &entry.config,
-            transport.clone(),
-            &sandbox,
-            self.runtime.cancel_grace,
-            self.runtime.live.clone(),
-            Arc::downgrade(&self.runtime.agents),
-        )
-        .map_err(|source| LoadError::Mcp {
-            id: entry.id.clone(),
-            source,
-        })?;
+        let made = source
+            .prepare(&Context {
+                id: &entry.id,
+                config: &entry.config,
+                sandbox: &sandbox,
+                cancel_grace: self.runtime.cancel_grace,
+                live: self.runtime.live.clone(),
+                agents: Arc::downgrade(&self.runtime.agents),
+            })
+            .map_err(|source| LoadError::Entry {
+                id: entry.id.clone(),
+                source,
+            })?;
         Ok(Prepared {
             tier_up: None,
-            linked: Linked::Mcp(mcp),
+            linked: match made {
+                Made::Provider(descriptor, provider) => {
+                    Linked::Plugin(crate::kinds::Linked::Provider(descriptor, provider))
+                }
+                Made::Tools(mounts) => Linked::Mounts(mounts),
+            },
             sandbox_limits: sandbox.limits().clone(),
         })
     }

@@ -4,8 +4,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use seam_core::subagent::SubagentError;
-use seam_core::tool::ToolError;
 use seam_core::types::PluginKind;
 use serde::Serialize;
 use thiserror::Error;
@@ -53,13 +51,13 @@ pub enum LoadError {
         /// What went wrong.
         source: PluginError,
     },
-    /// The provider could not be registered.
+    /// A registry refused the plugin: a provider could not be registered, or a tool added.
     #[error("plugin `{id}`: {source}")]
-    Provider {
+    Commit {
         /// The plugin id.
         id: String,
         /// The registry's error.
-        source: SubagentError,
+        source: crate::kinds::CommitError,
     },
     /// A grant or limit of the entry cannot be honoured on this host.
     #[error("plugin `{id}`: {source}")]
@@ -69,32 +67,22 @@ pub enum LoadError {
         /// The key and the problem.
         source: SandboxError,
     },
-    /// An ACP entry's settings are wrong.
+    /// The settings of an entry that is not a component (ACP, MCP) are wrong.
     #[error("plugin `{id}`: {source}")]
-    Acp {
+    Entry {
         /// The plugin id.
         id: String,
         /// What is wrong, naming the key.
         source: EntryError,
     },
-    /// An MCP entry's settings are wrong.
-    #[cfg(feature = "mcp")]
-    #[error("plugin `{id}`: {source}")]
-    Mcp {
-        /// The plugin id.
-        id: String,
-        /// What is wrong, naming the key.
-        source: EntryError,
-    },
-    /// An MCP entry's server could not be reached, or its tools mounted (the message names the
-    /// entry).
-    #[cfg(feature = "mcp")]
+    /// The tools of an entry that is not a component could not be mounted (an MCP server not
+    /// reached); the message names the entry.
     #[error("{source}")]
-    McpMount {
+    Mount {
         /// The plugin id.
         id: String,
         /// What went wrong.
-        source: crate::mcp::client::MountError,
+        source: crate::entries::MountError,
     },
     /// A component from a registry could not be pulled, or was refused (a digest that is not
     /// the lock's or not what the registry's copy hashes to, a missing or wrong signature, a
@@ -107,14 +95,6 @@ pub enum LoadError {
         /// What went wrong, naming the reference.
         source: Box<crate::oci::OciError>,
     },
-    /// The tool could not be added.
-    #[error("plugin `{id}`: {source}")]
-    Tool {
-        /// The plugin id.
-        id: String,
-        /// The registry's error.
-        source: ToolError,
-    },
 }
 
 impl LoadError {
@@ -123,12 +103,10 @@ impl LoadError {
         match self {
             Self::Engine { id, .. }
             | Self::Guest { id, .. }
-            | Self::Provider { id, .. }
+            | Self::Commit { id, .. }
             | Self::Sandbox { id, .. }
-            | Self::Acp { id, .. }
-            | Self::Tool { id, .. } => id,
-            #[cfg(feature = "mcp")]
-            Self::Mcp { id, .. } | Self::McpMount { id, .. } => id,
+            | Self::Entry { id, .. }
+            | Self::Mount { id, .. } => id,
             #[cfg(feature = "oci")]
             Self::Oci { id, .. } => id,
         }

@@ -28,7 +28,11 @@ use super::runtime::Runtime;
 use crate::fault::GuestFault;
 use crate::sandbox::Sandbox;
 use crate::store::{Serving, StoreData, Stores};
-use crate::versions::exports::{GuestError, ObserverPre};
+use crate::versions::exports::{
+    mismatched, per_version, per_version_arms, raw_instance, versioned, wit_result, Answer,
+    GuestError,
+};
+use crate::versions::{for_each_version, rows_with};
 
 /// Bytes of event JSON one observer may have waiting for delivery. An event is charged from
 /// when it is queued until the observer's task takes it to deliver; one that does not fit is
@@ -406,6 +410,47 @@ impl ObserverHandle {
             }
         }
         self.queue.end_burst("the observer is detached");
+    }
+}
+
+// The observer world's exports, in every version that has it: the versions' bindings are
+// dispatched on here, so that the kind is one module.
+for_each_version!(
+    rows_with,
+    Observer,
+    versioned,
+    ObserverPre,
+    ObserverInstance,
+    observer_world::ObserverPluginPre,
+    ObserverPlugin
+);
+
+impl ObserverPre {
+    async fn mismatch(&self, store: &mut wasmtime::Store<StoreData>) -> Option<String> {
+        use seam_core::PluginKind::Observer;
+        let version = self.version();
+        per_version!(Observer: self, pre, v => {
+            let i = raw_instance(pre.instance_pre(), store).await?;
+            mismatched!(store, &i, (Observer, version), "observer",
+                "on-event": (&str, &str) -> wit_result!(()),
+            )
+        })
+    }
+}
+
+impl ObserverInstance {
+    /// `observer.on-event`.
+    pub async fn on_event(
+        &self,
+        store: &mut wasmtime::Store<StoreData>,
+        config: &str,
+        event: &str,
+    ) -> Answer<()> {
+        per_version!(Observer: self, i, _v => Ok(i
+            .seam_plugin_observer()
+            .call_on_event(store, config, event)
+            .await?
+            .map_err(GuestError)))
     }
 }
 

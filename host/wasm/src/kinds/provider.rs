@@ -15,7 +15,13 @@ use crate::sandbox::gate::RunGate;
 use crate::sandbox::Sandbox;
 use crate::store::context::{Quota, RunEnv};
 use crate::store::{Serving, StoreData, Stores};
-use crate::versions::exports::{GuestError, ProviderPre};
+use crate::versions::delegate::Convert;
+use crate::versions::exports::{
+    mismatched, per_version, per_version_arms, raw_instance, versioned, wit_result, Answer,
+    GuestError,
+};
+use crate::versions::latest::provider_world::seam::plugin::types as new;
+use crate::versions::{convert, for_each_version, rows_with};
 
 /// A provider backed by a component.
 pub struct WasmProvider {
@@ -118,5 +124,64 @@ impl Provider for WasmProvider {
                 )),
             }
         })
+    }
+}
+
+// The provider world's exports, in every version that has it: the versions' bindings are
+// dispatched on here, so that the kind is one module.
+for_each_version!(
+    rows_with,
+    Provider,
+    versioned,
+    ProviderPre,
+    ProviderInstance,
+    provider_world::ProviderPluginPre,
+    ProviderPlugin
+);
+
+impl ProviderPre {
+    async fn mismatch(&self, store: &mut wasmtime::Store<StoreData>) -> Option<String> {
+        use seam_core::PluginKind::Provider;
+        let version = self.version();
+        per_version!(Provider: self, pre, v => {
+            use v::provider_world::seam::plugin::types as t;
+            let i = raw_instance(pre.instance_pre(), store).await?;
+            mismatched!(store, &i, (Provider, version), "provider",
+                "describe": (&str) -> wit_result!(t::ProviderDescriptor),
+                "run": (&str, &str, &t::StartRequest) -> wit_result!(t::SubagentResult),
+            )
+        })
+    }
+}
+
+impl ProviderInstance {
+    /// `provider.describe`.
+    pub async fn describe(
+        &self,
+        store: &mut wasmtime::Store<StoreData>,
+        config: &str,
+    ) -> Answer<ProviderDescriptor> {
+        per_version!(Provider: self, i, _v => Ok(i
+            .seam_plugin_provider()
+            .call_describe(store, config)
+            .await?
+            .map(|d| Convert::<new::ProviderDescriptor>::convert(d).into())
+            .map_err(GuestError)))
+    }
+
+    /// `provider.run`.
+    pub async fn run(
+        &self,
+        store: &mut wasmtime::Store<StoreData>,
+        config: &str,
+        run_id: &str,
+        request: &StartRequest,
+    ) -> Answer<SubagentResult> {
+        per_version!(Provider: self, i, _v => Ok(i
+            .seam_plugin_provider()
+            .call_run(store, config, run_id, &convert::request_to_wit(request).convert())
+            .await?
+            .map(|r| convert::result_from_wit(r.convert()))
+            .map_err(GuestError)))
     }
 }

@@ -19,7 +19,13 @@ use crate::sandbox::gate::{blocks_size, Denied, RunGate};
 use crate::sandbox::Sandbox;
 use crate::store::context::{CallEnv, CallRuns, Quota};
 use crate::store::{Serving, StoreData, Stores};
-use crate::versions::exports::{GuestError, ToolInstance, ToolPre};
+use crate::versions::delegate::Convert;
+use crate::versions::exports::{
+    mismatched, per_version, per_version_arms, raw_instance, versioned, wit_result, Answer,
+    GuestError,
+};
+use crate::versions::latest::provider_world::seam::plugin::types as new;
+use crate::versions::{for_each_version, rows_with};
 
 /// Most bytes a tool's binding (its tool name and provider name) may take.
 const MAX_BINDING_BYTES: usize = 256;
@@ -267,6 +273,108 @@ impl ToolSource for WasmTool {
             this.describe_inner(provider.as_deref())
                 .await
                 .map_err(DescribeError::from)
+        })
+    }
+}
+
+// The tool world's exports, in every version that has it: the versions' bindings are
+// dispatched on here, so that the kind is one module.
+for_each_version!(
+    rows_with,
+    Tool,
+    versioned,
+    ToolPre,
+    ToolInstance,
+    tool_world::ToolPluginPre,
+    ToolPlugin
+);
+
+/// A tool's description as the guest gave it, before the host checks its size and parses its
+/// schema.
+pub struct GuestToolDescriptor {
+    /// The tool's name.
+    pub name: String,
+    /// What the model is told it does.
+    pub description: String,
+    /// Its parameters' JSON Schema, as text.
+    pub parameters_schema: String,
+}
+
+impl ToolPre {
+    async fn mismatch(&self, store: &mut wasmtime::Store<StoreData>) -> Option<String> {
+        use seam_core::PluginKind::Tool;
+        let version = self.version();
+        per_version!(Tool: self, pre, v => {
+            use v::provider_world::seam::plugin::types as t;
+            use v::tool_world::exports::seam::plugin::tool as x;
+            let i = raw_instance(pre.instance_pre(), store).await?;
+            mismatched!(store, &i, (Tool, version), "tool",
+                "bind": (&str) -> wit_result!(x::ToolBinding),
+                "describe": (&str, Option<&t::ProviderDescriptor>) -> wit_result!(x::ToolDescriptor),
+                "execute": (&str, &t::ParentRef, &str) -> x::ToolResult,
+            )
+        })
+    }
+}
+
+impl ToolInstance {
+    /// `tool.bind`.
+    pub async fn bind(
+        &self,
+        store: &mut wasmtime::Store<StoreData>,
+        config: &str,
+    ) -> Answer<ToolBinding> {
+        per_version!(Tool: self, i, _v => Ok(i
+        .seam_plugin_tool()
+        .call_bind(store, config)
+        .await?
+        .map(|b| ToolBinding {
+            tool_name: b.tool_name,
+            provider: b.provider,
+        })
+        .map_err(GuestError)))
+    }
+
+    /// `tool.describe`.
+    pub async fn describe(
+        &self,
+        store: &mut wasmtime::Store<StoreData>,
+        config: &str,
+        provider: Option<&ProviderDescriptor>,
+    ) -> Answer<GuestToolDescriptor> {
+        per_version!(Tool: self, i, v => {
+            let provider: Option<v::provider_world::seam::plugin::types::ProviderDescriptor> =
+                provider.map(|d| new::ProviderDescriptor::from(d).convert());
+            Ok(i.seam_plugin_tool()
+                .call_describe(store, config, provider.as_ref())
+                .await?
+                .map(|d| GuestToolDescriptor {
+                    name: d.name,
+                    description: d.description,
+                    parameters_schema: d.parameters_schema,
+                })
+                .map_err(GuestError))
+        })
+    }
+
+    /// `tool.execute`.
+    pub async fn execute(
+        &self,
+        store: &mut wasmtime::Store<StoreData>,
+        config: &str,
+        caller: &ParentRef,
+        arguments: &str,
+    ) -> wasmtime::Result<ToolResult> {
+        per_version!(Tool: self, i, _v => {
+            let r = i
+                .seam_plugin_tool()
+                .call_execute(store, config, &new::ParentRef::from(caller.clone()).convert(), arguments)
+                .await?;
+            let content: Vec<new::ContentBlock> = r.content.convert();
+            Ok(ToolResult {
+                content: content.into_iter().map(Into::into).collect(),
+                is_error: r.is_error,
+            })
         })
     }
 }

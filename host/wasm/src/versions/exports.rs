@@ -1,26 +1,15 @@
-//! A component's exports, whatever version of the package it was built against, called in
-//! `seam-core`'s types. The plugin kinds use these and never see a version's bindings.
+//! The machinery a kind uses to call its world's exports whatever version of the package a
+//! component was built against, in `seam-core`'s types: `versioned!` declares a kind's
+//! per-version enums (a component ready to instantiate, an instance), `per_version!` runs one
+//! body against whichever version's bindings a value holds, `mismatched!` names the export
+//! whose type differs from this host's. Each kind's module (`crate::kinds::<kind>`) uses them
+//! for its own world, so a kind touches no file here; outside this folder, nothing sees a
+//! version's bindings.
 
-use seam_core::tool::ToolBinding;
-use seam_core::types::{ParentRef, ProviderDescriptor, StartRequest, SubagentResult, ToolResult};
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::Store;
 
-use super::delegate::Convert;
-use super::latest::provider_world::seam::plugin::types as new;
-use super::{convert, WitVersion};
 use crate::store::StoreData;
-
-/// A tool's description as the guest gave it, before the host checks its size and parses its
-/// schema.
-pub struct GuestToolDescriptor {
-    /// The tool's name.
-    pub name: String,
-    /// What the model is told it does.
-    pub description: String,
-    /// Its parameters' JSON Schema, as text.
-    pub parameters_schema: String,
-}
 
 /// The error a guest's export returned itself (the `string` of the WIT's `result<_, string>`):
 /// its own words, never the host's.
@@ -29,7 +18,7 @@ pub struct GuestToolDescriptor {
 pub struct GuestError(pub String);
 
 /// A call's outcome: the trap or host error, or the guest's own answer.
-type Answer<T> = wasmtime::Result<Result<T, GuestError>>;
+pub(crate) type Answer<T> = wasmtime::Result<Result<T, GuestError>>;
 
 /// The WIT's `result<T, string>` as wasmtime lifts it: the type of a guest export's answer,
 /// named only to check a component's exports against this host's.
@@ -45,9 +34,9 @@ macro_rules! wit_result {
 macro_rules! mismatched {
     ($store:expr, $instance:expr, $export:expr, $short:literal,
      $($name:literal : ($($param:ty),*) -> $result:ty),* $(,)?) => {{
-        let store: &mut Store<StoreData> = $store;
-        let instance: &Instance = $instance;
-        let export = super::export_name($export.0, $export.1);
+        let store: &mut wasmtime::Store<$crate::store::StoreData> = $store;
+        let instance: &wasmtime::component::Instance = $instance;
+        let export = $crate::versions::export_name($export.0, $export.1);
         let iface = instance.get_export_index(&mut *store, None, &export);
         let mut found = None;
         if let Some(iface) = iface {
@@ -69,7 +58,7 @@ macro_rules! mismatched {
 
 /// Instantiates `pre` without the generated bindings' checks, to name the export function
 /// whose type does not match (the bindings' own error does not say which).
-async fn raw_instance(
+pub(crate) async fn raw_instance(
     pre: &InstancePre<StoreData>,
     store: &mut Store<StoreData>,
 ) -> Option<Instance> {
@@ -79,14 +68,14 @@ async fn raw_instance(
 /// Whether an instantiation failed because an export's type differs from this host's. wasmtime
 /// gives this only as text (`type mismatch with results` / `with parameters`, a `.context` of a
 /// string in its `func/typed.rs`); the one place that reads it (ARCHITECTURE.md lists it).
-fn is_type_mismatch(error: &wasmtime::Error) -> bool {
+pub(crate) fn is_type_mismatch(error: &wasmtime::Error) -> bool {
     error
         .chain()
         .any(|cause| cause.to_string().starts_with("type mismatch"))
 }
 
 /// Adds the mismatched function's name to an instantiation error, when one is found.
-fn named(error: wasmtime::Error, mismatch: Option<String>) -> wasmtime::Error {
+pub(crate) fn named(error: wasmtime::Error, mismatch: Option<String>) -> wasmtime::Error {
     match mismatch {
         Some(m) => wasmtime::Error::msg(format!(
             "the component's export does not match this host's `seam:plugin` types: {m}"
@@ -106,7 +95,7 @@ macro_rules! versioned {
         pub enum $pre {
             $(
                 #[doc = concat!("Built against ", $number, ".")]
-                $variant(super::$module::$world::$pre_ty<StoreData>),
+                $variant($crate::versions::$module::$world::$pre_ty<$crate::store::StoreData>),
             )+
         }
 
@@ -114,15 +103,18 @@ macro_rules! versioned {
         pub enum $instance {
             $(
                 #[doc = concat!("Built against ", $number, ".")]
-                $variant(super::$module::$world::$instance_ty),
+                $variant($crate::versions::$module::$world::$instance_ty),
             )+
         }
 
         impl $pre {
             /// Wraps `pre`, linked by the linker of `version`.
-            pub fn new(version: WitVersion, pre: InstancePre<StoreData>) -> wasmtime::Result<Self> {
+            pub fn new(
+                version: $crate::versions::WitVersion,
+                pre: wasmtime::component::InstancePre<$crate::store::StoreData>,
+            ) -> wasmtime::Result<Self> {
                 Ok(match version {
-                    $(WitVersion::$variant => Self::$variant(super::$module::$world::$pre_ty::new(pre)?),)+
+                    $($crate::versions::WitVersion::$variant => Self::$variant($crate::versions::$module::$world::$pre_ty::new(pre)?),)+
                     // The linkers link no kind in a version without its world.
                     #[allow(unreachable_patterns)]
                     other => return Err(wasmtime::Error::msg(format!(
@@ -132,9 +124,9 @@ macro_rules! versioned {
             }
 
             /// The version it was built against.
-            fn version(&self) -> WitVersion {
+            fn version(&self) -> $crate::versions::WitVersion {
                 match self {
-                    $(Self::$variant(_) => WitVersion::$variant,)+
+                    $(Self::$variant(_) => $crate::versions::WitVersion::$variant,)+
                 }
             }
 
@@ -142,7 +134,7 @@ macro_rules! versioned {
             /// function, and how it differs.
             pub async fn instantiate(
                 &self,
-                store: &mut Store<StoreData>,
+                store: &mut wasmtime::Store<$crate::store::StoreData>,
             ) -> wasmtime::Result<$instance> {
                 let made = match self {
                     $(Self::$variant(pre) => pre
@@ -152,9 +144,9 @@ macro_rules! versioned {
                 };
                 match made {
                     Ok(instance) => Ok(instance),
-                    Err(e) if is_type_mismatch(&e) => {
+                    Err(e) if $crate::versions::exports::is_type_mismatch(&e) => {
                         let mismatch = self.mismatch(store).await;
-                        Err(named(e, mismatch))
+                        Err($crate::versions::exports::named(e, mismatch))
                     }
                     Err(e) => Err(e),
                 }
@@ -162,34 +154,6 @@ macro_rules! versioned {
         }
     };
 }
-
-super::for_each_version!(
-    rows_with,
-    Provider,
-    versioned,
-    ProviderPre,
-    ProviderInstance,
-    provider_world::ProviderPluginPre,
-    ProviderPlugin
-);
-super::for_each_version!(
-    rows_with,
-    Tool,
-    versioned,
-    ToolPre,
-    ToolInstance,
-    tool_world::ToolPluginPre,
-    ToolPlugin
-);
-super::for_each_version!(
-    rows_with,
-    Observer,
-    versioned,
-    ObserverPre,
-    ObserverInstance,
-    observer_world::ObserverPluginPre,
-    ObserverPlugin
-);
 
 /// The arms of [`per_version!`], one per version of the list.
 macro_rules! per_version_arms {
@@ -199,7 +163,7 @@ macro_rules! per_version_arms {
             $(Self::$variant($i) => {
                 // A body that needs no version-specific item leaves it unused.
                 #[allow(unused_imports)]
-                use super::$module as $v;
+                use $crate::versions::$module as $v;
                 $body
             })+
         }
@@ -211,157 +175,18 @@ macro_rules! per_version_arms {
 /// type-checked against each version's own types.
 macro_rules! per_version {
     ($kind:ident: $value:expr, $i:ident, $v:ident => $body:expr) => {
-        super::for_each_version!(rows_with, $kind, per_version_arms, $value, $i, $v, $body)
+        $crate::versions::for_each_version!(
+            rows_with,
+            $kind,
+            per_version_arms,
+            $value,
+            $i,
+            $v,
+            $body
+        )
     };
 }
-
-impl ProviderPre {
-    async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
-        use seam_core::PluginKind::Provider;
-        let version = self.version();
-        per_version!(Provider: self, pre, v => {
-            use v::provider_world::seam::plugin::types as t;
-            let i = raw_instance(pre.instance_pre(), store).await?;
-            mismatched!(store, &i, (Provider, version), "provider",
-                "describe": (&str) -> wit_result!(t::ProviderDescriptor),
-                "run": (&str, &str, &t::StartRequest) -> wit_result!(t::SubagentResult),
-            )
-        })
-    }
-}
-
-impl ToolPre {
-    async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
-        use seam_core::PluginKind::Tool;
-        let version = self.version();
-        per_version!(Tool: self, pre, v => {
-            use v::provider_world::seam::plugin::types as t;
-            use v::tool_world::exports::seam::plugin::tool as x;
-            let i = raw_instance(pre.instance_pre(), store).await?;
-            mismatched!(store, &i, (Tool, version), "tool",
-                "bind": (&str) -> wit_result!(x::ToolBinding),
-                "describe": (&str, Option<&t::ProviderDescriptor>) -> wit_result!(x::ToolDescriptor),
-                "execute": (&str, &t::ParentRef, &str) -> x::ToolResult,
-            )
-        })
-    }
-}
-
-impl ObserverPre {
-    async fn mismatch(&self, store: &mut Store<StoreData>) -> Option<String> {
-        use seam_core::PluginKind::Observer;
-        let version = self.version();
-        per_version!(Observer: self, pre, v => {
-            let i = raw_instance(pre.instance_pre(), store).await?;
-            mismatched!(store, &i, (Observer, version), "observer",
-                "on-event": (&str, &str) -> wit_result!(()),
-            )
-        })
-    }
-}
-
-impl ProviderInstance {
-    /// `provider.describe`.
-    pub async fn describe(
-        &self,
-        store: &mut Store<StoreData>,
-        config: &str,
-    ) -> Answer<ProviderDescriptor> {
-        per_version!(Provider: self, i, _v => Ok(i
-            .seam_plugin_provider()
-            .call_describe(store, config)
-            .await?
-            .map(|d| Convert::<new::ProviderDescriptor>::convert(d).into())
-            .map_err(GuestError)))
-    }
-
-    /// `provider.run`.
-    pub async fn run(
-        &self,
-        store: &mut Store<StoreData>,
-        config: &str,
-        run_id: &str,
-        request: &StartRequest,
-    ) -> Answer<SubagentResult> {
-        per_version!(Provider: self, i, _v => Ok(i
-            .seam_plugin_provider()
-            .call_run(store, config, run_id, &convert::request_to_wit(request).convert())
-            .await?
-            .map(|r| convert::result_from_wit(r.convert()))
-            .map_err(GuestError)))
-    }
-}
-
-impl ToolInstance {
-    /// `tool.bind`.
-    pub async fn bind(&self, store: &mut Store<StoreData>, config: &str) -> Answer<ToolBinding> {
-        per_version!(Tool: self, i, _v => Ok(i
-        .seam_plugin_tool()
-        .call_bind(store, config)
-        .await?
-        .map(|b| ToolBinding {
-            tool_name: b.tool_name,
-            provider: b.provider,
-        })
-        .map_err(GuestError)))
-    }
-
-    /// `tool.describe`.
-    pub async fn describe(
-        &self,
-        store: &mut Store<StoreData>,
-        config: &str,
-        provider: Option<&ProviderDescriptor>,
-    ) -> Answer<GuestToolDescriptor> {
-        per_version!(Tool: self, i, v => {
-            let provider: Option<v::provider_world::seam::plugin::types::ProviderDescriptor> =
-                provider.map(|d| new::ProviderDescriptor::from(d).convert());
-            Ok(i.seam_plugin_tool()
-                .call_describe(store, config, provider.as_ref())
-                .await?
-                .map(|d| GuestToolDescriptor {
-                    name: d.name,
-                    description: d.description,
-                    parameters_schema: d.parameters_schema,
-                })
-                .map_err(GuestError))
-        })
-    }
-
-    /// `tool.execute`.
-    pub async fn execute(
-        &self,
-        store: &mut Store<StoreData>,
-        config: &str,
-        caller: &ParentRef,
-        arguments: &str,
-    ) -> wasmtime::Result<ToolResult> {
-        per_version!(Tool: self, i, _v => {
-            let r = i
-                .seam_plugin_tool()
-                .call_execute(store, config, &new::ParentRef::from(caller.clone()).convert(), arguments)
-                .await?;
-            let content: Vec<new::ContentBlock> = r.content.convert();
-            Ok(ToolResult {
-                content: content.into_iter().map(Into::into).collect(),
-                is_error: r.is_error,
-            })
-        })
-    }
-}
-
-impl ObserverInstance {
-    /// `observer.on-event`.
-    pub async fn on_event(
-        &self,
-        store: &mut Store<StoreData>,
-        config: &str,
-        event: &str,
-    ) -> Answer<()> {
-        per_version!(Observer: self, i, _v => Ok(i
-            .seam_plugin_observer()
-            .call_on_event(store, config, event)
-            .await?
-            .map_err(GuestError)))
-    }
-}
+// A kind's own module (`crate::kinds::<kind>`) declares its `versioned!` enums and its export
+// calls with these, so a new kind touches no file here. A consumer is called by name, so a
+// module that uses one imports it, with `for_each_version` and `rows_with`.
+pub(crate) use {mismatched, per_version, per_version_arms, versioned, wit_result};
