@@ -25,6 +25,7 @@ const GUESTS: &[&str] = &[
     "observer-probe",
     "fuzz-provider",
     "legacy-provider",
+    "legacy-v3-provider",
     "legacy-tool",
     "legacy-background-tool",
     "subagent-control",

@@ -115,7 +115,10 @@ fn store(c: &mut Criterion) {
     let mut models = seam_host::model::ModelsConfig::default();
     models.scripts.insert(
         "default".into(),
-        seam_host::model::Script { steps: Vec::new() },
+        seam_host::model::Script {
+            steps: Vec::new(),
+            prices: None,
+        },
     );
     host.models().configure(models);
     group.bench_function("reload_10k", |b| {

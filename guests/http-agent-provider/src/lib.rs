@@ -11,6 +11,10 @@
 //! make up the answer. A cancel is noticed within 100 ms while the request waits on the network.
 //! A status other than 2xx, a denied origin, a broken stream or a malformed answer ends the run
 //! `error` with a diagnostic saying which.
+//!
+//! Budgets (contract 0.4.0): the request asks for at most the output tokens the run's tree has
+//! left (`max_tokens`), and the usage the endpoint reports is charged to the tree
+//! (`report-usage`); a run with no output tokens left calls nothing and ends `budget`.
 
 use seam_plugin::types::{LogLevel, ProviderDescriptor, SubagentResult};
 use seam_plugin::{Provider, Run};
@@ -112,9 +116,32 @@ impl Provider for HttpAgent {
             messages.push(json!({ "role": "system", "content": system }));
         }
         messages.push(json!({ "role": "user", "content": run.prompt_text() }));
-        let body = json!({ "model": config.model, "messages": messages, "stream": config.stream });
+        let mut body =
+            json!({ "model": config.model, "messages": messages, "stream": config.stream });
+        match seam_plugin::output_tokens_left() {
+            Some(0) => {
+                return Ok(seam_plugin::out_of_budget(
+                    "budget exhausted: output tokens (none left for the model call)",
+                ))
+            }
+            Some(left) => body["max_tokens"] = json!(left),
+            None => {}
+        }
+        if config.stream {
+            // The usage of a streamed answer comes in a last chunk, only when asked for.
+            body["stream_options"] = json!({ "include_usage": true });
+        }
         Ok(match complete(&config, key.as_deref(), &body.to_string()) {
-            Ok(Some(text)) => seam_plugin::answer(text),
+            Ok(Some((text, usage))) => {
+                if let Some((input, output)) = usage {
+                    // Past the budget, the host stops the run (it ends `budget`): the answer
+                    // that spent it is still this call's.
+                    if let Err(e) = seam_plugin::report_usage(input, output, None) {
+                        seam_plugin::log(LogLevel::Info, format!("report-usage: {e:?}"));
+                    }
+                }
+                seam_plugin::answer(text)
+            }
             Ok(None) => seam_plugin::aborted(),
             Err(why) => {
                 seam_plugin::log(LogLevel::Warn, &why);
@@ -149,8 +176,16 @@ fn explain(e: &ErrorCode) -> String {
     }
 }
 
-/// Sends the chat completion and reads the answer: `Ok(None)` if the run was cancelled.
-fn complete(config: &Config, key: Option<&str>, body: &str) -> Result<Option<String>, String> {
+/// Tokens an answer used, as the endpoint said: (prompt, completion).
+type Usage = Option<(u64, u64)>;
+
+/// Sends the chat completion and reads the answer and its usage: `Ok(None)` if the run was
+/// cancelled.
+fn complete(
+    config: &Config,
+    key: Option<&str>,
+    body: &str,
+) -> Result<Option<(String, Usage)>, String> {
     let to = endpoint(&config.endpoint)?;
     let headers = Fields::new();
     let accept = if config.stream {
@@ -249,6 +284,16 @@ struct Reader {
     raw: Vec<u8>,
     answer: String,
     done: bool,
+    usage: Usage,
+}
+
+/// The usage of a completion or of a stream's last chunk, if it has one.
+fn usage_of(value: &Value) -> Usage {
+    let usage = &value["usage"];
+    Some((
+        usage["prompt_tokens"].as_u64()?,
+        usage["completion_tokens"].as_u64()?,
+    ))
 }
 
 impl Reader {
@@ -258,6 +303,7 @@ impl Reader {
             raw: Vec::new(),
             answer: String::new(),
             done: false,
+            usage: None,
         }
     }
 
@@ -283,6 +329,9 @@ impl Reader {
                 }
                 let chunk: Value = serde_json::from_str(data)
                     .map_err(|e| format!("the stream sent an event that is not JSON: {e}"))?;
+                if let Some(usage) = usage_of(&chunk) {
+                    self.usage = Some(usage);
+                }
                 if let Some(piece) = chunk["choices"][0]["delta"]["content"].as_str() {
                     if !piece.is_empty() {
                         seam_plugin::progress(piece);
@@ -294,18 +343,18 @@ impl Reader {
         Ok(false)
     }
 
-    fn finish(self) -> Result<Option<String>, String> {
+    fn finish(self) -> Result<Option<(String, Usage)>, String> {
         if self.sse {
             if !self.done && self.answer.is_empty() {
                 return Err("the stream ended without an answer".into());
             }
-            return Ok(Some(self.answer));
+            return Ok(Some((self.answer, self.usage)));
         }
         let value: Value = serde_json::from_slice(&self.raw)
             .map_err(|e| format!("the answer is not JSON: {e}"))?;
         value["choices"][0]["message"]["content"]
             .as_str()
-            .map(|text| Some(text.to_string()))
+            .map(|text| Some((text.to_string(), usage_of(&value))))
             .ok_or_else(|| "the answer has no `choices[0].message.content`".into())
     }
 }

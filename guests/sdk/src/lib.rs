@@ -25,7 +25,7 @@
 //! What is here:
 //! - [`bindings`]: the latest contract's imports (`host`, `run-context`, `agents`, `subagents`,
 //!   `wasi:io/poll`) and its types, re-exported as [`types`], [`host`], [`run_context`],
-//!   [`agents`], [`subagents`] and [`poll`] (`seam:plugin@0.3.0`: [`subagents`] has the
+//!   [`agents`], [`subagents`] and [`poll`] (`seam:plugin@0.4.0`: [`subagents`] has the
 //!   continuable children's `list_agents`, `send_to_agent`, `interrupt_agent` and `report`);
 //! - [`Provider`], [`Tool`] and [`Observer`], with [`export_provider!`], [`export_tool!`] and
 //!   [`export_observer!`];
@@ -61,13 +61,13 @@ pub mod bindings {
         inline: "
             package seam:sdk;
             world imports {
-                import seam:plugin/host@0.3.0;
-                import seam:plugin/run-context@0.3.0;
-                import seam:plugin/agents@0.3.0;
-                import seam:plugin/subagents@0.3.0;
+                import seam:plugin/host@0.4.0;
+                import seam:plugin/run-context@0.4.0;
+                import seam:plugin/agents@0.4.0;
+                import seam:plugin/subagents@0.4.0;
             }
         ",
-        path: "../../wit/v0.3.0",
+        path: "../../wit/v0.4.0",
         world: "seam:sdk/imports",
         generate_all,
     });
@@ -86,14 +86,14 @@ pub mod exports {
     /// The `provider-plugin` world's export.
     pub mod provider {
         wit_bindgen::generate!({
-            path: "../../wit/v0.3.0",
-            world: "seam:plugin/provider-plugin@0.3.0",
+            path: "../../wit/v0.4.0",
+            world: "seam:plugin/provider-plugin@0.4.0",
             with: {
-                "seam:plugin/types@0.3.0": crate::bindings::seam::plugin::types,
-                "seam:plugin/host@0.3.0": crate::bindings::seam::plugin::host,
-                "seam:plugin/run-context@0.3.0": crate::bindings::seam::plugin::run_context,
-                "seam:plugin/agents@0.3.0": crate::bindings::seam::plugin::agents,
-                "seam:plugin/subagents@0.3.0": crate::bindings::seam::plugin::subagents,
+                "seam:plugin/types@0.4.0": crate::bindings::seam::plugin::types,
+                "seam:plugin/host@0.4.0": crate::bindings::seam::plugin::host,
+                "seam:plugin/run-context@0.4.0": crate::bindings::seam::plugin::run_context,
+                "seam:plugin/agents@0.4.0": crate::bindings::seam::plugin::agents,
+                "seam:plugin/subagents@0.4.0": crate::bindings::seam::plugin::subagents,
                 "wasi:io/poll@0.2.0": crate::bindings::wasi::io::poll,
             },
             pub_export_macro: true,
@@ -105,12 +105,12 @@ pub mod exports {
     /// The `tool-plugin` world's export.
     pub mod tool {
         wit_bindgen::generate!({
-            path: "../../wit/v0.3.0",
-            world: "seam:plugin/tool-plugin@0.3.0",
+            path: "../../wit/v0.4.0",
+            world: "seam:plugin/tool-plugin@0.4.0",
             with: {
-                "seam:plugin/types@0.3.0": crate::bindings::seam::plugin::types,
-                "seam:plugin/host@0.3.0": crate::bindings::seam::plugin::host,
-                "seam:plugin/subagents@0.3.0": crate::bindings::seam::plugin::subagents,
+                "seam:plugin/types@0.4.0": crate::bindings::seam::plugin::types,
+                "seam:plugin/host@0.4.0": crate::bindings::seam::plugin::host,
+                "seam:plugin/subagents@0.4.0": crate::bindings::seam::plugin::subagents,
             },
             pub_export_macro: true,
             export_macro_name: "export_tool_world",
@@ -121,11 +121,11 @@ pub mod exports {
     /// The `observer-plugin` world's export.
     pub mod observer {
         wit_bindgen::generate!({
-            path: "../../wit/v0.3.0",
-            world: "seam:plugin/observer-plugin@0.3.0",
+            path: "../../wit/v0.4.0",
+            world: "seam:plugin/observer-plugin@0.4.0",
             with: {
-                "seam:plugin/types@0.3.0": crate::bindings::seam::plugin::types,
-                "seam:plugin/host@0.3.0": crate::bindings::seam::plugin::host,
+                "seam:plugin/types@0.4.0": crate::bindings::seam::plugin::types,
+                "seam:plugin/host@0.4.0": crate::bindings::seam::plugin::host,
             },
             pub_export_macro: true,
             export_macro_name: "export_observer_world",
@@ -152,6 +152,38 @@ pub fn sleep(ms: u64) -> bool {
 /// Whether the run has been cancelled.
 pub fn is_cancelled() -> bool {
     run_context::is_cancelled()
+}
+
+/// Reports a model call the run made itself (`run-context.report-usage`): its tokens, and its
+/// cost when the run knows its model's prices, are charged to the run's tree. `Err` once the
+/// tree's budget has nothing left for another call: the host then stops the run (it ends
+/// `budget`), and the run should stop calling its model.
+pub fn report_usage(
+    input_tokens: u64,
+    output_tokens: u64,
+    cost_usd: Option<f64>,
+) -> Result<(), types::SubagentError> {
+    run_context::report_usage(types::ModelUsage {
+        input_tokens,
+        output_tokens,
+        cost_usd,
+    })
+}
+
+/// The output tokens the run's tree may still spend, when its budget bounds them
+/// (`run-context.output-tokens-left`): ask the model for at most this many.
+pub fn output_tokens_left() -> Option<u64> {
+    run_context::output_tokens_left()
+}
+
+/// A result for a run its budget stopped: stop reason `budget` with `why` as its diagnostic.
+pub fn out_of_budget(why: impl Into<String>) -> SubagentResult {
+    SubagentResult {
+        output: Vec::new(),
+        structured: None,
+        stop_reason: StopReason::Budget,
+        diagnostic: Some(why.into()),
+    }
 }
 
 /// Writes a line to the host's log, tagged with the plugin id.

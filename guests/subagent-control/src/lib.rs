@@ -201,6 +201,7 @@ fn reason(r: &StopReason) -> &str {
         StopReason::Error => "error",
         StopReason::MaxTokens => "max-tokens",
         StopReason::Refusal => "refusal",
+        StopReason::Budget => "budget",
         StopReason::Other(name) => name,
     }
 }

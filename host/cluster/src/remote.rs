@@ -142,10 +142,16 @@ async fn run(
     let seed = ctx
         .resumed_from()
         .and_then(|s| s.downcast_ref::<RemoteSeed>().map(|r| r.0.clone()));
+    let mut snapshot = RequestSnapshot::of(&request);
+    // The worker holds the run to what is left of its budget here (its cap and every
+    // ancestor's remainder, the wall time as what is left of it), and says what it spent.
+    if ctx.account().is_bounded() {
+        snapshot.budget = Some(ctx.account().remaining().as_budget());
+    }
     let start = Start {
         token: token.clone(),
         provider: name.clone(),
-        request: RequestSnapshot::of(&request),
+        request: snapshot,
         resume: seed.as_ref().map(|h| h.token.clone()),
         lease_ms: Some((front.heartbeat * LEASE_BEATS).as_millis() as u64),
     };
@@ -260,7 +266,13 @@ async fn run(
                 match message.body {
                     OutBody::Ready => ctx.ready(),
                     OutBody::Progress { content } => ctx.progress(content),
-                    OutBody::Result { result, resumable } => {
+                    OutBody::Result { result, resumable, spent } => {
+                        // Spent on the worker, spent here: by the run and every ancestor. Its
+                        // wall time is the run's own, which this side counts.
+                        if let Some(spent) = spent {
+                            let spent = seam_core::spend::Spent { wall_ms: 0, ..spent };
+                            ctx.store().commit_later(ctx.account().charge(spent));
+                        }
                         if resumable {
                             ctx.keep_for_resume(ResumeSeed::new(RemoteSeed(held.clone())));
                         }

@@ -151,6 +151,10 @@ pub enum OutBody {
         result: SubagentResult,
         /// Whether the worker keeps the child for a resume.
         resumable: bool,
+        /// What the run's tree spent on the worker: the front-end charges it to the run's
+        /// account. Absent from an older worker.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spent: Option<seam_core::spend::Spent>,
     },
     /// The run failed before or after readiness (an infrastructure fault on the worker).
     Failed {

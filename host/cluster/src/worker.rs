@@ -641,7 +641,11 @@ impl Shared {
                     }
                     let resumable = run.resume_state().is_some();
                     let body = match outcome {
-                        Ok(result) => OutBody::Result { result, resumable },
+                        Ok(result) => OutBody::Result {
+                            result,
+                            resumable,
+                            spent: Some(run.account().spent()),
+                        },
                         Err(e) => OutBody::Failed { message: e.to_string() },
                     };
                     self.send(&out, &mut seq, body).await;

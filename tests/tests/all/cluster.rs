@@ -43,7 +43,7 @@ async fn worker(
                     waits: *waits,
                 })
                 .collect(),
-            contract: "seam:plugin@0.3.0".into(),
+            contract: "seam:plugin@0.4.0".into(),
             keep_finished: Duration::from_secs(60),
         },
     )
@@ -296,7 +296,7 @@ async fn advertise(
             features: Default::default(),
             inherits_parent_context: false,
         },
-        contract: "seam:plugin@0.3.0".into(),
+        contract: "seam:plugin@0.4.0".into(),
         protocol: PROTOCOL,
         capacity: 1,
         waits: false,
@@ -524,4 +524,73 @@ async fn names_no_subject_may_be_built_from_are_refused() {
     let err = test_host().join_cluster(&c).await.expect_err("refused");
     assert!(err.to_string().contains("cluster name `x>`"), "{err}");
     host.unload_all().await;
+}
+
+/// Contract 16 on a cluster: the budget travels with a remote run, the worker holds the run to
+/// it, and what the run spent there is counted at the front end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_run_is_held_to_its_budget_on_the_worker_and_counted_at_the_front_end() {
+    let server = NatsServer::start();
+    let toml = "[models.scripts.child]\nsteps = [ { text = \"long\", usage = { prompt-tokens = 7, completion-tokens = 80 } } ]\n\n"
+        .to_string()
+        + &seam_tests::entry("spawn", "spawn_provider", "");
+    let (worker_host, w) = worker(&server, "w1", &toml, &[("spawn", 4, true)]).await;
+    let front = front(&server).await;
+    let seen = seam_tests::record(&front);
+    let capped = |output_tokens: u64| {
+        let mut r = request("go");
+        r.agent_options = Some(seam_host::AgentOptions {
+            model: Some("scripted:child".into()),
+            system_prompt: None,
+        });
+        r.budget = Some(seam_host::spend::Budget {
+            output_tokens: Some(output_tokens),
+            ..Default::default()
+        });
+        r
+    };
+    let run = front
+        .subagents()
+        .start("spawn", capped(50))
+        .expect("starts");
+    let result = run.result().await.expect("a result");
+    assert_eq!(
+        result.stop_reason,
+        StopReason::MaxTokens,
+        "the worker sent the call what the budget left, and the reply was cut there"
+    );
+    let spent = run.account().spent();
+    assert_eq!(
+        (spent.input_tokens, spent.output_tokens, spent.model_calls),
+        (7, 50, 1),
+        "what the run spent on the worker is spent at the front end"
+    );
+    let told = seen.lock().unwrap().iter().find_map(|e| match e {
+        Event::SubagentEnd { id, usage, .. } if id == run.id() => Some(*usage),
+        _ => None,
+    });
+    assert_eq!(
+        told.flatten().map(|u| u.completion_tokens),
+        Some(50),
+        "subagent/end at the front end carries it"
+    );
+
+    // Nothing left: the worker refuses the child's model call before it is made.
+    let broke = front.subagents().start("spawn", capped(0)).expect("starts");
+    let result = broke.result().await.expect("a result");
+    assert_eq!(result.stop_reason, StopReason::Budget);
+    let why = result.diagnostic.unwrap_or_default();
+    assert!(why.contains("budget exhausted: output tokens"), "{why}");
+    assert_eq!(broke.account().spent().output_tokens, 0);
+
+    for r in [run, broke] {
+        r.dispose().await;
+    }
+    assert!(
+        seam_tests::eventually(|| w.runs() == 0).await,
+        "the worker still holds runs"
+    );
+    w.drain(Duration::from_secs(5)).await;
+    front.unload_all().await;
+    worker_host.unload_all().await;
 }

@@ -169,3 +169,53 @@ async fn a_cancel_mid_stream_aborts_the_run() {
     assert_eq!(host.live_runs(), 0);
     assert_eq!(host.live_instances(), 0);
 }
+
+/// Contract 16 for a component that calls a model itself (0.4.0): it asks for at most what the
+/// tree has left, its usage is charged to the tree, and past the budget its run ends `budget`;
+/// with nothing left it calls nothing.
+#[tokio::test]
+async fn a_component_calling_a_model_is_held_to_the_trees_budget_through_its_usage() {
+    let mut used = completion("a long answer");
+    used["usage"] = json!({"prompt_tokens": 12, "completion_tokens": 90});
+    let server = Server::start(vec![ok(used.clone()), ok(used)]).await;
+    let host = host_with(&agent(&server, ", stream = false", &granted(&server), "")).await;
+    let capped = |output_tokens: u64| {
+        let mut r = request("go");
+        r.budget = Some(seam_host::spend::Budget {
+            output_tokens: Some(output_tokens),
+            ..Default::default()
+        });
+        r
+    };
+    let run = host.subagents().start("remote", capped(100)).unwrap();
+    let result = run.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");
+    assert_eq!(
+        server.seen()[0].body["max_tokens"],
+        100,
+        "asks for what is left"
+    );
+    let spent = run.account().spent();
+    assert_eq!(
+        (spent.input_tokens, spent.output_tokens, spent.model_calls),
+        (12, 90, 1)
+    );
+    run.dispose().await;
+
+    // A cap of 50: the endpoint (which ignores max_tokens here) reports 90, past the cap. The
+    // report is refused and the run ends `budget`, naming what ran out.
+    let run = host.subagents().start("remote", capped(50)).unwrap();
+    let result = run.result().await.unwrap();
+    assert_eq!(result.stop_reason, StopReason::Budget, "{result:?}");
+    let why = result.diagnostic.clone().unwrap_or_default();
+    assert!(
+        why.contains("budget exhausted: output tokens") && why.contains("allows 50, 90 spent"),
+        "{why}"
+    );
+    run.dispose().await;
+
+    // Nothing left: no request leaves.
+    let result = outcome(&host, capped(0)).await;
+    assert_eq!(result.stop_reason, StopReason::Budget, "{result:?}");
+    assert_eq!(server.seen().len(), 2, "no model call was made");
+}

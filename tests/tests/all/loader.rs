@@ -340,7 +340,7 @@ async fn inspect_tells_the_world_and_the_declaration() {
     assert!(info
         .exports
         .iter()
-        .any(|e| e == "seam:plugin/provider@0.3.0"));
+        .any(|e| e == "seam:plugin/provider@0.4.0"));
     assert_eq!(info.version, seam_host::WitVersion::LATEST);
     let info = host
         .inspect(

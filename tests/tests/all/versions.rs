@@ -1,6 +1,6 @@
-//! CONTRACT section 11: versions. Components built against the frozen 0.1.0 and 0.2.0 WITs load
-//! and serve next to 0.3.0 ones; a component built for a version outside the range is refused,
-//! naming it.
+//! CONTRACT section 11: versions. Components built against the frozen 0.1.0, 0.2.0 and 0.3.0
+//! WITs load and serve next to 0.4.0 ones; a component built for a version outside the range is
+//! refused, naming it.
 
 use seam_host::{ContentBlock, ParentRef, StopReason, WitVersion};
 use seam_tests::*;
@@ -188,11 +188,11 @@ async fn a_0_2_0_tool_runs_background_runs_with_their_diagnostic() {
 
 #[tokio::test]
 async fn a_0_2_0_provider_reports_progress_takes_steering_and_delegates() {
-    // The built 0.3.0 mock provider calls nothing 0.2.0 lacks, so relabelled 0.2.0 it is a
-    // 0.2.0 provider: its `run-context` (progress, the message and cancel pollables) and its
-    // `subagents` go through the 0.2.0 imports.
+    // The built 0.3.0 provider calls nothing 0.2.0 lacks, and 0.3.0 changed no type of 0.2.0's,
+    // so relabelled 0.2.0 it is a 0.2.0 provider: its `run-context` (progress, the message and
+    // cancel pollables) and its `subagents` go through the 0.2.0 imports.
     let dir = tempfile::tempdir().unwrap();
-    let path = relabelled("mock_provider", "0.3.0", "0.2.0", dir.path());
+    let path = relabelled("legacy_v3_provider", "0.3.0", "0.2.0", dir.path());
     let host = test_host();
     let info = host.inspect(&path, None).await.unwrap();
     assert_eq!(info.version, WitVersion::V0_2_0);
@@ -233,10 +233,10 @@ async fn a_0_2_0_provider_reports_progress_takes_steering_and_delegates() {
     assert_eq!(host.live_runs(), 0);
 }
 
-/// Rewrites every `seam:plugin/...@0.3.0` name in a built 0.3.0 component to `version` (same
-/// length, so the binary stays well-formed).
+/// Rewrites every `seam:plugin/...@0.4.0` name in the built (latest) mock provider to `version`
+/// (same length, so the binary stays well-formed).
 fn rebuilt_for(version: &str, dir: &std::path::Path) -> std::path::PathBuf {
-    relabelled("mock_provider", "0.3.0", version, dir)
+    relabelled("mock_provider", "0.4.0", version, dir)
 }
 
 /// `guest` with its `seam:plugin` names moved from version `from` to `to`.
@@ -296,12 +296,12 @@ async fn a_component_whose_types_do_not_match_its_version_is_refused_naming_the_
 async fn a_component_for_an_unknown_version_is_refused_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let host = host_with(&mock("good", "")).await;
-    for version in ["0.1.1", "0.4.0", "1.0.0"] {
+    for version in ["0.1.1", "0.5.0", "1.0.0"] {
         let path = rebuilt_for(version, dir.path());
         let err = host.inspect(&path, None).await.unwrap_err().to_string();
         assert!(
             err.contains(&format!("built for seam:plugin@{version}"))
-                && err.contains("this host supports 0.1.0, 0.2.0 and 0.3.0"),
+                && err.contains("this host supports 0.1.0, 0.2.0, 0.3.0 and 0.4.0"),
             "{err}"
         );
         let toml = format!(
@@ -319,4 +319,45 @@ async fn a_component_for_an_unknown_version_is_refused_naming_it() {
         StopReason::Completed
     );
     run.dispose().await;
+}
+
+/// A provider built for 0.3.0, before budgets, loads unchanged and serves next to 0.4.0 ones; a
+/// budget's refusal reaches it as what 0.3.0 can carry (`start-failed`, with the same words).
+#[tokio::test]
+async fn a_0_3_0_provider_loads_unchanged_and_reads_a_budget_refusal_in_its_own_terms() {
+    let v3 = |id: &str, extra: &str| {
+        entry(
+            id,
+            "legacy_v3_provider",
+            &format!("name = \"{id}\", {extra}"),
+        )
+    };
+    let host = host_with(
+        &(v3("v3", r#"delegateTo = "new", reply = "v3: {delegated}""#)
+            + &mock("new", "reply = \"fresh\"")),
+    )
+    .await;
+    let info = host
+        .inspect(&guest("legacy_v3_provider"), None)
+        .await
+        .unwrap();
+    assert_eq!(info.version, WitVersion::V0_3_0);
+    let run = host.subagents().start("v3", request("x")).unwrap();
+    assert_eq!(run.result().await.unwrap().output_text(), "v3: fresh");
+    run.dispose().await;
+    // No run left for its delegation: refused, in 0.3.0's terms.
+    let mut broke = request("x");
+    broke.budget = Some(seam_host::spend::Budget {
+        runs: Some(0),
+        ..Default::default()
+    });
+    let run = host.subagents().start("v3", broke).unwrap();
+    let text = run.result().await.unwrap().output_text();
+    assert!(
+        text.starts_with("v3: refused: ")
+            && text.contains("StartFailed(\"BUDGET_EXHAUSTED: budget exhausted: runs started"),
+        "{text}"
+    );
+    run.dispose().await;
+    assert_eq!(host.live_runs(), 0);
 }

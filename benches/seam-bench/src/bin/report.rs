@@ -348,6 +348,23 @@ fn tables() -> String {
         ratio(on, off)
     );
 
+    // Issue 35: budget accounting, a caller with a budget against one without, in one run.
+    let none = criterion_median("budget/none");
+    let set = criterion_median("budget/set");
+    let _ = writeln!(
+        w,
+        "\n**Budget accounting** (criterion medians; the full mock run; goal: at most 1.03×)\n"
+    );
+    let _ = writeln!(w, "| | time | |");
+    let _ = writeln!(w, "|---|---:|---:|");
+    let _ = writeln!(w, "| no budget | {} | 1.00× |", dur(none));
+    let _ = writeln!(
+        w,
+        "| under a budget (held and settled at each start) | {} | {} |",
+        dur(set),
+        ratio(set, none)
+    );
+
     // Issue 23: a tool served over MCP, against the same call in-process (`seam call`'s).
     let direct = criterion_median("mcp/direct");
     let over_stdio = criterion_median("mcp/stdio");

@@ -985,6 +985,17 @@ impl RunContext {
         &self.0.id
     }
 
+    /// Stops the run because its tree's budget ran out (a provider that reported spending
+    /// past it): it is cancelled, and ends `budget` with `why` as its diagnostic.
+    pub fn stop_for_budget(&self, why: Exhausted) {
+        self.0.stop_for_budget(why);
+    }
+
+    /// The run's budget account (see [`SubagentRun::account`]).
+    pub fn account(&self) -> &Arc<Account> {
+        &self.0.account
+    }
+
     /// The run's record in the host's session store, if it took it.
     pub fn record(&self) -> Option<RunKey> {
         self.0.record
@@ -1068,6 +1079,12 @@ impl std::fmt::Debug for SubagentRun {
 }
 
 impl SubagentRun {
+    /// The run's budget account: what it and everything below it spent, under its caller's.
+    /// A provider whose child spends elsewhere (a remote worker) charges what it reports here.
+    pub fn account(&self) -> &Arc<Account> {
+        &self.0.account
+    }
+
     /// The run id.
     pub fn id(&self) -> &str {
         &self.0.id

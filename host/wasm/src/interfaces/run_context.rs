@@ -11,6 +11,7 @@ use crate::sandbox::gate::blocks_size;
 use crate::sandbox::Limit;
 use crate::store::context::MESSAGE_OVERHEAD;
 use crate::store::view::{HasPlugin, PluginCtxView, PluginView};
+use crate::versions::convert::SubagentFailure;
 use crate::versions::latest::provider_world::seam::plugin::run_context as wit;
 use crate::versions::latest::provider_world::seam::plugin::types as wit_types;
 
@@ -122,6 +123,46 @@ impl wit::Host for PluginCtxView<'_> {
 
     async fn message_waiting(&mut self) -> wasmtime::Result<Resource<DynPollable>> {
         self.watch(Watched::Message)
+    }
+
+    async fn report_usage(&mut self, usage: wit_types::ModelUsage) -> Result<(), SubagentFailure> {
+        let Some(ctx) = self.run_ctx() else {
+            return Err(
+                wasmtime::Error::msg("run-context is only available while serving a run").into(),
+            );
+        };
+        let cost = match usage.cost_usd {
+            None => 0,
+            Some(usd) if usd.is_finite() && usd >= 0.0 => (usd * 1_000_000.0).ceil() as u64,
+            Some(usd) => {
+                return Err(wit_types::SubagentError::InvalidRequest(format!(
+                    "report-usage: cost-usd must be a non-negative number of dollars, not {usd}"
+                ))
+                .into())
+            }
+        };
+        let used = seam_core::types::Usage {
+            prompt_tokens: usage.input_tokens,
+            completion_tokens: usage.output_tokens,
+        };
+        let account = ctx.account().clone();
+        ctx.store()
+            .commit_later(account.charge(seam_core::spend::Spent::model_call(used, cost)));
+        // Spent already: what is left decides whether the run may go on.
+        if let Err(why) = account.check() {
+            let text = why.to_string();
+            ctx.stop_for_budget(why);
+            return Err(wit_types::SubagentError::BudgetExhausted(text).into());
+        }
+        Ok(())
+    }
+
+    async fn output_tokens_left(&mut self) -> wasmtime::Result<Option<u64>> {
+        Ok(self.run_ctx().and_then(|ctx| {
+            ctx.account()
+                .remaining()
+                .get(seam_core::spend::Dimension::OutputTokens)
+        }))
     }
 
     async fn sleep(&mut self, ms: u64) -> wasmtime::Result<bool> {

@@ -29,42 +29,14 @@ macro_rules! same_cases {
 
 same_cases! {
     wit::ContentBlock, seam_core::types::ContentBlock { Text(s), Json(s) }
+    wit::StopReason, seam_core::types::StopReason {
+        Completed, Aborted, Error, MaxTokens, Refusal, Budget, Other(s)
+    }
     wit::RunState, seam_core::types::RunState { Running, Settled }
     wit::AgentScope, seam_core::types::AgentScope { Children, Descendants }
     wit::AgentStatus, seam_core::types::AgentStatus { Running, Idle, Ready, Failed, Interrupted }
     wit::Delivery, seam_core::types::Delivery { Queued, Woken, Resumed }
     wit::ReportMode, seam_core::types::ReportMode { Quiet, NextStep }
-}
-
-impl From<wit::StopReason> for seam_core::types::StopReason {
-    fn from(r: wit::StopReason) -> Self {
-        match r {
-            wit::StopReason::Completed => Self::Completed,
-            wit::StopReason::Aborted => Self::Aborted,
-            wit::StopReason::Error => Self::Error,
-            wit::StopReason::MaxTokens => Self::MaxTokens,
-            wit::StopReason::Refusal => Self::Refusal,
-            // How a version with no case of its own carries it (see below).
-            wit::StopReason::Other(s) if s == Self::Budget.as_str() => Self::Budget,
-            wit::StopReason::Other(s) => Self::Other(s),
-        }
-    }
-}
-
-impl From<seam_core::types::StopReason> for wit::StopReason {
-    fn from(r: seam_core::types::StopReason) -> Self {
-        use seam_core::types::StopReason as R;
-        match r {
-            R::Completed => Self::Completed,
-            R::Aborted => Self::Aborted,
-            R::Error => Self::Error,
-            R::MaxTokens => Self::MaxTokens,
-            R::Refusal => Self::Refusal,
-            // No version so far has a case of its own for it: its name, as `other`.
-            R::Budget => Self::Other(r.as_str().to_string()),
-            R::Other(s) => Self::Other(s),
-        }
-    }
 }
 
 impl From<wit::ProviderDescriptor> for seam_core::types::ProviderDescriptor {
@@ -227,7 +199,7 @@ impl From<seam_core::subagent::SubagentError> for wit::SubagentError {
             seam_core::subagent::SubagentError::StartFailed(m) => Self::StartFailed(m),
             // The text starts with its code (`BUDGET_EXHAUSTED`) and says what ran out.
             e @ seam_core::subagent::SubagentError::BudgetExhausted(_) => {
-                Self::StartFailed(e.to_string())
+                Self::BudgetExhausted(e.to_string())
             }
             seam_core::subagent::SubagentError::Disposed => Self::Disposed,
             seam_core::subagent::SubagentError::UnsupportedFeature { feature, .. } => {

@@ -79,23 +79,30 @@ macro_rules! fields {
 }
 
 /// Declares [`Convert`] from variant or enum `$from` to `$to`, case by case (a case's payload,
-/// if any, is converted too); `both A, B {..}` declares it both ways.
+/// if any, is converted too); `both A, B {..}` declares it both ways. A case the older version
+/// lacks is mapped in an `else { PATTERN => EXPR, .. }` after the list (the latest's answer as
+/// what the older version can carry).
 macro_rules! cases {
     () => {};
     (both $a:ty, $b:ty { $($case:ident $(($x:ident))?),* $(,)? } $($rest:tt)*) => {
         $crate::versions::delegate::cases! { $a => $b { $($case $(($x))?),* } }
         $crate::versions::delegate::cases! { $b => $a { $($case $(($x))?),* } $($rest)* }
     };
-    ($from:ty => $to:ty { $($case:ident $(($x:ident))?),* $(,)? } $($rest:tt)*) => {
+    ($from:ty => $to:ty { $($case:ident $(($x:ident))?),* $(,)? }
+     else { $($p:pat $(if $g:expr)? => $e:expr),* $(,)? } $($rest:tt)*) => {
         impl $crate::versions::delegate::Convert<$to> for $from {
             fn convert(self) -> $to {
                 type To = $to;
                 match self {
                     $(Self::$case $(($x))? => To::$case $(($crate::versions::delegate::Convert::convert($x)))?,)*
+                    $($p $(if $g)? => $e,)*
                 }
             }
         }
         $crate::versions::delegate::cases! { $($rest)* }
+    };
+    ($from:ty => $to:ty { $($case:ident $(($x:ident))?),* $(,)? } $($rest:tt)*) => {
+        $crate::versions::delegate::cases! { $from => $to { $($case $(($x))?),* } else {} $($rest)* }
     };
 }
 

@@ -33,6 +33,7 @@ macro_rules! for_each_version {
             V0_1_0 v0_1_0 "0.1.0" ["seam.wit"] {Provider Tool Observer},
             V0_2_0 v0_2_0 "0.2.0" ["seam.wit", "deps/io/poll.wit"] {Provider Tool Observer},
             V0_3_0 v0_3_0 "0.3.0" ["seam.wit", "deps/io/poll.wit"] {Provider Tool Observer},
+            V0_4_0 v0_4_0 "0.4.0" ["seam.wit", "deps/io/poll.wit"] {Provider Tool Observer},
         }
     };
 }
@@ -97,7 +98,7 @@ macro_rules! declare_versions {
             /// Every supported version, oldest first.
             pub const ALL: [WitVersion; [$(stringify!($variant)),+].len()] = [$(Self::$variant),+];
 
-            /// The version as the package spells it (`0.3.0`).
+            /// The version as the package spells it (`0.4.0`).
             pub fn as_str(self) -> &'static str {
                 match self {
                     $(Self::$variant => $number,)+
@@ -258,7 +259,7 @@ impl std::str::FromStr for WitVersion {
     }
 }
 
-/// The supported versions in words: `0.1.0, 0.2.0 and 0.3.0`.
+/// The supported versions in words: `0.1.0, 0.2.0, 0.3.0 and 0.4.0`.
 pub fn supported_versions() -> String {
     let names: Vec<&str> = WitVersion::ALL.iter().map(|v| v.as_str()).collect();
     match names.split_last() {
@@ -296,7 +297,7 @@ pub fn export_name(kind: PluginKind, version: WitVersion) -> String {
 pub enum Recognised {
     /// A plugin of this kind, built against this supported version.
     Plugin(PluginKind, WitVersion),
-    /// A Seam world of a version this host does not link (`0.4.0`).
+    /// A Seam world of a version this host does not link (`0.5.0`).
     Unsupported(String),
     /// No Seam world at all.
     Foreign,
@@ -421,17 +422,17 @@ mod tests {
             recognise(["seam:plugin/provider@9.9.9"]),
             Recognised::Unsupported("9.9.9".into())
         );
-        assert_eq!(recognise(["seam:plugin/types@0.3.0"]), Recognised::Foreign);
+        assert_eq!(recognise(["seam:plugin/types@0.4.0"]), Recognised::Foreign);
         // The newest supported version wins, whatever the order of the exports.
         assert_eq!(
             recognise([
                 "seam:plugin/tool@0.2.0",
-                "seam:plugin/tool@0.3.0",
+                "seam:plugin/tool@0.4.0",
                 "seam:plugin/tool@0.1.0"
             ]),
-            Recognised::Plugin(PluginKind::Tool, WitVersion::V0_3_0)
+            Recognised::Plugin(PluginKind::Tool, WitVersion::V0_4_0)
         );
-        assert_eq!(supported_versions(), "0.1.0, 0.2.0 and 0.3.0");
+        assert_eq!(supported_versions(), "0.1.0, 0.2.0, 0.3.0 and 0.4.0");
     }
 
     /// A consumer that lists the numbers of the rows it is given.
@@ -488,9 +489,9 @@ mod tests {
         // A new variant made LATEST without joining ALL is caught here.
         assert_eq!(WitVersion::LATEST.index(), WitVersion::ALL.len() - 1);
         assert_eq!(
-            "0.4.0".parse::<WitVersion>(),
+            "0.5.0".parse::<WitVersion>(),
             Err(UnsupportedVersion {
-                version: "0.4.0".into()
+                version: "0.5.0".into()
             })
         );
     }

@@ -61,8 +61,15 @@ fields! {
 }
 cases! {
     both wit::ContentBlock, new::types::ContentBlock { Text(s), Json(s) }
-    both wit::StopReason, new::types::StopReason {
+    // A budget's stop reason reached this version as `other("budget")`: back, it is one again.
+    wit::StopReason => new::types::StopReason { Completed, Aborted, Error, MaxTokens, Refusal } else {
+        wit::StopReason::Other(s) if s == "budget" => new::types::StopReason::Budget,
+        wit::StopReason::Other(s) => new::types::StopReason::Other(s),
+    }
+    new::types::StopReason => wit::StopReason {
         Completed, Aborted, Error, MaxTokens, Refusal, Other(s)
+    } else {
+        new::types::StopReason::Budget => wit::StopReason::Other("budget".into()),
     }
 }
 
@@ -142,7 +149,7 @@ impl Convert<wit::SubagentError> for new::types::SubagentError {
             E::InvalidRequest(m) => Old::InvalidRequest(m),
             E::DepthExceeded(d) => Old::DepthExceeded(d.convert()),
             E::Aborted(r) => Old::Aborted(r),
-            E::StartFailed(m) => Old::StartFailed(m),
+            E::StartFailed(m) | E::BudgetExhausted(m) => Old::StartFailed(m),
             E::Disposed => Old::Disposed,
             E::Internal(m) => Old::Internal(m),
             E::UnsupportedFeature(f) => Old::Internal(format!("unsupported feature `{f}`")),

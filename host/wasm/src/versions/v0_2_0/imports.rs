@@ -65,8 +65,15 @@ fields! {
 }
 cases! {
     both wit::ContentBlock, new::types::ContentBlock { Text(s), Json(s) }
-    both wit::StopReason, new::types::StopReason {
+    // A budget's stop reason reached this version as `other("budget")`: back, it is one again.
+    wit::StopReason => new::types::StopReason { Completed, Aborted, Error, MaxTokens, Refusal } else {
+        wit::StopReason::Other(s) if s == "budget" => new::types::StopReason::Budget,
+        wit::StopReason::Other(s) => new::types::StopReason::Other(s),
+    }
+    new::types::StopReason => wit::StopReason {
         Completed, Aborted, Error, MaxTokens, Refusal, Other(s)
+    } else {
+        new::types::StopReason::Budget => wit::StopReason::Other("budget".into()),
     }
 }
 
@@ -94,6 +101,8 @@ cases! {
         DuplicateProvider(n), NoProvider(n), UnsupportedCapability(c), InvalidRequest(m),
         DepthExceeded(d), Aborted(r), StartFailed(m), Disposed, Internal(m),
         UnsupportedFeature(f), InvalidState(m), NoRun(id)
+    } else {
+        new::types::SubagentError::BudgetExhausted(m) => wit::SubagentError::StartFailed(m),
     }
 }
 

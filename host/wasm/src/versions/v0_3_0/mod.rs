@@ -1,5 +1,7 @@
-//! Bindings for `seam:plugin@0.3.0`, the latest version (`super::convert` converts its types to
-//! and from `seam-core`'s).
+//! Bindings for `seam:plugin@0.3.0`, frozen (`wit/v0.3.0`), and its host imports, which convert
+//! its types to and from the latest's and delegate to the latest implementation.
+
+pub mod imports;
 
 super::bindings!(
     "../../wit/v0.3.0",
