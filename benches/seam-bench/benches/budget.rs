@@ -8,10 +8,8 @@
 //!
 //! The goal is at most 3% between the two.
 
-use std::time::Instant;
-
 use criterion::{criterion_group, criterion_main, Criterion};
-use seam_bench::{host, on_worker, one_run, options, request, runtime, MOCK};
+use seam_bench::{host, options, request, runtime, time_runs, MOCK};
 use seam_host::ledger::Account;
 use seam_host::spend::{Budget, Spent};
 
@@ -28,22 +26,14 @@ fn budget(c: &mut Criterion) {
                 output_tokens: Some(u64::MAX / 2),
                 ..Budget::default()
             };
-            host.subagents()
-                .accounts()
-                .insert(Account::root(caller.clone(), tree, Spent::default()));
+            host.subagents().accounts().insert(Account::root(
+                caller.clone(),
+                tree,
+                Spent::default(),
+            ));
         }
         group.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let host = host.clone();
-                on_worker(&rt, async move {
-                    let req = request();
-                    let t = Instant::now();
-                    for _ in 0..iters {
-                        one_run(&host, MOCK, req.clone()).await;
-                    }
-                    t.elapsed()
-                })
-            })
+            b.iter_custom(|iters| time_runs(&rt, &host, MOCK, iters))
         });
         host.subagents().accounts().remove(&caller);
     }

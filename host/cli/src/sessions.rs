@@ -214,8 +214,16 @@ pub(crate) fn run(args: Args) -> Result<u8> {
         SessionsCommand::Tree { id } => {
             known(&open, &id)?;
             let tree = tree(store, &id, 0)?;
+            // What the whole tree spent, over every process that ran it, and its budget.
+            let spend = store.spend(&id)?.unwrap_or_default();
             if args.json {
-                outln!("{}", serde_json::json!({"session": id, "runs": tree}));
+                let mut json = serde_json::json!({
+                    "session": id, "spent": spend.spent.report(), "runs": tree,
+                });
+                if let Some(budget) = spend.budget {
+                    json["budget"] = serde_json::json!(budget);
+                }
+                outln!("{json}");
             } else {
                 let summary = store.session(&id)?;
                 let state = if summary.is_some_and(|s| s.interrupted) {
@@ -223,7 +231,10 @@ pub(crate) fn run(args: Args) -> Result<u8> {
                 } else {
                     ""
                 };
-                outln!("session {id}{state}");
+                outln!("session {id}{state}{}", spent_words(&spend.spent.report()));
+                if let Some(budget) = spend.budget {
+                    outln!("  budget: {}", serde_json::json!(budget));
+                }
                 print_tree(&tree, 1);
             }
         }
@@ -333,13 +344,40 @@ fn tree(store: &dyn SessionStore, session: &str, depth: usize) -> Result<Vec<ser
     }
     let mut out = Vec::new();
     for run in store.runs_of(session)? {
-        let children = match &run.child_session {
-            Some(child) => tree(store, child, depth + 1)?,
-            None => Vec::new(),
+        let (children, spent) = match &run.child_session {
+            Some(child) => (
+                tree(store, child, depth + 1)?,
+                store.spend(child)?.map(|r| r.spent),
+            ),
+            None => (Vec::new(), None),
         };
-        out.push(run_json(&run, children));
+        let mut json = run_json(&run, children);
+        if let Some(spent) = spent {
+            json["spent"] = spent.report();
+        }
+        out.push(json);
     }
     Ok(out)
+}
+
+/// `: N tokens (I in, O out), $C`, what a tree spent (as [`Spent::report`] gives it), or
+/// nothing when it spent no tokens.
+///
+/// [`Spent::report`]: seam_host::spend::Spent::report
+fn spent_words(report: &serde_json::Value) -> String {
+    let input = report["input_tokens"].as_u64().unwrap_or(0);
+    let output = report["output_tokens"].as_u64().unwrap_or(0);
+    if input + output == 0 {
+        return String::new();
+    }
+    let cost = match report["cost_usd"].as_f64() {
+        Some(usd) if usd > 0.0 => format!(", ${usd:.4}"),
+        _ => String::new(),
+    };
+    format!(
+        ": {} tokens ({input} in, {output} out){cost}",
+        input + output
+    )
 }
 
 fn run_json(run: &RunRecord, children: Vec<serde_json::Value>) -> serde_json::Value {
@@ -372,8 +410,10 @@ fn print_tree(runs: &[serde_json::Value], depth: usize) {
             .as_str()
             .map(|d| format!(": {d}"))
             .unwrap_or_default();
+        // What the child's session spent, over all its activations.
+        let spent = spent_words(&run["spent"]).replacen(": ", ", ", 1);
         outln!(
-            "{indent}{} on `{}`: {outcome}, started {}{took}{why}",
+            "{indent}{} on `{}`: {outcome}, started {}{took}{spent}{why}",
             field("run"),
             field("provider"),
             time(run["started-ms"].as_u64().unwrap_or(0)),

@@ -722,6 +722,18 @@ fn ctrl_c_while_waiting_leaves_the_child_interrupted() {
     assert!(runs[0].child_session.is_some());
 }
 
+/// Waits until `seam run --events` has printed its second `agent/turn-start` (the child's, once
+/// the top-level agent's came first): `what` says what failed to happen otherwise.
+fn second_turn_started(lines: &std::sync::mpsc::Receiver<String>, what: &str) {
+    let mut turns = 0;
+    while turns < 2 {
+        let line = lines.recv_timeout(Duration::from_secs(60)).expect(what);
+        if line.contains("\"event\":\"agent/turn-start\"") {
+            turns += 1;
+        }
+    }
+}
+
 /// `kill -9` while a background child's turn is in flight (its task taken, its model call
 /// going): a later process's `send_message` continues the child, which sees the task of the
 /// turn the kill cut short, then the new message (contract section 12).
@@ -748,15 +760,7 @@ fn a_child_killed_mid_turn_sees_its_task_again_when_it_is_continued() {
     let lines = seam_tests::lines_of(first.stderr.take().unwrap());
     // The barrier: the child's turn began (its `agent/turn-start`, the second one printed),
     // so its task is in the store, in a turn that will never end.
-    let mut turns = 0;
-    while turns < 2 {
-        let line = lines
-            .recv_timeout(Duration::from_secs(60))
-            .expect("seam run starts the child's turn");
-        if line.contains("\"event\":\"agent/turn-start\"") {
-            turns += 1;
-        }
-    }
+    second_turn_started(&lines, "seam run starts the child's turn");
     first.kill().unwrap();
     first.wait().unwrap();
 
@@ -1098,6 +1102,22 @@ fn a_continued_session_goes_on_with_what_its_budget_has_left_across_a_kill() {
     assert_eq!(first["spent"]["runs"], 1, "{first}");
     assert_eq!(first["budget"]["output_tokens"], 200, "{first}");
     assert_eq!(first["remaining"]["output_tokens"], 50, "{first}");
+    // The same, read from the store: the tree's spend and budget, and its child's.
+    let out = seam(&state)
+        .args(["sessions", "--config", config, "--json", "tree", &session])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
+    let tree: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(tree["spent"]["output_tokens"], 150, "{tree}");
+    assert_eq!(tree["budget"]["output_tokens"], 200, "{tree}");
+    assert_eq!(tree["runs"][0]["spent"]["output_tokens"], 60, "{tree}");
+    let out = seam(&state)
+        .args(["sessions", "--config", config, "tree", &session])
+        .output()
+        .unwrap();
+    let text = seam_tests::text(&out.stdout);
+    assert!(text.contains("165 tokens (15 in, 150 out)"), "{text}");
 
     // Killed once its child's turn began (a child that never answers): the lead's call (30
     // tokens) was made and kept.
@@ -1116,15 +1136,7 @@ fn a_continued_session_goes_on_with_what_its_budget_has_left_across_a_kill() {
         .spawn()
         .unwrap();
     let lines = seam_tests::lines_of(killed.stderr.take().unwrap());
-    let mut turns = 0;
-    while turns < 2 {
-        let line = lines
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the continued run delegates");
-        if line.contains("\"event\":\"agent/turn-start\"") {
-            turns += 1;
-        }
-    }
+    second_turn_started(&lines, "the continued run delegates");
     killed.kill().unwrap();
     killed.wait().unwrap();
     {

@@ -128,7 +128,44 @@ macro_rules! delegate {
     };
 }
 
-pub(crate) use {cases, delegate, fields};
+/// Declares a frozen version's `add_to_linker`: its `types` (`wit`) and `host` for every kind,
+/// then the interfaces each kind's world imports, each linked over the [`PluginView`]. A frozen
+/// version never gains a kind: the linkers ask it only for the kinds its row in
+/// `for_each_version!` lists, so a kind added later needs no arm.
+///
+/// [`PluginView`]: crate::store::view::PluginView
+macro_rules! linker {
+    ($version:literal, provider [$($p:ident),*], tool [$($t:ident),*]) => {
+        #[doc = concat!("Adds the ", $version, " interfaces `kind`'s world imports to a linker ")]
+        #[doc = "(WASI is added by the caller)."]
+        pub fn add_to_linker<T: $crate::store::view::PluginView + 'static>(
+            linker: &mut wasmtime::component::Linker<T>,
+            kind: seam_core::PluginKind,
+        ) -> wasmtime::Result<()> {
+            use $crate::store::view::HasPlugin;
+            use seam_core::PluginKind;
+            wit::add_to_linker::<_, HasPlugin>(linker, T::plugin)?;
+            host::add_to_linker::<_, HasPlugin>(linker, T::plugin)?;
+            match kind {
+                PluginKind::Provider => {
+                    $($p::add_to_linker::<_, HasPlugin>(linker, T::plugin)?;)*
+                    Ok(())
+                }
+                PluginKind::Tool => {
+                    $($t::add_to_linker::<_, HasPlugin>(linker, T::plugin)?;)*
+                    Ok(())
+                }
+                PluginKind::Observer => Ok(()),
+                #[allow(unreachable_patterns)]
+                other => Err(wasmtime::Error::msg(format!(
+                    "this version has no `{other}` world"
+                ))),
+            }
+        }
+    };
+}
+
+pub(crate) use {cases, delegate, fields, linker};
 
 // The exports convert every version's types through the latest's: the latest's own pass as
 // they are.

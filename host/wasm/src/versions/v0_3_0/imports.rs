@@ -10,40 +10,16 @@
 
 use seam_core::agent::RunChild;
 use seam_core::SubagentRun;
-use wasmtime::component::{Linker, Resource};
+use wasmtime::component::Resource;
 use wasmtime_wasi::p2::DynPollable;
 
 use super::provider_world::seam::plugin::types as wit;
 use super::provider_world::seam::plugin::{agents, host, run_context, subagents};
-use crate::store::view::{HasPlugin, PluginView};
-use crate::versions::delegate::{cases, delegate, fields};
+use crate::versions::delegate::{cases, delegate, fields, linker};
 use crate::versions::latest::provider_world::seam::plugin as new;
 use crate::versions::convert::{AgentFailure, SubagentFailure};
 
-/// Adds the 0.3.0 interfaces `kind`'s world imports to a linker (WASI is added by the caller).
-pub fn add_to_linker<T: PluginView + 'static>(
-    linker: &mut Linker<T>,
-    kind: seam_core::PluginKind,
-) -> wasmtime::Result<()> {
-    use seam_core::PluginKind;
-    wit::add_to_linker::<_, HasPlugin>(linker, T::plugin)?;
-    host::add_to_linker::<_, HasPlugin>(linker, T::plugin)?;
-    match kind {
-        PluginKind::Provider => {
-            run_context::add_to_linker::<_, HasPlugin>(linker, T::plugin)?;
-            agents::add_to_linker::<_, HasPlugin>(linker, T::plugin)?;
-            subagents::add_to_linker::<_, HasPlugin>(linker, T::plugin)
-        }
-        PluginKind::Tool => subagents::add_to_linker::<_, HasPlugin>(linker, T::plugin),
-        PluginKind::Observer => Ok(()),
-        // A frozen version never gains a kind: the linkers ask it only for the kinds its row
-        // in `for_each_version!` lists, so a kind added later needs no arm here.
-        #[allow(unreachable_patterns)]
-        other => Err(wasmtime::Error::msg(format!(
-            "this version has no `{other}` world"
-        ))),
-    }
-}
+linker!("0.3.0", provider [run_context, agents, subagents], tool [subagents]);
 
 // What the exports and imports pass both ways: 0.3.0's types and the latest's.
 fields! {
