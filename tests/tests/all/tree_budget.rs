@@ -254,3 +254,106 @@ async fn a_budget_on_a_provider_entry_is_refused_naming_the_key() {
         "{failure}"
     );
 }
+
+/// The same fan-out on an OpenAI-compatible endpoint (the loopback server) that reports usage
+/// and cuts a reply at the `max_tokens` it is sent, as a real one does; 3 of the 10 children
+/// run in the background. The tree never spends past its budget, every call asks for at most
+/// what is left, and what the endpoint reported is what was charged, with its cost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fan_out_on_an_endpoint_is_charged_what_it_reports_and_never_passes_its_budget() {
+    use super::chat_server::{last_user, ChatServer};
+    use serde_json::{json, Value};
+
+    fn calls(tool: &str, prompts: &[String], background: usize) -> Value {
+        let calls: Vec<Value> = prompts
+            .iter()
+            .enumerate()
+            .map(|(i, prompt)| {
+                let mut args = json!({ "description": "d", "prompt": prompt });
+                if i < background {
+                    args["run_in_background"] = json!(true);
+                }
+                json!({"id": format!("{tool}-{prompt}"), "type": "function",
+                       "function": {"name": tool, "arguments": args.to_string()}})
+            })
+            .collect();
+        json!({"role": "assistant", "content": null, "tool_calls": calls})
+    }
+    let server = ChatServer::start(
+        1,
+        |_| false,
+        |body: &Value| {
+            let max = body["max_tokens"].as_u64().unwrap_or(u64::MAX);
+            let out = max.min(50);
+            let last_is_tool = body["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .is_some_and(|m| m["role"] == "tool");
+            let prompt = last_user(body);
+            let message = if out < 50 {
+                json!({"role": "assistant", "content": "cut"})
+            } else if last_is_tool {
+                json!({"role": "assistant", "content": "done"})
+            } else if prompt == "go" {
+                let prompts: Vec<String> = (0..10).map(|i| format!("child {i}")).collect();
+                calls("delegate", &prompts, 3)
+            } else if prompt.starts_with("child") {
+                let prompts: Vec<String> = (0..3).map(|j| format!("leaf of {prompt} {j}")).collect();
+                calls("leaf", &prompts, 0)
+            } else {
+                json!({"role": "assistant", "content": "leaf done"})
+            };
+            let finish = if out < 50 { "length" } else { "stop" };
+            json!({"choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                   "usage": {"prompt_tokens": 10, "completion_tokens": out}})
+        },
+    )
+    .await;
+    let models = server.models_section().trim_end().to_string()
+        + "\nprices = { input_per_mtok = 1.0, output_per_mtok = 2.0 }\n\n";
+    let toml = "[agent]\nmodel = \"openai\"\nbudget = { output_tokens = 600, cost_usd = 1.0 }\n\n"
+        .to_string()
+        + &models
+        + &entry("spawn", "spawn_provider", "")
+        + &entry(
+            "delegate",
+            "subagent_tool",
+            "provider = \"spawn\", toolName = \"delegate\", agentOptions = { model = \"openai\" }, runInBackground = true",
+        )
+        + &entry(
+            "leaf",
+            "subagent_tool",
+            "provider = \"spawn\", toolName = \"leaf\", agentOptions = { model = \"openai\" }",
+        );
+    let host = host_with(&toml).await;
+    let agent = host.create_agent(None, "/work").unwrap();
+    let outcome = agent.run_turn(vec![ContentBlock::text("go")]).await;
+    // The background children spend from the same pool: wait for each to settle.
+    for info in host.subagents().background_runs(agent.id()) {
+        let (run, _) = host
+            .subagents()
+            .background_run(agent.id(), &info.id)
+            .expect("the agent's background run");
+        run.result().await.expect("it settles");
+    }
+    let spent = agent.account().spent();
+    host.agents().dispose(agent.id()).await;
+
+    assert_eq!(outcome.stop_reason, StopReason::Budget, "{:?}", outcome.diagnostic);
+    assert_eq!(spent.output_tokens, 600, "exactly the budget: no overshoot on output");
+    let seen = server.seen();
+    let reported: u64 = seen
+        .iter()
+        .map(|b| b["max_tokens"].as_u64().unwrap_or(u64::MAX).min(50))
+        .sum();
+    assert_eq!(reported, spent.output_tokens, "charged what the endpoint reported");
+    assert!(
+        seen.iter().all(|b| b["max_tokens"].as_u64().is_some_and(|m| m <= 600)),
+        "every call asked for at most what was left"
+    );
+    assert_eq!(spent.model_calls, seen.len() as u64);
+    assert_eq!(spent.input_tokens, 10 * seen.len() as u64);
+    // $1 and $2 per million tokens: micro-dollars are tokens times the price.
+    assert_eq!(spent.cost_micros, spent.input_tokens + 2 * spent.output_tokens);
+    assert_eq!(host.live_runs(), 0);
+}
