@@ -357,3 +357,43 @@ async fn a_fan_out_on_an_endpoint_is_charged_what_it_reports_and_never_passes_it
     assert_eq!(spent.cost_micros, spent.input_tokens + 2 * spent.output_tokens);
     assert_eq!(host.live_runs(), 0);
 }
+
+/// Wall time: a child still waiting on its model when the tree's time runs out is stopped, and
+/// ends `budget` saying so; so does the top-level agent's turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tree_out_of_wall_time_stops_its_children_and_ends_budget() {
+    let toml = r#"[agent]
+model = "scripted:lead"
+budget = { wall_ms = 300 }
+
+[models.scripts.lead]
+steps = [
+    { text = "wait", tool_calls = [{ name = "slow", arguments = { description = "d", prompt = "p" } }] },
+    { text = "{tool_results}" },
+]
+
+[models.scripts.stuck]
+steps = [{ text = "never in time", delay_ms = 600000 }]
+
+"#
+    .to_string()
+        + &entry("spawn", "spawn_provider", "")
+        + &entry(
+            "slow",
+            "subagent_tool",
+            "provider = \"spawn\", toolName = \"slow\", agentOptions = { model = \"scripted:stuck\" }",
+        );
+    let host = host_with(&toml).await;
+    let seen = record(&host);
+    let (_, reason, diagnostic, _) = turn(&host).await;
+    assert_eq!(reason, StopReason::Budget);
+    let diagnostic = diagnostic.unwrap_or_default();
+    assert!(
+        diagnostic.contains("budget exhausted: wall time") && diagnostic.contains("allows 300 ms"),
+        "{diagnostic}"
+    );
+    let child = ends(&seen);
+    assert_eq!(child.len(), 1, "{child:?}");
+    assert_eq!(child[0].1, StopReason::Budget, "the child was stopped by the tree's time");
+    assert_eq!(host.live_runs(), 0);
+}
