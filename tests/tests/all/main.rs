@@ -3,6 +3,7 @@
 
 mod acp;
 mod agent;
+mod authority;
 mod budget;
 mod cache_size;
 mod cache_trust;

@@ -298,7 +298,8 @@ async fn a_fan_out_on_an_endpoint_is_charged_what_it_reports_and_never_passes_it
                 let prompts: Vec<String> = (0..10).map(|i| format!("child {i}")).collect();
                 calls("delegate", &prompts, 3)
             } else if prompt.starts_with("child") {
-                let prompts: Vec<String> = (0..3).map(|j| format!("leaf of {prompt} {j}")).collect();
+                let prompts: Vec<String> =
+                    (0..3).map(|j| format!("leaf of {prompt} {j}")).collect();
                 calls("leaf", &prompts, 0)
             } else {
                 json!({"role": "assistant", "content": "leaf done"})
@@ -339,22 +340,37 @@ async fn a_fan_out_on_an_endpoint_is_charged_what_it_reports_and_never_passes_it
     let spent = agent.account().spent();
     host.agents().dispose(agent.id()).await;
 
-    assert_eq!(outcome.stop_reason, StopReason::Budget, "{:?}", outcome.diagnostic);
-    assert_eq!(spent.output_tokens, 600, "exactly the budget: no overshoot on output");
+    assert_eq!(
+        outcome.stop_reason,
+        StopReason::Budget,
+        "{:?}",
+        outcome.diagnostic
+    );
+    assert_eq!(
+        spent.output_tokens, 600,
+        "exactly the budget: no overshoot on output"
+    );
     let seen = server.seen();
     let reported: u64 = seen
         .iter()
         .map(|b| b["max_tokens"].as_u64().unwrap_or(u64::MAX).min(50))
         .sum();
-    assert_eq!(reported, spent.output_tokens, "charged what the endpoint reported");
+    assert_eq!(
+        reported, spent.output_tokens,
+        "charged what the endpoint reported"
+    );
     assert!(
-        seen.iter().all(|b| b["max_tokens"].as_u64().is_some_and(|m| m <= 600)),
+        seen.iter()
+            .all(|b| b["max_tokens"].as_u64().is_some_and(|m| m <= 600)),
         "every call asked for at most what was left"
     );
     assert_eq!(spent.model_calls, seen.len() as u64);
     assert_eq!(spent.input_tokens, 10 * seen.len() as u64);
     // $1 and $2 per million tokens: micro-dollars are tokens times the price.
-    assert_eq!(spent.cost_micros, spent.input_tokens + 2 * spent.output_tokens);
+    assert_eq!(
+        spent.cost_micros,
+        spent.input_tokens + 2 * spent.output_tokens
+    );
     assert_eq!(host.live_runs(), 0);
 }
 
@@ -394,6 +410,10 @@ steps = [{ text = "never in time", delay_ms = 600000 }]
     );
     let child = ends(&seen);
     assert_eq!(child.len(), 1, "{child:?}");
-    assert_eq!(child[0].1, StopReason::Budget, "the child was stopped by the tree's time");
+    assert_eq!(
+        child[0].1,
+        StopReason::Budget,
+        "the child was stopped by the tree's time"
+    );
     assert_eq!(host.live_runs(), 0);
 }

@@ -716,6 +716,12 @@ impl crate::subagent::Steer for Agent {
     }
 }
 
+impl crate::subagent::ToolCeiling for AgentRegistry {
+    fn visible_tools(&self, caller: &str) -> Option<Vec<String>> {
+        self.get(caller).map(|agent| agent.tools.visible_names())
+    }
+}
+
 /// A stored session as the agent continues it (see [`replay`]).
 fn stored_prefix(
     session: &str,
@@ -803,9 +809,12 @@ impl AgentRegistry {
     }
 
     /// Connects the service whose background runs belong to this registry's agents: they are
-    /// disposed with their owner, and announced to it when they settle.
-    pub fn attach_subagents(&self, subagents: &Arc<SubagentService>) {
+    /// disposed with their owner, and announced to it when they settle; and a run an agent
+    /// starts has its child's tools narrowed to the agent's own.
+    pub fn attach_subagents(self: &Arc<Self>, subagents: &Arc<SubagentService>) {
         let _ = self.subagents.set(Arc::downgrade(subagents));
+        let ceiling: Weak<dyn crate::subagent::ToolCeiling> = Arc::downgrade(self) as _;
+        subagents.set_tool_ceiling(ceiling);
     }
 
     fn subagents(&self) -> Option<Arc<SubagentService>> {

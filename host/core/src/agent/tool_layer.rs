@@ -87,6 +87,17 @@ impl ToolLayer {
         }
     }
 
+    /// The names of the mounted tools this agent may call (not its capture tool): the most a
+    /// child it delegates to may see.
+    pub fn visible_names(&self) -> Vec<String> {
+        self.tools
+            .list()
+            .into_iter()
+            .map(|t| t.name)
+            .filter(|name| self.visible(name))
+            .collect()
+    }
+
     /// The tools offered to the model.
     pub fn specs(&self) -> Vec<ToolSpec> {
         let mut specs: Vec<ToolSpec> = self

@@ -63,6 +63,17 @@ pub struct SubagentService {
     durable: held::Durable,
     /// The budget accounts of live agents and runs.
     accounts: Arc<Accounts>,
+    /// What tools a calling agent may see: a child's are narrowed to them.
+    ceiling: std::sync::OnceLock<std::sync::Weak<dyn ToolCeiling>>,
+}
+
+/// What tools a caller may see, asked when it starts a run: the child's tool filter is
+/// narrowed to them, so that a tool filter is a ceiling and never a grant (the agent registry
+/// answers for its agents; a caller it does not know, such as a tool call from outside any
+/// agent, is not narrowed).
+pub trait ToolCeiling: Send + Sync {
+    /// The names of the tools `caller` may call, if `caller` is an agent this side knows.
+    fn visible_tools(&self, caller: &str) -> Option<Vec<String>>;
 }
 
 impl SubagentService {
@@ -79,7 +90,37 @@ impl SubagentService {
             background: background::Backgrounds::default(),
             durable: held::Durable::default(),
             accounts: Arc::default(),
+            ceiling: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets who says what tools a caller may see (the agent registry, once).
+    pub fn set_tool_ceiling(&self, ceiling: std::sync::Weak<dyn ToolCeiling>) {
+        let _ = self.ceiling.set(ceiling);
+    }
+
+    /// `request` with its tool filter narrowed to what its caller may see, for a provider that
+    /// honours a tool filter: a child never sees a tool its parent could not call. A filter the
+    /// request had keeps its deny list, and its allow list becomes the names in both.
+    fn narrowed(&self, mut request: StartRequest, descriptor: &ProviderDescriptor) -> StartRequest {
+        if !descriptor.capabilities.tool_filter {
+            return request;
+        }
+        let Some(visible) = self
+            .ceiling
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .and_then(|c| c.visible_tools(&request.parent.id))
+        else {
+            return request;
+        };
+        let mut filter = request.tool_filter.take().unwrap_or_default();
+        filter.allow = Some(match filter.allow.take() {
+            Some(asked) => asked.into_iter().filter(|n| visible.contains(n)).collect(),
+            None => visible,
+        });
+        request.tool_filter = Some(filter);
+        request
     }
 
     /// The budget accounts of live agents and runs, by id: an agent registry shares them, so
@@ -319,6 +360,7 @@ impl SubagentService {
         };
         validate::capabilities(&descriptor, &request)?;
         validate::request(&request)?;
+        let request = self.narrowed(request, &descriptor);
         let attempted = request.parent.depth.saturating_add(1);
         let tree_max = self.max_tree_depth.load(Ordering::Relaxed);
         if attempted > tree_max {
