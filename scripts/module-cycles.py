@@ -36,7 +36,9 @@ USE_GROUP = re.compile(r"\buse\s+(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)
 # module may use only modules of the layers below its own.
 LAYERS = {
     "core": [
-        ["types", "sync", "live", "budget", "spend"],
+        # What budgets count (tokens, cost, calls): the vocabulary's own usage is one of them.
+        ["spend"],
+        ["types", "sync", "live", "budget"],
         # Durable sessions: opaque JSON bodies, so that the bus can write before it delivers;
         # the trace hooks, which the runtime above calls.
         ["store", "trace"],

@@ -12,9 +12,13 @@
 //!   their children on.
 //!
 //! Dependencies inside the crate run one way, layer by layer (`scripts/module-cycles.py` checks
-//! it): `agent` > `session`, `model` > `tool` > `subagent` > `events` > `types`, `sync`,
-//! `live`, `budget`, with `store` between `events` and those. `subagent` talks to a run's child only through the [`Steer`] trait, and
-//! keeps what a child leaves for `resume` as an opaque [`ResumeSeed`](subagent::ResumeSeed).
+//! it): `agent` > `session`, `model` > `tool` > `subagent` > `events`, `ledger` > `store`,
+//! `trace` > `types`, `sync`, `live`, `budget` > `spend`. `subagent` talks to a run's child only
+//! through the [`Steer`] trait, and keeps what a child leaves for `resume` as an opaque
+//! [`ResumeSeed`](subagent::ResumeSeed).
+//!
+//! - [`spend`] and [`ledger`]: budgets over the delegation tree (what a tree may spend, held
+//!   before each call and charged to every ancestor).
 
 #![warn(missing_docs)]
 

@@ -1,10 +1,37 @@
-//! What a budget bounds and what is spent: the values of budgets over the delegation tree.
-//! The accounts that hold and charge them along a tree are in [`crate::ledger`].
+//! What a budget bounds and what is spent: the values of budgets over the delegation tree,
+//! including the tokens a model call used ([`Usage`], which the vocabulary re-exports). The
+//! accounts that hold and charge them along a tree are in [`crate::ledger`].
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::types::Usage;
+/// Tokens a model call (or a turn, or a tree, summed) used, as the model endpoint reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Usage {
+    /// Tokens of the prompt.
+    #[serde(alias = "prompt_tokens")]
+    pub prompt_tokens: u64,
+    /// Tokens of the completion.
+    #[serde(alias = "completion_tokens")]
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    /// Both counts added.
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens.saturating_add(self.completion_tokens)
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Self) {
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+    }
+}
 
 /// A budget: the most a tree may spend in each dimension (`None`: unbounded). Written as
 /// `[agent.budget]` for the top-level agent and as a subagent tool entry's `config.budget` for

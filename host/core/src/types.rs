@@ -243,33 +243,7 @@ impl StartRequest {
     }
 }
 
-/// Tokens a model call (or a turn, or a tree, summed) used, as the model endpoint reported them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct Usage {
-    /// Tokens of the prompt.
-    #[serde(alias = "prompt_tokens")]
-    pub prompt_tokens: u64,
-    /// Tokens of the completion.
-    #[serde(alias = "completion_tokens")]
-    pub completion_tokens: u64,
-}
-
-impl Usage {
-    /// Both counts added.
-    pub fn total(&self) -> u64 {
-        self.prompt_tokens.saturating_add(self.completion_tokens)
-    }
-}
-
-impl std::ops::AddAssign for Usage {
-    fn add_assign(&mut self, other: Self) {
-        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
-        self.completion_tokens = self
-            .completion_tokens
-            .saturating_add(other.completion_tokens);
-    }
-}
+pub use crate::spend::Usage;
 
 /// The outcome of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
