@@ -141,6 +141,7 @@ pub fn request_validation(data: &[u8]) {
         }),
         persona: input.option(Input::string),
         budget: None,
+        scope: None,
     };
 
     let described = validate::descriptor("fuzz", &descriptor);

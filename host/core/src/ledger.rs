@@ -49,6 +49,8 @@ pub struct Account {
     /// Woken whenever any account of the tree settles or gives back a hold: a model call
     /// waiting for room waits on it.
     settled: Arc<tokio::sync::Notify>,
+    /// What its holder's subtree may reach, if its delegation narrowed it.
+    scope: std::sync::OnceLock<crate::scope::Scope>,
 }
 
 impl std::fmt::Debug for Account {
@@ -88,6 +90,7 @@ impl Account {
             .map(|p| p.settled.clone())
             .unwrap_or_default();
         Arc::new(Self {
+            scope: std::sync::OnceLock::new(),
             settled,
             id,
             parent,
@@ -127,6 +130,19 @@ impl Account {
         let spent = state.spent;
         state.deadline =
             Self::deadline_of(self.opened, &self.limits, &spent, self.parent.as_deref());
+    }
+
+    /// Narrows what this account's subtree may reach (once, as its run starts).
+    pub fn set_scope(&self, scope: crate::scope::Scope) {
+        let _ = self.scope.set(scope);
+    }
+
+    /// The scopes over this account's holder, nearest first, each with who set it: a call in
+    /// its subtree may reach what its entry grants and every one of them allows.
+    pub fn scopes(&self) -> crate::scope::ScopeChain {
+        self.chain()
+            .filter_map(|a| a.scope.get().map(|s| (a.id.clone(), s.clone())))
+            .collect()
     }
 
     /// The agent or run it belongs to.

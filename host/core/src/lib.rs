@@ -28,6 +28,7 @@ pub mod events;
 pub mod ledger;
 pub mod live;
 pub mod model;
+pub mod scope;
 pub mod session;
 pub mod spend;
 pub mod store;

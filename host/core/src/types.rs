@@ -224,6 +224,9 @@ pub struct StartRequest {
     /// The most the run's tree may spend (the delegating entry's `config.budget`): carved from
     /// the caller's remainder, never more than it.
     pub budget: Option<crate::spend::Budget>,
+    /// What the run's subtree may still reach (the delegating entry's `config.scope`):
+    /// intersected with every ancestor's, never more than the caller's.
+    pub scope: Option<crate::scope::Scope>,
 }
 
 impl StartRequest {
@@ -239,6 +242,7 @@ impl StartRequest {
             tool_filter: None,
             persona: None,
             budget: None,
+            scope: None,
         }
     }
 }
@@ -545,6 +549,9 @@ pub struct RequestSnapshot {
     /// The budget cap it was started with (absent from records written before budgets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::spend::Budget>,
+    /// The scope it was started with (absent from records written before scopes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<crate::scope::Scope>,
 }
 
 impl RequestSnapshot {
@@ -559,6 +566,7 @@ impl RequestSnapshot {
             tool_filter: request.tool_filter.clone(),
             persona: request.persona.clone(),
             budget: request.budget,
+            scope: request.scope.clone(),
         }
     }
 
@@ -579,6 +587,7 @@ impl RequestSnapshot {
             tool_filter: self.tool_filter,
             persona: self.persona,
             budget: self.budget,
+            scope: self.scope,
         }
     }
 }

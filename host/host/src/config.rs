@@ -114,6 +114,9 @@ pub struct PluginEntry {
     /// `config.budget` of a tool entry: the cap on what each run its calls start may spend
     /// (taken out of `config`: the host's key, not the plugin's).
     pub budget: Option<seam_core::spend::Budget>,
+    /// `config.scope` of a tool entry: what each run its calls start, and everything below it,
+    /// may still reach (taken out of `config`, as `budget` is).
+    pub scope: Option<seam_core::scope::Scope>,
 }
 
 /// What an entry loads: a component (a file, or from a registry), or an entry of a kind that
@@ -561,6 +564,7 @@ impl Config {
                 grants: Default::default(),
                 limits: Default::default(),
                 budget: None,
+                scope: None,
             };
             if let Some((grants, limits)) = sandbox {
                 if let Some(grants) = grants {
@@ -582,8 +586,17 @@ impl Config {
             // The host's key, not the plugin's: taken out of what the component is given.
             entry.budget = seam_core::spend::Budget::of_entry_config(&entry.config)
                 .map_err(|e| entry_err(e.to_string()))?;
+            entry.scope = seam_core::scope::Scope::of_entry_config(&entry.config)
+                .map_err(|e| entry_err(e.to_string()))?;
             if let Some(config) = entry.config.as_object_mut() {
                 config.remove("budget");
+                config.remove("scope");
+            }
+            if let (Some(_), Some(what)) = (&entry.scope, entry.source.not_compiled()) {
+                return Err(entry_err(format!(
+                    "key `config.scope`: this entry is {what}; a scope narrows the runs a tool \
+                     component's calls start"
+                )));
             }
             if let (Some(_), Some(what)) = (entry.budget, entry.source.not_compiled()) {
                 return Err(entry_err(format!(

@@ -257,6 +257,92 @@ impl Granted {
     pub fn env_values(&self) -> &[(String, String)] {
         &self.env_values
     }
+
+    /// These grants as every scope of `scopes` (nearest first, each with who set it) allows
+    /// them: a directory stays if it is (within) one of a scope's `dirs`, and loses its write
+    /// access where a scope says `write = false`; an origin, an address or a variable stays if
+    /// every scope that lists its kind lists it. What a scope removed is returned with who
+    /// removed it, for a denial to name.
+    pub fn narrowed(&self, scopes: &[(String, seam_core::scope::Scope)]) -> (Granted, Removed) {
+        let mut out = self.clone();
+        let mut removed = Removed::default();
+        for (holder, scope) in scopes {
+            if let Some(dirs) = &scope.dirs {
+                out.dirs.retain(|d| {
+                    let kept = dirs.iter().any(|s| d.host.starts_with(s));
+                    if !kept {
+                        removed
+                            .0
+                            .push((format!("directory `{}`", d.host.display()), holder.clone()));
+                    }
+                    kept
+                });
+            }
+            if scope.write == Some(false) {
+                for dir in out.dirs.iter_mut().filter(|d| d.write) {
+                    dir.write = false;
+                    removed.0.push((
+                        format!("writes to `{}`", dir.host.display()),
+                        holder.clone(),
+                    ));
+                }
+            }
+            if let Some(http) = &scope.http {
+                let allowed: Vec<HttpOrigin> = http.iter().filter_map(|o| o.parse().ok()).collect();
+                out.http.retain(|o| {
+                    let kept = allowed.contains(o);
+                    if !kept {
+                        removed.0.push((format!("HTTP to {o}"), holder.clone()));
+                    }
+                    kept
+                });
+            }
+            if let Some(network) = &scope.network {
+                let allowed: Vec<SocketAddr> =
+                    network.iter().filter_map(|a| a.parse().ok()).collect();
+                out.network.retain(|a| {
+                    let kept = allowed.contains(a);
+                    if !kept {
+                        removed
+                            .0
+                            .push((format!("connections to {a}"), holder.clone()));
+                    }
+                    kept
+                });
+                if out.network.is_empty() {
+                    out.dns = false;
+                }
+            }
+            if let Some(env) = &scope.env {
+                out.env_values.retain(|(name, _)| env.contains(name));
+                out.env.retain(|name| {
+                    let kept = env.contains(name);
+                    if !kept {
+                        removed
+                            .0
+                            .push((format!("environment variable `{name}`"), holder.clone()));
+                    }
+                    kept
+                });
+            }
+        }
+        (out, removed)
+    }
+}
+
+/// What scopes removed from a plugin's grants for one call or run: each grant, in words
+/// (`HTTP to https://api.example.com`), with the agent or run whose scope removed it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Removed(pub Vec<(String, String)>);
+
+impl Removed {
+    /// Who removed `what` (a grant in the words [`Granted::narrowed`] uses), if a scope did.
+    pub fn by(&self, what: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(w, _)| w == what)
+            .map(|(_, h)| h.as_str())
+    }
 }
 
 /// Most denials one store warns about, so a guest looking up names in a loop cannot flood the
@@ -380,5 +466,65 @@ mod tests {
             "http://u@127.0.0.1:8080".parse::<HttpOrigin>(),
             Err(OriginError::UserInfo("http://u@127.0.0.1:8080".into()))
         );
+    }
+}
+
+#[cfg(test)]
+mod narrowing {
+    use super::*;
+    use seam_core::scope::Scope;
+
+    #[test]
+    fn every_scope_of_the_chain_narrows_and_the_one_that_removed_a_grant_is_named() {
+        let dir = std::env::temp_dir().canonicalize().unwrap();
+        let granted = Granted {
+            dirs: vec![DirGrant {
+                host: dir.clone(),
+                guest: "/data".into(),
+                write: true,
+            }],
+            env: vec!["A".into(), "B".into()],
+            network: vec![
+                "127.0.0.1:80".parse().unwrap(),
+                "127.0.0.1:81".parse().unwrap(),
+            ],
+            dns: true,
+            http: vec![
+                "https://a.example".parse().unwrap(),
+                "https://b.example".parse().unwrap(),
+            ],
+            ..Granted::default()
+        };
+        let near = Scope {
+            http: Some(vec!["https://a.example".into(), "https://c.example".into()]),
+            write: Some(false),
+            ..Scope::default()
+        };
+        let far = Scope {
+            env: Some(vec!["B".into()]),
+            network: Some(vec!["127.0.0.1:81".into()]),
+            ..Scope::default()
+        };
+        let (out, removed) = granted.narrowed(&[("spawn-2".into(), near), ("spawn-1".into(), far)]);
+        // A scope never grants: `c.example` was not granted, and stays out.
+        assert_eq!(
+            out.http,
+            vec!["https://a.example".parse::<HttpOrigin>().unwrap()]
+        );
+        assert!(!out.dirs[0].write, "read-only below `spawn-2`");
+        assert_eq!(out.env, ["B"]);
+        assert_eq!(
+            out.network,
+            vec!["127.0.0.1:81".parse::<SocketAddr>().unwrap()]
+        );
+        assert_eq!(removed.by("HTTP to https://b.example"), Some("spawn-2"));
+        assert_eq!(removed.by("environment variable `A`"), Some("spawn-1"));
+        // Outside every scope's directories, a directory goes.
+        let elsewhere = Scope {
+            dirs: Some(vec!["/nowhere".into()]),
+            ..Scope::default()
+        };
+        let (out, _) = granted.narrowed(&[("spawn-3".into(), elsewhere)]);
+        assert!(out.dirs.is_empty());
     }
 }

@@ -25,7 +25,7 @@ use connections::Connections;
 pub use entry::{parse_grants, parse_limits, EntryError};
 pub use grants::{Denial, SocketWatch};
 pub use grants::{
-    DirGrant, Granted, Grants, HttpOrigin, OriginError, SandboxError, DIR_KEYS, GRANT_KEYS,
+    DirGrant, Granted, Grants, HttpOrigin, OriginError, Removed, SandboxError, DIR_KEYS, GRANT_KEYS,
 };
 pub use limits::{
     key, Limit, LimitHit, LimitOverrides, Limits, OnConcurrency, LIMIT_KEYS, LOG_BUDGET, MAX_LINE,
@@ -47,6 +47,8 @@ pub struct Sandbox {
     connections: Arc<Connections>,
     /// The cap on what each run its calls start may spend (a tool entry's `config.budget`).
     budget: Option<seam_core::spend::Budget>,
+    /// What each run its calls start may reach (a tool entry's `config.scope`).
+    scope: Option<seam_core::scope::Scope>,
 }
 
 impl Sandbox {
@@ -60,7 +62,19 @@ impl Sandbox {
             grants: Arc::new(grants),
             epoch_tick,
             budget: None,
+            scope: None,
         }
+    }
+
+    /// The sandbox with `scope` narrowing what each run its calls start may reach.
+    pub fn with_scope(mut self, scope: Option<seam_core::scope::Scope>) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// What each run its calls start may reach, if its entry narrowed it.
+    pub fn scope(&self) -> Option<&seam_core::scope::Scope> {
+        self.scope.as_ref()
     }
 
     /// The sandbox with `budget` as the cap of each run its calls start.

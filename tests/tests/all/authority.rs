@@ -53,3 +53,66 @@ steps = [{{ text = "b sees {{tools}}" }}]
     );
     assert_eq!(host.live_runs(), 0);
 }
+
+/// A delegation's `config.scope` narrows what every call and run below it may reach, checked
+/// as each store is made: the HTTP agent provider, granted the endpoint's origin, is denied it
+/// for the runs started through a tool whose scope leaves it out, and still reaches it for the
+/// runs started through a tool with no scope.
+#[tokio::test]
+async fn a_scope_narrows_what_the_runs_below_a_delegation_may_reach() {
+    use super::loopback::{ok, Server};
+    let server = Server::start(vec![ok(serde_json::json!({"choices": [{"index": 0,
+        "message": {"role": "assistant", "content": "the answer"}, "finish_reason": "stop"}]}))])
+    .await;
+    let origin = server.base_url().trim_end_matches("/v1").to_string();
+    let call = |tool: &str| {
+        format!("{{ name = \"{tool}\", arguments = {{ description = \"d\", prompt = \"p\" }} }}")
+    };
+    let toml = format!(
+        r#"[agent]
+model = "scripted:lead"
+
+[models.scripts.lead]
+steps = [{{ text = "asking", tool_calls = [{scoped}, {free}] }}, {{ text = "{{tool_results}}" }}]
+
+[[plugin]]
+id = "remote"
+component = "http_agent_provider.wasm"
+config = {{ name = "remote", endpoint = "{endpoint}", model = "m", stream = false }}
+[plugin.grants]
+http = ["{origin}"]
+
+"#,
+        scoped = call("ask_scoped"),
+        free = call("ask_free"),
+        endpoint = server.base_url(),
+    ) + &entry(
+        "ask_scoped",
+        "subagent_tool",
+        "provider = \"remote\", toolName = \"ask_scoped\", scope = { http = [\"https://elsewhere.example\"] }",
+    ) + &entry(
+        "ask_free",
+        "subagent_tool",
+        "provider = \"remote\", toolName = \"ask_free\"",
+    );
+    let host = host_with(&toml).await;
+    // On this thread (a current-thread runtime): every task logs where the capture is.
+    let (logs, _guard) = CapturedLog::start();
+    let agent = host.create_agent(None, "/work").unwrap();
+    let outcome = agent.run_turn(vec![ContentBlock::text("go")]).await;
+    host.agents().dispose(agent.id()).await;
+    let text = seam_host::blocks_text(&outcome.output);
+    assert_eq!(text.matches("the answer").count(), 1, "{text}");
+    assert!(
+        text.contains("the host denied the request: its origin is not granted"),
+        "{text}"
+    );
+    assert_eq!(server.seen().len(), 1, "the scoped run sent nothing");
+    let denial = logs.of_plugin("remote", "removed for this subtree");
+    assert!(
+        denial
+            .iter()
+            .any(|l| l.contains("the scope of `remote-") && l.contains("config.scope")),
+        "the denial names the scope that removed the grant: {denial:?}"
+    );
+}

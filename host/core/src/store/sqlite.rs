@@ -1111,6 +1111,7 @@ mod tests {
                 tool_filter: None,
                 persona: None,
                 budget: None,
+                scope: None,
             },
             background: false,
             label: String::new(),

@@ -441,6 +441,9 @@ impl SubagentService {
             }
             None => Account::root(id, cap, Spent::default()),
         };
+        if let Some(scope) = &request.scope {
+            account.set_scope(scope.clone());
+        }
         self.accounts.insert(account.clone());
         Ok(account)
     }

@@ -113,20 +113,28 @@ impl Loader {
         version: crate::versions::WitVersion,
         tier_up: Option<super::TierUp>,
     ) -> Result<Prepared, LoadError> {
-        if entry.budget.is_some() && kind != PluginKind::Tool {
+        if (entry.budget.is_some() || entry.scope.is_some()) && kind != PluginKind::Tool {
             return Err(LoadError::Sandbox {
                 id: entry.id.clone(),
                 source: SandboxError {
-                    key: "config.budget".into(),
+                    key: if entry.budget.is_some() {
+                        "config.budget"
+                    } else {
+                        "config.scope"
+                    }
+                    .into(),
                     message: format!(
-                        "a budget caps the runs a tool's calls start; this entry is a {kind}, \
-                         which starts none through a call (set the budget on the tool entry \
-                         that delegates to it, or as [agent.budget])"
+                        "a budget or a scope bounds the runs a tool's calls start; this entry \
+                         is a {kind}, which starts none through a call (set it on the tool \
+                         entry that delegates to it)"
                     ),
                 },
             });
         }
-        let sandbox = self.sandbox_for(entry, info)?.with_budget(entry.budget);
+        let sandbox = self
+            .sandbox_for(entry, info)?
+            .with_budget(entry.budget)
+            .with_scope(entry.scope.clone());
         let sandbox_limits = sandbox.limits().clone();
         let linked = link(
             &self.runtime,

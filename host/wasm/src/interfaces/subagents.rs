@@ -41,6 +41,8 @@ struct Caller {
     quota: Quota,
     /// The cap of each run started (a tool entry's `config.budget`).
     budget: Option<seam_core::spend::Budget>,
+    /// What each run started may reach (a tool entry's `config.scope`).
+    scope: Option<seam_core::scope::Scope>,
 }
 
 impl Caller {
@@ -61,6 +63,7 @@ impl Caller {
         request.signal = Some(self.abort.child_token());
         // Nor about its budget: the entry's cap, carved from the caller's remainder.
         request.budget = self.budget;
+        request.scope = self.scope.clone();
         Ok((request, charge))
     }
 
@@ -124,6 +127,7 @@ impl PluginCtxView<'_> {
                 gate: call.gate.clone(),
                 quota: call.quota.clone(),
                 budget: call.budget,
+                scope: call.scope.clone(),
             });
         }
         let env = self.serving.run.as_ref()?;
@@ -143,6 +147,7 @@ impl PluginCtxView<'_> {
             gate: env.gate.clone(),
             quota: env.quota.clone(),
             budget: None,
+            scope: None,
         })
     }
 

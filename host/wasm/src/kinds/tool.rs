@@ -195,6 +195,7 @@ impl WasmTool {
             gate: inner.gate.clone(),
             quota: Quota::of(inner.stores.plugin.clone(), &inner.stores.sandbox),
             budget: inner.budget,
+            scope: inner.stores.sandbox.scope().cloned(),
         };
         let work = async {
             let (mut store, instance) = self

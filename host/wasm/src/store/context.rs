@@ -81,6 +81,8 @@ pub struct CallEnv {
     /// The cap of each run the call starts (the entry's `config.budget`): carved from the
     /// caller's remainder.
     pub budget: Option<seam_core::spend::Budget>,
+    /// What each run the call starts may reach (the entry's `config.scope`).
+    pub scope: Option<seam_core::scope::Scope>,
 }
 
 /// The live runs of one tool call, by run id.

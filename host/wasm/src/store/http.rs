@@ -17,7 +17,7 @@ use http_body_util::BodyExt;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::sandbox::connections::{Connection, Connections};
-use crate::sandbox::{Granted, HttpOrigin, Sandbox};
+use crate::sandbox::{Granted, HttpOrigin, Removed, Sandbox};
 
 /// Most distinct denied origins one store warns about, so a guest probing hosts cannot flood
 /// the log.
@@ -30,6 +30,8 @@ type Response = Box<dyn Future<Output = Result<(http::Response<WasiBody>, Sent),
 pub struct HttpHooks {
     plugin: Arc<str>,
     grants: Arc<Granted>,
+    /// What scopes over this store removed from the plugin's grants, and who.
+    removed: Removed,
     timeout: Duration,
     max_bytes: u64,
     warned: Vec<String>,
@@ -41,11 +43,18 @@ pub struct HttpHooks {
 }
 
 impl HttpHooks {
-    /// The hooks of one of `plugin`'s stores: its `http` grant, time and byte caps.
-    pub fn new(plugin: Arc<str>, sandbox: &Sandbox) -> Self {
+    /// The hooks of one of `plugin`'s stores: its `http` grant (`grants`, as the scopes over the
+    /// store left it; `removed`, what they took away), time and byte caps.
+    pub fn new(
+        plugin: Arc<str>,
+        sandbox: &Sandbox,
+        grants: Arc<Granted>,
+        removed: Removed,
+    ) -> Self {
         Self {
             plugin,
-            grants: sandbox.granted().clone(),
+            grants,
+            removed,
             timeout: sandbox.limits().http_timeout,
             max_bytes: sandbox.limits().max_http_bytes,
             warned: Vec::new(),
@@ -60,14 +69,24 @@ impl HttpHooks {
             return;
         }
         let plugin = &*self.plugin;
-        match origin {
-            Some(origin) => tracing::warn!(
+        let by_scope = origin.and_then(|o| self.removed.by(&format!("HTTP to {o}")));
+        match (origin, by_scope) {
+            (Some(origin), Some(holder)) => tracing::warn!(
+                plugin,
+                %origin,
+                scope = holder,
+                "plugin `{plugin}` sent an HTTP request to {origin}, which its grants allow but \
+                 the scope of `{holder}` removed for this subtree; to allow it, add \
+                 \"{origin}\" to `http` in the `config.scope` of the tool entry that \
+                 delegated to `{holder}`"
+            ),
+            (Some(origin), None) => tracing::warn!(
                 plugin,
                 %origin,
                 "plugin `{plugin}` sent an HTTP request to {origin}, which its grants do not \
                  allow; to allow it, add \"{origin}\" to `http` under [plugin.grants]"
             ),
-            None => tracing::warn!(
+            (None, _) => tracing::warn!(
                 plugin,
                 uri = %shown,
                 "plugin `{plugin}` sent an HTTP request to `{shown}`, which is not an http or \

@@ -59,6 +59,20 @@ impl Serving {
             call: Some(env),
         }
     }
+
+    /// The scopes over what this store serves, nearest first: a run's own and its ancestors',
+    /// or a tool call's caller's and its ancestors'. The store's grants are its plugin's
+    /// narrowed by every one of them.
+    pub fn scopes(&self) -> seam_core::scope::ScopeChain {
+        if let Some(env) = &self.run {
+            return env.ctx.account().scopes();
+        }
+        self.call
+            .as_ref()
+            .and_then(|call| call.subagents.accounts().get(&call.caller.id))
+            .map(|account| account.scopes())
+            .unwrap_or_default()
+    }
 }
 
 /// The data of every plugin store.
@@ -200,12 +214,21 @@ pub fn new_store(
     builder
         .stdout(GuestOutput::new(Stdio::Stdout, log_budget.clone()))
         .stderr(GuestOutput::new(Stdio::Stderr, log_budget.clone()));
-    grants::apply(sandbox.grants(), &plugin, &mut builder);
+    // Checked at the moment of use: each call or run gets its plugin's grants narrowed by the
+    // scopes over it now.
+    let scopes = serving.scopes();
+    let (granted, removed) = if scopes.is_empty() {
+        (sandbox.granted().clone(), Default::default())
+    } else {
+        let (granted, removed) = sandbox.grants().narrowed(&scopes);
+        (Arc::new(granted), removed)
+    };
+    grants::apply(&granted, &plugin, &mut builder);
     let limits = sandbox.limits();
     let state = StoreData {
         limiter: PluginLimiter::new(plugin.clone(), limits),
-        http_hooks: HttpHooks::new(plugin.clone(), sandbox),
-        socket_watch: SocketWatch::new(sandbox.grants()),
+        socket_watch: SocketWatch::new(&granted),
+        http_hooks: HttpHooks::new(plugin.clone(), sandbox, granted, removed),
         sockets_held: Vec::new(),
         http: {
             let mut http = WasiHttpCtx::new();

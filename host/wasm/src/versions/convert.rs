@@ -146,8 +146,10 @@ pub fn request_from_wit(
             deny: f.deny,
         }),
         persona: r.persona,
-        // A guest never sets a budget: the host carves it from the calling entry's.
+        // A guest never sets a budget or a scope: the host takes them from the calling
+        // entry's.
         budget: None,
+        scope: None,
     })
 }
 impl From<seam_core::types::SubagentResult> for wit::SubagentResult {
