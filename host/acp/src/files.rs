@@ -102,6 +102,15 @@ impl Files {
         Self { dirs, max_bytes }
     }
 
+    /// These directories as the scopes over a run (nearest first) leave them: what that run's
+    /// agent may read and write.
+    pub fn narrowed(&self, scopes: &[(String, seam_core::scope::Scope)]) -> Self {
+        Self {
+            dirs: seam_sandbox::narrowed_dirs(&self.dirs, scopes).0,
+            max_bytes: self.max_bytes,
+        }
+    }
+
     /// Whether the agent may read at all.
     pub fn can_read(&self) -> bool {
         !self.dirs.is_empty()

@@ -642,8 +642,14 @@ impl Session<'_> {
                 rpc::response(id, json!({"outcome": outcome}))
             }
             "fs/read_text_file" | "fs/write_text_file" if self.inner.files.can_read() => {
-                let (files, method_owned, params_owned) =
-                    (self.inner.files.clone(), method.to_string(), params.clone());
+                // The entry's directories as the scopes over this run leave them, now.
+                let scopes = self.ctx.account().scopes();
+                let files = if scopes.is_empty() {
+                    self.inner.files.clone()
+                } else {
+                    self.inner.files.narrowed(&scopes)
+                };
+                let (method_owned, params_owned) = (method.to_string(), params.clone());
                 let served =
                     tokio::task::spawn_blocking(move || files.serve(&method_owned, &params_owned))
                         .await

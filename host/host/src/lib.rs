@@ -38,7 +38,7 @@ pub use seam_wasm::{cache, engine, fault, kinds, versions};
 /// `seam-core`'s session store (`store` in `seam-wasm` is the plugin stores' module).
 pub use seam_core::store as session_store;
 pub use seam_core::{
-    agent, events, ledger, live, model, session, spend, subagent, sync, tool, types,
+    agent, events, ledger, live, model, scope, session, spend, subagent, sync, tool, types,
 };
 
 pub use config::{Config, ConfigError, PluginEntry};

@@ -267,26 +267,7 @@ impl Granted {
         let mut out = self.clone();
         let mut removed = Removed::default();
         for (holder, scope) in scopes {
-            if let Some(dirs) = &scope.dirs {
-                out.dirs.retain(|d| {
-                    let kept = dirs.iter().any(|s| d.host.starts_with(s));
-                    if !kept {
-                        removed
-                            .0
-                            .push((format!("directory `{}`", d.host.display()), holder.clone()));
-                    }
-                    kept
-                });
-            }
-            if scope.write == Some(false) {
-                for dir in out.dirs.iter_mut().filter(|d| d.write) {
-                    dir.write = false;
-                    removed.0.push((
-                        format!("writes to `{}`", dir.host.display()),
-                        holder.clone(),
-                    ));
-                }
-            }
+            narrow_dirs(&mut out.dirs, holder, scope, &mut removed);
             if let Some(http) = &scope.http {
                 let allowed: Vec<HttpOrigin> = http.iter().filter_map(|o| o.parse().ok()).collect();
                 out.http.retain(|o| {
@@ -328,6 +309,51 @@ impl Granted {
         }
         (out, removed)
     }
+}
+
+/// Narrows granted directories by `holder`'s `scope`: a directory stays if it is (within) one of
+/// the scope's `dirs`, and loses its write access where the scope says `write = false`.
+fn narrow_dirs(
+    dirs: &mut Vec<DirGrant>,
+    holder: &str,
+    scope: &seam_core::scope::Scope,
+    removed: &mut Removed,
+) {
+    if let Some(within) = &scope.dirs {
+        dirs.retain(|d| {
+            let kept = within.iter().any(|s| d.host.starts_with(s));
+            if !kept {
+                removed.0.push((
+                    format!("directory `{}`", d.host.display()),
+                    holder.to_string(),
+                ));
+            }
+            kept
+        });
+    }
+    if scope.write == Some(false) {
+        for dir in dirs.iter_mut().filter(|d| d.write) {
+            dir.write = false;
+            removed.0.push((
+                format!("writes to `{}`", dir.host.display()),
+                holder.to_string(),
+            ));
+        }
+    }
+}
+
+/// Granted directories as every scope of `scopes` (nearest first) allows them (an ACP agent's
+/// file requests are served from these).
+pub fn narrowed_dirs(
+    dirs: &[DirGrant],
+    scopes: &[(String, seam_core::scope::Scope)],
+) -> (Vec<DirGrant>, Removed) {
+    let mut out = dirs.to_vec();
+    let mut removed = Removed::default();
+    for (holder, scope) in scopes {
+        narrow_dirs(&mut out, holder, scope, &mut removed);
+    }
+    (out, removed)
 }
 
 /// What scopes removed from a plugin's grants for one call or run: each grant, in words

@@ -775,3 +775,73 @@ async fn an_acp_child_resumes_through_session_load_where_the_agent_offers_it() {
     host.agents().dispose(lead.id()).await;
     assert_no_agent_left(&host, "acp-resume").await;
 }
+
+/// Contract 17 for an ACP child: its file requests obey the scope over its run, whatever its
+/// entry grants. Scoped to the writable directory and to reads only, the agent reads there,
+/// and neither reads the other granted directory nor writes anywhere.
+#[tokio::test]
+async fn file_requests_obey_the_scope_over_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (open, shut) = (dir.path().join("open"), dir.path().join("shut"));
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::create_dir_all(&shut).unwrap();
+    std::fs::write(open.join("notes.txt"), "one").unwrap();
+    std::fs::write(shut.join("secret.txt"), "hidden").unwrap();
+    let grants = format!(
+        "[plugin.grants]\ndirs = [{{ host = \"{}\", guest = \"/open\", write = true }}, \
+         {{ host = \"{}\", guest = \"/shut\" }}]",
+        open.display(),
+        shut.display()
+    );
+    let host = host_with(&acp_entry("files", "acp-files", "", &grants)).await;
+    let p = |path: &std::path::Path| path.display().to_string();
+    let scoped = |prompt: String| {
+        let host = host.clone();
+        let open = open.canonicalize().unwrap();
+        async move {
+            let mut r = request(&prompt);
+            r.scope = Some(seam_host::scope::Scope {
+                dirs: Some(vec![open]),
+                write: Some(false),
+                ..Default::default()
+            });
+            let run = host.subagents().start("files", r).unwrap();
+            let answer = words(&run.result().await.unwrap());
+            run.dispose().await;
+            answer
+        }
+    };
+    assert_eq!(
+        scoped(format!("read {}", p(&open.join("notes.txt")))).await,
+        "read: one"
+    );
+    for (prompt, needle) in [
+        (
+            format!("read {}", p(&shut.join("secret.txt"))),
+            "outside the directories granted",
+        ),
+        (
+            format!("write {} x", p(&open.join("new.txt"))),
+            "granted read-only",
+        ),
+    ] {
+        let answer = scoped(prompt.clone()).await;
+        assert!(
+            answer.starts_with("error: ") && answer.contains(needle),
+            "{prompt}: {answer}"
+        );
+    }
+    assert!(!open.join("new.txt").exists());
+    // Unscoped, the same entry still reaches both.
+    assert_eq!(
+        words(
+            &run(
+                &host,
+                "files",
+                &format!("read {}", p(&shut.join("secret.txt")))
+            )
+            .await
+        ),
+        "read: hidden"
+    );
+}
