@@ -57,6 +57,8 @@ LAYERS = {
 # core, which knows no WebAssembly.
 CRATE_LAYERS = [
     ["core"],
+    # Backends of core's traits.
+    ["store-sqlite", "model-openai"],
     ["process", "sandbox"],
     ["wasm", "acp", "mcp", "oci", "telemetry", "cluster"],
     ["host"],

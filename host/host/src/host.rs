@@ -133,6 +133,8 @@ impl Host {
         ));
         let tools = Arc::new(ToolRegistry::new(events.clone(), subagents.clone()));
         let models = Arc::new(ModelRegistry::default());
+        #[cfg(feature = "openai")]
+        models.set_endpoints(seam_model_openai::adapter());
         let agents = Arc::new(AgentRegistry::new(
             events.clone(),
             models.clone(),

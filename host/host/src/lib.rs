@@ -36,7 +36,13 @@ pub use seam_telemetry as telemetry;
 pub use seam_wasm::{cache, engine, fault, kinds, versions};
 
 /// `seam-core`'s session store (`store` in `seam-wasm` is the plugin stores' module).
-pub use seam_core::store as session_store;
+/// Durable sessions: `seam-core`'s store trait, what is written and read, the memory store, and
+/// (feature `sqlite`) the SQLite store.
+pub mod session_store {
+    pub use seam_core::store::*;
+    #[cfg(feature = "sqlite")]
+    pub use seam_store_sqlite::{SqliteStore, SCHEMA_VERSION};
+}
 pub use seam_core::{
     agent, events, ledger, live, model, scope, session, spend, subagent, sync, tool, types,
 };

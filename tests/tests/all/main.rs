@@ -20,9 +20,9 @@ mod hostile;
 mod http_provider;
 mod load_order;
 mod loader;
-// The loopback HTTP server is seam-core's (its OpenAI adapter tests need no component).
+// The loopback HTTP server is seam-model-openai's (its adapter's tests need no component).
 // Only part of it is used here (the adapter's tests use the rest).
-#[path = "../../../host/core/tests/all/loopback.rs"]
+#[path = "../../../host/model-openai/tests/all/loopback.rs"]
 #[allow(dead_code)]
 mod loopback;
 mod mock;

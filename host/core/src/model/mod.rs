@@ -2,10 +2,11 @@
 //!
 //! - `scripted:NAME`: deterministic replies from the script `NAME` in the config (tests, demo).
 //! - `openai` or `openai:MODEL`: an OpenAI-compatible chat-completions endpoint (DeepSeek,
-//!   OpenAI, local servers), configured under `[models.openai]`.
+//!   OpenAI, local servers), configured under `[models.openai]`, and `NAME` for
+//!   `[models.endpoints.NAME]`: built by the [`EndpointAdapter`] a host gives the registry (the
+//!   `seam-model-openai` crate's).
 
 pub mod config;
-pub mod openai;
 mod registry;
 pub mod scripted;
 
@@ -15,7 +16,7 @@ use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{ModelsConfig, OpenAiConfig, Script, ScriptStep};
-pub use registry::ModelRegistry;
+pub use registry::{EndpointAdapter, ModelRegistry};
 
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

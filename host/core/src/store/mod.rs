@@ -8,15 +8,13 @@
 //! [`EventBus::emit_with`](crate::events::EventBus::emit_with)), so whatever an observer saw is in
 //! the store after a crash. Bodies are opaque JSON text here: the layers above define them.
 //!
-//! [`MemoryStore`] is the library's default; [`SqliteStore`] is the CLI's.
+//! [`MemoryStore`] is the library's default; the SQLite store (`seam-store-sqlite`) is the CLI's.
 
 mod error;
 mod memory;
-mod sqlite;
 
 pub use error::StoreError;
 pub use memory::MemoryStore;
-pub use sqlite::{SqliteStore, SCHEMA_VERSION};
 
 /// A run record's key in its store: assigned by the store, unique in it across processes (run
 /// ids are not: every process numbers its runs from 1).

@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use seam_core::agent::{Agent, AgentSpec};
-use seam_core::store::{SessionStore, SqliteStore, StoreLimits};
+use seam_core::store::{SessionStore, StoreLimits};
 use seam_core::subagent::SubagentError;
 use seam_core::tool::ToolBinding;
 use seam_core::{
     AgentScope, AgentStatus, Capabilities, ContentBlock, Delivery, Event, ProviderDescriptor,
     ReportMode, RuntimeFeatures, SessionEvent, StartRequest, StopReason,
 };
+use seam_store_sqlite::SqliteStore;
 use serde_json::json;
 
 use crate::support::*;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::model::{
+use seam_core::model::{
     ChatMessage, FinishReason, ModelError, ModelReply, ModelRequest, OpenAiConfig, Role, ToolCall,
     ToolSpec,
 };
@@ -106,8 +106,8 @@ struct WireUsage {
 }
 
 impl WireUsage {
-    fn usage(self) -> crate::types::Usage {
-        crate::types::Usage {
+    fn usage(self) -> seam_core::types::Usage {
+        seam_core::types::Usage {
             prompt_tokens: self.prompt_tokens.unwrap_or(0),
             completion_tokens: self.completion_tokens.unwrap_or(0),
         }
@@ -189,7 +189,7 @@ pub(super) struct Builder {
     /// Tool calls by their stream index.
     calls: BTreeMap<u32, PartialCall>,
     finish: Option<String>,
-    usage: Option<crate::types::Usage>,
+    usage: Option<seam_core::types::Usage>,
     reasoning: String,
 }
 

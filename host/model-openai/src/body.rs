@@ -2,7 +2,7 @@
 
 use reqwest::Response;
 
-use crate::model::ModelError;
+use seam_core::model::ModelError;
 
 /// Largest response body (or stream) read, so a misbehaving endpoint cannot exhaust memory.
 pub(super) const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;

@@ -1,4 +1,7 @@
-//! The SQLite store: one database file in WAL mode, one transaction per commit.
+//! The SQLite session store: one database file in WAL mode, one transaction per commit (a
+//! [`SessionStore`] of `seam-core`, in a crate of its own so that an embedder that keeps
+//! sessions elsewhere builds no SQLite).
+//!
 //!
 //! Each opening registers as a holder (a row, and an exclusively locked file in
 //! `PATH.holders/`, which the kernel unlocks when the process dies however it dies). Opening the
@@ -24,11 +27,11 @@ use std::thread::JoinHandle;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
-use super::{
+use seam_core::store::{
     now_ms, RunKey, RunRecord, RunStart, RunStatus, SessionStore, SessionSummary, SpendRecord,
     StoreError, StoreLimits, StoredEvent, Write,
 };
-use crate::sync::lock;
+use seam_core::sync::lock;
 
 /// The schema version this build writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = 4;
@@ -1091,7 +1094,7 @@ mod tests {
     }
 
     fn run(id: &str, parent_session: &str) -> RunStart {
-        let parent = crate::types::ParentRef {
+        let parent = seam_core::types::ParentRef {
             id: "agent:1".into(),
             session_id: parent_session.into(),
             working_directory: "/".into(),
@@ -1102,7 +1105,7 @@ mod tests {
             provider: "spawn".into(),
             parent_agent: parent.id.clone(),
             parent_session: parent_session.into(),
-            request: crate::types::RequestSnapshot {
+            request: seam_core::types::RequestSnapshot {
                 prompt: Vec::new(),
                 parent,
                 agent_options: None,

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use seam_core::model::openai::OpenAiModel;
 use seam_core::model::{
     ChatMessage, FinishReason, Model, ModelError, ModelRegistry, ModelReply, ModelRequest,
     ModelsConfig, OpenAiConfig, Role, ToolCall, ToolSpec,
 };
+use seam_model_openai::OpenAiModel;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -171,7 +171,7 @@ async fn resolved_through_the_registry_with_a_model_override() {
         "stop",
     ))])
     .await;
-    let registry = ModelRegistry::default();
+    let registry = ModelRegistry::with_endpoints(seam_model_openai::adapter());
     registry.configure(ModelsConfig {
         openai: Some(config(&server, false)),
         ..ModelsConfig::default()
