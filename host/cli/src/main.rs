@@ -24,6 +24,7 @@ macro_rules! errln {
 }
 
 mod acp;
+mod approvals;
 mod cache;
 mod call;
 mod check;
@@ -110,6 +111,8 @@ enum Command {
     /// List, show, and remove the sessions `seam run` kept; print a session's event stream or
     /// delegation tree.
     Sessions(sessions::Args),
+    /// List the requests for approval kept in a session store, and allow or deny one from here.
+    Approvals(approvals::Args),
     /// Write the WIT package this host supports (for a plugin's `wit/` folder).
     Wit(wit::Args),
     /// Create a plugin project (provider, tool or observer) that builds outside this repository.
@@ -161,6 +164,7 @@ impl Command {
             Command::Push(_) => "seam push",
             Command::Sign(_) => "seam sign",
             Command::Sessions(_)
+            | Command::Approvals(_)
             | Command::Wit(_)
             | Command::New(_)
             | Command::Cache(_)
@@ -212,6 +216,7 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(args, interrupt.clone()).await,
             Command::Wit(args) => wit::run(args),
             Command::Sessions(args) => sessions::run(args),
+            Command::Approvals(args) => approvals::run(args),
             Command::Cache(args) => cache::run_cache(args),
             Command::Test(args) => conformance::run(args, &interrupt).await,
             Command::New(args) => new::run(args),

@@ -93,6 +93,12 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         let listener = args.events.then(|| print_events(&host));
         let progress =
             (!args.events && std::io::stderr().is_terminal()).then(|| Progress::start(&host));
+        // A person at the terminal answers the tree's requests for approval.
+        let _terminal = std::io::stdin().is_terminal().then(|| {
+            host.subagents()
+                .approvals()
+                .add_surface(Arc::new(super::approvals::Terminal::default()))
+        });
         let outcome = answer(&host, &args, &cwd, prompt, interrupt, progress).await;
         // Printed until the plugins are unloaded: the end of every run shows.
         host.unload_all().await;

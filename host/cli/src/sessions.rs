@@ -92,6 +92,33 @@ fn sqlite(path: &Path, limits: StoreLimits) -> Result<(Arc<dyn SessionStore>, St
     Ok((Arc::new(store), path.display().to_string()))
 }
 
+/// Opens the store `--store` names, else the one `--config`'s `[sessions]` names, else the
+/// default file, for a command that reads it (retention is for the commands that write).
+pub(crate) fn open_named(store: Option<&str>, config: Option<&Path>) -> Result<OpenStore> {
+    let (config, cluster, base) = match config {
+        Some(path) => {
+            let whole = read_config(path)?;
+            (
+                whole.sessions,
+                whole.cluster,
+                path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            )
+        }
+        None => (SessionsConfig::default(), None, PathBuf::from(".")),
+    };
+    let spec = match store {
+        Some(text) => {
+            Some(StoreSpec::parse(text, &base).map_err(|e| anyhow::anyhow!("--store: {e}"))?)
+        }
+        None => config.store.clone(),
+    };
+    let config = SessionsConfig {
+        retain_days: 0,
+        ..config
+    };
+    open(spec.as_ref(), &config, cluster.as_ref())
+}
+
 /// `seam sessions`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -145,29 +172,7 @@ enum SessionsCommand {
 }
 
 pub(crate) fn run(args: Args) -> Result<u8> {
-    let (config, cluster, base) = match &args.config {
-        Some(path) => {
-            let whole = read_config(path)?;
-            (
-                whole.sessions,
-                whole.cluster,
-                path.parent().unwrap_or(Path::new(".")).to_path_buf(),
-            )
-        }
-        None => (SessionsConfig::default(), None, PathBuf::from(".")),
-    };
-    let spec = match &args.store {
-        Some(text) => {
-            Some(StoreSpec::parse(text, &base).map_err(|e| anyhow::anyhow!("--store: {e}"))?)
-        }
-        None => config.store.clone(),
-    };
-    // Listing never removes anything: retention is for the commands that write.
-    let config = SessionsConfig {
-        retain_days: 0,
-        ..config
-    };
-    let open = open(spec.as_ref(), &config, cluster.as_ref())?;
+    let open = open_named(args.store.as_deref(), args.config.as_deref())?;
     let store = open.store.as_ref();
     match args.command {
         SessionsCommand::List => list(store, args.json)?,

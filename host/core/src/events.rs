@@ -45,6 +45,30 @@ macro_rules! events {
 }
 
 events! {
+    /// A call (or a use of a grant) waits for a yes: asked of whichever surface is there.
+    "approval/requested" => ApprovalRequested {
+        /// The request's id (`seam approvals allow ID`).
+        id: String,
+        /// What it asks.
+        subject: crate::approval::Subject,
+        /// The agents and runs from the top of the tree down to the one that asked.
+        path: Vec<String>,
+        /// The session of the agent that asked.
+        session: String,
+    },
+    /// A request was answered (or denied by its timeout, or because nobody could be asked).
+    "approval/resolved" => ApprovalResolved {
+        /// The request's id.
+        id: String,
+        /// Whether it was allowed.
+        allowed: bool,
+        /// Whether the answer holds for the rest of the session.
+        always: bool,
+        /// Who answered: a surface, `timeout`, `nobody`, `cancelled`.
+        by: String,
+        /// Why, for a denial.
+        reason: Option<String>,
+    },
     /// A run's child exists (emitted only after `started` fulfils).
     "subagent/start" => SubagentStart {
         /// Provider name.

@@ -51,6 +51,8 @@ pub struct Account {
     settled: Arc<tokio::sync::Notify>,
     /// What its holder's subtree may reach, if its delegation narrowed it.
     scope: std::sync::OnceLock<crate::scope::Scope>,
+    /// Who answers its subtree's requests for approval, if its delegation named one.
+    approver: std::sync::OnceLock<Arc<dyn crate::approval::Surface>>,
 }
 
 impl std::fmt::Debug for Account {
@@ -91,6 +93,7 @@ impl Account {
             .unwrap_or_default();
         Arc::new(Self {
             scope: std::sync::OnceLock::new(),
+            approver: std::sync::OnceLock::new(),
             settled,
             id,
             parent,
@@ -143,6 +146,30 @@ impl Account {
         self.chain()
             .filter_map(|a| a.scope.get().map(|s| (a.id.clone(), s.clone())))
             .collect()
+    }
+
+    /// Names who answers its subtree's requests for approval (once, as its run starts).
+    pub fn set_approver(&self, approver: Arc<dyn crate::approval::Surface>) {
+        let _ = self.approver.set(approver);
+    }
+
+    /// Who answers a request made in its subtree: the approver the nearest delegation named.
+    pub fn approver(&self) -> Option<Arc<dyn crate::approval::Surface>> {
+        self.chain().find_map(|a| a.approver.get().cloned())
+    }
+
+    /// The agents and runs from the top of its tree down to it.
+    pub fn path(&self) -> Vec<String> {
+        let mut path: Vec<String> = self.chain().map(|a| a.id.clone()).collect();
+        path.reverse();
+        path
+    }
+
+    /// The session that keeps the top of its tree's spend, once known.
+    pub fn root_session(&self) -> Option<String> {
+        self.chain()
+            .last()
+            .and_then(|a| lock(&a.state).session.clone())
     }
 
     /// The agent or run it belongs to.

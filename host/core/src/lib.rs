@@ -17,12 +17,16 @@
 //! through the [`Steer`] trait, and keeps what a child leaves for `resume` as an opaque
 //! [`ResumeSeed`](subagent::ResumeSeed).
 //!
+//! - [`approval`] and [`approvals`]: requests a person (or the parent agent) must allow, kept
+//!   in the store, asked on whichever surface is there.
 //! - [`spend`] and [`ledger`]: budgets over the delegation tree (what a tree may spend, held
 //!   before each call and charged to every ancestor).
 
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod approval;
+pub mod approvals;
 pub mod budget;
 pub mod events;
 pub mod ledger;

@@ -117,6 +117,9 @@ pub struct PluginEntry {
     /// `config.scope` of a tool entry: what each run its calls start, and everything below it,
     /// may still reach (taken out of `config`, as `budget` is).
     pub scope: Option<seam_core::scope::Scope>,
+    /// `config.approve` of a tool entry: which of its tools' calls need a yes first (taken out
+    /// of `config`, as `budget` is).
+    pub approve: Option<seam_core::approval::EntryPolicy>,
 }
 
 /// What an entry loads: a component (a file, or from a registry), or an entry of a kind that
@@ -271,6 +274,8 @@ pub struct Config {
     pub models: ModelsConfig,
     /// `[sessions]`: where sessions are kept, and their limits.
     pub sessions: SessionsConfig,
+    /// `[approvals]`: how requests for approval are answered, and which uses of grants need one.
+    pub approvals: seam_core::approvals::ApprovalSettings,
     /// `[cluster]`: the NATS cluster whose providers a front-end runs on (`seam worker` reads
     /// its connection here too).
     #[cfg(feature = "cluster")]
@@ -381,6 +386,8 @@ struct RawConfig {
     models: Option<toml::Value>,
     #[serde(default)]
     sessions: Option<toml::Value>,
+    #[serde(default)]
+    approvals: Option<toml::Value>,
     #[serde(default)]
     cluster: Option<toml::Value>,
     #[serde(default)]
@@ -565,6 +572,7 @@ impl Config {
                 limits: Default::default(),
                 budget: None,
                 scope: None,
+                approve: None,
             };
             if let Some((grants, limits)) = sandbox {
                 if let Some(grants) = grants {
@@ -588,9 +596,12 @@ impl Config {
                 .map_err(|e| entry_err(e.to_string()))?;
             entry.scope = seam_core::scope::Scope::of_entry_config(&entry.config)
                 .map_err(|e| entry_err(e.to_string()))?;
+            entry.approve = seam_core::approval::EntryPolicy::of_entry_config(&entry.config)
+                .map_err(|e| entry_err(e.to_string()))?;
             if let Some(config) = entry.config.as_object_mut() {
                 config.remove("budget");
                 config.remove("scope");
+                config.remove("approve");
             }
             if let (Some(_), Some(what)) = (&entry.scope, entry.source.not_compiled()) {
                 return Err(entry_err(format!(
@@ -635,6 +646,16 @@ impl Config {
             }
             None => SessionsConfig::default(),
         };
+        let approvals: seam_core::approvals::ApprovalSettings = match raw.approvals {
+            Some(v) => v.try_into().map_err(|e| section("approvals", e))?,
+            None => Default::default(),
+        };
+        if approvals.timeout_secs == 0 {
+            return Err(ConfigError::Parse {
+                path: name.to_path_buf(),
+                message: "[approvals]: key `timeout_secs` must be at least 1 (seconds)".into(),
+            });
+        }
         #[cfg(not(feature = "cluster"))]
         if raw.cluster.is_some() {
             return Err(without("cluster", "cluster"));
@@ -682,6 +703,7 @@ impl Config {
             agent,
             models,
             sessions,
+            approvals,
             #[cfg(feature = "cluster")]
             cluster,
             #[cfg(feature = "oci")]

@@ -49,6 +49,8 @@ pub struct Sandbox {
     budget: Option<seam_core::spend::Budget>,
     /// What each run its calls start may reach (a tool entry's `config.scope`).
     scope: Option<seam_core::scope::Scope>,
+    /// Whether its tools' calls need a yes first (a tool entry's `config.approve`).
+    approve: Option<seam_core::approval::EntryPolicy>,
 }
 
 impl Sandbox {
@@ -63,6 +65,7 @@ impl Sandbox {
             epoch_tick,
             budget: None,
             scope: None,
+            approve: None,
         }
     }
 
@@ -75,6 +78,19 @@ impl Sandbox {
     /// What each run its calls start may reach, if its entry narrowed it.
     pub fn scope(&self) -> Option<&seam_core::scope::Scope> {
         self.scope.as_ref()
+    }
+
+    /// The sandbox with `approve` saying which of its tools' calls need a yes first.
+    pub fn with_approve(mut self, approve: Option<seam_core::approval::EntryPolicy>) -> Self {
+        self.approve = approve;
+        self
+    }
+
+    /// Whether a call of its tool `name` needs a yes first.
+    pub fn approve(&self, name: &str) -> seam_core::approval::Policy {
+        self.approve
+            .as_ref()
+            .map_or(seam_core::approval::Policy::Allow, |p| p.for_tool(name))
     }
 
     /// The sandbox with `budget` as the cap of each run its calls start.

@@ -27,6 +27,7 @@ use std::thread::JoinHandle;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
+use seam_core::approval::{Answer, ApprovalRecord, Status as ApprovalStatus};
 use seam_core::store::{
     now_ms, RunKey, RunRecord, RunStart, RunStatus, SessionStore, SessionSummary, SpendRecord,
     StoreError, StoreLimits, StoredEvent, Write,
@@ -34,7 +35,7 @@ use seam_core::store::{
 use seam_core::sync::lock;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Migrations, oldest first: `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -119,6 +120,17 @@ const MIGRATIONS: &[&str] = &[
         session TEXT PRIMARY KEY,
         body TEXT NOT NULL
     ) WITHOUT ROWID;
+",
+    // Requests for approval (JSON `ApprovalRecord`), by the top-level session of their tree:
+    // kept so that one outlives its process and is answered from another.
+    "
+    CREATE TABLE approvals (
+        id TEXT PRIMARY KEY,
+        root TEXT NOT NULL,
+        requested_ms INTEGER NOT NULL,
+        body TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX approvals_by_root ON approvals (root, requested_ms);
 ",
 ];
 
@@ -701,6 +713,23 @@ impl Inner {
                 .and_then(|mut s| s.execute(params![session, body]))
                 .map_err(|e| self.fail(e))?;
             }
+            Write::Approval(record) => {
+                let body = serde_json::to_string(record)
+                    .map_err(|e| StoreError::Backend(format!("cannot write approval: {e}")))?;
+                tx.prepare_cached(
+                    "INSERT INTO approvals (id, root, requested_ms, body) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (id) DO UPDATE SET body = ?4",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        record.id,
+                        record.root,
+                        record.requested_ms.min(i64::MAX as u64) as i64,
+                        body
+                    ])
+                })
+                .map_err(|e| self.fail(e))?;
+            }
             Write::Inbox { session, body } => match body {
                 Some(body) => {
                     tx.prepare_cached(
@@ -722,6 +751,20 @@ impl Inner {
 }
 
 /// A session's spend record; a body that does not parse reads as a fault of the file.
+fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<ApprovalRecord>> {
+    let body: Option<String> = conn
+        .prepare_cached("SELECT body FROM approvals WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()?;
+    body.map(|b| parse_approval(&b)).transpose()
+}
+
+fn parse_approval(body: &str) -> rusqlite::Result<ApprovalRecord> {
+    serde_json::from_str(body).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
 fn read_spend(conn: &Connection, session: &str) -> rusqlite::Result<Option<SpendRecord>> {
     let body: Option<String> = conn
         .prepare_cached("SELECT body FROM spend WHERE session = ?1")?
@@ -835,6 +878,7 @@ fn remove_tree(tx: &Transaction<'_>, session: &str) -> rusqlite::Result<bool> {
         tx.execute("DELETE FROM events WHERE session = ?1", [s])?;
         tx.execute("DELETE FROM inbox WHERE session = ?1", [s])?;
         tx.execute("DELETE FROM spend WHERE session = ?1", [s])?;
+        tx.execute("DELETE FROM approvals WHERE root = ?1", [s])?;
         tx.execute("DELETE FROM openings WHERE session = ?1", [s])?;
         tx.execute("DELETE FROM runs WHERE parent_session = ?1", [s])?;
         let n = tx.execute("DELETE FROM sessions WHERE id = ?1", [s])?;
@@ -940,6 +984,54 @@ impl SessionStore for SqliteStore {
             )
             .optional()
             .map_err(|e| self.fail(e))
+    }
+
+    fn approvals(&self, root: Option<&str>) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let conn = self.inner.settled()?;
+        let mut stmt = conn
+            .prepare(
+                "SELECT body FROM approvals WHERE ?1 IS NULL OR root = ?1
+                 ORDER BY requested_ms, id",
+            )
+            .map_err(|e| self.fail(e))?;
+        let rows = stmt
+            .query_map([root], |r| r.get::<_, String>(0))
+            .map_err(|e| self.fail(e))?;
+        rows.map(|body| body.and_then(|b| parse_approval(&b)))
+            .collect::<rusqlite::Result<_>>()
+            .map_err(|e| self.fail(e))
+    }
+
+    fn approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        let conn = self.inner.settled()?;
+        read_approval(&conn, id).map_err(|e| self.fail(e))
+    }
+
+    fn answer_approval(
+        &self,
+        id: &str,
+        answer: &Answer,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        let mut conn = self.inner.settled()?;
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| self.fail(e))?;
+        let Some(record) = read_approval(&tx, id).map_err(|e| self.fail(e))? else {
+            return Ok(None);
+        };
+        if record.status != ApprovalStatus::Pending {
+            return Ok(Some(record));
+        }
+        let record = record.answered(answer, now_ms());
+        let body = serde_json::to_string(&record)
+            .map_err(|e| StoreError::Backend(format!("cannot write approval: {e}")))?;
+        tx.execute(
+            "UPDATE approvals SET body = ?2 WHERE id = ?1",
+            params![id, body],
+        )
+        .map_err(|e| self.fail(e))?;
+        tx.commit().map_err(|e| self.fail(e))?;
+        Ok(Some(record))
     }
 
     fn journal(&self) -> Result<Vec<String>, StoreError> {

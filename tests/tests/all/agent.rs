@@ -553,6 +553,7 @@ impl Gate {
                 ToolBinding {
                     tool_name: "gate".into(),
                     provider: None,
+                    approve: Default::default(),
                 },
                 Arc::new(gate),
             )

@@ -3,6 +3,7 @@
 
 mod acp;
 mod agent;
+mod approvals;
 mod authority;
 mod budget;
 mod cache_size;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer, kv};
 use bytes::Bytes;
 use futures::StreamExt;
+use seam_core::approval::{Answer, ApprovalRecord, Status as ApprovalStatus};
 use seam_core::store::{
     now_ms, RunKey, RunRecord, RunStart, RunStatus, SessionSummary, SpendRecord, StoreError,
     StoreLimits, StoredEvent, Write,
@@ -278,6 +279,11 @@ impl Backend {
                     if !session_order.contains(&session) {
                         session_order.push(session);
                     }
+                }
+                Write::Approval(record) => {
+                    let key = layout::approval_key(&record.id);
+                    ops.retain(|op| !matches!(op, Op::Put(k, _) | Op::Delete(k) if *k == key));
+                    ops.push(Op::Put(key, json(&record)));
                 }
                 Write::Inbox { session, body } => {
                     let key = layout::inbox_key(&session);
@@ -656,6 +662,60 @@ impl Backend {
         Ok((doc.spend != SpendRecord::default()).then_some(doc.spend))
     }
 
+    pub(super) async fn approvals(
+        &self,
+        root: Option<&str>,
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let mut out = Vec::new();
+        for (key, body) in self.list(layout::APPROVALS).await? {
+            let record: ApprovalRecord = parse(&key, &body)?;
+            if root.is_none_or(|root| record.root == root) {
+                out.push(record);
+            }
+        }
+        out.sort_by(|a, b| (a.requested_ms, &a.id).cmp(&(b.requested_ms, &b.id)));
+        Ok(out)
+    }
+
+    pub(super) async fn approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        let key = layout::approval_key(id);
+        match self.entry(&key).await? {
+            Some((body, _)) => Ok(Some(parse(&key, &body)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Answers a pending request; the write is conditional on the revision read, so that of two
+    /// answers (or an answer and the asker's own write) only one wins, and the other reads again.
+    pub(super) async fn answer_approval(
+        &self,
+        id: &str,
+        answer: &Answer,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        let key = layout::approval_key(id);
+        for _ in 0..8 {
+            let Some((body, revision)) = self.entry(&key).await? else {
+                return Ok(None);
+            };
+            let record: ApprovalRecord = parse(&key, &body)?;
+            if record.status != ApprovalStatus::Pending {
+                return Ok(Some(record));
+            }
+            let record = record.answered(answer, now_ms());
+            let written =
+                tokio::time::timeout(DEADLINE, self.data.update(&key, json(&record), revision))
+                    .await
+                    .map_err(|_| backend(&self.name, "no answer in time"))?;
+            if written.is_ok() {
+                return Ok(Some(record));
+            }
+        }
+        Err(backend(
+            &self.name,
+            format!("approval request `{id}` kept changing while it was answered"),
+        ))
+    }
+
     pub(super) async fn inbox(&self, id: &str) -> Result<Option<String>, StoreError> {
         Ok(self
             .entry(&layout::inbox_key(id))
@@ -730,6 +790,11 @@ impl Backend {
             self.purge(&layout::session_key(&session)).await?;
             self.sessions.remove(&session);
             i += 1;
+        }
+        for record in self.approvals(None).await? {
+            if tree.contains(&record.root) {
+                self.purge(&layout::approval_key(&record.id)).await?;
+            }
         }
         Ok(had)
     }

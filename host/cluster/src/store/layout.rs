@@ -12,6 +12,7 @@
 //! | `k.KEY`                | the `PSID` of run `KEY` (to find it by key)           |
 //! | `c.CSID.KEY`           | the `PSID` of a run whose child session is `CSID`     |
 //! | `i.SID`                | a child session's inbox (JSON)                        |
+//! | `a.ID`                 | a request for approval (JSON `ApprovalRecord`)        |
 //! | `j.HOLDER.N`           | one journaled bus event ([`JournalDoc`])              |
 //! | `holders`              | the last holder number given out                      |
 //!
@@ -106,6 +107,14 @@ pub fn runs_of_child(csid: &str) -> String {
 pub fn inbox_key(sid: &str) -> String {
     format!("i.{}", token(sid))
 }
+
+/// The key of a request for approval ([`seam_core::approval::ApprovalRecord`]).
+pub fn approval_key(id: &str) -> String {
+    format!("a.{}", token(id))
+}
+
+/// The filter of every request for approval.
+pub const APPROVALS: &str = "a.*";
 
 /// The key of a journal entry.
 pub fn journal_key(holder: u64, n: u64) -> String {

@@ -258,6 +258,31 @@ impl SessionStore for JetStreamStore {
         self.ask(move |b| Box::pin(async move { b.spend(&id).await }))
     }
 
+    fn approvals(
+        &self,
+        root: Option<&str>,
+    ) -> Result<Vec<seam_core::approval::ApprovalRecord>, StoreError> {
+        let root = root.map(str::to_string);
+        self.ask(move |b| Box::pin(async move { b.approvals(root.as_deref()).await }))
+    }
+
+    fn approval(
+        &self,
+        id: &str,
+    ) -> Result<Option<seam_core::approval::ApprovalRecord>, StoreError> {
+        let id = id.to_string();
+        self.ask(move |b| Box::pin(async move { b.approval(&id).await }))
+    }
+
+    fn answer_approval(
+        &self,
+        id: &str,
+        answer: &seam_core::approval::Answer,
+    ) -> Result<Option<seam_core::approval::ApprovalRecord>, StoreError> {
+        let (id, answer) = (id.to_string(), answer.clone());
+        self.ask(move |b| Box::pin(async move { b.answer_approval(&id, &answer).await }))
+    }
+
     fn inbox(&self, session: &str) -> Result<Option<String>, StoreError> {
         let id = session.to_string();
         self.ask(move |b| Box::pin(async move { b.inbox(&id).await }))

@@ -600,6 +600,71 @@ impl Agent {
         }
     }
 
+    /// Asks for a yes for every call whose tool needs one (its entry's `config.approve`),
+    /// concurrently; a call refused gets words the model reads, and is not made.
+    async fn approve_calls(
+        &self,
+        calls: &[crate::model::ToolCall],
+        results: &mut [Option<crate::types::ToolResult>],
+        caller: &ParentRef,
+        abort: &CancellationToken,
+    ) {
+        use crate::approval::{Policy, Subject};
+        let asked: Vec<(usize, Policy, Subject)> = calls
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| results[*i].is_none())
+            .filter_map(|(i, call)| {
+                let (policy, plugin) = self.tools.policy(&call.name)?;
+                let arguments = serde_json::from_str(&call.arguments)
+                    .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+                (policy != Policy::Allow).then(|| {
+                    let subject = Subject::Tool {
+                        tool: call.name.clone(),
+                        plugin,
+                        arguments,
+                    };
+                    (i, policy, subject)
+                })
+            })
+            .collect();
+        if asked.is_empty() {
+            return;
+        }
+        let Some(engine) = self.subagents.upgrade().map(|s| s.approvals().clone()) else {
+            for (i, _, subject) in asked {
+                results[i] = Some(crate::types::ToolResult::error(format!(
+                    "refused: {} needs approval, and this agent has no approvals engine to ask",
+                    subject.describe()
+                )));
+            }
+            return;
+        };
+        let asker = crate::approvals::Asker {
+            path: self.account.path(),
+            session: caller.session_id.clone(),
+            root: self
+                .account
+                .root_session()
+                .unwrap_or_else(|| caller.session_id.clone()),
+            approver: self.account.approver(),
+        };
+        let outcomes = futures::future::join_all(
+            asked
+                .iter()
+                .map(|(_, policy, subject)| engine.check(*policy, &asker, subject.clone(), abort)),
+        )
+        .await;
+        for ((i, _, _), outcome) in asked.iter().zip(outcomes) {
+            if let Err(refused) = outcome {
+                results[*i] = Some(crate::types::ToolResult::error(format!(
+                    "refused: {refused}; tool `{}` was not called",
+                    calls[*i].name
+                )));
+            }
+        }
+    }
+
     /// Replaces a model call's hold with what it spent: its tokens (and their cost) when the
     /// endpoint said, and the call itself in any case.
     fn settle_model_call(&self, hold: Hold, usage: Option<crate::types::Usage>) {
@@ -636,6 +701,9 @@ impl Agent {
             }
         }
         let caller = self.as_parent();
+        // A call that needs a yes waits for it first, holding nothing of the budget.
+        self.approve_calls(calls, &mut results, &caller, abort)
+            .await;
         // Each call holds one tool call of the tree's budget; a call it cannot cover is refused
         // with words the model reads, and not made.
         let mut holds = Vec::new();

@@ -98,6 +98,15 @@ impl ToolLayer {
             .collect()
     }
 
+    /// Whether a call of the tool `name` needs a yes first, and the plugin that provides it
+    /// (`None`: not a tool this agent may call).
+    pub fn policy(&self, name: &str) -> Option<(crate::approval::Policy, String)> {
+        if !self.visible(name) {
+            return None;
+        }
+        self.tools.get(name).map(|t| (t.approve, t.plugin))
+    }
+
     /// The tools offered to the model.
     pub fn specs(&self) -> Vec<ToolSpec> {
         let mut specs: Vec<ToolSpec> = self

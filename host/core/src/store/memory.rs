@@ -31,6 +31,8 @@ struct Inner {
     opened_at: HashMap<String, u64>,
     inboxes: HashMap<String, String>,
     spend: HashMap<String, SpendRecord>,
+    /// Requests for approval, oldest first (at most [`MemoryStore::APPROVALS`]).
+    approvals: VecDeque<crate::approval::ApprovalRecord>,
 }
 
 /// Sessions, runs and (if asked for) the journal in memory.
@@ -54,6 +56,8 @@ impl MemoryStore {
     pub const JOURNAL: usize = 10_000;
     /// Run records kept (the oldest ended ones go first).
     pub const RUNS: usize = 10_000;
+    /// Requests for approval kept (the oldest go first).
+    pub const APPROVALS: usize = 10_000;
     /// Sessions kept (the least recently written go first, a tenth at a time).
     pub const SESSIONS: usize = 1_000;
 
@@ -203,6 +207,17 @@ impl Inner {
                 let record = self.spend.entry(session).or_default();
                 *record = record.add(added, limits);
             }
+            Write::Approval(record) => {
+                match self.approvals.iter_mut().find(|r| r.id == record.id) {
+                    Some(kept) => *kept = *record,
+                    None => {
+                        if self.approvals.len() == MemoryStore::APPROVALS {
+                            self.approvals.pop_front();
+                        }
+                        self.approvals.push_back(*record);
+                    }
+                }
+            }
             Write::Inbox { session, body } => match body {
                 Some(body) => {
                     self.inboxes.insert(session, body);
@@ -245,6 +260,7 @@ impl Inner {
             self.opened_at.remove(s);
             self.spend.remove(s);
         }
+        self.approvals.retain(|r| !tree.contains(&r.root));
         self.runs
             .retain(|_, r| !tree.contains(&r.start.parent_session));
         had
@@ -389,6 +405,33 @@ impl SessionStore for MemoryStore {
 
     fn journal(&self) -> Result<Vec<String>, StoreError> {
         Ok(lock(&self.inner).journal.iter().cloned().collect())
+    }
+
+    fn approvals(
+        &self,
+        root: Option<&str>,
+    ) -> Result<Vec<crate::approval::ApprovalRecord>, StoreError> {
+        Ok(lock(&self.inner)
+            .approvals
+            .iter()
+            .filter(|r| root.is_none_or(|root| r.root == root))
+            .cloned()
+            .collect())
+    }
+
+    fn answer_approval(
+        &self,
+        id: &str,
+        answer: &crate::approval::Answer,
+    ) -> Result<Option<crate::approval::ApprovalRecord>, StoreError> {
+        let mut inner = lock(&self.inner);
+        let Some(record) = inner.approvals.iter_mut().find(|r| r.id == id) else {
+            return Ok(None);
+        };
+        if record.status == crate::approval::Status::Pending {
+            *record = record.clone().answered(answer, now_ms());
+        }
+        Ok(Some(record.clone()))
     }
 
     fn journal_of(&self, session: &str) -> Result<Vec<String>, StoreError> {

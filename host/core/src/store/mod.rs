@@ -122,6 +122,8 @@ pub enum Write {
         /// Its budget, when it is recorded.
         limits: Option<crate::spend::Budget>,
     },
+    /// A request for approval, as it now stands (replacing what was kept under its id).
+    Approval(Box<crate::approval::ApprovalRecord>),
     /// A child session's inbox: messages sent to it and not yet run (`None` empties it).
     Inbox {
         /// The child's session.
@@ -359,6 +361,38 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// A child session's inbox (JSON), if it has one.
     fn inbox(&self, session: &str) -> Result<Option<String>, StoreError>;
+
+    /// The requests for approval kept for the tree of the top-level session `root` (every
+    /// tree's, with `None`), oldest first. The default, for a store that keeps none, has none.
+    fn approvals(
+        &self,
+        root: Option<&str>,
+    ) -> Result<Vec<crate::approval::ApprovalRecord>, StoreError> {
+        let _ = root;
+        Ok(Vec::new())
+    }
+
+    /// One request for approval, by id.
+    fn approval(&self, id: &str) -> Result<Option<crate::approval::ApprovalRecord>, StoreError> {
+        Ok(self.approvals(None)?.into_iter().find(|r| r.id == id))
+    }
+
+    /// Answers a pending request kept here, for the process that asked to find (it reads the
+    /// store); returns the record as it stands after (unchanged when it was not pending), or
+    /// `None` when there is no such request. The check and the write are one transaction, so
+    /// that two answers cannot both win. The default, for a store that keeps no approvals,
+    /// fails saying so.
+    fn answer_approval(
+        &self,
+        id: &str,
+        answer: &crate::approval::Answer,
+    ) -> Result<Option<crate::approval::ApprovalRecord>, StoreError> {
+        let _ = answer;
+        Err(StoreError::Backend(format!(
+            "{} keeps no approval requests (asked for `{id}`)",
+            self.name()
+        )))
+    }
 
     /// The journaled bus events (JSON lines), oldest first.
     fn journal(&self) -> Result<Vec<String>, StoreError>;

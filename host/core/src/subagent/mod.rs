@@ -63,6 +63,8 @@ pub struct SubagentService {
     durable: held::Durable,
     /// The budget accounts of live agents and runs.
     accounts: Arc<Accounts>,
+    /// Requests for approval made in its runs' trees.
+    approvals: Arc<crate::approvals::Approvals>,
     /// What tools a calling agent may see: a child's are narrowed to them.
     ceiling: std::sync::OnceLock<std::sync::Weak<dyn ToolCeiling>>,
 }
@@ -82,6 +84,7 @@ impl SubagentService {
     pub fn new(events: Arc<EventBus>, live: Arc<LiveCounts>, cancel_grace: Duration) -> Self {
         Self {
             providers: RwLock::new(Vec::new()),
+            approvals: Arc::new(crate::approvals::Approvals::new(events.clone())),
             events,
             live,
             next_run: AtomicU64::new(1),
@@ -127,6 +130,11 @@ impl SubagentService {
     /// that a run's child agent finds its run's account and a run its caller's.
     pub fn accounts(&self) -> &Arc<Accounts> {
         &self.accounts
+    }
+
+    /// The approvals engine: what asks whether a call in its runs' trees may go ahead.
+    pub fn approvals(&self) -> &Arc<crate::approvals::Approvals> {
+        &self.approvals
     }
 
     /// Sets the deepest child any start may create, whatever the request's `max-depth` says.

@@ -50,6 +50,8 @@ pub struct ToolBinding {
     pub tool_name: String,
     /// The provider the tool follows; it is mounted only while that provider is registered.
     pub provider: Option<String>,
+    /// Whether a call needs a yes first (the entry's `config.approve`).
+    pub approve: crate::approval::Policy,
 }
 
 /// Failures of the tool registry.
@@ -83,6 +85,8 @@ pub struct MountedTool {
     pub descriptor: ToolDescriptor,
     /// The plugin that provides it.
     pub plugin: String,
+    /// Whether a call needs a yes first.
+    pub approve: crate::approval::Policy,
     tool: Arc<dyn Tool>,
 }
 
@@ -290,6 +294,7 @@ impl ToolRegistry {
         self.mounted_write().push(MountedTool {
             descriptor,
             plugin: plugin.clone(),
+            approve: waiting.binding.approve,
             tool: waiting.tool.clone(),
         });
         self.events.emit(&Event::ToolMounted {

@@ -307,6 +307,7 @@ async fn a_fork_seed_is_every_completed_turn_with_balanced_calls_and_results() {
             seam_core::tool::ToolBinding {
                 tool_name: "gate".into(),
                 provider: None,
+                approve: Default::default(),
             },
             Arc::new(GateTool(gate.clone())),
         )

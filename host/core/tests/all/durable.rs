@@ -47,6 +47,7 @@ async fn setup(store: Option<Arc<dyn SessionStore>>) -> (Core, Arc<Gate>) {
             ToolBinding {
                 tool_name: "gate".into(),
                 provider: None,
+                approve: Default::default(),
             },
             Arc::new(GateTool(gate.clone())),
         )

@@ -373,6 +373,7 @@ impl Echo {
         ToolBinding {
             tool_name: self.name.clone(),
             provider: provider.map(str::to_string),
+            approve: Default::default(),
         }
     }
 }

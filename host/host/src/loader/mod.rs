@@ -153,6 +153,10 @@ impl Loader {
         self.runtime
             .subagents
             .set_max_tree_depth(config.agent.max_depth);
+        self.runtime
+            .subagents
+            .approvals()
+            .configure(config.approvals.clone());
 
         let old: Vec<PluginSlot> = std::mem::take(&mut *slots);
         let views: Vec<plan::Loaded<'_>> = old

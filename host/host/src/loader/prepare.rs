@@ -113,6 +113,18 @@ impl Loader {
         version: crate::versions::WitVersion,
         tier_up: Option<super::TierUp>,
     ) -> Result<Prepared, LoadError> {
+        if entry.approve.is_some() && kind != PluginKind::Tool {
+            return Err(LoadError::Sandbox {
+                id: entry.id.clone(),
+                source: SandboxError {
+                    key: "config.approve".into(),
+                    message: format!(
+                        "`approve` says which calls of a tool need a yes first; this entry is \
+                         a {kind}, which the model does not call"
+                    ),
+                },
+            });
+        }
         if (entry.budget.is_some() || entry.scope.is_some()) && kind != PluginKind::Tool {
             return Err(LoadError::Sandbox {
                 id: entry.id.clone(),
@@ -134,7 +146,8 @@ impl Loader {
         let sandbox = self
             .sandbox_for(entry, info)?
             .with_budget(entry.budget)
-            .with_scope(entry.scope.clone());
+            .with_scope(entry.scope.clone())
+            .with_approve(entry.approve.clone());
         let sandbox_limits = sandbox.limits().clone();
         let linked = link(
             &self.runtime,
@@ -172,7 +185,22 @@ impl Loader {
                 id: entry.id.clone(),
                 source,
             })?;
-        let sandbox = self.sandbox_for(entry, info)?;
+        if entry.approve.is_some() && source.backend().plugin_kind() != PluginKind::Tool {
+            return Err(LoadError::Sandbox {
+                id: entry.id.clone(),
+                source: SandboxError {
+                    key: "config.approve".into(),
+                    message: format!(
+                        "`approve` says which calls of a tool need a yes first; this entry is \
+                         a {}, which the model does not call",
+                        source.backend().plugin_kind()
+                    ),
+                },
+            });
+        }
+        let sandbox = self
+            .sandbox_for(entry, info)?
+            .with_approve(entry.approve.clone());
         let made = source
             .prepare(&Context {
                 id: &entry.id,

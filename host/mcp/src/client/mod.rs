@@ -163,6 +163,8 @@ struct Shared {
     transport: McpTransport,
     env: Vec<(String, String)>,
     headers: Vec<(String, String)>,
+    /// Which of its tools' calls need a yes first, by the server's tool names.
+    approve: Sandbox,
     grace: Duration,
     live: Arc<LiveCounts>,
     conn: tokio::sync::Mutex<Option<Connection>>,
@@ -272,6 +274,7 @@ impl McpEntry {
                 transport,
                 env,
                 headers,
+                approve: sandbox.clone(),
                 grace,
                 live,
                 conn: tokio::sync::Mutex::new(None),
@@ -531,6 +534,7 @@ impl Shared {
             let binding = ToolBinding {
                 tool_name: seam_name.clone(),
                 provider: None,
+                approve: self.approve.approve(&tool.name),
             };
             match tools.add_plugin(binding, Arc::new(source)).await {
                 Ok(()) => now.push((seam_name, tool.name.to_string())),

@@ -232,7 +232,8 @@ impl Linked {
                 };
                 committed.name = Some(d.name.clone());
             }
-            Linked::Tool(binding, tool) => {
+            Linked::Tool(mut binding, tool) => {
+                binding.approve = tool.approve(&binding.tool_name);
                 committed.name = Some(binding.tool_name.clone());
                 committed.follows = binding.provider.clone();
                 to.tools.add_plugin(binding, Arc::new(tool)).await?;

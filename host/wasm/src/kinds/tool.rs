@@ -49,6 +49,11 @@ struct ToolParts {
 pub struct WasmTool(Arc<ToolParts>);
 
 impl WasmTool {
+    /// Whether a call of its tool `name` needs a yes first (its entry's `config.approve`).
+    pub fn approve(&self, name: &str) -> seam_core::approval::Policy {
+        self.0.stores.sandbox.approve(name)
+    }
+
     /// A tool over a component linked with the tool world's linker.
     pub fn new(
         runtime: &Runtime,
@@ -332,6 +337,7 @@ impl ToolInstance {
         .map(|b| ToolBinding {
             tool_name: b.tool_name,
             provider: b.provider,
+            approve: Default::default(),
         })
         .map_err(GuestError)))
     }

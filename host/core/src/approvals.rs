@@ -1,0 +1,459 @@
+//! The approvals engine: asks whichever surface is there whether a call (or a use of a grant)
+//! may go ahead, keeps every request in the session store before anyone sees it, and hands the
+//! answer back to the run that asked.
+//!
+//! A request is asked of the approver its delegation named (the parent agent), or else of every
+//! surface the host has (a terminal, an ACP editor, an MCP client) at once: the first answer
+//! wins. With `[approvals] from_store`, another process on the same store answers too (`seam
+//! approvals allow ID`); the store is read for it every [`STORE_POLL`]. With no one to ask, a
+//! request is denied at once, and the diagnostic says how to allow it. A request that outlives
+//! its process (`kill -9`) stays pending in the store: answered from there, or still pending,
+//! it is taken up by the same request made again when its session is continued.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use thiserror::Error;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::{Answer, ApprovalRecord, GrantClass, Policy, Status, Subject, Surface};
+use crate::events::{Event, EventBus};
+use crate::store::{now_ms, StoreError, Write};
+use crate::sync::{lock, read, write};
+
+/// How often a request that another process may answer reads the store.
+pub const STORE_POLL: Duration = Duration::from_millis(200);
+
+/// Default of `[approvals] timeout_secs`.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
+
+/// `[approvals]`: how requests are answered, and which uses of grants need a yes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalSettings {
+    /// How long a request waits for an answer before it is denied.
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: u64,
+    /// Whether a request waits for an answer from another process on the same store (`seam
+    /// approvals allow ID`) as well as from the surfaces of this one.
+    #[serde(default)]
+    pub from_store: bool,
+    /// Whether writing in a granted directory needs a yes.
+    #[serde(default)]
+    pub write: Policy,
+    /// Whether an HTTP request to a granted origin needs a yes.
+    #[serde(default)]
+    pub http: Policy,
+    /// Whether starting a process (an ACP agent, an MCP server over stdio) needs a yes.
+    #[serde(default)]
+    pub process: Policy,
+}
+
+fn default_timeout() -> u64 {
+    DEFAULT_TIMEOUT_SECS
+}
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        Self {
+            timeout_secs: DEFAULT_TIMEOUT_SECS,
+            from_store: false,
+            write: Policy::Allow,
+            http: Policy::Allow,
+            process: Policy::Allow,
+        }
+    }
+}
+
+impl ApprovalSettings {
+    /// The policy of a class of grant.
+    pub fn for_grant(&self, class: GrantClass) -> Policy {
+        match class {
+            GrantClass::Write => self.write,
+            GrantClass::Http => self.http,
+            GrantClass::Process => self.process,
+        }
+    }
+}
+
+/// Who asks: the path of runs down to the one that asked, its session and its tree's, and the
+/// approver its delegation named, if any.
+#[derive(Clone)]
+pub struct Asker {
+    /// From the top of the tree down to the asker.
+    pub path: Vec<String>,
+    /// The asker's session.
+    pub session: String,
+    /// The top-level agent's session.
+    pub root: String,
+    /// The approver the nearest delegation named (the parent agent), asked instead of the
+    /// host's surfaces.
+    pub approver: Option<Arc<dyn Surface>>,
+}
+
+/// A request that was not allowed: the words the model (or the caller) reads.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{message}")]
+pub struct Refused {
+    /// The request's id.
+    pub id: String,
+    /// Why, and how to allow it.
+    pub message: String,
+}
+
+/// Failures of answering a request by id.
+#[derive(Debug, Error)]
+pub enum ApprovalError {
+    /// No request has that id.
+    #[error("no approval request `{0}`")]
+    Unknown(String),
+    /// It was answered already.
+    #[error("approval request `{id}` was already answered: {status} by {by}")]
+    Answered {
+        /// The request.
+        id: String,
+        /// Its answer.
+        status: &'static str,
+        /// Who gave it.
+        by: String,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The approvals of one host.
+pub struct Approvals {
+    events: Arc<EventBus>,
+    settings: RwLock<ApprovalSettings>,
+    surfaces: RwLock<Vec<Arc<dyn Surface>>>,
+    /// Requests of this process waiting for an answer, by id.
+    waiting: Mutex<HashMap<String, oneshot::Sender<Answer>>>,
+    /// `(root session, key)` of the answers given "always".
+    always: Mutex<HashSet<(String, String)>>,
+    next: AtomicU64,
+}
+
+impl Approvals {
+    /// An engine keeping its requests where `events` keeps everything.
+    pub fn new(events: Arc<EventBus>) -> Self {
+        Self {
+            events,
+            settings: RwLock::default(),
+            surfaces: RwLock::default(),
+            waiting: Mutex::default(),
+            always: Mutex::default(),
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// Replaces the settings (from `[approvals]`).
+    pub fn configure(&self, settings: ApprovalSettings) {
+        *write(&self.settings) = settings;
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> ApprovalSettings {
+        read(&self.settings).clone()
+    }
+
+    /// Adds a surface the host's requests are asked on (a terminal, an ACP client); returns a
+    /// guard that removes it when dropped.
+    pub fn add_surface(self: &Arc<Self>, surface: Arc<dyn Surface>) -> SurfaceGuard {
+        write(&self.surfaces).push(surface.clone());
+        SurfaceGuard {
+            approvals: Arc::downgrade(self),
+            surface,
+        }
+    }
+
+    /// The requests of this process that wait for an answer.
+    pub fn waiting(&self) -> Vec<String> {
+        let mut ids: Vec<String> = lock(&self.waiting).keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Answers a request of this process, or one kept in the store by another (which the asker
+    /// finds there); returns the record as answered.
+    pub fn answer(&self, id: &str, answer: Answer) -> Result<ApprovalRecord, ApprovalError> {
+        let store = self.events.store();
+        let record = store
+            .approval(id)?
+            .ok_or_else(|| ApprovalError::Unknown(id.to_string()))?;
+        if record.status != Status::Pending {
+            return Err(ApprovalError::Answered {
+                id: id.to_string(),
+                status: record.status.as_str(),
+                by: record.by.unwrap_or_default(),
+            });
+        }
+        if let Some(tx) = lock(&self.waiting).remove(id) {
+            let _ = tx.send(answer.clone());
+            return Ok(record.answered(&answer, now_ms()));
+        }
+        // Another process's request (or one whose process ended): the store keeps the answer.
+        match store.answer_approval(id, &answer)? {
+            Some(record) => Ok(record),
+            None => Err(ApprovalError::Unknown(id.to_string())),
+        }
+    }
+
+    /// Asks whether `subject` may go ahead under `policy`; `Ok` when it may.
+    pub async fn check(
+        &self,
+        policy: Policy,
+        asker: &Asker,
+        subject: Subject,
+        abort: &CancellationToken,
+    ) -> Result<(), Refused> {
+        match policy {
+            Policy::Allow => Ok(()),
+            Policy::Deny => Err(Refused {
+                id: String::new(),
+                message: format!(
+                    "denied: the config says `deny` to this: {}. To allow it: {}",
+                    subject.describe(),
+                    subject.how_to_allow()
+                ),
+            }),
+            Policy::Ask => self.ask(asker, subject, abort).await,
+        }
+    }
+
+    /// Asks whether `subject` may go ahead; `Ok` when a surface allowed it.
+    pub async fn ask(
+        &self,
+        asker: &Asker,
+        subject: Subject,
+        abort: &CancellationToken,
+    ) -> Result<(), Refused> {
+        let key = subject.key();
+        if lock(&self.always).contains(&(asker.root.clone(), key.clone())) {
+            return Ok(());
+        }
+        let store = self.events.store().clone();
+        // Kept answers of this tree: "always" from an earlier process, or the answer to this
+        // very request, made before a restart and not yet given to a run.
+        let kept = store.approvals(Some(&asker.root)).unwrap_or_default();
+        if kept
+            .iter()
+            .any(|r| r.always && r.status == Status::Allowed && r.subject.key() == key)
+        {
+            lock(&self.always).insert((asker.root.clone(), key));
+            return Ok(());
+        }
+        let earlier = kept
+            .into_iter()
+            .find(|r| !r.delivered && r.subject == subject && !self.is_waiting(&r.id));
+        let record = match earlier {
+            Some(record) if record.status != Status::Pending => {
+                return self.deliver(record, asker);
+            }
+            Some(record) => record,
+            None => ApprovalRecord {
+                id: self.next_id(&store),
+                session: asker.session.clone(),
+                root: asker.root.clone(),
+                path: asker.path.clone(),
+                subject,
+                status: Status::Pending,
+                always: false,
+                by: None,
+                reason: None,
+                delivered: false,
+                requested_ms: now_ms(),
+                answered_ms: None,
+            },
+        };
+        let (tx, rx) = oneshot::channel();
+        lock(&self.waiting).insert(record.id.clone(), tx);
+        let _ = self.events.emit_with(
+            &Event::ApprovalRequested {
+                id: record.id.clone(),
+                subject: record.subject.clone(),
+                path: record.path.clone(),
+                session: record.session.clone(),
+            },
+            vec![Write::Approval(Box::new(record.clone()))],
+        );
+        let answer = self.wait(&record, asker, rx, abort).await;
+        lock(&self.waiting).remove(&record.id);
+        let record = record.answered(&answer, now_ms());
+        self.deliver(record, asker)
+    }
+
+    fn is_waiting(&self, id: &str) -> bool {
+        lock(&self.waiting).contains_key(id)
+    }
+
+    fn next_id(&self, store: &Arc<dyn crate::store::SessionStore>) -> String {
+        format!(
+            "{}apr-{}",
+            store.id_prefix(),
+            self.next.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    /// Waits for the first answer: from the approver or the surfaces, from [`Approvals::answer`],
+    /// from the store (when another process may answer), the timeout or the asker's end.
+    async fn wait(
+        &self,
+        record: &ApprovalRecord,
+        asker: &Asker,
+        local: oneshot::Receiver<Answer>,
+        abort: &CancellationToken,
+    ) -> Answer {
+        let settings = self.settings();
+        let surfaces: Vec<Arc<dyn Surface>> = match &asker.approver {
+            Some(approver) => vec![approver.clone()],
+            None => read(&self.surfaces).clone(),
+        };
+        if surfaces.is_empty() && !settings.from_store {
+            return Answer::deny(
+                "nobody",
+                Some(format!(
+                    "nothing could ask a person: not on a terminal, not served over ACP or MCP, \
+                     and `[approvals] from_store` is off. To allow it: {}; or run it on a \
+                     terminal; or set `from_store = true` under `[approvals]` and answer with \
+                     `seam approvals allow {}`",
+                    record.subject.how_to_allow(),
+                    record.id
+                )),
+            );
+        }
+        let asks: Vec<BoxFuture<'static, Option<Answer>>> =
+            surfaces.iter().map(|s| s.ask(record)).collect();
+        // A surface that cannot answer this one gives up (`None`); the others still may.
+        let surfaces_answer = async move {
+            let mut asks = futures::stream::FuturesUnordered::from_iter(asks);
+            use futures::StreamExt;
+            while let Some(answer) = asks.next().await {
+                if let Some(answer) = answer {
+                    return answer;
+                }
+            }
+            futures::future::pending().await
+        };
+        let from_store = async {
+            if !settings.from_store {
+                return futures::future::pending().await;
+            }
+            let store = self.events.store().clone();
+            loop {
+                tokio::time::sleep(STORE_POLL).await;
+                if let Ok(Some(kept)) = store.approval(&record.id) {
+                    if kept.status != Status::Pending {
+                        return Answer {
+                            allow: kept.status == Status::Allowed,
+                            always: kept.always,
+                            by: kept.by.unwrap_or_else(|| "seam approvals".into()),
+                            reason: kept.reason,
+                        };
+                    }
+                }
+            }
+        };
+        let timeout = Duration::from_secs(settings.timeout_secs);
+        tokio::select! {
+            answer = surfaces_answer => answer,
+            Ok(answer) = local => answer,
+            answer = from_store => answer,
+            _ = tokio::time::sleep(timeout) => Answer::deny(
+                "timeout",
+                Some(format!(
+                    "no answer in {}s (`[approvals] timeout_secs`)",
+                    settings.timeout_secs
+                )),
+            ),
+            _ = abort.cancelled() => Answer::deny("cancelled", Some("the run that asked was cancelled".into())),
+        }
+    }
+
+    /// Records that the asker was given `record`'s answer, tells the bus, and returns it.
+    fn deliver(&self, mut record: ApprovalRecord, asker: &Asker) -> Result<(), Refused> {
+        record.delivered = true;
+        if record.always && record.status == Status::Allowed {
+            lock(&self.always).insert((asker.root.clone(), record.subject.key()));
+        }
+        let allowed = record.status == Status::Allowed;
+        let by = record.by.clone().unwrap_or_default();
+        let _ = self.events.emit_with(
+            &Event::ApprovalResolved {
+                id: record.id.clone(),
+                allowed,
+                always: record.always,
+                by: by.clone(),
+                reason: record.reason.clone(),
+            },
+            vec![Write::Approval(Box::new(record.clone()))],
+        );
+        if allowed {
+            return Ok(());
+        }
+        Err(Refused {
+            message: format!(
+                "denied by {by}: {} was not approved (request {}){}",
+                record.subject.describe(),
+                record.id,
+                record
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            ),
+            id: record.id,
+        })
+    }
+}
+
+/// Keeps a surface added; removes it when dropped.
+pub struct SurfaceGuard {
+    approvals: std::sync::Weak<Approvals>,
+    surface: Arc<dyn Surface>,
+}
+
+impl Drop for SurfaceGuard {
+    fn drop(&mut self) {
+        if let Some(approvals) = self.approvals.upgrade() {
+            write(&approvals.surfaces).retain(|s| !Arc::ptr_eq(s, &self.surface));
+        }
+    }
+}
+
+/// A surface answering from a function: for a library's embedder and for tests.
+pub struct FnSurface<F> {
+    name: String,
+    answer: F,
+}
+
+impl<F> FnSurface<F>
+where
+    F: Fn(&ApprovalRecord) -> BoxFuture<'static, Option<Answer>> + Send + Sync + 'static,
+{
+    /// A surface named `name` answering with `answer`.
+    pub fn new(name: impl Into<String>, answer: F) -> Arc<Self> {
+        Arc::new(Self {
+            name: name.into(),
+            answer,
+        })
+    }
+}
+
+impl<F> Surface for FnSurface<F>
+where
+    F: Fn(&ApprovalRecord) -> BoxFuture<'static, Option<Answer>> + Send + Sync + 'static,
+{
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn ask(&self, request: &ApprovalRecord) -> BoxFuture<'static, Option<Answer>> {
+        (self.answer)(request).boxed()
+    }
+}

@@ -1,0 +1,240 @@
+//! Approvals (contract 17, part 2): a call whose tool entry says `approve = "ask"` waits for a
+//! yes from whichever surface is there, is kept in the store, and reaches the top-level surface
+//! from any depth; with no one to ask it is denied at once, saying how to allow it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::FutureExt;
+use seam_host::approval::{Answer, ApprovalRecord, Status, Subject};
+use seam_host::approvals::FnSurface;
+use seam_host::{ContentBlock, Event, StopReason};
+use seam_tests::*;
+
+/// The lead calls `secret` (a mock behind the subagent tool, `approve` as given) twice, then
+/// says what it read.
+fn config(approve: &str, extra: &str) -> String {
+    let call = r#"{ name = "secret", arguments = { description = "d", prompt = "open" } }"#;
+    format!(
+        r#"[agent]
+model = "scripted:lead"
+
+[models.scripts.lead]
+steps = [{{ text = "asking", tool_calls = [{call}] }}, {{ text = "again", tool_calls = [{call}] }}, {{ text = "read: {{tool_results}}" }}]
+
+{extra}
+"#
+    ) + &mock("vault", "reply = \"the secret\"")
+        + &entry(
+            "secret",
+            "subagent_tool",
+            &format!("provider = \"vault\", toolName = \"secret\", approve = {approve}"),
+        )
+}
+
+/// A surface that answers every request with `answer`, counting them and keeping the last.
+fn surface(
+    answer: Answer,
+) -> (
+    Arc<dyn seam_host::approval::Surface>,
+    Arc<AtomicUsize>,
+    Arc<Mutex<Option<ApprovalRecord>>>,
+) {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let last = Arc::new(Mutex::new(None));
+    let (count, keep) = (asked.clone(), last.clone());
+    let surface = FnSurface::new("test", move |r: &ApprovalRecord| {
+        count.fetch_add(1, Ordering::SeqCst);
+        *keep.lock().unwrap() = Some(r.clone());
+        let answer = answer.clone();
+        async move { Some(answer) }.boxed()
+    });
+    (surface, asked, last)
+}
+
+async fn turn(host: &seam_host::Host) -> (StopReason, String) {
+    let agent = host.create_agent(None, "/work").unwrap();
+    let outcome = agent.run_turn(vec![ContentBlock::text("go")]).await;
+    host.agents().dispose(agent.id()).await;
+    (outcome.stop_reason, seam_host::blocks_text(&outcome.output))
+}
+
+fn starts(seen: &Arc<Mutex<Vec<Event>>>) -> usize {
+    names(seen)
+        .iter()
+        .filter(|n| **n == "subagent/start")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_one_to_ask_a_call_is_denied_at_once_saying_how_to_allow_it() {
+    let host = host_with(&config("\"ask\"", "")).await;
+    let seen = record(&host);
+    let (stop, text) = turn(&host).await;
+    assert_eq!(stop, StopReason::Completed);
+    assert!(text.contains("denied by nobody"), "{text}");
+    assert!(
+        text.contains("set `approve = \\\"allow\\\"` in the `config` of plugin `secret`")
+            || text.contains("set `approve = \"allow\"` in the `config` of plugin `secret`"),
+        "the diagnostic says how to allow it: {text}"
+    );
+    assert!(text.contains("seam approvals allow"), "{text}");
+    assert_eq!(starts(&seen), 0, "the tool was called");
+    // Both calls were asked and recorded, requested before resolved.
+    let order: Vec<&str> = names(&seen)
+        .into_iter()
+        .filter(|n| n.starts_with("approval/"))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "approval/requested",
+            "approval/resolved",
+            "approval/requested",
+            "approval/resolved"
+        ]
+    );
+    let kept = host.events().store().approvals(None).unwrap();
+    assert_eq!(kept.len(), 2);
+    assert!(kept
+        .iter()
+        .all(|r| r.status == Status::Denied && r.by.as_deref() == Some("nobody") && r.delivered));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_yes_lets_the_call_go_and_a_no_stops_it() {
+    let host = host_with(&config("\"ask\"", "")).await;
+    let seen = record(&host);
+    let (yes, asked, last) = surface(Answer::allow("test", false));
+    let guard = host.subagents().approvals().add_surface(yes);
+    let (_, text) = turn(&host).await;
+    assert!(text.contains("read: the secret"), "{text}");
+    assert_eq!(asked.load(Ordering::SeqCst), 2, "each call is asked");
+    assert_eq!(starts(&seen), 2);
+    let record = last.lock().unwrap().clone().unwrap();
+    match &record.subject {
+        Subject::Tool {
+            tool,
+            plugin,
+            arguments,
+        } => {
+            assert_eq!((tool.as_str(), plugin.as_str()), ("secret", "secret"));
+            assert_eq!(arguments["prompt"], "open");
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(guard);
+
+    let (no, _, _) = surface(Answer::deny("test", Some("not today".into())));
+    let _guard = host.subagents().approvals().add_surface(no);
+    let (_, text) = turn(&host).await;
+    assert!(text.contains("denied by test"), "{text}");
+    assert!(text.contains("not today"), "{text}");
+    assert_eq!(starts(&seen), 2, "a denied call was made");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_always_is_remembered_for_the_session_and_deny_asks_no_one() {
+    let host = host_with(&config("\"ask\"", "")).await;
+    let (always, asked, _) = surface(Answer::allow("test", true));
+    let _guard = host.subagents().approvals().add_surface(always);
+    let (_, text) = turn(&host).await;
+    assert!(text.contains("read: the secret"), "{text}");
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        1,
+        "the second call was asked again"
+    );
+
+    let host = host_with(&config("\"deny\"", "")).await;
+    let (yes, asked, _) = surface(Answer::allow("test", false));
+    let _guard = host.subagents().approvals().add_surface(yes);
+    let (_, text) = turn(&host).await;
+    assert!(text.contains("the config says `deny`"), "{text}");
+    assert_eq!(asked.load(Ordering::SeqCst), 0);
+}
+
+/// A grandchild's request reaches the top-level surface, naming the path of runs that asked,
+/// while its parent and grandparent wait; the grandchild's tool runs once allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_from_deep_in_the_tree_reaches_the_top_with_its_path() {
+    let call = |tool: &str| {
+        format!("tool_calls = [{{ name = \"{tool}\", arguments = {{ description = \"d\", prompt = \"p\" }} }}]")
+    };
+    let toml = format!(
+        r#"[agent]
+model = "scripted:lead"
+
+[models.scripts.lead]
+steps = [{{ text = "delegating", {down} }}, {{ text = "lead: {{tool_results}}" }}]
+
+[models.scripts.a]
+steps = [{{ text = "a", {deeper} }}, {{ text = "a: {{tool_results}}" }}]
+
+[models.scripts.b]
+steps = [{{ text = "b", {secret} }}, {{ text = "b: {{tool_results}}" }}]
+"#,
+        down = call("down"),
+        deeper = call("deeper"),
+        secret = r#"tool_calls = [{ name = "secret", arguments = { description = "d", prompt = "p" } }]"#,
+    ) + &entry("spawn", "spawn_provider", "")
+        + &mock("vault", "reply = \"the secret\"")
+        + &entry(
+            "secret",
+            "subagent_tool",
+            "provider = \"vault\", toolName = \"secret\", approve = { \"*\" = \"ask\" }",
+        )
+        + &entry(
+            "down",
+            "subagent_tool",
+            "provider = \"spawn\", toolName = \"down\", agentOptions = { model = \"scripted:a\" }",
+        )
+        + &entry(
+            "deeper",
+            "subagent_tool",
+            "provider = \"spawn\", toolName = \"deeper\", agentOptions = { model = \"scripted:b\" }",
+        );
+    let host = host_with(&toml).await;
+    let (yes, asked, last) = surface(Answer::allow("test", false));
+    let _guard = host.subagents().approvals().add_surface(yes);
+    let (stop, _) = turn(&host).await;
+    assert_eq!(stop, StopReason::Completed);
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    let record = last.lock().unwrap().clone().unwrap();
+    assert_eq!(record.path.len(), 3, "lead > run > run: {:?}", record.path);
+    assert_ne!(
+        record.session, record.root,
+        "asked in the grandchild's session"
+    );
+    assert_eq!(host.live_runs(), 0);
+}
+
+/// `[approvals] timeout_secs`: a request no one answers is denied when it runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_no_one_answers_is_denied_by_its_timeout() {
+    let host = host_with(&config("\"ask\"", "[approvals]\ntimeout_secs = 1\n")).await;
+    let silent = FnSurface::new("silent", |_: &ApprovalRecord| {
+        futures::future::pending::<Option<Answer>>().boxed()
+    });
+    let _guard = host.subagents().approvals().add_surface(silent);
+    let (_, text) = turn(&host).await;
+    assert!(text.contains("denied by timeout"), "{text}");
+    assert!(text.contains("timeout_secs"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_approve_is_refused_naming_the_key_and_a_provider_cannot_have_one() {
+    let bad = config("\"maybe\"", "");
+    let e = seam_host::config::Config::parse(&bad, std::path::Path::new("t.toml"), &guest_dir())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("config.approve") && e.contains("secret"), "{e}");
+
+    let host = test_host();
+    let report = host
+        .load(&seam_tests::config(&mock("vault", "approve = \"ask\"")))
+        .await;
+    let failures = report.failures();
+    assert!(failures.contains("config.approve"), "{failures}");
+    assert!(failures.contains("provider"), "{failures}");
+}
