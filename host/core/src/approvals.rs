@@ -241,6 +241,15 @@ impl Approvals {
         // Kept answers of this tree: "always" from an earlier process, or the answer to this
         // very request, made before a restart and not yet given to a run.
         let kept = store.approvals(Some(&asker.root)).unwrap_or_default();
+        let earlier = kept
+            .iter()
+            .find(|r| !r.delivered && r.subject == subject && !self.is_waiting(&r.id))
+            .cloned();
+        if let Some(record) = &earlier {
+            if record.status != Status::Pending {
+                return self.deliver(record.clone(), asker);
+            }
+        }
         if kept
             .iter()
             .any(|r| r.always && r.status == Status::Allowed && r.subject.key() == key)
@@ -248,13 +257,7 @@ impl Approvals {
             lock(&self.always).insert((asker.root.clone(), key));
             return Ok(());
         }
-        let earlier = kept
-            .into_iter()
-            .find(|r| !r.delivered && r.subject == subject && !self.is_waiting(&r.id));
         let record = match earlier {
-            Some(record) if record.status != Status::Pending => {
-                return self.deliver(record, asker);
-            }
             Some(record) => record,
             None => ApprovalRecord {
                 id: self.next_id(&store),
