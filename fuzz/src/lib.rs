@@ -142,6 +142,7 @@ pub fn request_validation(data: &[u8]) {
         persona: input.option(Input::string),
         budget: None,
         scope: None,
+        approver: None,
     };
 
     let described = validate::descriptor("fuzz", &descriptor);

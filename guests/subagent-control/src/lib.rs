@@ -27,6 +27,15 @@
 //!   parent, kept for its listing (`mode = "quiet"`, the default) or also delivered before the
 //!   parent's next step (`"next-step"`).
 //!
+//! Approvals (`seam:plugin@0.4.0`), for an agent a delegation named as the approver of the
+//! requests made below it (`config.approver = "parent"` on its subagent tool entry):
+//!
+//! - `action = "approvals"` (`approvals`, `{timeout_ms?}`): the requests waiting for the calling
+//!   agent's answer; when there is none, waits up to `timeout_ms` (default 0) for one;
+//! - `action = "approve"` (`approve`, `{id?, allow, always?, reason?}`): answers one (the
+//!   oldest when no `id` is given): `allow` lets it go ahead, `always` for the rest of the
+//!   session; `reason` tells a denied child why.
+//!
 //! Only the calling agent's own runs and children are reachable: the host answers `no-run` for
 //! any other id. A missing or mistyped argument is answered as a tool error naming it.
 
@@ -56,6 +65,8 @@ enum Action {
     SendMessage,
     InterruptAgent,
     Report,
+    Approvals,
+    Approve,
 }
 
 /// The statuses `list_agents` filters by, as its schema and its errors name them.
@@ -96,6 +107,8 @@ impl Action {
             Action::SendMessage => "send_message".into(),
             Action::InterruptAgent => "interrupt_agent".into(),
             Action::Report => "report".into(),
+            Action::Approvals => "approvals".into(),
+            Action::Approve => "approve".into(),
         }
     }
 
@@ -174,6 +187,25 @@ impl Action {
                     "mode": {"type": "string", "enum": ["quiet", "next-step"],
                              "description": "How it reaches your parent (default quiet)."}
                 }, "required": ["message"], "additionalProperties": false}),
+            ),
+            Action::Approvals => (
+                "List the requests for approval waiting for your answer (from the agents you \
+                 delegated to as their approver): id, who asked, what. Waits up to timeout_ms \
+                 for one when there is none.",
+                json!({"type": "object", "properties": {
+                    "timeout_ms": {"type": "integer", "minimum": 0, "maximum": MAX_TIMEOUT_MS,
+                                   "description": "How long to wait for one (default 0)."}
+                }, "additionalProperties": false}),
+            ),
+            Action::Approve => (
+                "Answer a request for approval waiting for you: allow it (once, or always for \
+                 this session) or deny it, saying why.",
+                json!({"type": "object", "properties": {
+                    "id": {"type": "string", "description": "The request's id (default: the oldest waiting)."},
+                    "allow": {"type": "boolean", "description": "Whether it may go ahead."},
+                    "always": {"type": "boolean", "description": "Allow the same for the rest of the session (default false)."},
+                    "reason": {"type": "string", "description": "Why, when denying."}
+                }, "required": ["allow"], "additionalProperties": false}),
             ),
         }
     }
@@ -405,6 +437,55 @@ fn act(action: Action, args: &Map<String, Value>) -> Result<String, String> {
             Ok(format!(
                 "agent `{id}` interrupted; it keeps its session and waiting messages\n{}",
                 agent_line(&agent)
+            ))
+        }
+        Action::Approvals => {
+            let timeout = match args.get("timeout_ms") {
+                None => 0,
+                Some(v) => v.as_u64().filter(|t| *t <= MAX_TIMEOUT_MS).ok_or(format!(
+                    "argument `timeout_ms` must be an integer from 0 to {MAX_TIMEOUT_MS}"
+                ))?,
+            };
+            let pending = subagents::pending_approvals(timeout);
+            if pending.is_empty() {
+                return Ok("no requests for approval wait for you".into());
+            }
+            Ok(pending
+                .iter()
+                .map(|r| format!("{}  {}: {}", r.id, r.path.join(" > "), r.what))
+                .collect::<Vec<_>>()
+                .join("\n"))
+        }
+        Action::Approve => {
+            let allow = match args.get("allow") {
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err("argument `allow` must be true or false".into()),
+                None => return Err("missing required argument `allow`".into()),
+            };
+            let always = match args.get("always") {
+                None => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err("argument `always` must be true or false".into()),
+            };
+            let id = match args.get("id") {
+                None => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(_) => return Err("argument `id` must be a string".into()),
+            };
+            let reason = args
+                .get("reason")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            let answered =
+                subagents::answer_approval(id.as_deref(), allow, always, reason.as_deref())
+                    .map_err(|e| error(&e))?;
+            Ok(format!(
+                "request `{answered}` {}",
+                match (allow, always) {
+                    (true, true) => "allowed, and the same for the rest of the session",
+                    (true, false) => "allowed",
+                    (false, _) => "denied",
+                }
             ))
         }
         Action::Report => {

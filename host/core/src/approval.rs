@@ -98,6 +98,33 @@ pub fn glob_matches(pattern: &str, name: &str) -> bool {
     rest.len() >= last.len() && rest.ends_with(last)
 }
 
+/// Who answers the requests made below a delegation, instead of the host's surfaces: a tool
+/// entry's `config.approver`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Approver {
+    /// The agent that made the call: its model is told of each request before its next step,
+    /// and answers with the control tool (`action = "approve"`).
+    Parent,
+}
+
+impl Approver {
+    /// Reads `config.approver` (`None`: no key).
+    pub fn of_entry_config(config: &serde_json::Value) -> Result<Option<Self>, ApproverError> {
+        let Some(value) = config.get("approver") else {
+            return Ok(None);
+        };
+        serde_json::from_value(value.clone())
+            .map(Some)
+            .map_err(|_| ApproverError(value.to_string()))
+    }
+}
+
+/// A `config.approver` written wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("key `config.approver`: `{0}` is not an approver (the one there is: \"parent\")")]
+pub struct ApproverError(pub String);
+
 /// A class of grant whose use can need approval (`[approvals]` in config).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

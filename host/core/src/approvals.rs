@@ -112,6 +112,14 @@ pub enum ApprovalError {
     /// No request has that id.
     #[error("no approval request `{0}`")]
     Unknown(String),
+    /// No request (or not this one) waits for this agent's answer.
+    #[error("{} waits for the answer of `{agent}`", match id { Some(id) => format!("no approval request `{id}`"), None => "no approval request".to_string() })]
+    NotForYou {
+        /// The request named, if one was.
+        id: Option<String>,
+        /// The agent that tried to answer.
+        agent: String,
+    },
     /// It was answered already.
     #[error("approval request `{id}` was already answered: {status} by {by}")]
     Answered {
@@ -136,7 +144,20 @@ pub struct Approvals {
     waiting: Mutex<HashMap<String, oneshot::Sender<Answer>>>,
     /// `(root session, key)` of the answers given "always".
     always: Mutex<HashSet<(String, String)>>,
+    /// Requests waiting for a parent agent's answer, by the parent's id.
+    parents: Mutex<HashMap<String, ParentQueue>>,
+    /// Woken when a request is posted to a parent.
+    posted: tokio::sync::Notify,
     next: AtomicU64,
+}
+
+/// The requests waiting for one parent agent's answer.
+#[derive(Default)]
+struct ParentQueue {
+    /// Oldest first.
+    pending: Vec<ApprovalRecord>,
+    /// The ids the parent's model was not told of yet.
+    untold: Vec<String>,
 }
 
 impl Approvals {
@@ -148,6 +169,8 @@ impl Approvals {
             surfaces: RwLock::default(),
             waiting: Mutex::default(),
             always: Mutex::default(),
+            parents: Mutex::default(),
+            posted: tokio::sync::Notify::new(),
             next: AtomicU64::new(1),
         }
     }
@@ -169,6 +192,108 @@ impl Approvals {
         SurfaceGuard {
             approvals: Arc::downgrade(self),
             surface,
+        }
+    }
+
+    /// The approver of a delegation that names the agent `parent` as its approver: each request
+    /// is posted for `parent`, whose model is told before its next step
+    /// ([`Approvals::notices_for`]) and answers with [`Approvals::answer_for`].
+    pub fn parent_approver(self: &Arc<Self>, parent: &str) -> Arc<dyn Surface> {
+        Arc::new(ParentApprover {
+            approvals: Arc::downgrade(self),
+            parent: parent.to_string(),
+        })
+    }
+
+    /// What the agent `agent` is to be told before its next model step: one message for each
+    /// request posted for it since it was last told.
+    pub fn notices_for(&self, agent: &str) -> Vec<String> {
+        let mut parents = lock(&self.parents);
+        let Some(queue) = parents.get_mut(agent) else {
+            return Vec::new();
+        };
+        let untold = std::mem::take(&mut queue.untold);
+        queue
+            .pending
+            .iter()
+            .filter(|r| untold.contains(&r.id))
+            .map(|r| {
+                format!(
+                    "[approval requested: {}] {} asks to {}. You are its approver: answer with \
+                     the approve tool (id `{}`, allow true or false).",
+                    r.id,
+                    r.path_text(),
+                    r.subject.describe(),
+                    r.id
+                )
+            })
+            .collect()
+    }
+
+    /// The requests waiting for the agent `agent`'s answer, oldest first; with a `wait`, waits
+    /// up to it for one when there is none.
+    pub async fn pending_for(&self, agent: &str, wait: Duration) -> Vec<ApprovalRecord> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let posted = self.posted.notified();
+            let pending = lock(&self.parents)
+                .get(agent)
+                .map(|q| q.pending.clone())
+                .unwrap_or_default();
+            if !pending.is_empty() || tokio::time::Instant::now() >= deadline {
+                return pending;
+            }
+            if tokio::time::timeout_at(deadline, posted).await.is_err() {
+                return Vec::new();
+            }
+        }
+    }
+
+    /// Answers, as the agent `agent`, a request posted for it: `id`, or the oldest when `None`.
+    pub fn answer_for(
+        &self,
+        agent: &str,
+        id: Option<&str>,
+        answer: Answer,
+    ) -> Result<ApprovalRecord, ApprovalError> {
+        let id = {
+            let parents = lock(&self.parents);
+            let pending = parents.get(agent).map(|q| &q.pending[..]).unwrap_or(&[]);
+            let found = match id {
+                Some(id) => pending.iter().find(|r| r.id == id),
+                None => pending.first(),
+            };
+            match found {
+                Some(r) => r.id.clone(),
+                None => {
+                    return Err(ApprovalError::NotForYou {
+                        id: id.map(str::to_string),
+                        agent: agent.to_string(),
+                    })
+                }
+            }
+        };
+        self.answer(&id, answer)
+    }
+
+    fn post(&self, parent: &str, record: ApprovalRecord) {
+        {
+            let mut parents = lock(&self.parents);
+            let queue = parents.entry(parent.to_string()).or_default();
+            queue.untold.push(record.id.clone());
+            queue.pending.push(record);
+        }
+        self.posted.notify_waiters();
+    }
+
+    fn withdraw(&self, parent: &str, id: &str) {
+        let mut parents = lock(&self.parents);
+        if let Some(queue) = parents.get_mut(parent) {
+            queue.pending.retain(|r| r.id != id);
+            queue.untold.retain(|u| u != id);
+            if queue.pending.is_empty() {
+                parents.remove(parent);
+            }
         }
     }
 
@@ -412,6 +537,51 @@ impl Approvals {
             ),
             id: record.id,
         })
+    }
+}
+
+/// A parent agent, as the approver its delegation named.
+struct ParentApprover {
+    approvals: std::sync::Weak<Approvals>,
+    parent: String,
+}
+
+/// A request posted for a parent: withdrawn when its question is (answered, timed out).
+struct Posted {
+    approvals: std::sync::Weak<Approvals>,
+    parent: String,
+    id: String,
+}
+
+impl Drop for Posted {
+    fn drop(&mut self) {
+        if let Some(approvals) = self.approvals.upgrade() {
+            approvals.withdraw(&self.parent, &self.id);
+        }
+    }
+}
+
+impl Surface for ParentApprover {
+    fn name(&self) -> &str {
+        "parent"
+    }
+
+    fn ask(&self, request: &ApprovalRecord) -> BoxFuture<'static, Option<Answer>> {
+        let Some(approvals) = self.approvals.upgrade() else {
+            return futures::future::ready(None).boxed();
+        };
+        approvals.post(&self.parent, request.clone());
+        let posted = Posted {
+            approvals: self.approvals.clone(),
+            parent: self.parent.clone(),
+            id: request.id.clone(),
+        };
+        // The answer comes through `Approvals::answer_for`; this only keeps it posted.
+        async move {
+            let _posted = posted;
+            futures::future::pending().await
+        }
+        .boxed()
     }
 }
 

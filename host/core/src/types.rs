@@ -227,6 +227,9 @@ pub struct StartRequest {
     /// What the run's subtree may still reach (the delegating entry's `config.scope`):
     /// intersected with every ancestor's, never more than the caller's.
     pub scope: Option<crate::scope::Scope>,
+    /// Who answers the requests for approval made in the run's subtree (the delegating entry's
+    /// `config.approver`), instead of the host's surfaces.
+    pub approver: Option<crate::approval::Approver>,
 }
 
 impl StartRequest {
@@ -243,6 +246,7 @@ impl StartRequest {
             persona: None,
             budget: None,
             scope: None,
+            approver: None,
         }
     }
 }
@@ -552,6 +556,9 @@ pub struct RequestSnapshot {
     /// The scope it was started with (absent from records written before scopes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<crate::scope::Scope>,
+    /// Who answers its subtree's requests for approval, if its delegation named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approver: Option<crate::approval::Approver>,
 }
 
 impl RequestSnapshot {
@@ -567,6 +574,7 @@ impl RequestSnapshot {
             persona: request.persona.clone(),
             budget: request.budget,
             scope: request.scope.clone(),
+            approver: request.approver,
         }
     }
 
@@ -588,6 +596,7 @@ impl RequestSnapshot {
             persona: self.persona,
             budget: self.budget,
             scope: self.scope,
+            approver: self.approver,
         }
     }
 }

@@ -120,6 +120,9 @@ pub struct PluginEntry {
     /// `config.approve` of a tool entry: which of its tools' calls need a yes first (taken out
     /// of `config`, as `budget` is).
     pub approve: Option<seam_core::approval::EntryPolicy>,
+    /// `config.approver` of a tool entry: who answers the requests made below the runs its
+    /// calls start (taken out of `config`, as `budget` is).
+    pub approver: Option<seam_core::approval::Approver>,
 }
 
 /// What an entry loads: a component (a file, or from a registry), or an entry of a kind that
@@ -573,6 +576,7 @@ impl Config {
                 budget: None,
                 scope: None,
                 approve: None,
+                approver: None,
             };
             if let Some((grants, limits)) = sandbox {
                 if let Some(grants) = grants {
@@ -598,10 +602,19 @@ impl Config {
                 .map_err(|e| entry_err(e.to_string()))?;
             entry.approve = seam_core::approval::EntryPolicy::of_entry_config(&entry.config)
                 .map_err(|e| entry_err(e.to_string()))?;
+            entry.approver = seam_core::approval::Approver::of_entry_config(&entry.config)
+                .map_err(|e| entry_err(e.to_string()))?;
             if let Some(config) = entry.config.as_object_mut() {
                 config.remove("budget");
                 config.remove("scope");
                 config.remove("approve");
+                config.remove("approver");
+            }
+            if let (Some(_), Some(what)) = (entry.approver, entry.source.not_compiled()) {
+                return Err(entry_err(format!(
+                    "key `config.approver`: this entry is {what}; an approver answers for the \
+                     runs a tool component's calls start"
+                )));
             }
             if let (Some(_), Some(what)) = (&entry.scope, entry.source.not_compiled()) {
                 return Err(entry_err(format!(

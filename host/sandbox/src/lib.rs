@@ -51,6 +51,9 @@ pub struct Sandbox {
     scope: Option<seam_core::scope::Scope>,
     /// Whether its tools' calls need a yes first (a tool entry's `config.approve`).
     approve: Option<seam_core::approval::EntryPolicy>,
+    /// Who answers the requests below each run its calls start (a tool entry's
+    /// `config.approver`).
+    approver: Option<seam_core::approval::Approver>,
 }
 
 impl Sandbox {
@@ -66,6 +69,7 @@ impl Sandbox {
             budget: None,
             scope: None,
             approve: None,
+            approver: None,
         }
     }
 
@@ -84,6 +88,17 @@ impl Sandbox {
     pub fn with_approve(mut self, approve: Option<seam_core::approval::EntryPolicy>) -> Self {
         self.approve = approve;
         self
+    }
+
+    /// The sandbox with `approver` answering the requests below each run its calls start.
+    pub fn with_approver(mut self, approver: Option<seam_core::approval::Approver>) -> Self {
+        self.approver = approver;
+        self
+    }
+
+    /// Who answers the requests below each run its calls start, if its entry named one.
+    pub fn approver(&self) -> Option<seam_core::approval::Approver> {
+        self.approver
     }
 
     /// Whether a call of its tool `name` needs a yes first.

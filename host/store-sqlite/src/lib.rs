@@ -1207,6 +1207,7 @@ mod tests {
                 persona: None,
                 budget: None,
                 scope: None,
+                approver: None,
             },
             background: false,
             label: String::new(),

@@ -238,3 +238,71 @@ async fn a_bad_approve_is_refused_naming_the_key_and_a_provider_cannot_have_one(
     assert!(failures.contains("config.approve"), "{failures}");
     assert!(failures.contains("provider"), "{failures}");
 }
+
+/// `config.approver = "parent"`: a background child's request goes to the agent that delegated,
+/// not to the host's surfaces; the parent's model lists it and allows it with the control tool,
+/// and the child's call goes ahead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_parent_named_as_approver_answers_with_its_control_tool() {
+    let toml = r#"[agent]
+model = "scripted:lead"
+
+[models.scripts.lead]
+steps = [
+    { text = "delegating", tool_calls = [{ name = "worker", arguments = { description = "d", prompt = "p", run_in_background = true } }] },
+    { text = "waiting", tool_calls = [{ name = "approvals", arguments = { timeout_ms = 60000 } }] },
+    { text = "answering", tool_calls = [{ name = "approve", arguments = { allow = true } }] },
+    { text = "lead: {tool_results}" },
+]
+
+[models.scripts.child]
+steps = [
+    { text = "asking", tool_calls = [{ name = "secret", arguments = { description = "d", prompt = "open" } }] },
+    { text = "child read: {tool_results}" },
+]
+"#
+    .to_string()
+        + &entry("spawn", "spawn_provider", "")
+        + &mock("vault", "reply = \"the secret\"")
+        + &entry(
+            "secret",
+            "subagent_tool",
+            "provider = \"vault\", toolName = \"secret\", approve = \"ask\"",
+        )
+        + &entry(
+            "worker",
+            "subagent_tool",
+            "provider = \"spawn\", toolName = \"worker\", agentOptions = { model = \"scripted:child\" }, runInBackground = true, approver = \"parent\"",
+        )
+        + &entry("approvals", "subagent_control", "action = \"approvals\"")
+        + &entry("approve", "subagent_control", "action = \"approve\"");
+    let host = host_with(&toml).await;
+    // A host surface that would deny: it must not be the one asked.
+    let (no, asked, _) = surface(Answer::deny("test", None));
+    let _guard = host.subagents().approvals().add_surface(no);
+    let mut events = watch_events(&host);
+    let agent = host.create_agent(None, "/work").unwrap();
+    let outcome = agent.run_turn(vec![ContentBlock::text("go")]).await;
+    let text = seam_host::blocks_text(&outcome.output);
+    assert!(text.contains("allowed"), "{text}");
+    wait_for(&mut events, "the child's call of `secret` ends", |seen| {
+        seen.iter()
+            .any(|e| matches!(e, Event::SubagentEnd { provider, .. } if provider == "vault"))
+    })
+    .await;
+    let seen = events.borrow().clone();
+    let resolved: Vec<&Event> = seen
+        .iter()
+        .filter(|e| matches!(e, Event::ApprovalResolved { .. }))
+        .collect();
+    assert!(
+        matches!(resolved.as_slice(), [Event::ApprovalResolved { allowed: true, by, .. }] if by == "parent"),
+        "{resolved:?}"
+    );
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        0,
+        "the host's surface was asked"
+    );
+    host.agents().dispose(agent.id()).await;
+}

@@ -417,6 +417,12 @@ impl Agent {
             }
             if let Some(subagents) = self.subagents.upgrade() {
                 self.tell(subagents.pending_reports(&self.as_parent(), false));
+                // Requests from below that name this agent as their approver.
+                for text in subagents.approvals().notices_for(&self.id) {
+                    self.push(SessionEvent::UserMessage {
+                        content: vec![ContentBlock::text(text)],
+                    });
+                }
             }
             if calls >= self.spec.max_turns {
                 return (

@@ -452,6 +452,9 @@ impl SubagentService {
         if let Some(scope) = &request.scope {
             account.set_scope(scope.clone());
         }
+        if request.approver == Some(crate::approval::Approver::Parent) {
+            account.set_approver(self.approvals.parent_approver(&request.parent.id));
+        }
         self.accounts.insert(account.clone());
         Ok(account)
     }

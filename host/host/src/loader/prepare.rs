@@ -125,14 +125,18 @@ impl Loader {
                 },
             });
         }
-        if (entry.budget.is_some() || entry.scope.is_some()) && kind != PluginKind::Tool {
+        if (entry.budget.is_some() || entry.scope.is_some() || entry.approver.is_some())
+            && kind != PluginKind::Tool
+        {
             return Err(LoadError::Sandbox {
                 id: entry.id.clone(),
                 source: SandboxError {
                     key: if entry.budget.is_some() {
                         "config.budget"
-                    } else {
+                    } else if entry.scope.is_some() {
                         "config.scope"
+                    } else {
+                        "config.approver"
                     }
                     .into(),
                     message: format!(
@@ -147,7 +151,8 @@ impl Loader {
             .sandbox_for(entry, info)?
             .with_budget(entry.budget)
             .with_scope(entry.scope.clone())
-            .with_approve(entry.approve.clone());
+            .with_approve(entry.approve.clone())
+            .with_approver(entry.approver);
         let sandbox_limits = sandbox.limits().clone();
         let linked = link(
             &self.runtime,

@@ -43,6 +43,8 @@ struct Caller {
     budget: Option<seam_core::spend::Budget>,
     /// What each run started may reach (a tool entry's `config.scope`).
     scope: Option<seam_core::scope::Scope>,
+    /// Who answers the requests for approval below each run started (`config.approver`).
+    approver: Option<seam_core::approval::Approver>,
 }
 
 impl Caller {
@@ -64,6 +66,7 @@ impl Caller {
         // Nor about its budget: the entry's cap, carved from the caller's remainder.
         request.budget = self.budget;
         request.scope = self.scope.clone();
+        request.approver = self.approver;
         Ok((request, charge))
     }
 
@@ -128,6 +131,7 @@ impl PluginCtxView<'_> {
                 quota: call.quota.clone(),
                 budget: call.budget,
                 scope: call.scope.clone(),
+                approver: call.approver,
             });
         }
         let env = self.serving.run.as_ref()?;
@@ -148,6 +152,7 @@ impl PluginCtxView<'_> {
             quota: env.quota.clone(),
             budget: None,
             scope: None,
+            approver: None,
         })
     }
 
@@ -307,6 +312,67 @@ impl wit_subagents::Host for PluginCtxView<'_> {
         Ok(caller
             .subagents
             .report(&caller.parent, mode.into(), content)?)
+    }
+
+    async fn pending_approvals(
+        &mut self,
+        timeout_ms: u64,
+    ) -> wasmtime::Result<Vec<wit::ApprovalRequest>> {
+        Ok(self.pending_approvals_of(timeout_ms).await)
+    }
+
+    async fn answer_approval(
+        &mut self,
+        id: Option<String>,
+        allow: bool,
+        always: bool,
+        reason: Option<String>,
+    ) -> Result<String, SubagentFailure> {
+        let caller = self.caller().ok_or_else(no_caller)?;
+        let answer = if allow {
+            seam_core::approval::Answer::allow("parent", always)
+        } else {
+            seam_core::approval::Answer::deny("parent", reason)
+        };
+        let answered = caller
+            .subagents
+            .approvals()
+            .answer_for(&caller.parent.id, id.as_deref(), answer)
+            .map_err(|e| match e {
+                seam_core::approvals::ApprovalError::NotForYou { .. }
+                | seam_core::approvals::ApprovalError::Unknown(_) => {
+                    SubagentError::NoRun(e.to_string())
+                }
+                e => SubagentError::InvalidState(e.to_string()),
+            })?;
+        Ok(answered.id)
+    }
+}
+
+/// The longest `pending-approvals` waits.
+const MAX_APPROVAL_WAIT_MS: u64 = 600_000;
+
+impl PluginCtxView<'_> {
+    async fn pending_approvals_of(&mut self, timeout_ms: u64) -> Vec<wit::ApprovalRequest> {
+        let Some(caller) = self.caller() else {
+            return Vec::new();
+        };
+        let (approvals, agent) = (
+            caller.subagents.approvals().clone(),
+            caller.parent.id.clone(),
+        );
+        let wait = Duration::from_millis(timeout_ms.min(MAX_APPROVAL_WAIT_MS));
+        approvals
+            .pending_for(&agent, wait)
+            .await
+            .into_iter()
+            .map(|r| wit::ApprovalRequest {
+                what: r.subject.describe(),
+                subject: serde_json::to_string(&r.subject).unwrap_or_default(),
+                id: r.id,
+                path: r.path,
+            })
+            .collect()
     }
 }
 

@@ -201,6 +201,7 @@ impl WasmTool {
             quota: Quota::of(inner.stores.plugin.clone(), &inner.stores.sandbox),
             budget: inner.budget,
             scope: inner.stores.sandbox.scope().cloned(),
+            approver: inner.stores.sandbox.approver(),
         };
         let work = async {
             let (mut store, instance) = self

@@ -83,6 +83,9 @@ pub struct CallEnv {
     pub budget: Option<seam_core::spend::Budget>,
     /// What each run the call starts may reach (the entry's `config.scope`).
     pub scope: Option<seam_core::scope::Scope>,
+    /// Who answers the requests for approval below each run the call starts (the entry's
+    /// `config.approver`).
+    pub approver: Option<seam_core::approval::Approver>,
 }
 
 /// The live runs of one tool call, by run id.

@@ -150,6 +150,7 @@ pub fn request_from_wit(
         // entry's.
         budget: None,
         scope: None,
+        approver: None,
     })
 }
 impl From<seam_core::types::SubagentResult> for wit::SubagentResult {
