@@ -225,6 +225,17 @@ impl Inner {
         let cwd = working_dir(&request.parent.working_directory);
         // A JSON-escaped chunk can be several times its text; past this a line is a flood.
         let max_line = self.max_output_bytes.saturating_mul(6).max(1 << 20);
+        // Starting the agent's program is a use of a grant `[approvals] process` may ask for.
+        ctx.approve_grant(
+            seam_core::approval::GrantClass::Process,
+            &self.plugin,
+            &self.argv.join(" "),
+        )
+        .await
+        .map_err(|refused| RunFailure::AgentProcess {
+            plugin: self.plugin.to_string(),
+            message: refused.to_string(),
+        })?;
         let mut agent = AgentProcess::spawn(
             &self.argv, &self.env, &cwd, max_line, self.grace, &self.live,
         )

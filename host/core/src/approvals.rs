@@ -96,6 +96,20 @@ pub struct Asker {
     pub approver: Option<Arc<dyn Surface>>,
 }
 
+impl Asker {
+    /// The asker holding `account`, working in `session`.
+    pub fn of(account: &crate::ledger::Account, session: &str) -> Self {
+        Self {
+            path: account.path(),
+            session: session.to_string(),
+            root: account
+                .root_session()
+                .unwrap_or_else(|| session.to_string()),
+            approver: account.approver(),
+        }
+    }
+}
+
 /// A request that was not allowed: the words the model (or the caller) reads.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("{message}")]

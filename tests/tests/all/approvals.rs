@@ -306,3 +306,163 @@ steps = [
     );
     host.agents().dispose(agent.id()).await;
 }
+
+/// `[approvals] write = "ask"`: a run's first write in its granted directories waits for a yes;
+/// denied, the write fails and nothing is written; allowed, it goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_through_a_grant_waits_for_a_yes_when_writes_ask() {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let toml = format!(
+        "[approvals]\nwrite = \"ask\"\n\n{}[plugin.grants]\ndirs = [{{ host = '{}', guest = '/out', write = true }}]\n",
+        entry(
+            "writer",
+            "hostile_provider",
+            "name = \"writer\", mode = \"write-file\", path = \"/out/note.txt\""
+        ),
+        out.display()
+    );
+    let host = host_with(&toml).await;
+    let seen = record(&host);
+    let (no, asked, last) = surface(Answer::deny("test", None));
+    let guard = host.subagents().approvals().add_surface(no);
+    let result = host
+        .subagents()
+        .start("writer", request("x"))
+        .unwrap()
+        .result()
+        .await
+        .unwrap();
+    assert!(!out.join("note.txt").exists(), "written: {result:?}");
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    match &last.lock().unwrap().as_ref().unwrap().subject {
+        Subject::Grant {
+            class,
+            plugin,
+            target,
+        } => {
+            assert_eq!(*class, seam_host::approval::GrantClass::Write);
+            assert_eq!(plugin, "writer");
+            assert!(
+                target.contains(&out.canonicalize().unwrap().display().to_string()),
+                "{target}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(guard);
+
+    let (yes, asked, _) = surface(Answer::allow("test", false));
+    let _guard = host.subagents().approvals().add_surface(yes);
+    let result = host
+        .subagents()
+        .start("writer", request("x"))
+        .unwrap()
+        .result()
+        .await
+        .unwrap();
+    assert_eq!(words(&result), "ok: written");
+    assert_eq!(
+        std::fs::read_to_string(out.join("note.txt")).unwrap(),
+        "pwned"
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 1, "asked once for the run");
+    assert_eq!(
+        names(&seen)
+            .iter()
+            .filter(|n| **n == "approval/requested")
+            .count(),
+        2
+    );
+}
+
+/// `[approvals] http = "ask"`: a run's first request to a granted origin waits for a yes; a
+/// denied one sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_request_to_a_granted_origin_waits_for_a_yes_when_http_asks() {
+    use super::loopback::{ok, Server};
+    let reply = || {
+        ok(serde_json::json!({"choices": [{"index": 0,
+            "message": {"role": "assistant", "content": "the answer"}, "finish_reason": "stop"}]}))
+    };
+    let server = Server::start(vec![reply(), reply()]).await;
+    let origin = server.base_url().trim_end_matches("/v1").to_string();
+    let toml = format!(
+        r#"[approvals]
+http = "ask"
+
+[[plugin]]
+id = "remote"
+component = "http_agent_provider.wasm"
+config = {{ name = "remote", endpoint = "{endpoint}", model = "m", stream = false }}
+[plugin.grants]
+http = ["{origin}"]
+"#,
+        endpoint = server.base_url(),
+    );
+    let host = host_with(&toml).await;
+    let (no, _, last) = surface(Answer::deny("test", Some("not that server".into())));
+    let guard = host.subagents().approvals().add_surface(no);
+    let denied = host
+        .subagents()
+        .start("remote", request("x"))
+        .unwrap()
+        .result()
+        .await
+        .unwrap();
+    assert_eq!(server.seen().len(), 0, "sent before the yes: {denied:?}");
+    match &last.lock().unwrap().as_ref().unwrap().subject {
+        Subject::Grant { target, .. } => assert_eq!(target, &origin),
+        other => panic!("{other:?}"),
+    }
+    drop(guard);
+    let (yes, _, _) = surface(Answer::allow("test", false));
+    let _guard = host.subagents().approvals().add_surface(yes);
+    let allowed = host
+        .subagents()
+        .start("remote", request("x"))
+        .unwrap()
+        .result()
+        .await
+        .unwrap();
+    assert_eq!(words(&allowed), "the answer");
+    assert_eq!(server.seen().len(), 1);
+}
+
+/// `[approvals] process = "ask"`: an ACP provider's run starts its agent's program only on a
+/// yes; denied, the run fails saying so and no process is started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acp_agent_starts_only_on_a_yes_when_process_asks() {
+    let tag = "acp-approve";
+    let toml = "[approvals]\nprocess = \"ask\"\n\n".to_string()
+        + &super::acp::acp_entry("agent", tag, "name = \"helper\"", "");
+    let host = host_with(&toml).await;
+    let (no, _, last) = surface(Answer::deny("test", None));
+    let guard = host.subagents().approvals().add_surface(no);
+    let denied = host
+        .subagents()
+        .start("helper", request("echo hi"))
+        .unwrap()
+        .result()
+        .await
+        .unwrap();
+    assert_eq!(denied.stop_reason, StopReason::Error);
+    let diagnostic = denied.diagnostic.clone().unwrap_or_default();
+    assert!(diagnostic.contains("denied by test"), "{diagnostic}");
+    assert!(matches!(&last.lock().unwrap().as_ref().unwrap().subject,
+            Subject::Grant { class: seam_host::approval::GrantClass::Process, target, .. } if target.contains("acp_agent.py")),);
+    assert_eq!(host.live_processes(), 0);
+    drop(guard);
+    let (yes, _, _) = surface(Answer::allow("test", false));
+    let _guard = host.subagents().approvals().add_surface(yes);
+    let allowed = host
+        .subagents()
+        .start("helper", request("echo hi"))
+        .unwrap()
+        .result()
+        .await
+        .unwrap();
+    assert_eq!(words(&allowed), "hi");
+    super::acp::assert_no_agent_left(&host, tag).await;
+}

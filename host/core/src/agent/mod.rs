@@ -646,15 +646,7 @@ impl Agent {
             }
             return;
         };
-        let asker = crate::approvals::Asker {
-            path: self.account.path(),
-            session: caller.session_id.clone(),
-            root: self
-                .account
-                .root_session()
-                .unwrap_or_else(|| caller.session_id.clone()),
-            approver: self.account.approver(),
-        };
+        let asker = crate::approvals::Asker::of(&self.account, &caller.session_id);
         let outcomes = futures::future::join_all(
             asked
                 .iter()

@@ -409,6 +409,7 @@ impl SubagentService {
                 }
             }),
             account,
+            approvals: self.approvals.clone(),
         };
         let shared = RunShared::new(
             id.clone(),

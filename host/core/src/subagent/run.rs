@@ -208,6 +208,8 @@ pub(crate) struct RunShared {
     aborted: Mutex<Option<Aborted>>,
     /// Its budget account: what it and everything below it spent, under its caller's.
     pub(crate) account: Arc<Account>,
+    /// What asks for a yes before the run uses a grant (`RunContext::approve_grant`).
+    approvals: Arc<crate::approvals::Approvals>,
     /// Why its budget stopped it, once it did (its wall time ran out): it then ends `budget`,
     /// not `aborted`.
     budget_stop: Mutex<Option<Exhausted>>,
@@ -222,6 +224,8 @@ pub(crate) struct RunHooks {
     pub(crate) on_disposed: Box<dyn Fn(&str) + Send + Sync>,
     /// The run's budget account.
     pub(crate) account: Arc<Account>,
+    /// What asks for a yes before the run uses a grant.
+    pub(crate) approvals: Arc<crate::approvals::Approvals>,
 }
 
 impl RunShared {
@@ -239,6 +243,7 @@ impl RunShared {
             grace,
             on_disposed,
             account,
+            approvals,
         } = hooks;
         live.run_started();
         let store = events.store();
@@ -265,6 +270,7 @@ impl RunShared {
             detached: Mutex::new(None),
             aborted: Mutex::new(None),
             account,
+            approvals,
             budget_stop: Mutex::new(None),
             id,
             provider: descriptor.name.clone(),
@@ -929,6 +935,31 @@ impl RunContext {
     /// session itself writes it there, through [`RunContext::link_child_session`]).
     pub fn store(&self) -> &Arc<dyn crate::store::SessionStore> {
         self.0.events.store()
+    }
+
+    /// Waits for the yes `[approvals]` asks before the run's plugin uses its grant of `class` on
+    /// `target` (an ACP provider starting its agent's program); `Err` says why not, and how to
+    /// allow it.
+    pub async fn approve_grant(
+        &self,
+        class: crate::approval::GrantClass,
+        plugin: &str,
+        target: &str,
+    ) -> Result<(), crate::approvals::Refused> {
+        let approvals = &self.0.approvals;
+        let policy = approvals.settings().for_grant(class);
+        if policy == crate::approval::Policy::Allow {
+            return Ok(());
+        }
+        let asker = crate::approvals::Asker::of(&self.0.account, &self.0.request.parent.session_id);
+        let subject = crate::approval::Subject::Grant {
+            class,
+            plugin: plugin.to_string(),
+            target: target.to_string(),
+        };
+        approvals
+            .check(policy, &asker, subject, &self.0.cancel)
+            .await
     }
 
     /// A token cancelled when the run is cancelled or disposed; link what the run owns to it.

@@ -16,6 +16,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
+use super::approve::GrantApprovals;
 use crate::sandbox::connections::{Connection, Connections};
 use crate::sandbox::{Granted, HttpOrigin, Removed, Sandbox};
 
@@ -40,6 +41,8 @@ pub struct HttpHooks {
     /// The slot `wasi:http/outgoing-handler.handle` took for the request it is sending
     /// (`crate::wasi::http`); [`WasiHttpHooks::send_request`] moves it into the connection.
     pub pending: Option<Connection>,
+    /// What asks for a yes before an origin is first used (`[approvals] http`).
+    approvals: Option<GrantApprovals>,
 }
 
 impl HttpHooks {
@@ -60,7 +63,14 @@ impl HttpHooks {
             warned: Vec::new(),
             connections: sandbox.connections().clone(),
             pending: None,
+            approvals: None,
         }
+    }
+
+    /// The hooks asking `approvals` before each origin's first use.
+    pub fn with_approvals(mut self, approvals: Option<GrantApprovals>) -> Self {
+        self.approvals = approvals;
+        self
     }
 
     fn warn_denied(&mut self, uri: &http::Uri, origin: Option<&HttpOrigin>) {
@@ -136,21 +146,37 @@ impl WasiHttpHooks for HttpHooks {
             first_byte_timeout: within(asked.first_byte_timeout, limit),
             between_bytes_timeout: within(asked.between_bytes_timeout, limit),
         };
-        // Request and response bodies share one count.
-        let used = Arc::new(AtomicU64::new(0));
         let max = self.max_bytes;
-        let deadline = Instant::now() + limit;
-        let request = request.map(|body| {
-            Capped {
-                inner: body,
-                used: used.clone(),
-                max,
-                too_big: Error::HttpRequestBodySize,
-                deadline,
-            }
-            .boxed_unsync()
-        });
+        // An origin whose first use needs a yes waits for it before anything is sent.
+        let approval = self
+            .approvals
+            .clone()
+            .filter(|a| a.needs(seam_core::approval::GrantClass::Http))
+            .zip(origin.clone());
+        let plugin = self.plugin.clone();
         Box::new(async move {
+            if let Some((approvals, origin)) = approval {
+                if let Err(refused) = approvals
+                    .check(seam_core::approval::GrantClass::Http, origin.to_string())
+                    .await
+                {
+                    tracing::warn!(plugin = %plugin, %origin, "{refused}");
+                    return Err(Error::HttpRequestDenied);
+                }
+            }
+            // Request and response bodies share one count.
+            let used = Arc::new(AtomicU64::new(0));
+            let deadline = Instant::now() + limit;
+            let request = request.map(|body| {
+                Capped {
+                    inner: body,
+                    used: used.clone(),
+                    max,
+                    too_big: Error::HttpRequestBodySize,
+                    deadline,
+                }
+                .boxed_unsync()
+            });
             let sent = tokio::time::timeout(
                 limit,
                 wasmtime_wasi_http::default_send_request(request, Some(options)),

@@ -4,6 +4,7 @@
 //! limiter, its log budget, and the context of the one host interface call it serves: a run (for
 //! `run-context` and `agents`) or a tool call (for `subagents`), whose types live in `context`.
 
+pub mod approve;
 pub mod context;
 mod grants;
 pub mod http;
@@ -92,6 +93,8 @@ pub struct StoreData {
     pub socket_watch: SocketWatch,
     /// The sockets it made, each holding one of the plugin's connections (`wasi::sockets`).
     pub sockets_held: Vec<(Socket, Connection)>,
+    /// What asks for a yes before a grant is first used (`[approvals]`).
+    pub approvals: Option<approve::GrantApprovals>,
     table: ResourceTable,
     limiter: PluginLimiter,
     /// Epoch ticks during which this store's guest code was running.
@@ -224,12 +227,15 @@ pub fn new_store(
         (Arc::new(granted), removed)
     };
     grants::apply(&granted, &plugin, &mut builder);
+    let approvals = approve::GrantApprovals::of(&serving, &plugin, &granted);
     let limits = sandbox.limits();
     let state = StoreData {
         limiter: PluginLimiter::new(plugin.clone(), limits),
         socket_watch: SocketWatch::new(&granted),
-        http_hooks: HttpHooks::new(plugin.clone(), sandbox, granted, removed),
+        http_hooks: HttpHooks::new(plugin.clone(), sandbox, granted, removed)
+            .with_approvals(approvals.clone()),
         sockets_held: Vec::new(),
+        approvals,
         http: {
             let mut http = WasiHttpCtx::new();
             http.set_field_size_limit(HTTP_FIELD_BYTES);

@@ -99,6 +99,9 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
         |mut store: Store<'_>, (fd, path): (Resource<Descriptor>, String)| {
             Box::new(async move {
                 let data = store.data_mut();
+                if let Err(code) = approve_write(data).await {
+                    return Ok((Err(code),));
+                }
                 let disk = data.disk.clone();
                 if let Err(e) = refuse(data, disk.charge_file()) {
                     return Ok((Err(e),));
@@ -113,6 +116,9 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
         |mut store: Store<'_>, (fd, old, new): (Resource<Descriptor>, String, String)| {
             Box::new(async move {
                 let data = store.data_mut();
+                if let Err(code) = approve_write(data).await {
+                    return Ok((Err(code),));
+                }
                 let disk = data.disk.clone();
                 if let Err(e) = refuse(data, disk.charge_file()) {
                     return Ok((Err(e),));
@@ -134,6 +140,9 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
         )| {
             Box::new(async move {
                 let data = store.data_mut();
+                if let Err(code) = approve_write(data).await {
+                    return Ok((Err(code),));
+                }
                 let disk = data.disk.clone();
                 if let Err(e) = refuse(data, disk.charge_file()) {
                     return Ok((Err(e),));
@@ -143,6 +152,47 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                     .link_at(fd, old_flags, old, new_fd, new)
                     .await;
                 answer(done, || disk.refund_file())
+            })
+        },
+    )?;
+    // Removing and renaming change the directories too: they wait for the same yes.
+    types.func_wrap_async(
+        "[method]descriptor.unlink-file-at",
+        |mut store: Store<'_>, (fd, path): (Resource<Descriptor>, String)| {
+            Box::new(async move {
+                let data = store.data_mut();
+                if let Err(code) = approve_write(data).await {
+                    return Ok((Err(code),));
+                }
+                answer(data.filesystem().unlink_file_at(fd, path).await, || ())
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.remove-directory-at",
+        |mut store: Store<'_>, (fd, path): (Resource<Descriptor>, String)| {
+            Box::new(async move {
+                let data = store.data_mut();
+                if let Err(code) = approve_write(data).await {
+                    return Ok((Err(code),));
+                }
+                answer(data.filesystem().remove_directory_at(fd, path).await, || ())
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.rename-at",
+        |mut store: Store<'_>,
+         (fd, old, new_fd, new): (Resource<Descriptor>, String, Resource<Descriptor>, String)| {
+            Box::new(async move {
+                let data = store.data_mut();
+                if let Err(code) = approve_write(data).await {
+                    return Ok((Err(code),));
+                }
+                answer(
+                    data.filesystem().rename_at(fd, old, new_fd, new).await,
+                    || (),
+                )
             })
         },
     )?;
@@ -161,6 +211,25 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     )?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// Waits for the yes `[approvals] write` asks before a call or run first changes its
+/// directories; `Err` with the code a refusal answers.
+fn approve_write(data: &StoreData) -> impl std::future::Future<Output = Result<(), ErrorCode>> {
+    let approvals = data
+        .approvals
+        .clone()
+        .filter(|a| a.needs(seam_core::approval::GrantClass::Write));
+    let plugin = data.plugin.clone();
+    async move {
+        let Some(approvals) = approvals else {
+            return Ok(());
+        };
+        approvals.check_write().await.map_err(|refused| {
+            tracing::warn!(plugin = %plugin, "{refused}");
+            ErrorCode::NotPermitted
+        })
+    }
 }
 
 /// The guest's answer to a delegated call: its error as an error code (or a trap), after
@@ -382,6 +451,14 @@ async fn open_at(
     flags: DescriptorFlags,
 ) -> Answer<Resource<Descriptor>> {
     let disk = data.disk.clone();
+    let writes = flags.contains(DescriptorFlags::WRITE)
+        || open_flags.intersects(OpenFlags::CREATE | OpenFlags::TRUNCATE);
+    // The first write of a call or run waits for a yes when `[approvals] write` asks.
+    if writes {
+        if let Err(code) = approve_write(data).await {
+            return Ok((Err(code),));
+        }
+    }
     let mut counted = false;
     if open_flags.contains(OpenFlags::CREATE) {
         // A path that is there already is opened, not created (a race with another store
