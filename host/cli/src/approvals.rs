@@ -140,7 +140,7 @@ fn answer(open: &super::sessions::OpenStore, id: &str, answer: Answer, json: boo
 }
 
 /// One request, as a listing line: id, status, when, who asked, what.
-fn line(r: &ApprovalRecord) -> String {
+pub(crate) fn line(r: &ApprovalRecord) -> String {
     let status = match (r.status, r.always) {
         (Status::Allowed, true) => "allowed always".to_string(),
         (s, _) => s.as_str().to_string(),

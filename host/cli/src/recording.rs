@@ -38,6 +38,8 @@ impl Recording {
                     | Event::AgentTurnEnd { .. }
                     | Event::AgentToolCall { .. }
                     | Event::AgentToolResult { .. }
+                    | Event::ApprovalRequested { .. }
+                    | Event::ApprovalResolved { .. }
             );
             if kept {
                 let at = began.elapsed();

@@ -221,9 +221,12 @@ pub(crate) fn run(args: Args) -> Result<u8> {
             let tree = tree(store, &id, 0)?;
             // What the whole tree spent, over every process that ran it, and its budget.
             let spend = store.spend(&id)?.unwrap_or_default();
+            // The requests for approval made anywhere in the tree, kept with its top session.
+            let approvals = store.approvals(Some(&id))?;
             if args.json {
                 let mut json = serde_json::json!({
                     "session": id, "spent": spend.spent.report(), "runs": tree,
+                    "approvals": approvals,
                 });
                 if let Some(budget) = spend.budget {
                     json["budget"] = serde_json::json!(budget);
@@ -241,6 +244,12 @@ pub(crate) fn run(args: Args) -> Result<u8> {
                     outln!("  budget: {}", serde_json::json!(budget));
                 }
                 print_tree(&tree, 1);
+                if !approvals.is_empty() {
+                    outln!("  approvals:");
+                    for a in &approvals {
+                        outln!("    {}", super::approvals::line(a));
+                    }
+                }
             }
         }
         SessionsCommand::Rm { id } => {
@@ -395,6 +404,8 @@ fn run_json(run: &RunRecord, children: Vec<serde_json::Value>) -> serde_json::Va
         "session": run.child_session,
         "started-ms": run.started_ms,
         "ended-ms": run.ended_ms,
+        "scope": run.start.request.scope,
+        "approver": run.start.request.approver,
         "runs": children,
     })
 }
@@ -417,8 +428,18 @@ fn print_tree(runs: &[serde_json::Value], depth: usize) {
             .unwrap_or_default();
         // What the child's session spent, over all its activations.
         let spent = spent_words(&run["spent"]).replacen(": ", ", ", 1);
+        // What the delegation narrowed its subtree to, and who answers for it.
+        let scope = if run["scope"].is_null() {
+            String::new()
+        } else {
+            format!(", scope {}", run["scope"])
+        };
+        let approver = run["approver"]
+            .as_str()
+            .map(|a| format!(", approver {a}"))
+            .unwrap_or_default();
         outln!(
-            "{indent}{} on `{}`: {outcome}, started {}{took}{spent}{why}",
+            "{indent}{} on `{}`: {outcome}, started {}{took}{spent}{scope}{approver}{why}",
             field("run"),
             field("provider"),
             time(run["started-ms"].as_u64().unwrap_or(0)),

@@ -4,7 +4,8 @@
 //! long it took, and how it ended; a failed run, and every node above it, is marked. Where the
 //! model endpoint reported usage, each node says the tokens (and, for models with prices, the
 //! cost) its subtree used (its own agent's
-//! turns and every run below), so the root's is the whole tree's.
+//! turns and every run below), so the root's is the whole tree's. Each request for approval is
+//! a line under the agent or run that asked, with how it was answered and by whom.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -30,6 +31,16 @@ struct Seen {
     usage: HashMap<String, Usage>,
     /// Cost in dollars by agent, from its turns' ends (models with prices).
     cost: HashMap<String, f64>,
+    /// Requests for approval by the agent or run that asked, in the order they were made.
+    approvals: HashMap<String, Vec<Approval>>,
+}
+
+/// A request for approval, as the events told it.
+struct Approval {
+    id: String,
+    what: String,
+    /// `allowed by terminal`, `denied by nobody`, ...; `None` while it waits.
+    answer: Option<String>,
 }
 
 impl Seen {
@@ -53,6 +64,42 @@ impl Seen {
                             ended: None,
                         },
                     );
+                }
+                Event::ApprovalRequested {
+                    id, subject, path, ..
+                } => {
+                    let asker = path.last().cloned().unwrap_or_default();
+                    let asked = seen.approvals.entry(asker).or_default();
+                    // A request taken up again (after a restart) is one line.
+                    if !asked.iter().any(|a| a.id == *id) {
+                        asked.push(Approval {
+                            id: id.clone(),
+                            what: subject.describe(),
+                            answer: None,
+                        });
+                    }
+                }
+                Event::ApprovalResolved {
+                    id,
+                    allowed,
+                    always,
+                    by,
+                    ..
+                } => {
+                    let answer = format!(
+                        "{} by {by}",
+                        match (allowed, always) {
+                            (true, true) => "allowed always",
+                            (true, false) => "allowed",
+                            (false, _) => "denied",
+                        }
+                    );
+                    // One answered from what an earlier process kept has no request line.
+                    if let Some(approval) =
+                        seen.approvals.values_mut().flatten().find(|a| a.id == *id)
+                    {
+                        approval.answer = Some(answer);
+                    }
                 }
                 Event::AgentTurnEnd {
                     id,
@@ -110,8 +157,24 @@ pub(crate) fn draw_tree(recorded: &Recorded, root: &str, outcome: Option<&StopRe
         seconds(recorded.took),
         spent(&seen, &children, root),
     );
+    draw_approvals(&seen, root, "", children.contains_key(root), &mut out);
     draw(&seen, &children, root, "", &mut out);
     out
+}
+
+/// The requests for approval `id` made, each a line under it (`more`: runs follow below).
+fn draw_approvals(seen: &Seen, id: &str, indent: &str, more: bool, out: &mut String) {
+    let asked = seen.approvals.get(id).map(Vec::as_slice).unwrap_or(&[]);
+    for (i, a) in asked.iter().enumerate() {
+        let last = i + 1 == asked.len() && !more;
+        out.push_str(&format!(
+            "{indent}{} ? approval {}: {} ({})\n",
+            if last { "└─" } else { "├─" },
+            a.id,
+            a.what,
+            a.answer.as_deref().unwrap_or("not answered"),
+        ));
+    }
 }
 
 /// Whether a run at or below `id` failed.
@@ -215,6 +278,7 @@ fn draw(
             node.provider,
         ));
         let deeper = format!("{indent}{}", if last { "   " } else { "│  " });
+        draw_approvals(seen, child, &deeper, children.contains_key(*child), out);
         draw(seen, children, child, &deeper, out);
     }
 }

@@ -100,7 +100,7 @@ fn a_request_is_answered_by_seam_approvals_from_another_process() {
     let state = dir.path().join("state");
     let config = config(dir.path(), "wait.toml", "from_store = true");
     let cfg = config.to_str().unwrap();
-    let (mut child, id, lines) = run_until_asked(&state, &config, &[]);
+    let (mut child, id, lines) = run_until_asked(&state, &config, &["--tree"]);
 
     let (code, out, err) = seam_out(&state, &["approvals", "list", "--config", cfg]);
     assert_eq!(code, Some(0), "{err}");
@@ -127,10 +127,22 @@ fn a_request_is_answered_by_seam_approvals_from_another_process() {
             .contains("read: the secret"),
         "{answer}"
     );
-    let resolved: Vec<String> = lines
-        .try_iter()
+    // Read to the end: the reader stops when the process's stderr closes.
+    let rest: Vec<String> = lines.iter().collect();
+    let resolved: Vec<&String> = rest
+        .iter()
         .filter(|l| l.contains("\"event\":\"approval/resolved\""))
         .collect();
+    let tree = rest
+        .iter()
+        .find(|l| l.contains("? approval"))
+        .unwrap_or_else(|| panic!("--tree shows the request: {rest:#?}"));
+    assert!(
+        tree.contains(&id)
+            && tree.contains("call tool `secret`")
+            && tree.contains("allowed by seam approvals"),
+        "{tree}"
+    );
     assert_eq!(resolved.len(), 1, "{resolved:?}");
     assert!(
         resolved[0].contains("\"by\":\"seam approvals\""),
@@ -140,6 +152,10 @@ fn a_request_is_answered_by_seam_approvals_from_another_process() {
 
     let (_, out, _) = seam_out(&state, &["approvals", "list", "--all", "--config", cfg]);
     assert!(out.contains("allowed by seam approvals"), "{out}");
+    let session = answer["session"].as_str().unwrap_or_default().to_string();
+    let (code, out, err) = seam_out(&state, &["sessions", "tree", &session, "--config", cfg]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("approvals:") && out.contains(&id), "{out}");
     let (code, _, err) = seam_out(&state, &["approvals", "allow", "nope", "--config", cfg]);
     assert_eq!(code, Some(1));
     assert!(err.contains("no request for approval `nope`"), "{err}");

@@ -30,6 +30,7 @@ steps = [
         {{ name = "research", arguments = {{ description = "d", prompt = "dig" }} }},
         {{ name = "ask_agent", arguments = {{ description = "d", prompt = "exit" }} }},
         {{ name = "ask_http", arguments = {{ description = "d", prompt = "hello" }} }},
+        {{ name = "gated", arguments = {{ description = "d", prompt = "never" }} }},
     ] }},
     {{ text = "done: {{tool_results}}" }},
 ]
@@ -72,6 +73,11 @@ http = ["http://127.0.0.1:{port}"]
 id = "ask-http"
 component = "{tool}"
 config = {{ provider = "http-agent", toolName = "ask_http" }}
+
+[[plugin]]
+id = "gated"
+component = "{tool}"
+config = {{ provider = "spawn", toolName = "gated", approve = "ask" }}
 "#,
         http = guest("http_agent_provider"),
         spawn = guest("spawn_provider"),
@@ -177,7 +183,14 @@ fn a_run_is_exported_as_one_span_tree_whose_trace_reaches_the_acp_agent() {
     loaded.sort_unstable();
     assert_eq!(
         loaded,
-        ["ask-agent", "ask-http", "endpoint", "research", "spawn"]
+        [
+            "ask-agent",
+            "ask-http",
+            "endpoint",
+            "gated",
+            "research",
+            "spawn"
+        ]
     );
     assert!(loads.iter().all(|l| {
         l["parent-span-id"] == command["span-id"]
@@ -218,6 +231,19 @@ fn a_run_is_exported_as_one_span_tree_whose_trace_reaches_the_acp_agent() {
     let roots = lead_turns;
     assert_eq!(roots[0]["name"], "agent.turn");
     assert_eq!(attr(roots[0], "seam.agent.id"), "agent:1");
+
+    // The headless request for `gated`: a span under the lead's turn, denied by nobody.
+    let approvals = named("approval");
+    assert_eq!(approvals.len(), 1, "{approvals:#?}");
+    assert_eq!(attr(approvals[0], "seam.approval.allowed"), false);
+    assert_eq!(attr(approvals[0], "seam.approval.by"), "nobody");
+    assert!(attr(approvals[0], "seam.approval.subject")
+        .as_str()
+        .is_some_and(|s| s.contains("`gated`")));
+    assert_eq!(
+        parent_of(approvals[0]).map(|t| &t["span-id"]),
+        Some(&roots[0]["span-id"])
+    );
 
     // research -> spawn run -> the child's turn -> ask_agent -> the ACP run.
     let runs = named("subagent.run");

@@ -42,6 +42,8 @@ struct AgentSpans {
 struct State {
     agents: HashMap<String, AgentSpans>,
     runs: HashMap<String, Context>,
+    /// Requests for approval waiting for an answer, by id.
+    approvals: HashMap<String, Context>,
     /// The command's root span, while it is open.
     root: Option<Context>,
 }
@@ -269,6 +271,48 @@ impl Spans {
                 let failed = (*stop_reason == StopReason::Error)
                     .then(|| diagnostic.as_deref().unwrap_or("the run failed"));
                 end(&cx, failed);
+            }
+            // A wait for a yes is a span of its own under the agent or run that asked.
+            Event::ApprovalRequested {
+                id, subject, path, ..
+            } => {
+                let asker = path.last().map(String::as_str).unwrap_or_default();
+                let parent = state
+                    .agent_context(asker)
+                    .unwrap_or_else(|| state.caller_context(asker));
+                let cx = self.start(
+                    "approval",
+                    &parent,
+                    vec![
+                        KeyValue::new("seam.approval.id", id.clone()),
+                        KeyValue::new("seam.approval.subject", subject.describe()),
+                        KeyValue::new("seam.approval.path", path.join(" > ")),
+                    ],
+                );
+                if let Some(old) = state.approvals.insert(id.clone(), cx) {
+                    end(&old, None);
+                }
+            }
+            Event::ApprovalResolved {
+                id,
+                allowed,
+                always,
+                by,
+                reason,
+            } => {
+                let Some(cx) = state.approvals.remove(id) else {
+                    return;
+                };
+                let span = cx.span();
+                span.set_attributes([
+                    KeyValue::new("seam.approval.allowed", *allowed),
+                    KeyValue::new("seam.approval.always", *always),
+                    KeyValue::new("seam.approval.by", by.clone()),
+                ]);
+                if let Some(reason) = reason {
+                    span.set_attribute(KeyValue::new("seam.approval.reason", reason.clone()));
+                }
+                end(&cx, None);
             }
             Event::AgentDisposed { id } => {
                 if let Some(agent) = state.agents.remove(id) {
