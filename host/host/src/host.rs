@@ -451,6 +451,7 @@ impl Host {
         seam_acp::server::AgentHost::new(
             self.inner.events.clone(),
             self.inner.runtime.agents.clone(),
+            self.inner.runtime.subagents.approvals().clone(),
         )
     }
 
