@@ -22,10 +22,16 @@ const ALLOW_ONCE: &str = "allow";
 const ALLOW_ALWAYS: &str = "allow-always";
 const REJECT_ONCE: &str = "reject";
 
+/// The senders of the responses awaited, by request id.
+type Waiting = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>>;
+
+/// Finds the ACP session a request for approval belongs to.
+type SessionOf = Box<dyn Fn(&ApprovalRecord) -> Option<String> + Send + Sync>;
+
 /// Requests `seam acp` sent the client, waiting for its response, by id.
 #[derive(Clone, Default)]
 pub(crate) struct Asked {
-    waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>>,
+    waiting: Waiting,
     next: Arc<AtomicU64>,
 }
 
@@ -59,7 +65,7 @@ impl Asked {
 
 /// Removes a request's entry when its question is over.
 struct Withdraw {
-    waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>>,
+    waiting: Waiting,
     id: u64,
 }
 
@@ -75,7 +81,7 @@ impl Drop for Withdraw {
 pub(crate) struct Editor {
     out: Outbox,
     asked: Asked,
-    session_of: Box<dyn Fn(&ApprovalRecord) -> Option<String> + Send + Sync>,
+    session_of: SessionOf,
 }
 
 impl Editor {

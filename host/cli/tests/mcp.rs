@@ -1073,17 +1073,23 @@ fn seam_mcp_asks_the_client_for_approval_with_elicitation() {
     assert_eq!(out["asked"].as_array().unwrap().len(), 2, "{out}");
 }
 
-/// A client that did not declare elicitation cannot be asked: the call is denied at once, and
-/// the result says how to allow it.
+/// A client that did not declare elicitation cannot be asked, nor can one on 2026-07-28 (a
+/// server may not send it requests): the call is denied at once, and the result says how to
+/// allow it.
 #[test]
 fn seam_mcp_denies_at_once_what_a_client_without_elicitation_cannot_answer() {
-    let (out, vault) = approve("none");
-    assert_eq!(out["secret"]["isError"], true, "{out}");
-    let text = out["secret"]["text"].as_str().unwrap();
-    assert!(text.contains("denied by nobody"), "{text}");
-    assert!(text.contains("approve = \"allow\""), "{text}");
-    let down = out["down"]["text"].as_str().unwrap();
-    assert!(down.contains("denied by nobody"), "{down}");
-    assert_eq!(vault, 0, "{out}");
-    assert!(out["asked"].as_array().unwrap().is_empty());
+    for answer in ["none", "modern"] {
+        let (out, vault) = approve(answer);
+        assert_eq!(out["secret"]["isError"], true, "{out}");
+        let text = out["secret"]["text"].as_str().unwrap();
+        assert!(text.contains("denied by nobody"), "{text}");
+        assert!(text.contains("approve = \"allow\""), "{text}");
+        let down = out["down"]["text"].as_str().unwrap();
+        assert!(down.contains("denied by nobody"), "{down}");
+        assert_eq!(vault, 0, "{out}");
+        assert!(out["asked"].as_array().unwrap().is_empty(), "{out}");
+        if answer == "modern" {
+            assert_eq!(out["protocol"], "2026-07-28", "{out}");
+        }
+    }
 }
