@@ -14,6 +14,7 @@
 
 pub mod files;
 pub mod outbox;
+mod permission;
 pub mod rpc;
 
 pub mod process;

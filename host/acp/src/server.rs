@@ -6,17 +6,21 @@
 //! `session/load` continues a kept one, replaying its conversation first (the `loadSession`
 //! capability); `session/prompt` runs one turn of it. The tree's tool calls and
 //! delegations stream as `tool_call` / `tool_call_update`s, the answer as an
-//! `agent_message_chunk`; `session/cancel` aborts the whole tree. Stdout carries only the
-//! protocol: everything else Seam says goes to stderr.
+//! `agent_message_chunk`; `session/cancel` aborts the whole tree. A request for approval made
+//! anywhere in a session's tree is sent to the client as `session/request_permission` (see
+//! `crate::permission`) while the client is connected. Stdout carries only the protocol:
+//! everything else Seam says goes to stderr.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use seam_core::agent::{Agent, AgentRegistry, SessionEvent};
+use seam_core::approvals::Approvals;
 use seam_core::events::{Event, EventBus, ListenerId};
 use seam_core::types::{blocks_text, ContentBlock, StopReason};
 
 use crate::outbox::{self, Kind, Outbox};
+use crate::permission::{Asked, Editor};
 use crate::rpc::{self, Incoming, LineReader};
 use serde_json::{json, Value};
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
@@ -31,17 +35,27 @@ const MAX_LINE: usize = 8 << 20;
 const OUTBOX_BYTES: usize = 4 << 20;
 
 /// What `seam acp` serves: a host's agent registry (whose defaults make each session's
-/// top-level agent) and the bus its trees emit on. `seam_host::Host::agent_host` hands one out.
+/// top-level agent), the bus its trees emit on, and the approvals engine their requests for
+/// approval go through. `seam_host::Host::agent_host` hands one out.
 #[derive(Clone)]
 pub struct AgentHost {
     events: Arc<EventBus>,
     agents: Arc<AgentRegistry>,
+    approvals: Arc<Approvals>,
 }
 
 impl AgentHost {
-    /// The agents of `agents`, whose trees emit on `events`.
-    pub fn new(events: Arc<EventBus>, agents: Arc<AgentRegistry>) -> Self {
-        Self { events, agents }
+    /// The agents of `agents`, whose trees emit on `events` and ask `approvals`.
+    pub fn new(
+        events: Arc<EventBus>,
+        agents: Arc<AgentRegistry>,
+        approvals: Arc<Approvals>,
+    ) -> Self {
+        Self {
+            events,
+            agents,
+            approvals,
+        }
     }
 
     fn events(&self) -> &Arc<EventBus> {
@@ -62,7 +76,7 @@ struct Session {
 
 type Sessions = Arc<Mutex<HashMap<String, Session>>>;
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -84,6 +98,13 @@ pub async fn serve(host: &AgentHost, interrupt: CancellationToken) {
     });
     let sessions: Sessions = Arc::default();
     let listener = stream_updates(host, sessions.clone(), out.clone());
+    // The client answers the served trees' requests for approval while it is connected.
+    let asked = Asked::default();
+    let surface = host.approvals.add_surface(Arc::new(Editor::new(
+        out.clone(),
+        asked.clone(),
+        session_of(sessions.clone()),
+    )));
     let mut lines = LineReader::new(BufReader::new(tokio::io::stdin()), MAX_LINE);
     loop {
         let line = tokio::select! {
@@ -116,6 +137,11 @@ pub async fn serve(host: &AgentHost, interrupt: CancellationToken) {
                     s.cancel_turn();
                 }
             }
+            Ok(Incoming::Response { id, result }) => {
+                if !asked.settle(&id, result) {
+                    tracing::debug!(%id, "seam acp: a response to no request waiting");
+                }
+            }
             Ok(_) => {}
             // JSON-RPC answers a line it cannot read, so that a client waiting on it hears why.
             Err(e) => {
@@ -130,6 +156,8 @@ pub async fn serve(host: &AgentHost, interrupt: CancellationToken) {
         agent.abort();
         host.agents().dispose(agent.id()).await;
     }
+    // The surface holds a sender of the queue: it goes before the queue is closed.
+    drop(surface);
     drop(out);
     let _ = writer.await;
 }
@@ -319,6 +347,20 @@ fn load(host: &AgentHost, sessions: &Sessions, out: &Outbox, id: &Value, params:
     }
     lock(sessions).insert(session.to_string(), Session { agent, busy: false });
     rpc::response(id, json!({}))
+}
+
+/// Finds the ACP session a request for approval belongs to: the one whose session is the
+/// request's root, or whose agent is at the top of the path of runs that asked.
+fn session_of(
+    sessions: Sessions,
+) -> impl Fn(&seam_core::approval::ApprovalRecord) -> Option<String> {
+    move |request| {
+        let top = request.path.first();
+        lock(&sessions)
+            .iter()
+            .find(|(id, s)| **id == request.root || top.is_some_and(|t| t == s.agent.id()))
+            .map(|(id, _)| id.clone())
+    }
 }
 
 /// A `session/update` notification line.

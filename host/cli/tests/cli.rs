@@ -722,6 +722,16 @@ fn dev_picks_up_a_rebuilt_component_and_keeps_the_last_good_one_serving() {
 
 /// Drives `seam acp CONFIG` with the official Python SDK's client; returns what it printed.
 fn acp_client(config: &Path, mode: &str, prompt: &str) -> serde_json::Value {
+    acp_client_with(config, mode, prompt, &[])
+}
+
+/// [`acp_client`] with more environment for the client (`SEAM_TEST_PERMISSION`).
+fn acp_client_with(
+    config: &Path,
+    mode: &str,
+    prompt: &str,
+    env: &[(&str, &str)],
+) -> serde_json::Value {
     let out = Command::new(seam_tests::acp_python())
         .arg(root().join("tests/fixtures/acp_client.py"))
         .args([
@@ -736,6 +746,7 @@ fn acp_client(config: &Path, mode: &str, prompt: &str) -> serde_json::Value {
             root().join("target").join("seam-test-cache"),
         )
         .env("XDG_STATE_HOME", root().join("target/seam-test-state"))
+        .envs(env.iter().copied())
         .output()
         .expect("the ACP client runs");
     assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
@@ -805,6 +816,133 @@ fn session_cancel_aborts_the_served_tree() {
     .unwrap();
     let out = acp_client(&config, "cancel", "go");
     assert_eq!(out["stopReason"], "cancelled", "{out}");
+}
+
+/// A config whose lead calls `first` (the `secret` tool: a mock behind the subagent tool, with
+/// `approve = "ask"`; or `down`, a spawned child whose model calls `secret`), then says what it
+/// read.
+fn approval_config(dir: &Path, first: &str) -> PathBuf {
+    let call = |tool: &str| {
+        format!("tool_calls = [ {{ name = \"{tool}\", arguments = {{ description = \"d\", prompt = \"open\" }} }} ]")
+    };
+    let config = dir.join("approve.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agent]\nmodel = \"scripted:lead\"\n\n\
+             [models.scripts.lead]\nsteps = [ {{ text = \"asking\", {first} }}, {{ text = \"read: {{tool_results}}\" }} ]\n\n\
+             [models.scripts.child]\nsteps = [ {{ text = \"child asking\", {secret} }}, {{ text = \"child read: {{tool_results}}\" }} ]\n\n\
+             [[plugin]]\nid = \"vault\"\ncomponent = \"{mock}\"\nconfig = {{ name = \"vault\", reply = \"the secret\" }}\n\n\
+             [[plugin]]\nid = \"secret\"\ncomponent = \"{tool}\"\nconfig = {{ provider = \"vault\", toolName = \"secret\", approve = \"ask\" }}\n\n\
+             [[plugin]]\nid = \"spawn\"\ncomponent = \"{spawn}\"\n\n\
+             [[plugin]]\nid = \"down\"\ncomponent = \"{tool}\"\nconfig = {{ provider = \"spawn\", toolName = \"down\", agentOptions = {{ model = \"scripted:child\" }} }}\n",
+            first = call(first),
+            secret = call("secret"),
+            mock = seam_tests::guest("mock_provider").display(),
+            tool = seam_tests::guest("subagent_tool").display(),
+            spawn = seam_tests::guest("spawn_provider").display(),
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// The text of the last update (the answer), and whether the `vault` run was started.
+fn answer_and_vault(out: &serde_json::Value) -> (String, bool) {
+    let updates = out["updates"].as_array().unwrap();
+    let last = updates.last().unwrap();
+    assert_eq!(last["sessionUpdate"], "agent_message_chunk", "{out}");
+    let vault = updates.iter().any(|u| {
+        u["sessionUpdate"] == "tool_call"
+            && u["title"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("delegate to `vault`")
+    });
+    (last["content"]["text"].as_str().unwrap().to_string(), vault)
+}
+
+/// A call of a tool with `approve = "ask"` in the served tree is asked of the editor with
+/// `session/request_permission` (the official SDK's client picks an option): allowed, the
+/// tool runs and the model reads its result; rejected, or a client that does not offer
+/// permission requests, the model reads a denial and the tool never runs.
+#[test]
+fn seam_acp_asks_the_editor_for_approval() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = approval_config(dir.path(), "secret");
+    let picked = |kind: Option<&str>| {
+        let env: Vec<(&str, &str)> = kind
+            .map(|k| ("SEAM_TEST_PERMISSION", k))
+            .into_iter()
+            .collect();
+        let out = acp_client_with(&config, "prompt", "go", &env);
+        assert_eq!(out["stopReason"], "end_turn", "{out}");
+        out
+    };
+
+    let out = picked(Some("allow_once"));
+    let (text, vault) = answer_and_vault(&out);
+    assert!(text.contains("read: the secret"), "{out}");
+    assert!(vault, "the allowed tool did not run: {out}");
+    let asked = out["permissions"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{out}");
+    let request = &asked[0];
+    assert_eq!(request["sessionId"], out["sessionId"]);
+    assert!(
+        request["toolCall"]["title"]
+            .as_str()
+            .unwrap()
+            .contains("call tool `secret`"),
+        "{request}"
+    );
+    assert_eq!(request["toolCall"]["rawInput"]["prompt"], "open");
+    let kinds: Vec<&str> = request["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["allow_once", "allow_always", "reject_once"]);
+
+    for (kind, said) in [
+        (Some("reject_once"), "rejected in the editor"),
+        (Some("cancelled"), "cancelled in the editor"),
+        // The client answers with an error: it cannot be asked, and no one else can.
+        (None, "denied by nobody"),
+    ] {
+        let out = picked(kind);
+        let (text, vault) = answer_and_vault(&out);
+        assert!(text.contains(said), "{kind:?}: {out}");
+        assert!(!text.contains("the secret"), "{kind:?}: {out}");
+        assert!(!vault, "{kind:?}: a denied tool ran: {out}");
+        assert_eq!(out["permissions"].as_array().unwrap().len(), 1, "{out}");
+    }
+}
+
+/// A child run's request reaches the editor too, in its parent's ACP session, naming the run
+/// that asks.
+#[test]
+fn seam_acp_asks_the_editor_for_a_child_runs_approval() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = approval_config(dir.path(), "down");
+    let out = acp_client_with(
+        &config,
+        "prompt",
+        "go",
+        &[("SEAM_TEST_PERMISSION", "allow_once")],
+    );
+    assert_eq!(out["stopReason"], "end_turn", "{out}");
+    let (text, vault) = answer_and_vault(&out);
+    assert!(text.contains("child read: the secret"), "{out}");
+    assert!(vault, "{out}");
+    let asked = out["permissions"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{out}");
+    assert_eq!(asked[0]["sessionId"], out["sessionId"]);
+    let title = asked[0]["toolCall"]["title"].as_str().unwrap();
+    assert!(
+        title.contains(" > ") && title.contains("call tool `secret`"),
+        "{title}"
+    );
 }
 
 /// What `seam acp` wrote, in order; a message waited past is kept for a later wait.

@@ -981,3 +981,115 @@ fn an_http_session_delete_is_answered_as_the_sdk_expects() {
     let status = out["delete"].as_u64().unwrap();
     assert!(status == 200 || status == 204, "{out}");
 }
+
+/// `secret`: a mock behind the subagent tool whose entry says `approve = "ask"`; `down`: a run
+/// whose model calls `secret`, then says what it read.
+fn approval_config(dir: &Path) -> PathBuf {
+    let path = dir.join("approve.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[models.scripts.child]\nsteps = [ {{ text = \"asking\", tool_calls = [ {{ name = \"secret\", arguments = {{ description = \"d\", prompt = \"open\" }} }} ] }}, {{ text = \"child read: {{tool_results}}\" }} ]\n\n\
+             [[plugin]]\nid = \"vault\"\ncomponent = \"{mock}\"\nconfig = {{ name = \"vault\", reply = \"the secret\" }}\n\n\
+             [[plugin]]\nid = \"secret\"\ncomponent = \"{tool}\"\nconfig = {{ provider = \"vault\", toolName = \"secret\", approve = \"ask\" }}\n\n\
+             [[plugin]]\nid = \"spawn\"\ncomponent = \"{spawn}\"\n\n\
+             [[plugin]]\nid = \"down\"\ncomponent = \"{tool}\"\nconfig = {{ provider = \"spawn\", toolName = \"down\", agentOptions = {{ model = \"scripted:child\" }} }}\n",
+            mock = seam_tests::guest("mock_provider").display(),
+            tool = seam_tests::guest("subagent_tool").display(),
+            spawn = seam_tests::guest("spawn_provider").display(),
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The `approve` scenario of the fixture client answering `answer`: what it saw, and how many
+/// runs of the `vault` provider seam started.
+fn approve(answer: &str) -> (serde_json::Value, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = approval_config(dir.path());
+    let events = dir.path().join("stderr.log");
+    let out = client(&[
+        "approve",
+        env!("CARGO_BIN_EXE_seam"),
+        config.to_str().unwrap(),
+        events.to_str().unwrap(),
+        answer,
+    ]);
+    let events = std::fs::read_to_string(&events).unwrap();
+    let vault = events
+        .lines()
+        .filter(|l| {
+            l.contains("\"event\":\"subagent/start\"") && l.contains("\"provider\":\"vault\"")
+        })
+        .count();
+    (out, vault)
+}
+
+/// A call through `seam mcp` that needs a yes, the served tool's own or one a run under the
+/// call makes, is asked of the client with `elicitation/create` (the official SDK's client with
+/// an elicitation callback): accepted, the tool runs; declined, the client reads a denial and
+/// the tool never runs.
+#[test]
+fn seam_mcp_asks_the_client_for_approval_with_elicitation() {
+    let (out, vault) = approve("accept");
+    assert_eq!(out["secret"]["isError"], false, "{out}");
+    assert_eq!(out["secret"]["text"], "the secret", "{out}");
+    assert!(
+        out["down"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("child read: the secret"),
+        "{out}"
+    );
+    assert_eq!(vault, 2, "{out}");
+    let asked = out["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 2, "{out}");
+    let message = asked[0]["message"].as_str().unwrap();
+    assert!(message.contains("call tool `secret`"), "{message}");
+    assert_eq!(
+        asked[0]["requestedSchema"]["properties"]["allow"]["type"],
+        "boolean"
+    );
+    // The run's request names the run that asks.
+    assert!(
+        asked[1]["message"].as_str().unwrap().contains("): spawn-"),
+        "{out}"
+    );
+
+    let (out, vault) = approve("decline");
+    assert_eq!(out["secret"]["isError"], true, "{out}");
+    let text = out["secret"]["text"].as_str().unwrap();
+    assert!(
+        text.contains("denied by mcp") && text.contains("declined"),
+        "{text}"
+    );
+    let down = out["down"]["text"].as_str().unwrap();
+    assert!(
+        down.contains("denied by mcp") && !down.contains("the secret"),
+        "{down}"
+    );
+    assert_eq!(vault, 0, "a declined tool ran: {out}");
+    assert_eq!(out["asked"].as_array().unwrap().len(), 2, "{out}");
+}
+
+/// A client that did not declare elicitation cannot be asked, nor can one on 2026-07-28 (a
+/// server may not send it requests): the call is denied at once, and the result says how to
+/// allow it.
+#[test]
+fn seam_mcp_denies_at_once_what_a_client_without_elicitation_cannot_answer() {
+    for answer in ["none", "modern"] {
+        let (out, vault) = approve(answer);
+        assert_eq!(out["secret"]["isError"], true, "{out}");
+        let text = out["secret"]["text"].as_str().unwrap();
+        assert!(text.contains("denied by nobody"), "{text}");
+        assert!(text.contains("approve = \"allow\""), "{text}");
+        let down = out["down"]["text"].as_str().unwrap();
+        assert!(down.contains("denied by nobody"), "{down}");
+        assert_eq!(vault, 0, "{out}");
+        assert!(out["asked"].as_array().unwrap().is_empty(), "{out}");
+        if answer == "modern" {
+            assert_eq!(out["protocol"], "2026-07-28", "{out}");
+        }
+    }
+}

@@ -456,8 +456,10 @@ impl Approvals {
             Some(approver) => vec![approver.clone()],
             None => read(&self.surfaces).clone(),
         };
-        if surfaces.is_empty() && !settings.from_store {
-            return Answer::deny(
+        // Nobody could be asked (no surface, or none that can answer this one, and no other
+        // process): denied, saying how to allow it.
+        let nobody = || {
+            Answer::deny(
                 "nobody",
                 Some(format!(
                     "nothing could ask a person: not on a terminal, not served over ACP or MCP, \
@@ -467,11 +469,16 @@ impl Approvals {
                     record.subject.how_to_allow(),
                     record.id
                 )),
-            );
+            )
+        };
+        if surfaces.is_empty() && !settings.from_store {
+            return nobody();
         }
         let asks: Vec<BoxFuture<'static, Option<Answer>>> =
             surfaces.iter().map(|s| s.ask(record)).collect();
-        // A surface that cannot answer this one gives up (`None`); the others still may.
+        // A surface that cannot answer this one gives up (`None`); the others still may. When
+        // all gave up, it is as if there were none.
+        let from_store_on = settings.from_store;
         let surfaces_answer = async move {
             let mut asks = futures::stream::FuturesUnordered::from_iter(asks);
             use futures::StreamExt;
@@ -480,7 +487,10 @@ impl Approvals {
                     return answer;
                 }
             }
-            futures::future::pending().await
+            if from_store_on {
+                return futures::future::pending().await;
+            }
+            nobody()
         };
         let from_store = async {
             if !settings.from_store {

@@ -442,7 +442,11 @@ impl Host {
     /// The host's tools and bus, as `seam mcp` serves them.
     #[cfg(feature = "mcp")]
     pub fn tool_host(&self) -> seam_mcp::ToolHost {
-        seam_mcp::ToolHost::new(self.inner.tools.clone(), self.inner.events.clone())
+        seam_mcp::ToolHost::new(
+            self.inner.tools.clone(),
+            self.inner.events.clone(),
+            self.inner.runtime.subagents.approvals().clone(),
+        )
     }
 
     /// The host's agents and bus, as `seam acp` serves them.
@@ -451,6 +455,7 @@ impl Host {
         seam_acp::server::AgentHost::new(
             self.inner.events.clone(),
             self.inner.runtime.agents.clone(),
+            self.inner.runtime.subagents.approvals().clone(),
         )
     }
 

@@ -222,6 +222,20 @@ async fn a_request_no_one_answers_is_denied_by_its_timeout() {
     assert!(text.contains("timeout_secs"), "{text}");
 }
 
+/// A surface that cannot answer (an MCP client with no elicitation, an editor that does not
+/// offer permission requests) says so with `None`: when every surface did, the request is
+/// denied at once as if there were none, not left to its timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_every_surface_cannot_answer_the_request_is_denied_at_once() {
+    // A timeout far past the test's: only the rule ends the wait.
+    let host = host_with(&config("\"ask\"", "[approvals]\ntimeout_secs = 3600\n")).await;
+    let unable = FnSurface::new("unable", |_: &ApprovalRecord| async { None }.boxed());
+    let _guard = host.subagents().approvals().add_surface(unable);
+    let (_, text) = turn(&host).await;
+    assert!(text.contains("denied by nobody"), "{text}");
+    assert!(text.contains("To allow it"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_approve_is_refused_naming_the_key_and_a_provider_cannot_have_one() {
     let bad = config("\"maybe\"", "");

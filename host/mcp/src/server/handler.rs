@@ -5,7 +5,9 @@
 //! that fails answers an `isError` result carrying its diagnostic. Tools mounting or unmounting
 //! (a reload, a provider coming or going) send `notifications/tools/list_changed`: unasked to a
 //! client of a handshake-era protocol version, on its `subscriptions/listen` stream to a
-//! 2026-07-28 one.
+//! 2026-07-28 one. A call that needs a yes (the tool's `approve`, or a tool a run under the call
+//! calls) is asked of the client with `elicitation/create` when it can be (see
+//! `super::approval`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,7 +24,10 @@ use seam_core::events::{Event, ListenerId};
 use seam_core::types::{blocks_text, ParentRef, ToolDescriptor, ToolResult};
 use tokio::sync::mpsc;
 
+use super::approval::{CallTree, Elicit};
 use super::ToolHost;
+use seam_core::approval::{Policy, Subject};
+use seam_core::approvals::Asker;
 
 /// Progress notifications waiting for one call's client: past this many, further updates of
 /// that call are dropped (a run that floods progress cannot grow the host's memory).
@@ -152,12 +157,12 @@ impl ServerHandler for McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let inner = &self.inner;
         let name = request.name.to_string();
-        if inner.host.tools().get(&name).is_none() {
+        let Some(mounted) = inner.host.tools().get(&name) else {
             return Err(ErrorData::invalid_params(
                 format!("no tool named `{name}` is mounted"),
                 None,
             ));
-        }
+        };
         let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let n = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
         // The caller is the server's (background runs outlive one call); the session id is the
@@ -173,6 +178,18 @@ impl ServerHandler for McpServer {
             .as_ref()
             .and_then(|m| m.get_progress_token())
             .or_else(|| context.meta.get_progress_token());
+        // The client is asked about this call's requests for approval (and only those) while
+        // it lasts.
+        let (tree, runs) = CallTree::follow(inner.host.events(), &caller);
+        let _surface = inner
+            .host
+            .approvals()
+            .add_surface(Arc::new(Elicit::new(context.peer.clone(), tree)));
+        let approved = approve(&inner.host, &mounted, &caller, &arguments, &context).await;
+        if let Err(refused) = approved {
+            inner.host.events().unsubscribe(runs);
+            return Ok(CallToolResult::error(vec![McpContent::text(refused)]).into());
+        }
         let listener = token.map(|token| forward_progress(&inner.host, &caller, token, &context));
         // `ct` is cancelled by the client's `notifications/cancelled` (and when the client
         // goes): the call's runs are linked to it, so the whole tree under the call ends.
@@ -189,6 +206,7 @@ impl ServerHandler for McpServer {
             inner.host.events().unsubscribe(id);
             let _ = forwarding.await;
         }
+        inner.host.events().unsubscribe(runs);
         match outcome {
             Ok(result) => Ok(mcp_result(&result).into()),
             // Unmounted between the check and the call (a reload): the client hears why.
@@ -249,6 +267,41 @@ impl ServerHandler for McpServer {
             self.inner.host.events().unsubscribe(old);
         }
     }
+}
+
+/// A direct call of a tool whose entry says `approve` (the agent's tool-call path asks for the
+/// calls a model makes; a client's call comes here instead): `Err` with the words the client
+/// reads when it is not allowed.
+async fn approve(
+    host: &ToolHost,
+    mounted: &seam_core::tool::MountedTool,
+    caller: &ParentRef,
+    arguments: &serde_json::Value,
+    context: &RequestContext<RoleServer>,
+) -> Result<(), String> {
+    if mounted.approve == Policy::Allow {
+        return Ok(());
+    }
+    let asker = Asker {
+        path: vec![caller.id.clone()],
+        session: caller.session_id.clone(),
+        root: caller.session_id.clone(),
+        approver: None,
+    };
+    let subject = Subject::Tool {
+        tool: mounted.descriptor.name.clone(),
+        plugin: mounted.plugin.clone(),
+        arguments: arguments.clone(),
+    };
+    host.approvals()
+        .check(mounted.approve, &asker, subject, &context.ct)
+        .await
+        .map_err(|refused| {
+            format!(
+                "refused: {refused}; tool `{}` was not called",
+                mounted.descriptor.name
+            )
+        })
 }
 
 /// Subscribes a listener that sends the progress events of the runs `caller` starts to the
