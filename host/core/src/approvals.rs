@@ -462,10 +462,10 @@ impl Approvals {
             Answer::deny(
                 "nobody",
                 Some(format!(
-                    "nothing could ask a person: not on a terminal, not served over ACP or MCP, \
-                     and `[approvals] from_store` is off. To allow it: {}; or run it on a \
-                     terminal; or set `from_store = true` under `[approvals]` and answer with \
-                     `seam approvals allow {}`",
+                    "no one could be asked: no terminal, no ACP editor or MCP client that \
+                     can answer, and `[approvals] from_store` is off. To allow it: {}; or run \
+                     it on a terminal; or set `from_store = true` under `[approvals]` and \
+                     answer with `seam approvals allow {}`",
                     record.subject.how_to_allow(),
                     record.id
                 )),

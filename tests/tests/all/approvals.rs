@@ -32,14 +32,15 @@ steps = [{{ text = "asking", tool_calls = [{call}] }}, {{ text = "again", tool_c
         )
 }
 
-/// A surface that answers every request with `answer`, counting them and keeping the last.
-fn surface(
-    answer: Answer,
-) -> (
+/// A test surface, how many requests it was asked, and the last one.
+type Asked = (
     Arc<dyn seam_host::approval::Surface>,
     Arc<AtomicUsize>,
     Arc<Mutex<Option<ApprovalRecord>>>,
-) {
+);
+
+/// A surface that answers every request with `answer`, counting them and keeping the last.
+fn surface(answer: Answer) -> Asked {
     let asked = Arc::new(AtomicUsize::new(0));
     let last = Arc::new(Mutex::new(None));
     let (count, keep) = (asked.clone(), last.clone());
