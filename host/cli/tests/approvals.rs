@@ -54,6 +54,8 @@ config = {{ provider = "vault", toolName = "secret", approve = "ask" }}
 
 /// Starts `seam run CONFIG go --events --json` (plus `extra`), and waits for its
 /// `approval/requested` event; returns the process, the request's id and the event lines' feed.
+// The caller waits for (or kills) the process it is given.
+#[allow(clippy::zombie_processes)]
 fn run_until_asked(
     state: &Path,
     config: &Path,
