@@ -481,3 +481,63 @@ async fn an_acp_agent_starts_only_on_a_yes_when_process_asks() {
     assert_eq!(words(&allowed), "hi");
     super::acp::assert_no_agent_left(&host, tag).await;
 }
+
+/// A background child's request reaches the host's surface after its parent's turn is over,
+/// and its call goes ahead once allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_childs_request_reaches_the_top_level_surface() {
+    let toml = r#"[agent]
+model = "scripted:lead"
+
+[models.scripts.lead]
+steps = [
+    { text = "delegating", tool_calls = [{ name = "worker", arguments = { description = "d", prompt = "p", run_in_background = true } }] },
+    { text = "lead done" },
+]
+
+[models.scripts.child]
+steps = [
+    { text = "asking", tool_calls = [{ name = "secret", arguments = { description = "d", prompt = "open" } }] },
+    { text = "child read: {tool_results}" },
+]
+"#
+    .to_string()
+        + &entry("spawn", "spawn_provider", "")
+        + &mock("vault", "reply = \"the secret\"")
+        + &entry(
+            "secret",
+            "subagent_tool",
+            "provider = \"vault\", toolName = \"secret\", approve = \"ask\"",
+        )
+        + &entry(
+            "worker",
+            "subagent_tool",
+            "provider = \"spawn\", toolName = \"worker\", agentOptions = { model = \"scripted:child\" }, runInBackground = true",
+        );
+    let host = host_with(&toml).await;
+    let (yes, asked, last) = surface(Answer::allow("test", false));
+    let _guard = host.subagents().approvals().add_surface(yes);
+    let mut events = watch_events(&host);
+    let agent = host.create_agent(None, "/work").unwrap();
+    let outcome = agent.run_turn(vec![ContentBlock::text("go")]).await;
+    assert_eq!(outcome.stop_reason, StopReason::Completed);
+    wait_for(
+        &mut events,
+        "the background child's call of `secret` ends",
+        |seen| {
+            seen.iter()
+                .any(|e| matches!(e, Event::SubagentEnd { provider, .. } if provider == "vault"))
+        },
+    )
+    .await;
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    let record = last.lock().unwrap().clone().unwrap();
+    assert_eq!(
+        record.path.len(),
+        2,
+        "lead > background run: {:?}",
+        record.path
+    );
+    assert_eq!(record.path[0], agent.id());
+    host.agents().dispose(agent.id()).await;
+}
