@@ -58,6 +58,8 @@ pub enum Permissions {
     AllowRead,
     /// Allow every request.
     Allow,
+    /// Ask whichever surface is there, as a call of the run's tree (see `[approvals]`).
+    Ask,
 }
 
 /// An ACP entry's `config` table.
@@ -650,7 +652,7 @@ impl Session<'_> {
     async fn answer_request(&self, id: &Value, method: &str, params: &Value) -> String {
         match method {
             "session/request_permission" => {
-                let outcome = self.permission(params);
+                let outcome = self.permission(params).await;
                 rpc::response(id, json!({"outcome": outcome}))
             }
             "fs/read_text_file" | "fs/write_text_file" if self.inner.files.can_read() => {
@@ -687,13 +689,39 @@ impl Session<'_> {
         }
     }
 
-    /// Answers a permission request by the entry's policy ([`choose_permission`]); `cancelled`
-    /// once the run is cancelled.
-    fn permission(&self, params: &Value) -> Value {
+    /// Answers a permission request by the entry's policy ([`choose_permission`]), after
+    /// asking a surface when it says `ask`; `cancelled` once the run is cancelled.
+    async fn permission(&self, params: &Value) -> Value {
         if self.cancel_sent || self.ctx.is_cancelled() {
             return json!({"outcome": "cancelled"});
         }
-        let (outcome, kind, allow) = choose_permission(self.inner.permissions, params);
+        let mut policy = self.inner.permissions;
+        if policy == Permissions::Ask {
+            let call = params.get("toolCall").cloned().unwrap_or(Value::Null);
+            let title = call
+                .get("title")
+                .and_then(Value::as_str)
+                .or_else(|| call.get("kind").and_then(Value::as_str))
+                .unwrap_or("(untitled)")
+                .to_string();
+            let subject = seam_core::approval::Subject::Tool {
+                tool: title,
+                plugin: self.inner.plugin.to_string(),
+                arguments: call.get("rawInput").cloned().unwrap_or(call),
+            };
+            policy = match self
+                .ctx
+                .approve(seam_core::approval::Policy::Ask, subject)
+                .await
+            {
+                Ok(()) => Permissions::Allow,
+                Err(refused) => {
+                    tracing::info!(plugin = %self.inner.plugin, "{refused}");
+                    Permissions::Reject
+                }
+            };
+        }
+        let (outcome, kind, allow) = choose_permission(policy, params);
         tracing::info!(
             plugin = %self.inner.plugin,
             kind,
@@ -749,7 +777,9 @@ pub fn choose_permission(policy: Permissions, params: &Value) -> (Value, &str, b
     let allow = match policy {
         Permissions::Allow => true,
         Permissions::AllowRead => matches!(kind, "read" | "search" | "think"),
-        Permissions::Reject => false,
+        // Decided by a surface before this is called (see `Session::permission`); what is
+        // left undecided is refused.
+        Permissions::Reject | Permissions::Ask => false,
     };
     let wanted: &[&str] = if allow {
         &["allow_once", "allow_always"]

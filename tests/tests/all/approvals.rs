@@ -541,3 +541,39 @@ steps = [
     assert_eq!(record.path[0], agent.id());
     host.agents().dispose(agent.id()).await;
 }
+
+/// An ACP entry's `permissions = "ask"`: the agent's own permission request is asked of the
+/// host's surface, as a call of the run's tree; its answer picks the agent's option.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acp_agents_permission_request_is_asked_when_its_entry_says_ask() {
+    let tag = "acp-ask";
+    let host = host_with(&super::acp::acp_entry(
+        "agent",
+        tag,
+        "name = \"helper\", permissions = \"ask\"",
+        "",
+    ))
+    .await;
+    for (answer, option) in [
+        (Answer::allow("test", false), "yes"),
+        (Answer::deny("test", None), "no"),
+    ] {
+        let (s, asked, last) = surface(answer);
+        let _guard = host.subagents().approvals().add_surface(s);
+        let result = host
+            .subagents()
+            .start("helper", request("permission edit"))
+            .unwrap()
+            .result()
+            .await
+            .unwrap();
+        assert_eq!(words(&result), option);
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
+        let record = last.lock().unwrap().clone().unwrap();
+        assert!(
+            matches!(&record.subject, Subject::Tool { plugin, .. } if plugin == "agent"),
+            "{record:?}"
+        );
+    }
+    super::acp::assert_no_agent_left(&host, tag).await;
+}

@@ -946,18 +946,29 @@ impl RunContext {
         plugin: &str,
         target: &str,
     ) -> Result<(), crate::approvals::Refused> {
-        let approvals = &self.0.approvals;
-        let policy = approvals.settings().for_grant(class);
-        if policy == crate::approval::Policy::Allow {
-            return Ok(());
-        }
-        let asker = crate::approvals::Asker::of(&self.0.account, &self.0.request.parent.session_id);
+        let policy = self.0.approvals.settings().for_grant(class);
         let subject = crate::approval::Subject::Grant {
             class,
             plugin: plugin.to_string(),
             target: target.to_string(),
         };
-        approvals
+        self.approve(policy, subject).await
+    }
+
+    /// Asks, under `policy`, whether the run may do `subject` (an ACP agent's own permission
+    /// request, with its entry's `permissions = "ask"`): asked as a call of the run's tree, on
+    /// whichever surface is there.
+    pub async fn approve(
+        &self,
+        policy: crate::approval::Policy,
+        subject: crate::approval::Subject,
+    ) -> Result<(), crate::approvals::Refused> {
+        if policy == crate::approval::Policy::Allow {
+            return Ok(());
+        }
+        let asker = crate::approvals::Asker::of(&self.0.account, &self.0.request.parent.session_id);
+        self.0
+            .approvals
             .check(policy, &asker, subject, &self.0.cancel)
             .await
     }
