@@ -363,7 +363,8 @@ fn run_call(config: &str, caller: ParentRef, arguments: &str) -> Result<ToolResu
 
 /// The optional `scope` argument, for the model: it can only take authority away.
 fn scope_schema() -> Value {
-    let list = |what: &str| json!({ "type": "array", "items": { "type": "string" }, "description": what });
+    let list =
+        |what: &str| json!({ "type": "array", "items": { "type": "string" }, "description": what });
     json!({
         "type": "object",
         "description": "Optional: narrow what the subagent (and everything it starts) may reach. \

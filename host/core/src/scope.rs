@@ -222,7 +222,10 @@ mod tests {
         let asked = Scope {
             dirs: Some(vec!["/work/src".into(), "/etc".into()]),
             write: Some(false),
-            http: Some(vec!["https://B.example/".into(), "https://c.example".into()]),
+            http: Some(vec![
+                "https://B.example/".into(),
+                "https://c.example".into(),
+            ]),
             network: Some(vec!["127.0.0.1:80".into()]),
             tools: Some(vec!["fx__add".into(), "write".into(), "*".into()]),
             ..Scope::default()

@@ -396,7 +396,10 @@ impl Removed {
             let change = if let Some(name) = what.strip_prefix("environment variable ") {
                 format!("add {} to `env`", name.trim_matches('`'))
             } else if let Some(dir) = what.strip_prefix("directory ") {
-                format!("add {} (or a directory above it) to `dirs`", dir.trim_matches('`'))
+                format!(
+                    "add {} (or a directory above it) to `dirs`",
+                    dir.trim_matches('`')
+                )
             } else if what.starts_with("writes to") {
                 "remove `write = false`".to_string()
             } else {

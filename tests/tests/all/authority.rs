@@ -139,7 +139,10 @@ async fn a_scope_the_model_asks_for_narrows_and_never_widens() {
             ", scope = { http = [\"https://elsewhere.example\"] }",
         ),
         // Asks for the endpoint back under an entry that removed it: still removed.
-        call("ask_narrow", &format!(", scope = {{ http = [\"{origin}\"] }}")),
+        call(
+            "ask_narrow",
+            &format!(", scope = {{ http = [\"{origin}\"] }}"),
+        ),
         // Malformed, by the tool and by the host.
         call("ask", ", scope = { files = [] }"),
         call("ask", ", scope = { dirs = [\"relative\"] }"),
@@ -207,7 +210,11 @@ http = ["{origin}"]
         text.contains("key `scope`: `dirs` holds `relative`"),
         "{text}"
     );
-    assert_eq!(server.seen().len(), 1, "only the unnarrowed run sent anything");
+    assert_eq!(
+        server.seen().len(),
+        1,
+        "only the unnarrowed run sent anything"
+    );
     let denial = logs.of_plugin("remote", "removed for this subtree");
     assert_eq!(denial.len(), 2, "{denial:?}");
 }
@@ -249,7 +256,10 @@ async fn socket_env_and_dir_denials_under_a_scope_name_its_holder() {
         }
     };
     // Unscoped, each reaches what it is granted.
-    assert!(run("connect", Scope::default()).await.1.starts_with("ok: connected"));
+    assert!(run("connect", Scope::default())
+        .await
+        .1
+        .starts_with("ok: connected"));
     assert!(run("path", Scope::default()).await.1.starts_with("set: "));
     assert_eq!(run("ls", Scope::default()).await.1, "ok: readme.txt");
 
@@ -297,9 +307,10 @@ async fn socket_env_and_dir_denials_under_a_scope_name_its_holder() {
     assert!(out.starts_with("denied: "), "{out}");
     let told = logs.of_plugin("ls", &format!("the scope of `{id}` removed"));
     assert!(
-        told.iter()
-            .any(|l| l.contains(&format!("directory `{}`", host_dir.display()))
-                && l.contains("to `dirs`")),
+        told.iter().any(
+            |l| l.contains(&format!("directory `{}`", host_dir.display()))
+                && l.contains("to `dirs`")
+        ),
         "{:#?}",
         logs.lines()
     );

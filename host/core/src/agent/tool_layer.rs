@@ -84,7 +84,10 @@ impl ToolLayer {
     /// This layer under the scopes of `chain` (its agent's account's, nearest first): a tool
     /// that a scope's `tools` leaves out is neither offered nor run.
     pub fn under_scopes(mut self, chain: crate::scope::ScopeChain) -> Self {
-        self.scopes = chain.into_iter().filter(|(_, s)| s.tools.is_some()).collect();
+        self.scopes = chain
+            .into_iter()
+            .filter(|(_, s)| s.tools.is_some())
+            .collect();
         self
     }
 

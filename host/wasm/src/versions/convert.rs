@@ -141,8 +141,9 @@ pub fn request_from_wit(
                 ))
             })?;
             Some(
-                seam_core::scope::Scope::from_value(&value, "scope")
-                    .map_err(|e| seam_core::subagent::SubagentError::InvalidRequest(e.to_string()))?,
+                seam_core::scope::Scope::from_value(&value, "scope").map_err(|e| {
+                    seam_core::subagent::SubagentError::InvalidRequest(e.to_string())
+                })?,
             )
         }
         None => None,
