@@ -37,7 +37,9 @@ USE_GROUP = re.compile(r"\buse\s+(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)
 LAYERS = {
     "core": [
         # What budgets count (tokens, cost, calls): the vocabulary's own usage is one of them.
-        ["spend", "scope", "approval"],
+        ["spend", "approval"],
+        # What a delegation narrows its subtree to: its tool patterns match as approvals' do.
+        ["scope"],
         ["types", "sync", "live", "budget"],
         # Durable sessions: opaque JSON bodies, so that the bus can write before it delivers;
         # the trace hooks, which the runtime above calls.

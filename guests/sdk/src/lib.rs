@@ -266,5 +266,6 @@ pub fn request(parent: ParentRef, prompt: impl Into<String>) -> StartRequest {
         max_depth: None,
         tool_filter: None,
         persona: None,
+        scope: None,
     }
 }

@@ -8,8 +8,12 @@
 //! With `runInBackground = true` in its config the model may also pass `run_in_background:
 //! true`: the run then belongs to the calling agent, the call answers with its id at once, and
 //! the model follows it with the `subagent-control` tools (its agent is told when it settles).
+//!
+//! The model may pass a `scope` object (the keys of a tool entry's `config.scope`): the run's
+//! subtree is narrowed to what both it and the entry's scope allow. It never widens anything:
+//! the host meets it with the entry's scope and every ancestor's.
 
-wit_bindgen::generate!({ path: "../../wit/v0.3.0", world: "tool-plugin", generate_all });
+wit_bindgen::generate!({ path: "../../wit/v0.4.0", world: "tool-plugin", generate_all });
 
 use exports::seam::plugin::tool::{Guest, ToolBinding, ToolDescriptor, ToolResult};
 use seam::plugin::host::log;
@@ -35,9 +39,12 @@ const KEYS: &[&str] = &[
 /// The tool name used when the config gives none.
 const DEFAULT_TOOL_NAME: &str = "subagent";
 
-/// The keys a call's arguments may contain: `description` and `prompt` are required,
-/// `run_in_background` is accepted when the config allows it.
-const ARGUMENT_KEYS: &[&str] = &["description", "prompt", "run_in_background"];
+/// The keys a call's arguments may contain: `description` and `prompt` are required, `scope`
+/// is optional, `run_in_background` is accepted when the config allows it (and is last).
+const ARGUMENT_KEYS: &[&str] = &["description", "prompt", "scope", "run_in_background"];
+
+/// The keys of a `scope` argument (the host checks their values).
+const SCOPE_KEYS: &[&str] = &["dirs", "write", "http", "network", "env", "tools"];
 
 struct SubagentTool;
 
@@ -124,6 +131,8 @@ fn parse_tool_filter(root: &Section) -> Result<Option<ToolFilter>, String> {
 struct Arguments {
     description: String,
     prompt: String,
+    /// The scope asked for, as JSON text.
+    scope: Option<String>,
     background: bool,
 }
 
@@ -138,7 +147,7 @@ fn parse_arguments(text: &str, background_allowed: bool) -> Result<Arguments, St
     let accepted = if background_allowed {
         ARGUMENT_KEYS
     } else {
-        &ARGUMENT_KEYS[..2]
+        &ARGUMENT_KEYS[..3]
     };
     if let Some(key) = fields.keys().find(|key| !accepted.contains(&key.as_str())) {
         return Err(format!(
@@ -155,6 +164,23 @@ fn parse_arguments(text: &str, background_allowed: bool) -> Result<Arguments, St
         Some(Value::Bool(true)) => true,
         Some(_) => return Err("subagent: argument `run_in_background` must be a boolean".into()),
     };
+    let scope = match fields.get("scope") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(keys)) => {
+            if let Some(key) = keys.keys().find(|k| !SCOPE_KEYS.contains(&k.as_str())) {
+                return Err(format!(
+                    "subagent: argument `scope` has the unknown key `{key}`; its keys are {}",
+                    SCOPE_KEYS
+                        .iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            Some(Value::Object(keys.clone()).to_string())
+        }
+        Some(_) => return Err("subagent: argument `scope` must be an object".into()),
+    };
     let field = |key: &str| match fields.get(key) {
         Some(Value::String(text)) if !text.trim().is_empty() => Ok(text.clone()),
         Some(Value::String(_)) => Err(format!("subagent: argument `{key}` must not be empty")),
@@ -164,6 +190,7 @@ fn parse_arguments(text: &str, background_allowed: bool) -> Result<Arguments, St
     Ok(Arguments {
         description: field("description")?,
         prompt: field("prompt")?,
+        scope,
         background,
     })
 }
@@ -223,6 +250,7 @@ fn error_message(provider: &str, error: &SubagentError) -> String {
         ),
         SubagentError::InvalidState(why) => format!("subagent: INVALID_STATE: {why}"),
         SubagentError::NoRun(id) => format!("subagent: NO_RUN: no run `{id}` of yours"),
+        SubagentError::BudgetExhausted(why) => format!("subagent: BUDGET_EXHAUSTED: {why}"),
     }
 }
 
@@ -234,6 +262,7 @@ fn stop_reason_name(reason: &StopReason) -> &str {
         StopReason::Error => "error",
         StopReason::MaxTokens => "max-tokens",
         StopReason::Refusal => "refusal",
+        StopReason::Budget => "budget",
         StopReason::Other(name) => name,
     }
 }
@@ -306,6 +335,7 @@ fn run_call(config: &str, caller: ParentRef, arguments: &str) -> Result<ToolResu
         max_depth: settings.max_depth,
         tool_filter: settings.tool_filter,
         persona: settings.persona,
+        scope: arguments.scope,
     };
     if arguments.background {
         let info =
@@ -329,6 +359,27 @@ fn run_call(config: &str, caller: ParentRef, arguments: &str) -> Result<ToolResu
     run.dispose();
     let result = outcome.map_err(|err| error_message(&settings.provider, &err))?;
     Ok(map_result(&settings.tool_name, result))
+}
+
+/// The optional `scope` argument, for the model: it can only take authority away.
+fn scope_schema() -> Value {
+    let list =
+        |what: &str| json!({ "type": "array", "items": { "type": "string" }, "description": what });
+    json!({
+        "type": "object",
+        "description": "Optional: narrow what the subagent (and everything it starts) may reach. \
+                        It can only take away: the subagent never gets more than you have. \
+                        Leave a key out to keep what you have.",
+        "properties": {
+            "dirs": list("Absolute host directories its granted directories must be within."),
+            "write": { "type": "boolean", "description": "false: every directory read-only." },
+            "http": list("HTTP origins (https://host[:port]) it may still reach."),
+            "network": list("Socket addresses (ip:port) it may still connect to."),
+            "env": list("Environment variable names it may still read."),
+            "tools": list("Tool-name patterns (* matches anything) of the tools it may still see and call."),
+        },
+        "additionalProperties": false,
+    })
 }
 
 impl Guest for SubagentTool {
@@ -367,6 +418,7 @@ impl Guest for SubagentTool {
             "required": ["description", "prompt"],
             "additionalProperties": false,
         });
+        schema["properties"]["scope"] = scope_schema();
         if settings.run_in_background {
             schema["properties"]["run_in_background"] = json!({
                 "type": "boolean",

@@ -337,6 +337,46 @@ fn a_seam_agent_calls_a_fastmcp_server_over_stdio() {
     );
 }
 
+/// A delegation's `config.scope.tools` narrows the MCP tools below it: the child of a subagent
+/// tool whose scope keeps `fx__add` sees and calls only that tool of the server's, a call of
+/// another is refused naming the run whose scope removed it and the config line that would
+/// allow it, and the lead, above the delegation, still calls the tool its child was refused.
+#[test]
+fn a_scope_narrows_the_mcp_tools_below_a_delegation() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("scoped.toml");
+    let text = format!(
+        "[agent]\nmodel = \"scripted:lead\"\nprompt = \"go\"\n\n\
+         [models.scripts.lead]\nsteps = [\n  \
+         {{ text = \"first\", tool_calls = [ {{ name = \"ask\", arguments = {{ description = \"d\", prompt = \"p\" }} }}, {{ name = \"fx__shout\", arguments = {{ text = \"lead\" }} }} ] }},\n  \
+         {{ text = \"results:\\n{{tool_results}}\" }},\n]\n\n\
+         [models.scripts.child]\nsteps = [\n  \
+         {{ text = \"calling\", tool_calls = [ {{ name = \"fx__add\", arguments = {{ a = 2, b = 3 }} }}, {{ name = \"fx__shout\", arguments = {{ text = \"child\" }} }} ] }},\n  \
+         {{ text = \"child sees {{tools}}: {{tool_results}}\" }},\n]\n\n\
+         [[plugin]]\nid = \"spawn\"\ncomponent = \"{spawn}\"\n\n\
+         [[plugin]]\nid = \"ask\"\ncomponent = \"{tool}\"\n\
+         config = {{ provider = \"spawn\", toolName = \"ask\", agentOptions = {{ model = \"scripted:child\" }}, scope = {{ tools = [\"fx__add\"] }} }}\n\n\
+         [[plugin]]\nid = \"fx\"\nkind = \"mcp\"\ncommand = {command}\n",
+        spawn = seam_tests::guest("spawn_provider").display(),
+        tool = seam_tests::guest("subagent_tool").display(),
+        command = fixture_command("stdio"),
+    );
+    std::fs::write(&config, text).unwrap();
+    let out = seam_ok(&["run", config.to_str().unwrap()], &[]);
+    // It sees only the tool its scope keeps (not `ask`, nor the server's others), and calls it.
+    assert!(out.contains("child sees fx__add: 5\n"), "{out}");
+    assert!(
+        out.contains("refused: tool `fx__shout` is outside the scope of `spawn-"),
+        "{out}"
+    );
+    assert!(
+        out.contains("add \"fx__shout\" (or a pattern matching it) to `tools` in the `config.scope` of the tool entry that delegated to `spawn-"),
+        "{out}"
+    );
+    assert!(!out.contains("CHILD"), "the refused call was made: {out}");
+    assert!(out.contains("LEAD"), "the lead keeps the tool: {out}");
+}
+
 #[test]
 fn a_seam_agent_calls_a_fastmcp_server_over_http_with_a_granted_header() {
     let mut server = Command::new(mcp_python())

@@ -148,6 +148,9 @@ async fn run(
     if ctx.account().is_bounded() {
         snapshot.budget = Some(ctx.account().remaining().as_budget());
     }
+    // And narrows it as every scope over it here does (the run's own and its ancestors'), as
+    // one scope: the worker holds none of the ancestors' accounts.
+    snapshot.scope = seam_core::scope::Scope::merged(&ctx.account().scopes());
     let start = Start {
         token: token.clone(),
         provider: name.clone(),

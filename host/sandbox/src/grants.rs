@@ -290,8 +290,9 @@ impl Granted {
                     }
                     kept
                 });
-                if out.network.is_empty() {
+                if out.network.is_empty() && out.dns {
                     out.dns = false;
+                    removed.0.push((NAME_LOOKUPS.to_string(), holder.clone()));
                 }
             }
             if let Some(env) = &scope.env {
@@ -356,6 +357,9 @@ pub fn narrowed_dirs(
     (out, removed)
 }
 
+/// What [`Removed`] calls name lookups, lost with the last address a scope removed.
+const NAME_LOOKUPS: &str = "name lookups";
+
 /// What scopes removed from a plugin's grants for one call or run: each grant, in words
 /// (`HTTP to https://api.example.com`), with the agent or run whose scope removed it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -369,6 +373,47 @@ impl Removed {
             .find(|(w, _)| w == what)
             .map(|(_, h)| h.as_str())
     }
+
+    /// Who removed connections to `addr`, if a scope did.
+    pub fn connections_to(&self, addr: SocketAddr) -> Option<&str> {
+        self.by(&format!("connections to {addr}"))
+    }
+
+    /// Who removed the last granted address (and so every socket), if a scope did.
+    fn every_address(&self) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(w, _)| w.starts_with("connections to "))
+            .map(|(_, h)| h.as_str())
+    }
+
+    /// Logs, at info, each directory, write access and environment variable a plugin's store
+    /// is made without because a scope removed it: a guest cannot be told (WASI has no error
+    /// for a variable or a preopen that is not there), so the log says what and who.
+    pub fn log_missing(&self, plugin: &str) {
+        for (what, holder) in &self.0 {
+            let change = if let Some(name) = what.strip_prefix("environment variable ") {
+                format!("add {} to `env`", name.trim_matches('`'))
+            } else if let Some(dir) = what.strip_prefix("directory ") {
+                format!(
+                    "add {} (or a directory above it) to `dirs`",
+                    dir.trim_matches('`')
+                )
+            } else if what.starts_with("writes to") {
+                "remove `write = false`".to_string()
+            } else {
+                continue;
+            };
+            tracing::info!(
+                plugin,
+                scope = %holder,
+                "plugin `{plugin}` is given no {what}, which its grants allow but the scope of \
+                 `{holder}` removed for this subtree; to allow it, {change} in the \
+                 `config.scope` of the tool entry that delegated to `{holder}`"
+            );
+        }
+    }
 }
 
 /// Most denials one store warns about, so a guest looking up names in a loop cannot flood the
@@ -380,6 +425,10 @@ const SOCKET_WARNINGS: usize = 8;
 pub struct SocketWatch {
     dns: bool,
     network: bool,
+    /// Whose scope removed name lookups, if one did.
+    dns_by: Option<String>,
+    /// Whose scope removed the last granted address, if one did.
+    network_by: Option<String>,
     warned: Vec<Denial>,
 }
 
@@ -393,11 +442,18 @@ pub enum Denial {
 }
 
 impl SocketWatch {
-    /// The watch of a store with `grants`.
-    pub fn new(grants: &Granted) -> Self {
+    /// The watch of a store with `grants`, narrowed by scopes that removed `removed`.
+    pub fn new(grants: &Granted, removed: &Removed) -> Self {
+        let network = !grants.network.is_empty();
         Self {
             dns: grants.dns,
-            network: !grants.network.is_empty(),
+            network,
+            dns_by: (!grants.dns)
+                .then(|| removed.by(NAME_LOOKUPS).map(str::to_string))
+                .flatten(),
+            network_by: (!network)
+                .then(|| removed.every_address().map(str::to_string))
+                .flatten(),
             warned: Vec::new(),
         }
     }
@@ -417,14 +473,32 @@ impl SocketWatch {
         if self.warned.len() >= SOCKET_WARNINGS || self.warned.contains(&denial) {
             return;
         }
-        match &denial {
-            Denial::Lookup(name) => tracing::warn!(
+        match (&denial, &self.dns_by, &self.network_by) {
+            (Denial::Lookup(name), Some(holder), _) => tracing::warn!(
+                plugin,
+                name = %name,
+                scope = %holder,
+                "plugin `{plugin}` looked up the name `{name}`, which its grants allow but the \
+                 scope of `{holder}` removed for this subtree (it leaves no `network` address); \
+                 to allow it, add the addresses it needs to `network` in the `config.scope` of \
+                 the tool entry that delegated to `{holder}`"
+            ),
+            (Denial::Socket(protocol), _, Some(holder)) => tracing::warn!(
+                plugin,
+                protocol,
+                scope = %holder,
+                "plugin `{plugin}` opened a {protocol} socket, which its grants allow but the \
+                 scope of `{holder}` removed for this subtree (it leaves no `network` address); \
+                 to allow it, add \"IP:port\" to `network` in the `config.scope` of the tool \
+                 entry that delegated to `{holder}`"
+            ),
+            (Denial::Lookup(name), _, _) => tracing::warn!(
                 plugin,
                 name = %name,
                 "plugin `{plugin}` looked up the name `{name}`, which its grants do not allow; to \
                  allow name lookups, set `dns = true` under [plugin.grants]"
             ),
-            Denial::Socket(protocol) => tracing::warn!(
+            (Denial::Socket(protocol), _, _) => tracing::warn!(
                 plugin,
                 protocol,
                 "plugin `{plugin}` opened a {protocol} socket, which its grants do not allow; to \

@@ -594,3 +594,78 @@ async fn a_remote_run_is_held_to_its_budget_on_the_worker_and_counted_at_the_fro
     front.unload_all().await;
     worker_host.unload_all().await;
 }
+
+/// A run sent to a worker carries every scope over it at the front end, not only its own: the
+/// worker's provider, granted the address, is denied it when a scope two delegations up
+/// removed it (the nearest scope leaves the network alone), and reaches it with no scope.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_run_is_narrowed_by_every_scope_over_it() {
+    let server = NatsServer::start();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let toml = seam_tests::entry(
+        "connect",
+        "hostile_provider",
+        &format!("name = \"connect\", mode = \"connect\", addr = \"{addr}\""),
+    ) + &format!("[plugin.grants]\nnetwork = [\"{addr}\"]\n");
+    let (worker_host, w) = worker(&server, "w1", &toml, &[("connect", 4, true)]).await;
+    let call = |tool: &str| {
+        format!("{{ name = \"{tool}\", arguments = {{ description = \"d\", prompt = \"p\" }} }}")
+    };
+    let front_toml = format!(
+        r#"[agent]
+model = "scripted:lead"
+
+[models.scripts.lead]
+steps = [{{ text = "asking", tool_calls = [{outer}, {direct}] }}, {{ text = "{{tool_results}}" }}]
+
+[models.scripts.child]
+steps = [{{ text = "asking", tool_calls = [{inner}] }}, {{ text = "child: {{tool_results}}" }}]
+
+"#,
+        outer = call("outer"),
+        direct = call("direct"),
+        inner = call("inner"),
+    ) + &seam_tests::entry("spawn", "spawn_provider", "")
+        // Two delegations up, the network goes.
+        + &seam_tests::entry(
+            "outer",
+            "subagent_tool",
+            "provider = \"spawn\", toolName = \"outer\", agentOptions = { model = \"scripted:child\" }, scope = { network = [\"127.0.0.1:1\"] }",
+        )
+        // The nearest scope leaves the network alone.
+        + &seam_tests::entry(
+            "inner",
+            "subagent_tool",
+            "provider = \"connect\", toolName = \"inner\", scope = { env = [] }",
+        )
+        + &seam_tests::entry(
+            "direct",
+            "subagent_tool",
+            "provider = \"connect\", toolName = \"direct\"",
+        );
+    let front = host_with(&front_toml).await;
+    let mut events = watch_events(&front);
+    front.join_cluster(&cluster(&server)).await.expect("joins");
+    wait_for(&mut events, "the remote provider's tools", |seen| {
+        ["inner", "direct"].iter().all(|tool| {
+            seen.iter()
+                .any(|e| matches!(e, Event::ToolMounted { name, .. } if name == tool))
+        })
+    })
+    .await;
+    let agent = front.create_agent(None, "/work").unwrap();
+    let outcome = agent.run_turn(vec![ContentBlock::text("go")]).await;
+    front.agents().dispose(agent.id()).await;
+    let text = seam_host::blocks_text(&outcome.output);
+    assert_eq!(outcome.stop_reason, StopReason::Completed, "{text}");
+    assert!(text.contains("child: denied: "), "{text}");
+    assert_eq!(text.matches("ok: connected").count(), 1, "{text}");
+    assert!(
+        seam_tests::eventually(|| w.runs() == 0).await,
+        "the worker still holds runs"
+    );
+    w.drain(Duration::from_secs(5)).await;
+    front.unload_all().await;
+    worker_host.unload_all().await;
+}

@@ -1012,6 +1012,8 @@ impl AgentRegistry {
         };
         let (account, owns_account) = self.account_for(&id, &spec, &header.session_id)?;
         unsaved.extend(account.limits_write());
+        // Its run's scope was set as the run started, before its provider made this agent.
+        let tools = tools.under_scopes(account.scopes());
         let abort: CancellationToken = abort.map(|a| a.child_token()).unwrap_or_default();
         let agent = Arc::new(Agent {
             id: id.clone(),

@@ -1,5 +1,6 @@
-//! An agent's tool layer: the host's mounted tools seen through the agent's tool filter, plus the
-//! `structured_output` capture tool when an output schema was asked for.
+//! An agent's tool layer: the host's mounted tools seen through the agent's tool filter and the
+//! `tools` of every scope over it, plus the `structured_output` capture tool when an output
+//! schema was asked for.
 
 use std::sync::{Arc, Mutex};
 
@@ -23,6 +24,9 @@ struct Capture {
 pub struct ToolLayer {
     tools: Arc<ToolRegistry>,
     filter: Option<ToolFilter>,
+    /// The scopes over the agent that limit its tools (`tools` set), nearest first, each with
+    /// who set it.
+    scopes: crate::scope::ScopeChain,
     capture: Option<Capture>,
 }
 
@@ -72,19 +76,39 @@ impl ToolLayer {
         Ok(Self {
             tools,
             filter,
+            scopes: Vec::new(),
             capture,
         })
     }
 
+    /// This layer under the scopes of `chain` (its agent's account's, nearest first): a tool
+    /// that a scope's `tools` leaves out is neither offered nor run.
+    pub fn under_scopes(mut self, chain: crate::scope::ScopeChain) -> Self {
+        self.scopes = chain
+            .into_iter()
+            .filter(|(_, s)| s.tools.is_some())
+            .collect();
+        self
+    }
+
     fn visible(&self, name: &str) -> bool {
-        match &self.filter {
+        let filtered = match &self.filter {
             None => true,
             Some(f) => {
                 let allowed = f.allow.as_ref().is_none_or(|a| a.iter().any(|n| n == name));
                 let denied = f.deny.as_ref().is_some_and(|d| d.iter().any(|n| n == name));
                 allowed && !denied
             }
-        }
+        };
+        filtered && self.out_of_scope(name).is_none()
+    }
+
+    /// Who set the nearest scope whose `tools` leaves `name` out, if one does.
+    fn out_of_scope(&self, name: &str) -> Option<&str> {
+        self.scopes
+            .iter()
+            .find(|(_, scope)| !scope.allows_tool(name))
+            .map(|(holder, _)| holder.as_str())
     }
 
     /// The names of the mounted tools this agent may call (not its capture tool): the most a
@@ -192,6 +216,14 @@ impl ToolLayer {
         arguments: String,
         abort: CancellationToken,
     ) -> ToolResult {
+        if let Some(holder) = self.out_of_scope(name) {
+            tracing::info!(
+                tool = name,
+                scope = holder,
+                "a call of tool `{name}` was refused: the scope of `{holder}` leaves it out"
+            );
+            return ToolResult::error(scope_refusal(name, holder));
+        }
         if !self.visible(name) {
             return ToolResult::error(format!("tool `{name}` is not available to this agent"));
         }
@@ -200,4 +232,14 @@ impl ToolLayer {
             Err(e) => ToolResult::error(e.to_string()),
         }
     }
+}
+
+/// The words of a call refused by a scope: what was refused, whose scope removed it, and the
+/// config line that would allow it.
+fn scope_refusal(name: &str, holder: &str) -> String {
+    format!(
+        "refused: tool `{name}` is outside the scope of `{holder}`, which removed it for this \
+         subtree; to allow it, add \"{name}\" (or a pattern matching it) to `tools` in the \
+         `config.scope` of the tool entry that delegated to `{holder}`"
+    )
 }

@@ -65,7 +65,12 @@ impl Caller {
         request.signal = Some(self.abort.child_token());
         // Nor about its budget: the entry's cap, carved from the caller's remainder.
         request.budget = self.budget;
-        request.scope = self.scope.clone();
+        // Nor widen its scope: what it asks for is met with the entry's (and, as every scope
+        // over the run, with its ancestors').
+        request.scope = match (self.scope.as_ref(), request.scope.take()) {
+            (Some(entry), Some(asked)) => Some(entry.narrower(&asked)),
+            (entry, asked) => asked.or_else(|| entry.cloned()),
+        };
         request.approver = self.approver;
         Ok((request, charge))
     }

@@ -5,12 +5,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use seam_core::sync::lock;
-use seam_sandbox::Granted;
+use seam_sandbox::{Granted, Removed};
 use wasmtime_wasi::sockets::SocketAddrUse;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
-/// Applies the grants to a WASI context builder.
-pub fn apply(grants: &Granted, plugin: &str, builder: &mut WasiCtxBuilder) {
+/// Applies the grants to a WASI context builder; `removed` is what scopes took out of them, for
+/// a denial to name.
+pub fn apply(grants: &Granted, removed: &Removed, plugin: &str, builder: &mut WasiCtxBuilder) {
+    removed.log_missing(plugin);
     for (name, value) in grants.env_values() {
         builder.env(name, value);
     }
@@ -38,6 +40,7 @@ pub fn apply(grants: &Granted, plugin: &str, builder: &mut WasiCtxBuilder) {
         let allowed: Arc<[SocketAddr]> = grants.network.clone().into();
         let plugin: Arc<str> = plugin.into();
         let warned = Arc::new(std::sync::Mutex::new(Vec::<SocketAddr>::new()));
+        let removed = removed.clone();
         builder.socket_addr_check(move |addr, usage| {
             let ok = match usage {
                 SocketAddrUse::TcpConnect | SocketAddrUse::UdpSend | SocketAddrUse::UdpReceive => {
@@ -55,7 +58,7 @@ pub fn apply(grants: &Granted, plugin: &str, builder: &mut WasiCtxBuilder) {
                 SocketAddrUse::TcpConnect | SocketAddrUse::UdpSend | SocketAddrUse::UdpReceive
             );
             if !ok && outbound {
-                warn_denied(&plugin, &warned, addr);
+                warn_denied(&plugin, &warned, addr, removed.connections_to(addr));
             }
             Box::pin(async move { ok })
         });
@@ -66,14 +69,30 @@ pub fn apply(grants: &Granted, plugin: &str, builder: &mut WasiCtxBuilder) {
 /// guest scanning ports cannot flood the log.
 const DENIAL_WARNINGS: usize = 8;
 
-/// Logs, once per address and store, that `plugin` tried to reach `addr` outside its grant, and
-/// what to add to allow it.
-fn warn_denied(plugin: &str, warned: &std::sync::Mutex<Vec<SocketAddr>>, addr: SocketAddr) {
+/// Logs, once per address and store, that `plugin` tried to reach `addr` outside its grant (or
+/// outside the scope of `by`, which removed it), and what to add to allow it.
+fn warn_denied(
+    plugin: &str,
+    warned: &std::sync::Mutex<Vec<SocketAddr>>,
+    addr: SocketAddr,
+    by: Option<&str>,
+) {
     let mut warned = lock(warned);
     if warned.len() >= DENIAL_WARNINGS || warned.contains(&addr) {
         return;
     }
     warned.push(addr);
+    if let Some(holder) = by {
+        tracing::warn!(
+            plugin,
+            %addr,
+            scope = holder,
+            "plugin `{plugin}` tried to reach {addr}, which its grants allow but the scope of \
+             `{holder}` removed for this subtree; to allow it, add \"{addr}\" to `network` in \
+             the `config.scope` of the tool entry that delegated to `{holder}`"
+        );
+        return;
+    }
     tracing::warn!(
         plugin,
         %addr,

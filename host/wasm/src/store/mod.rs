@@ -226,12 +226,12 @@ pub fn new_store(
         let (granted, removed) = sandbox.grants().narrowed(&scopes);
         (Arc::new(granted), removed)
     };
-    grants::apply(&granted, &plugin, &mut builder);
+    grants::apply(&granted, &removed, &plugin, &mut builder);
     let approvals = approve::GrantApprovals::of(&serving, &plugin, &granted);
     let limits = sandbox.limits();
     let state = StoreData {
         limiter: PluginLimiter::new(plugin.clone(), limits),
-        socket_watch: SocketWatch::new(&granted),
+        socket_watch: SocketWatch::new(&granted, &removed),
         http_hooks: HttpHooks::new(plugin.clone(), sandbox, granted, removed)
             .with_approvals(approvals.clone()),
         sockets_held: Vec::new(),

@@ -116,6 +116,8 @@ pub fn request_to_wit(r: &seam_core::types::StartRequest) -> wit::StartRequest {
             deny: f.deny,
         }),
         persona: r.persona.clone(),
+        // The caller's to ask, not the provider's to read.
+        scope: None,
     }
 }
 
@@ -129,6 +131,21 @@ pub fn request_from_wit(
                 "output-schema is not valid JSON: {e}"
             ))
         })?),
+        None => None,
+    };
+    let scope = match r.scope {
+        Some(text) => {
+            let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                seam_core::subagent::SubagentError::InvalidRequest(format!(
+                    "scope is not valid JSON: {e}"
+                ))
+            })?;
+            Some(
+                seam_core::scope::Scope::from_value(&value, "scope").map_err(|e| {
+                    seam_core::subagent::SubagentError::InvalidRequest(e.to_string())
+                })?,
+            )
+        }
         None => None,
     };
     Ok(seam_core::types::StartRequest {
@@ -146,10 +163,10 @@ pub fn request_from_wit(
             deny: f.deny,
         }),
         persona: r.persona,
-        // A guest never sets a budget or a scope: the host takes them from the calling
-        // entry's.
+        // A guest never sets a budget: the host takes it from the calling entry's.
         budget: None,
-        scope: None,
+        // The scope a guest asks for only narrows: the host meets it with the calling entry's.
+        scope,
         approver: None,
     })
 }

@@ -61,9 +61,27 @@ impl<E> Convert<ImportError<E>> for ImportError<E> {
 }
 
 /// Declares [`Convert`] from record `$from` to record `$to`, field by field; `both A, B {..}`
-/// declares it both ways.
+/// declares it both ways. Fields the older version lacks follow in `new { field: value, .. }`:
+/// an older record, as the latest's, has them so.
 macro_rules! fields {
     () => {};
+    (both $a:path, $b:path { $($field:ident),* $(,)? } new { $($extra:ident: $value:expr),* $(,)? }
+     $($rest:tt)*) => {
+        $crate::versions::delegate::fields! { $a => $b { $($field),* } new { $($extra: $value),* } }
+        $crate::versions::delegate::fields! { $b => $a { $($field),* } $($rest)* }
+    };
+    ($from:ty => $to:path { $($field:ident),* $(,)? } new { $($extra:ident: $value:expr),* $(,)? }
+     $($rest:tt)*) => {
+        impl $crate::versions::delegate::Convert<$to> for $from {
+            fn convert(self) -> $to {
+                $to {
+                    $($field: $crate::versions::delegate::Convert::convert(self.$field),)*
+                    $($extra: $value,)*
+                }
+            }
+        }
+        $crate::versions::delegate::fields! { $($rest)* }
+    };
     (both $a:path, $b:path { $($field:ident),* $(,)? } $($rest:tt)*) => {
         $crate::versions::delegate::fields! { $a => $b { $($field),* } }
         $crate::versions::delegate::fields! { $b => $a { $($field),* } $($rest)* }

@@ -25,7 +25,7 @@ linker!("0.3.0", provider [run_context, agents, subagents], tool [subagents]);
 fields! {
     both wit::StartRequest, new::types::StartRequest {
         prompt, parent, agent_options, output_schema, max_depth, tool_filter, persona
-    }
+    } new { scope: None }
     both wit::ParentRef, new::types::ParentRef { id, session_id, working_directory, depth }
     both wit::AgentOptions, new::types::AgentOptions { model, system_prompt }
     both wit::ToolFilter, new::types::ToolFilter { allow, deny }
