@@ -42,7 +42,7 @@ impl Asked {
         let Some(id) = id.as_u64() else {
             return false;
         };
-        match crate::server::lock(&self.waiting).remove(&id) {
+        match seam_core::sync::lock(&self.waiting).remove(&id) {
             Some(tx) => tx.send(result).is_ok(),
             None => false,
         }
@@ -54,7 +54,7 @@ impl Asked {
         // Ids of our own requests: the client's are its own, in the other direction.
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let (tx, rx) = oneshot::channel();
-        crate::server::lock(&self.waiting).insert(id, tx);
+        seam_core::sync::lock(&self.waiting).insert(id, tx);
         let withdraw = Withdraw {
             waiting: self.waiting.clone(),
             id,
@@ -71,7 +71,7 @@ struct Withdraw {
 
 impl Drop for Withdraw {
     fn drop(&mut self) {
-        crate::server::lock(&self.waiting).remove(&self.id);
+        seam_core::sync::lock(&self.waiting).remove(&self.id);
     }
 }
 

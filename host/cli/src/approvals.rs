@@ -139,24 +139,14 @@ fn answer(open: &super::sessions::OpenStore, id: &str, answer: Answer, json: boo
     Ok(())
 }
 
-/// One request, as a listing line: id, status, when, who asked, what.
-pub(crate) fn line(r: &ApprovalRecord) -> String {
-    let status = match (r.status, r.always) {
-        (Status::Allowed, true) => "allowed always".to_string(),
-        (s, _) => s.as_str().to_string(),
-    };
-    let by =
-        r.by.as_deref()
-            .map(|by| format!(" by {by}"))
-            .unwrap_or_default();
+/// One request, as a listing line: its record's, with when it was asked.
+fn line(r: &ApprovalRecord) -> String {
     format!(
-        "{}  {status}{by}  {}  {}  {}",
-        r.id,
+        "{}  (asked {})",
+        r.listing(),
         humantime::format_rfc3339_seconds(
             std::time::UNIX_EPOCH + std::time::Duration::from_millis(r.requested_ms)
-        ),
-        r.path_text(),
-        r.subject.describe()
+        )
     )
 }
 

@@ -247,7 +247,7 @@ pub(crate) fn run(args: Args) -> Result<u8> {
                 if !approvals.is_empty() {
                     outln!("  approvals:");
                     for a in &approvals {
-                        outln!("    {}", super::approvals::line(a));
+                        outln!("    {}", a.listing());
                     }
                 }
             }

@@ -343,6 +343,25 @@ impl ApprovalRecord {
         self
     }
 
+    /// One listing line: id, status (and who answered), the path of runs that asked, and what.
+    pub fn listing(&self) -> String {
+        let status = match (self.status, self.always) {
+            (Status::Allowed, true) => "allowed always",
+            (s, _) => s.as_str(),
+        };
+        let by = self
+            .by
+            .as_deref()
+            .map(|by| format!(" by {by}"))
+            .unwrap_or_default();
+        format!(
+            "{}  {status}{by}  {}  {}",
+            self.id,
+            self.path_text(),
+            self.subject.describe()
+        )
+    }
+
     /// The path of runs that asked, as `lead > run-1 > run-3`.
     pub fn path_text(&self) -> String {
         self.path.join(" > ")

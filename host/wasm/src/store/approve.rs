@@ -10,8 +10,6 @@ use seam_core::approvals::{Approvals, Asker, Refused};
 use seam_core::sync::lock;
 use tokio_util::sync::CancellationToken;
 
-use super::Serving;
-
 /// What a store asks with.
 #[derive(Clone)]
 pub struct GrantApprovals {
@@ -26,33 +24,19 @@ pub struct GrantApprovals {
 }
 
 impl GrantApprovals {
-    /// The approvals of a store of `plugin` serving `serving`: none for a store that serves
-    /// no run or call (describing, observing), whose uses are the config's own.
-    pub fn of(
-        serving: &Serving,
+    /// What a store of `plugin` with `granted` asks with, for the holder of `account`
+    /// working in `session`, withdrawn when `abort` is cancelled.
+    pub fn new(
+        engine: Arc<Approvals>,
+        account: &seam_core::ledger::Account,
+        session: &str,
+        abort: CancellationToken,
         plugin: &Arc<str>,
         granted: &crate::sandbox::Granted,
-    ) -> Option<Self> {
-        let (subagents, account, session, abort) = if let Some(run) = &serving.run {
-            (
-                run.subagents.clone(),
-                run.ctx.account().clone(),
-                run.request.parent.session_id.clone(),
-                run.ctx.token(),
-            )
-        } else {
-            let call = serving.call.as_ref()?;
-            let account = call.subagents.accounts().get(&call.caller.id)?;
-            (
-                call.subagents.clone(),
-                account,
-                call.caller.session_id.clone(),
-                call.abort.clone(),
-            )
-        };
-        Some(Self {
-            engine: subagents.approvals().clone(),
-            asker: Arc::new(Asker::of(&account, &session)),
+    ) -> Self {
+        Self {
+            engine,
+            asker: Arc::new(Asker::of(account, session)),
             abort,
             plugin: plugin.clone(),
             allowed: Arc::default(),
@@ -63,7 +47,7 @@ impl GrantApprovals {
                 .map(|d| d.host.display().to_string())
                 .collect::<Vec<_>>()
                 .join(", "),
-        })
+        }
     }
 
     /// Whether a use of `class` needs a yes first (`[approvals]`).

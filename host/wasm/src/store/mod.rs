@@ -61,6 +61,41 @@ impl Serving {
         }
     }
 
+    /// What a store of `plugin` with `granted` serving this asks with before it uses a grant:
+    /// none for a store that serves no run or call (describing, observing), whose uses are the
+    /// config's own.
+    fn grant_approvals(
+        &self,
+        plugin: &Arc<str>,
+        granted: &crate::sandbox::Granted,
+    ) -> Option<approve::GrantApprovals> {
+        let (subagents, account, session, abort) = if let Some(run) = &self.run {
+            (
+                &run.subagents,
+                run.ctx.account().clone(),
+                run.request.parent.session_id.as_str(),
+                run.ctx.token(),
+            )
+        } else {
+            let call = self.call.as_ref()?;
+            let account = call.subagents.accounts().get(&call.caller.id)?;
+            (
+                &call.subagents,
+                account,
+                call.caller.session_id.as_str(),
+                call.abort.clone(),
+            )
+        };
+        Some(approve::GrantApprovals::new(
+            subagents.approvals().clone(),
+            &account,
+            session,
+            abort,
+            plugin,
+            granted,
+        ))
+    }
+
     /// The scopes over what this store serves, nearest first: a run's own and its ancestors',
     /// or a tool call's caller's and its ancestors'. The store's grants are its plugin's
     /// narrowed by every one of them.
@@ -227,7 +262,7 @@ pub fn new_store(
         (Arc::new(granted), removed)
     };
     grants::apply(&granted, &removed, &plugin, &mut builder);
-    let approvals = approve::GrantApprovals::of(&serving, &plugin, &granted);
+    let approvals = serving.grant_approvals(&plugin, &granted);
     let limits = sandbox.limits();
     let state = StoreData {
         limiter: PluginLimiter::new(plugin.clone(), limits),
