@@ -4,6 +4,8 @@
 //! - `authority/narrow-3-scopes`: the grants of a call under three nested scopes, each
 //!   narrowing directories, write access, HTTP origins, addresses and environment names (what
 //!   every scoped call's store is made with);
+//! - `authority/tool-in-3-scopes`: whether a tool is in the `tools` of three nested scopes (what
+//!   every call of a scoped agent pays);
 //! - `authority/approve-policy`: whether a call needs a yes, for an MCP entry with three
 //!   patterns (what every call of a tool with `approve` pays before it is made).
 //!
@@ -53,6 +55,7 @@ fn chain() -> ScopeChain {
         http: Some(http.iter().map(|s| s.to_string()).collect()),
         network: Some(vec!["127.0.0.1:5432".into()]),
         env: Some(env.iter().map(|s| s.to_string()).collect()),
+        tools: Some(vec!["notes__*".into(), "search".into()]),
     };
     vec![
         (
@@ -103,6 +106,15 @@ fn authority(c: &mut Criterion) {
     }))
     .expect("a policy")
     .expect("one");
+    group.bench_function("tool-in-3-scopes", |b| {
+        b.iter(|| {
+            black_box(
+                chain
+                    .iter()
+                    .all(|(_, s)| s.allows_tool(black_box("notes__delete_note"))),
+            )
+        })
+    });
     group.bench_function("approve-policy", |b| {
         b.iter(|| black_box(policy.for_tool(black_box("notes__delete_note"))))
     });

@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 use thiserror::Error;
@@ -106,6 +107,52 @@ impl std::str::FromStr for HttpOrigin {
             None => return Err(shape()),
         }
         HttpOrigin::of(&uri).ok_or_else(shape)
+    }
+}
+
+impl HttpOrigin {
+    /// Whether `text` (`scheme://host[:port][/]`, as a scope writes it) names this origin:
+    /// compared in place, with no parse, as every scoped call's store is made with it. The
+    /// scheme and host are compared ignoring case, and a missing port is the scheme's default.
+    pub fn written_as(&self, text: &str) -> bool {
+        let text = text.strip_suffix('/').unwrap_or(text);
+        let scheme_end = text.find("://");
+        let Some((scheme, rest)) = scheme_end.map(|i| (&text[..i], &text[i + 3..])) else {
+            return false;
+        };
+        let https = if scheme.eq_ignore_ascii_case("https") {
+            true
+        } else if scheme.eq_ignore_ascii_case("http") {
+            false
+        } else {
+            return false;
+        };
+        if https != self.https {
+            return false;
+        }
+        // An IPv6 host is bracketed: its port, if any, follows the bracket.
+        let (host, port) = match rest.find(']') {
+            Some(end) => (&rest[..=end], &rest[end + 1..]),
+            None => match rest.rfind(':') {
+                Some(colon) => (&rest[..colon], &rest[colon..]),
+                None => (rest, ""),
+            },
+        };
+        let port = match port.strip_prefix(':') {
+            Some(p) => match p.parse::<u16>() {
+                Ok(p) => p,
+                Err(_) => return false,
+            },
+            None if port.is_empty() => {
+                if https {
+                    443
+                } else {
+                    80
+                }
+            }
+            None => return false,
+        };
+        port == self.port && host.eq_ignore_ascii_case(&self.host)
     }
 }
 
@@ -267,45 +314,35 @@ impl Granted {
         let mut out = self.clone();
         let mut removed = Removed::default();
         for (holder, scope) in scopes {
-            narrow_dirs(&mut out.dirs, holder, scope, &mut removed);
+            // Shared by every removal of this scope: one allocation, not one each.
+            let holder: Arc<str> = Arc::from(holder.as_str());
+            narrow_dirs(&mut out.dirs, &holder, scope, &mut removed);
             if let Some(http) = &scope.http {
-                let allowed: Vec<HttpOrigin> = http.iter().filter_map(|o| o.parse().ok()).collect();
-                out.http.retain(|o| {
-                    let kept = allowed.contains(o);
-                    if !kept {
-                        removed.0.push((format!("HTTP to {o}"), holder.clone()));
-                    }
-                    kept
-                });
+                let gone = out
+                    .http
+                    .extract_if(.., |o| !http.iter().any(|text| o.written_as(text)));
+                removed
+                    .0
+                    .extend(gone.map(|o| (Removal::Http(o), holder.clone())));
             }
             if let Some(network) = &scope.network {
-                let allowed: Vec<SocketAddr> =
-                    network.iter().filter_map(|a| a.parse().ok()).collect();
-                out.network.retain(|a| {
-                    let kept = allowed.contains(a);
-                    if !kept {
-                        removed
-                            .0
-                            .push((format!("connections to {a}"), holder.clone()));
-                    }
-                    kept
-                });
+                let gone = out
+                    .network
+                    .extract_if(.., |a| !network.iter().any(|text| text.parse() == Ok(*a)));
+                removed
+                    .0
+                    .extend(gone.map(|a| (Removal::Connections(a), holder.clone())));
                 if out.network.is_empty() && out.dns {
                     out.dns = false;
-                    removed.0.push((NAME_LOOKUPS.to_string(), holder.clone()));
+                    removed.0.push((Removal::NameLookups, holder.clone()));
                 }
             }
             if let Some(env) = &scope.env {
                 out.env_values.retain(|(name, _)| env.contains(name));
-                out.env.retain(|name| {
-                    let kept = env.contains(name);
-                    if !kept {
-                        removed
-                            .0
-                            .push((format!("environment variable `{name}`"), holder.clone()));
-                    }
-                    kept
-                });
+                let gone = out.env.extract_if(.., |name| !env.contains(name));
+                removed
+                    .0
+                    .extend(gone.map(|name| (Removal::Env(name), holder.clone())));
             }
         }
         (out, removed)
@@ -316,29 +353,22 @@ impl Granted {
 /// the scope's `dirs`, and loses its write access where the scope says `write = false`.
 fn narrow_dirs(
     dirs: &mut Vec<DirGrant>,
-    holder: &str,
+    holder: &Arc<str>,
     scope: &seam_core::scope::Scope,
     removed: &mut Removed,
 ) {
     if let Some(within) = &scope.dirs {
-        dirs.retain(|d| {
-            let kept = within.iter().any(|s| d.host.starts_with(s));
-            if !kept {
-                removed.0.push((
-                    format!("directory `{}`", d.host.display()),
-                    holder.to_string(),
-                ));
-            }
-            kept
-        });
+        let gone = dirs.extract_if(.., |d| !within.iter().any(|s| d.host.starts_with(s)));
+        removed
+            .0
+            .extend(gone.map(|d| (Removal::Dir(d.host), holder.clone())));
     }
     if scope.write == Some(false) {
         for dir in dirs.iter_mut().filter(|d| d.write) {
             dir.write = false;
-            removed.0.push((
-                format!("writes to `{}`", dir.host.display()),
-                holder.to_string(),
-            ));
+            removed
+                .0
+                .push((Removal::Writes(dir.host.clone()), holder.clone()));
         }
     }
 }
@@ -352,31 +382,70 @@ pub fn narrowed_dirs(
     let mut out = dirs.to_vec();
     let mut removed = Removed::default();
     for (holder, scope) in scopes {
-        narrow_dirs(&mut out, holder, scope, &mut removed);
+        narrow_dirs(&mut out, &Arc::from(holder.as_str()), scope, &mut removed);
     }
     (out, removed)
 }
 
-/// What [`Removed`] calls name lookups, lost with the last address a scope removed.
-const NAME_LOOKUPS: &str = "name lookups";
+/// One grant a scope removed. Kept as it was granted, and put in words only when a denial
+/// shows it: narrowing runs for every scoped call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removal {
+    /// A directory.
+    Dir(PathBuf),
+    /// Write access to a directory.
+    Writes(PathBuf),
+    /// An HTTP origin.
+    Http(HttpOrigin),
+    /// Connections to an address.
+    Connections(SocketAddr),
+    /// Name lookups, lost with the last address.
+    NameLookups,
+    /// An environment variable.
+    Env(String),
+}
 
-/// What scopes removed from a plugin's grants for one call or run: each grant, in words
-/// (`HTTP to https://api.example.com`), with the agent or run whose scope removed it.
+impl std::fmt::Display for Removal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Dir(dir) => write!(f, "directory `{}`", dir.display()),
+            Self::Writes(dir) => write!(f, "writes to `{}`", dir.display()),
+            Self::Http(origin) => write!(f, "HTTP to {origin}"),
+            Self::Connections(addr) => write!(f, "connections to {addr}"),
+            Self::NameLookups => f.write_str("name lookups"),
+            Self::Env(name) => write!(f, "environment variable `{name}`"),
+        }
+    }
+}
+
+/// What scopes removed from a plugin's grants for one call or run: each grant, with the agent
+/// or run whose scope removed it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Removed(pub Vec<(String, String)>);
+pub struct Removed(pub Vec<(Removal, Arc<str>)>);
 
 impl Removed {
-    /// Who removed `what` (a grant in the words [`Granted::narrowed`] uses), if a scope did.
+    /// Who removed `what` (a grant in the words [`Removal`] shows), if a scope did.
     pub fn by(&self, what: &str) -> Option<&str> {
         self.0
             .iter()
-            .find(|(w, _)| w == what)
-            .map(|(_, h)| h.as_str())
+            .find(|(w, _)| w.to_string() == what)
+            .map(|(_, h)| &**h)
+    }
+
+    /// Who removed HTTP to `origin`, if a scope did.
+    pub fn http_to(&self, origin: &HttpOrigin) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(w, _)| matches!(w, Removal::Http(o) if o == origin))
+            .map(|(_, h)| &**h)
     }
 
     /// Who removed connections to `addr`, if a scope did.
     pub fn connections_to(&self, addr: SocketAddr) -> Option<&str> {
-        self.by(&format!("connections to {addr}"))
+        self.0
+            .iter()
+            .find(|(w, _)| matches!(w, Removal::Connections(a) if *a == addr))
+            .map(|(_, h)| &**h)
     }
 
     /// Who removed the last granted address (and so every socket), if a scope did.
@@ -384,8 +453,8 @@ impl Removed {
         self.0
             .iter()
             .rev()
-            .find(|(w, _)| w.starts_with("connections to "))
-            .map(|(_, h)| h.as_str())
+            .find(|(w, _)| matches!(w, Removal::Connections(_)))
+            .map(|(_, h)| &**h)
     }
 
     /// Logs, at info, each directory, write access and environment variable a plugin's store
@@ -393,17 +462,13 @@ impl Removed {
     /// for a variable or a preopen that is not there), so the log says what and who.
     pub fn log_missing(&self, plugin: &str) {
         for (what, holder) in &self.0 {
-            let change = if let Some(name) = what.strip_prefix("environment variable ") {
-                format!("add {} to `env`", name.trim_matches('`'))
-            } else if let Some(dir) = what.strip_prefix("directory ") {
-                format!(
-                    "add {} (or a directory above it) to `dirs`",
-                    dir.trim_matches('`')
-                )
-            } else if what.starts_with("writes to") {
-                "remove `write = false`".to_string()
-            } else {
-                continue;
+            let change = match what {
+                Removal::Env(name) => format!("add {name} to `env`"),
+                Removal::Dir(dir) => {
+                    format!("add {} (or a directory above it) to `dirs`", dir.display())
+                }
+                Removal::Writes(_) => "remove `write = false`".to_string(),
+                _ => continue,
             };
             tracing::info!(
                 plugin,
@@ -449,7 +514,13 @@ impl SocketWatch {
             dns: grants.dns,
             network,
             dns_by: (!grants.dns)
-                .then(|| removed.by(NAME_LOOKUPS).map(str::to_string))
+                .then(|| {
+                    removed
+                        .0
+                        .iter()
+                        .find(|(w, _)| *w == Removal::NameLookups)
+                        .map(|(_, h)| h.to_string())
+                })
                 .flatten(),
             network_by: (!network)
                 .then(|| removed.every_address().map(str::to_string))
@@ -548,6 +619,40 @@ impl Granted {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_origin_is_matched_as_a_scope_writes_it_without_a_parse() {
+        let parsed = |t: &str| t.parse::<HttpOrigin>().unwrap();
+        let api = parsed("https://api.example.com");
+        for same in [
+            "https://api.example.com",
+            "https://api.example.com/",
+            "HTTPS://API.example.com",
+            "https://api.example.com:443",
+        ] {
+            assert!(api.written_as(same), "{same}");
+        }
+        for other in [
+            "http://api.example.com",
+            "https://api.example.com:8443",
+            "https://api.example.org",
+            "api.example.com",
+            "https://api.example.com:x",
+        ] {
+            assert!(!api.written_as(other), "{other}");
+        }
+        let local = parsed("http://[::1]:8080");
+        assert!(local.written_as("http://[::1]:8080"));
+        assert!(!local.written_as("http://[::1]"));
+        // Whatever a parse accepts, the cheap match agrees with.
+        for text in [
+            "http://127.0.0.1:8080",
+            "https://x.example:444/",
+            "http://[::1]",
+        ] {
+            assert!(parsed(text).written_as(text), "{text}");
+        }
+    }
 
     #[test]
     fn an_authority_with_user_information_names_no_origin() {

@@ -25,7 +25,8 @@ use connections::Connections;
 pub use entry::{parse_grants, parse_limits, EntryError};
 pub use grants::{narrowed_dirs, Denial, SocketWatch};
 pub use grants::{
-    DirGrant, Granted, Grants, HttpOrigin, OriginError, Removed, SandboxError, DIR_KEYS, GRANT_KEYS,
+    DirGrant, Granted, Grants, HttpOrigin, OriginError, Removal, Removed, SandboxError, DIR_KEYS,
+    GRANT_KEYS,
 };
 pub use limits::{
     key, Limit, LimitHit, LimitOverrides, Limits, OnConcurrency, LIMIT_KEYS, LOG_BUDGET, MAX_LINE,

@@ -365,6 +365,34 @@ fn tables() -> String {
         ratio(set, none)
     );
 
+    // Issue 36: what authority checks cost a tool call, each against the 1 µs goal.
+    let _ = writeln!(
+        w,
+        "\n**Authority checks per tool call** (criterion medians; goal: each under 1 µs)\n"
+    );
+    let _ = writeln!(w, "| | time |");
+    let _ = writeln!(w, "|---|---:|");
+    for (name, what) in [
+        (
+            "authority/narrow-none",
+            "grants of a call with no scope over it",
+        ),
+        (
+            "authority/narrow-3-scopes",
+            "grants of a call under three nested scopes",
+        ),
+        (
+            "authority/tool-in-3-scopes",
+            "a tool in the `tools` of three scopes",
+        ),
+        (
+            "authority/approve-policy",
+            "whether a call needs a yes (three patterns)",
+        ),
+    ] {
+        let _ = writeln!(w, "| {what} | {} |", dur(criterion_median(name)));
+    }
+
     // Issue 23: a tool served over MCP, against the same call in-process (`seam call`'s).
     let direct = criterion_median("mcp/direct");
     let over_stdio = criterion_median("mcp/stdio");

@@ -79,7 +79,7 @@ impl HttpHooks {
             return;
         }
         let plugin = &*self.plugin;
-        let by_scope = origin.and_then(|o| self.removed.by(&format!("HTTP to {o}")));
+        let by_scope = origin.and_then(|o| self.removed.http_to(o));
         match (origin, by_scope) {
             (Some(origin), Some(holder)) => tracing::warn!(
                 plugin,
