@@ -293,3 +293,80 @@ fn a_store_on_a_server_that_is_not_there_fails_naming_it() {
     assert!(matches!(err, StoreError::Connect { .. }), "{err}");
     assert!(err.to_string().contains(&server.url), "{err}");
 }
+
+/// Requests for approval on every backend: kept and replaced by id, listed by tree, answered
+/// once (a second answer finds the first), and removed with their tree.
+#[test]
+fn every_backend_keeps_approvals_answers_each_once_and_removes_them_with_their_tree() {
+    use seam_host::approval::{Answer, ApprovalRecord, Status, Subject};
+    let record = |id: &str, root: &str| ApprovalRecord {
+        id: id.into(),
+        session: format!("{root}-child"),
+        root: root.into(),
+        path: vec!["lead".into(), "run-1".into()],
+        subject: Subject::Tool {
+            tool: "secret".into(),
+            plugin: "secret".into(),
+            arguments: serde_json::json!({"prompt": "open"}),
+        },
+        status: Status::Pending,
+        always: false,
+        by: None,
+        reason: None,
+        delivered: false,
+        requested_ms: 1,
+        answered_ms: None,
+    };
+    for (store, _keep) in backends(1 << 20) {
+        let name = store.name().to_string();
+        store
+            .commit(vec![
+                open("t1", None),
+                open("t2", None),
+                Write::Approval(Box::new(record("a1", "t1"))),
+                Write::Approval(Box::new(record("a2", "t2"))),
+            ])
+            .unwrap();
+        assert_eq!(store.approvals(None).unwrap().len(), 2, "{name}");
+        let t1 = store.approvals(Some("t1")).unwrap();
+        assert_eq!(t1, vec![record("a1", "t1")], "{name}");
+
+        let allowed = store
+            .answer_approval("a1", &Answer::allow("seam approvals", true))
+            .unwrap()
+            .unwrap();
+        assert_eq!(allowed.status, Status::Allowed, "{name}");
+        assert!(allowed.always && allowed.answered_ms.is_some(), "{name}");
+        // The second answer changes nothing: it reads the first.
+        let again = store
+            .answer_approval("a1", &Answer::deny("other", None))
+            .unwrap()
+            .unwrap();
+        assert_eq!(again.by.as_deref(), Some("seam approvals"), "{name}");
+        assert_eq!(
+            store.approval("a1").unwrap(),
+            Some(allowed.clone()),
+            "{name}"
+        );
+        assert_eq!(
+            store
+                .answer_approval("nope", &Answer::allow("x", false))
+                .unwrap(),
+            None
+        );
+
+        // The asker's own write replaces the record under its id.
+        let delivered = ApprovalRecord {
+            delivered: true,
+            ..allowed
+        };
+        store
+            .commit(vec![Write::Approval(Box::new(delivered.clone()))])
+            .unwrap();
+        assert_eq!(store.approval("a1").unwrap(), Some(delivered), "{name}");
+
+        assert!(store.remove("t1").unwrap(), "{name}");
+        assert_eq!(store.approval("a1").unwrap(), None, "{name}");
+        assert_eq!(store.approvals(None).unwrap().len(), 1, "{name}");
+    }
+}
