@@ -187,6 +187,8 @@ pub struct Metrics {
     tokens: Family<Labels, Counter>,
     /// Dollars, by provider and model.
     cost: Family<Labels, Counter<f64, AtomicU64>>,
+    /// Requests for approval answered, by answer and by who answered.
+    approvals: Family<Labels, Counter>,
     /// The live runs' starts, and each provider's counters (looked up once, then reused).
     state: Arc<Mutex<State>>,
     otel: Option<Otel>,
@@ -219,6 +221,7 @@ impl Metrics {
         let memory = Family::<Labels, Gauge>::default();
         let tokens = Family::<Labels, Counter>::default();
         let cost = Family::<Labels, Counter<f64, AtomicU64>>::default();
+        let approvals = Family::<Labels, Counter>::default();
         registry.register("runs_started", "Runs started", started.clone());
         registry.register("runs_ended", "Runs settled", ended.clone());
         registry.register(
@@ -242,6 +245,11 @@ impl Metrics {
             "What the model calls cost, in dollars, for models with prices",
             cost.clone(),
         );
+        registry.register(
+            "approvals",
+            "Requests for approval answered, by answer (allowed, denied) and who answered",
+            approvals.clone(),
+        );
         let state: Arc<Mutex<State>> = Arc::default();
         let budgets: Budgets = Arc::default();
         Arc::new(Self {
@@ -255,6 +263,7 @@ impl Metrics {
                 .map(|meter| Otel::new(&meter, live_runs.clone(), state.clone(), budgets.clone())),
             tokens,
             cost,
+            approvals,
             state,
             live_runs,
             budgets,
@@ -371,6 +380,16 @@ impl Metrics {
                     }
                 }
             }
+            Event::ApprovalResolved { allowed, by, .. } => {
+                let labels = vec![
+                    (
+                        "answer".to_string(),
+                        if *allowed { "allowed" } else { "denied" }.to_string(),
+                    ),
+                    ("by".to_string(), by.clone()),
+                ];
+                self.approvals.get_or_create(&labels).inc();
+            }
             Event::AgentCreated { id, model, .. } => {
                 lock(&self.state).models.insert(id.clone(), model.clone());
             }
@@ -473,5 +492,34 @@ pub async fn serve(
                 .serve_connection(io, service)
                 .await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approvals_are_counted_by_answer_and_by_who_answered() {
+        let metrics = Metrics::new(Arc::new(LiveCounts::default()), None);
+        let resolved = |allowed: bool, by: &str| Event::ApprovalResolved {
+            id: "a".into(),
+            allowed,
+            always: false,
+            by: by.into(),
+            reason: None,
+        };
+        metrics.on_event(&resolved(true, "terminal"));
+        metrics.on_event(&resolved(true, "terminal"));
+        metrics.on_event(&resolved(false, "nobody"));
+        let text = metrics.render();
+        assert!(
+            text.contains("seam_approvals_total{answer=\"allowed\",by=\"terminal\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("seam_approvals_total{answer=\"denied\",by=\"nobody\"} 1"),
+            "{text}"
+        );
     }
 }
