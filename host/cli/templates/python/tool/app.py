@@ -90,6 +90,9 @@ class Tool(exports.Tool):
             max_depth=None,
             tool_filter=None,
             persona=None,
+            # A narrower scope for the run's subtree (JSON); the entry's `config.scope` still
+            # bounds it.
+            scope=None,
         )
         # A call that returns `err(e)` raises `Err(e)`, with `e` a `SubagentError_*` case.
         # `with` drops the run handle at the end, which disposes the run.
