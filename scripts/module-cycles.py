@@ -37,13 +37,15 @@ USE_GROUP = re.compile(r"\buse\s+(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)
 LAYERS = {
     "core": [
         # What budgets count (tokens, cost, calls): the vocabulary's own usage is one of them.
-        ["spend", "approval"],
+        ["spend", "approval", "cassette"],
         # What a delegation narrows its subtree to: its tool patterns match as approvals' do.
         ["scope"],
         ["types", "sync", "live", "budget"],
         # Durable sessions: opaque JSON bodies, so that the bus can write before it delivers;
         # the trace hooks, which the runtime above calls.
         ["store", "trace"],
+        # The live recorder and player of a tree's inputs: it writes entries to the store.
+        ["tape"],
         # The accounts of budgets over the tree: they write spend to the store.
         ["events", "ledger"],
         # Asking a surface whether a call may go ahead: kept in the store, told on the bus.

@@ -9,9 +9,10 @@
 //! true`: the run then belongs to the calling agent, the call answers with its id at once, and
 //! the model follows it with the `subagent-control` tools (its agent is told when it settles).
 //!
-//! The model may pass a `scope` object (the keys of a tool entry's `config.scope`): the run's
-//! subtree is narrowed to what both it and the entry's scope allow. It never widens anything:
-//! the host meets it with the entry's scope and every ancestor's.
+//! With `scopeArgument = true` the model may pass a `scope` object (the keys of a tool entry's
+//! `config.scope`): the run's subtree is narrowed to what both it and the entry's scope allow.
+//! It never widens anything: the host meets it with the entry's scope and every ancestor's.
+//! Without it the parameters are exactly `{description, prompt}` (and `run_in_background`).
 
 wit_bindgen::generate!({ path: "../../wit/v0.4.0", world: "tool-plugin", generate_all });
 
@@ -34,14 +35,15 @@ const KEYS: &[&str] = &[
     "toolFilter",
     "maxDepth",
     "runInBackground",
+    "scopeArgument",
 ];
 
 /// The tool name used when the config gives none.
 const DEFAULT_TOOL_NAME: &str = "subagent";
 
-/// The keys a call's arguments may contain: `description` and `prompt` are required, `scope`
-/// is optional, `run_in_background` is accepted when the config allows it (and is last).
-const ARGUMENT_KEYS: &[&str] = &["description", "prompt", "scope", "run_in_background"];
+/// The keys a call's arguments may always contain (both required); `scope` and
+/// `run_in_background` are accepted when the config allows them.
+const ARGUMENT_KEYS: &[&str] = &["description", "prompt"];
 
 /// The keys of a `scope` argument (the host checks their values).
 const SCOPE_KEYS: &[&str] = &["dirs", "write", "http", "network", "env", "tools"];
@@ -59,6 +61,8 @@ struct Settings {
     tool_filter: Option<ToolFilter>,
     max_depth: Option<i32>,
     run_in_background: bool,
+    /// Whether the model may narrow a call's subtree with a `scope` argument.
+    scope_argument: bool,
 }
 
 impl Settings {
@@ -92,6 +96,7 @@ impl Settings {
                 })
                 .transpose()?,
             run_in_background: root.bool("runInBackground")?.unwrap_or(false),
+            scope_argument: root.bool("scopeArgument")?.unwrap_or(false),
         })
     }
 }
@@ -138,17 +143,23 @@ struct Arguments {
 
 /// Parses a call's arguments: an object with exactly the non-empty strings `description` and
 /// `prompt`. The messages are written for the model, which is the one that has to fix them.
-fn parse_arguments(text: &str, background_allowed: bool) -> Result<Arguments, String> {
+fn parse_arguments(
+    text: &str,
+    background_allowed: bool,
+    scope_allowed: bool,
+) -> Result<Arguments, String> {
     let fields = match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(fields)) => fields,
         Ok(_) => return Err("subagent: the arguments must be a JSON object".to_owned()),
         Err(err) => return Err(format!("subagent: the arguments are not valid JSON: {err}")),
     };
-    let accepted = if background_allowed {
-        ARGUMENT_KEYS
-    } else {
-        &ARGUMENT_KEYS[..3]
-    };
+    let mut accepted = ARGUMENT_KEYS.to_vec();
+    if scope_allowed {
+        accepted.push("scope");
+    }
+    if background_allowed {
+        accepted.push("run_in_background");
+    }
     if let Some(key) = fields.keys().find(|key| !accepted.contains(&key.as_str())) {
         return Err(format!(
             "subagent: unknown argument `{key}`; only {} are accepted",
@@ -319,7 +330,11 @@ fn map_result(tool_name: &str, result: SubagentResult) -> ToolResult {
 fn run_call(config: &str, caller: ParentRef, arguments: &str) -> Result<ToolResult, String> {
     let settings =
         Settings::parse(config).map_err(|err| format!("subagent: invalid config: {err}"))?;
-    let arguments = parse_arguments(arguments, settings.run_in_background)?;
+    let arguments = parse_arguments(
+        arguments,
+        settings.run_in_background,
+        settings.scope_argument,
+    )?;
     log(
         LogLevel::Debug,
         &format!(
@@ -418,7 +433,9 @@ impl Guest for SubagentTool {
             "required": ["description", "prompt"],
             "additionalProperties": false,
         });
-        schema["properties"]["scope"] = scope_schema();
+        if settings.scope_argument {
+            schema["properties"]["scope"] = scope_schema();
+        }
         if settings.run_in_background {
             schema["properties"]["run_in_background"] = json!({
                 "type": "boolean",

@@ -38,6 +38,7 @@ mod new;
 mod oci;
 mod pictures;
 mod recording;
+mod replay;
 mod run;
 mod sessions;
 mod trace;
@@ -113,6 +114,9 @@ enum Command {
     Sessions(sessions::Args),
     /// List the requests for approval kept in a session store, and allow or deny one from here.
     Approvals(approvals::Args),
+    /// Run a recorded session (or a cassette) again with its recorded model replies and the
+    /// components for real; report the first place it diverges.
+    Replay(replay::Args),
     /// Write the WIT package this host supports (for a plugin's `wit/` folder).
     Wit(wit::Args),
     /// Create a plugin project (provider, tool or observer) that builds outside this repository.
@@ -157,6 +161,7 @@ impl Command {
             Command::Delegate(_) => "seam delegate",
             Command::Call(_) => "seam call",
             Command::Run(_) => "seam run",
+            Command::Replay(_) => "seam replay",
             Command::Test(_) => "seam test",
             Command::Compile(_) => "seam compile",
             Command::Lock(_) => "seam lock",
@@ -217,6 +222,7 @@ fn main() -> ExitCode {
             Command::Wit(args) => wit::run(args),
             Command::Sessions(args) => sessions::run(args),
             Command::Approvals(args) => approvals::run(args),
+            Command::Replay(args) => replay::run(args, interrupt.clone()).await,
             Command::Cache(args) => cache::run_cache(args),
             Command::Test(args) => conformance::run(args, &interrupt).await,
             Command::New(args) => new::run(args),

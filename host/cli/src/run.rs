@@ -53,6 +53,11 @@ pub(crate) struct Args {
     /// it in ui.perfetto.dev).
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// Write the session's recording to FILE as a self-contained cassette (its config, its
+    /// prompts, every recorded input): `seam replay FILE` plays it back with no key and no
+    /// network.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
     /// Fail if the config's lock file would change (an `oci://` entry without a lock line, or
     /// a stale line), before anything is loaded.
     #[arg(long)]
@@ -129,6 +134,22 @@ async fn answer(
         .create_agent_in(args.model.as_deref(), cwd, args.session.as_deref())
         .context("cannot create the top-level agent")?;
     let session = agent.as_parent().session_id;
+    // What the recording ran with, for `seam replay SESSION` to run it again.
+    if let Some((tape, key)) = agent.account().tape() {
+        let meta = super::replay::Meta {
+            config: std::path::absolute(&args.config).unwrap_or_else(|_| args.config.clone()),
+            model: args.model.clone(),
+            working_directory: cwd.to_string(),
+        };
+        if let Ok(body) = serde_json::to_value(meta) {
+            tape.record(&key, seam_host::cassette::Kind::Meta, body);
+        }
+    } else if args.record.is_some() {
+        anyhow::bail!(
+            "--record needs the session to be recorded: the config says `[recording] enabled = \
+             false`"
+        );
+    }
     let pictures = crate::pictures::Pictures::start(host, args.tree, args.trace.as_deref());
     // Ctrl-C aborts the whole tree: the agent's model call, its tool calls, their runs; the
     // background children going are left interrupted, to be continued.
@@ -167,6 +188,15 @@ async fn answer(
     let spent = agent.account().spent();
     let budget = agent.account().limits();
     let remaining = agent.account().remaining().as_budget();
+    if let (Some(file), Some((tape, _))) = (&args.record, agent.account().tape()) {
+        let store = host.events().store().clone();
+        store.flush()?;
+        let cassette =
+            super::replay::cassette(store.as_ref(), &session, &args.config, tape.gaps())?;
+        let text = serde_json::to_string_pretty(&cassette)?;
+        std::fs::write(file, text)
+            .with_context(|| format!("cannot write the cassette `{}`", file.display()))?;
+    }
     host.agents().dispose(agent.id()).await;
     // The progress line is erased (and its ticker has stopped writing) before the answer.
     if let Some(p) = progress {
@@ -257,7 +287,7 @@ fn runs_named(runs: &[seam_host::RunInfo]) -> String {
 
 /// Waits until every background run of `agent` has settled, or the user interrupts, saying
 /// what it waits for: on the progress line on a terminal, else once on stderr.
-async fn wait_for_background(
+pub(crate) async fn wait_for_background(
     host: &Host,
     agent: &str,
     session: &str,
@@ -310,7 +340,7 @@ async fn wait_for_background(
 
 /// A one-line spinner on stderr saying what the agent tree is doing: the latest step, how
 /// many runs are going, and the one that has run longest, for how long.
-struct Progress {
+pub(crate) struct Progress {
     status: Arc<Mutex<String>>,
     listener: seam_host::ListenerId,
     ticker: tokio::task::JoinHandle<()>,

@@ -53,6 +53,10 @@ pub struct Account {
     scope: std::sync::OnceLock<crate::scope::Scope>,
     /// Who answers its subtree's requests for approval, if its delegation named one.
     approver: std::sync::OnceLock<Arc<dyn crate::approval::Surface>>,
+    /// The tape its tree is recorded on (or played from), and its key on it.
+    tape: std::sync::OnceLock<(Arc<crate::tape::Tape>, String)>,
+    /// How many runs were started under each of its tool calls: their keys' last part.
+    started_under: Mutex<std::collections::HashMap<String, u32>>,
 }
 
 impl std::fmt::Debug for Account {
@@ -94,6 +98,8 @@ impl Account {
         Arc::new(Self {
             scope: std::sync::OnceLock::new(),
             approver: std::sync::OnceLock::new(),
+            tape: std::sync::OnceLock::new(),
+            started_under: Mutex::default(),
             settled,
             id,
             parent,
@@ -146,6 +152,29 @@ impl Account {
         self.chain()
             .filter_map(|a| a.scope.get().map(|s| (a.id.clone(), s.clone())))
             .collect()
+    }
+
+    /// Puts its holder on `tape` under `key` (once: a top-level agent's as it is made, a run's
+    /// as it starts).
+    pub fn set_tape(&self, tape: Arc<crate::tape::Tape>, key: String) {
+        let _ = self.tape.set((tape, key));
+    }
+
+    /// The tape its tree is recorded on (or played from), and its holder's key on it.
+    pub fn tape(&self) -> Option<(Arc<crate::tape::Tape>, String)> {
+        self.tape.get().cloned()
+    }
+
+    /// The tape and key of the next run its holder starts under the tool call `call` (`-`
+    /// when made outside a tool call): its own key, the call, and the run's place among that
+    /// call's runs, so that a replay finds the same key whatever order runs start in.
+    pub fn child_tape(&self, call: Option<&str>) -> Option<(Arc<crate::tape::Tape>, String)> {
+        let (tape, key) = self.tape.get()?;
+        let call = call.unwrap_or("-");
+        let mut started = lock(&self.started_under);
+        let n = started.entry(call.to_string()).or_insert(0);
+        *n += 1;
+        Some((tape.clone(), format!("{key}/{call}.{n}")))
     }
 
     /// Names who answers its subtree's requests for approval (once, as its run starts).

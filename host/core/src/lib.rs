@@ -19,6 +19,8 @@
 //!
 //! - [`approval`] and [`approvals`]: requests a person (or the parent agent) must allow, kept
 //!   in the store, asked on whichever surface is there.
+//! - [`cassette`] and [`tape`]: recording every input a tree's outcome depends on, and playing
+//!   it back (`seam replay`).
 //! - [`spend`] and [`ledger`]: budgets over the delegation tree (what a tree may spend, held
 //!   before each call and charged to every ancestor).
 
@@ -28,6 +30,7 @@ pub mod agent;
 pub mod approval;
 pub mod approvals;
 pub mod budget;
+pub mod cassette;
 pub mod events;
 pub mod ledger;
 pub mod live;
@@ -38,6 +41,7 @@ pub mod spend;
 pub mod store;
 pub mod subagent;
 pub mod sync;
+pub mod tape;
 pub mod tls;
 pub mod tool;
 pub mod trace;

@@ -134,11 +134,16 @@ pub fn current() -> Option<String> {
 /// Runs `future` as the work of agent `agent`'s tool call `call`: a run it starts is placed
 /// under that call, even among calls that run at once.
 pub async fn in_call<F: Future>(agent: &str, call: &str, future: F) -> F::Output {
-    if !enabled() {
-        return future.await;
-    }
+    // Scoped traced or not: a recording keys the runs a call starts by it.
     CALL.scope((agent.to_string(), call.to_string()), future)
         .await
+}
+
+/// The id of the tool call of agent `agent` the current future runs for, if it runs for one.
+pub fn current_call(agent: &str) -> Option<String> {
+    CALL.try_with(|(a, call)| (a == agent).then(|| call.clone()))
+        .ok()
+        .flatten()
 }
 
 /// Run `run` on `provider` (of `plugin`) was made by agent `parent` (see

@@ -279,6 +279,8 @@ pub struct Config {
     pub sessions: SessionsConfig,
     /// `[approvals]`: how requests for approval are answered, and which uses of grants need one.
     pub approvals: seam_core::approvals::ApprovalSettings,
+    /// `[recording]`: whether sessions record what their runs depended on, for `seam replay`.
+    pub recording: seam_core::tape::RecordingSettings,
     /// `[cluster]`: the NATS cluster whose providers a front-end runs on (`seam worker` reads
     /// its connection here too).
     #[cfg(feature = "cluster")]
@@ -391,6 +393,8 @@ struct RawConfig {
     sessions: Option<toml::Value>,
     #[serde(default)]
     approvals: Option<toml::Value>,
+    #[serde(default)]
+    recording: Option<toml::Value>,
     #[serde(default)]
     cluster: Option<toml::Value>,
     #[serde(default)]
@@ -663,6 +667,18 @@ impl Config {
             Some(v) => v.try_into().map_err(|e| section("approvals", e))?,
             None => Default::default(),
         };
+        let recording: seam_core::tape::RecordingSettings = match raw.recording {
+            Some(v) => v.try_into().map_err(|e| section("recording", e))?,
+            None => Default::default(),
+        };
+        if recording.max_mb == 0 {
+            return Err(ConfigError::Parse {
+                path: name.to_path_buf(),
+                message: "[recording]: key `max_mb` must be at least 1 (MiB); to record \
+                          nothing, set `enabled = false`"
+                    .into(),
+            });
+        }
         if approvals.timeout_secs == 0 {
             return Err(ConfigError::Parse {
                 path: name.to_path_buf(),
@@ -717,6 +733,7 @@ impl Config {
             models,
             sessions,
             approvals,
+            recording,
             #[cfg(feature = "cluster")]
             cluster,
             #[cfg(feature = "oci")]

@@ -44,8 +44,8 @@ pub mod session_store {
     pub use seam_store_sqlite::{SqliteStore, SCHEMA_VERSION};
 }
 pub use seam_core::{
-    agent, approval, approvals, events, ledger, live, model, scope, session, spend, subagent, sync,
-    tool, types,
+    agent, approval, approvals, cassette, events, ledger, live, model, scope, session, spend,
+    subagent, sync, tape, tool, types,
 };
 
 pub use config::{Config, ConfigError, PluginEntry};

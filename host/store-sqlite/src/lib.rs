@@ -35,7 +35,7 @@ use seam_core::store::{
 use seam_core::sync::lock;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Migrations, oldest first: `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -131,6 +131,18 @@ const MIGRATIONS: &[&str] = &[
         body TEXT NOT NULL
     ) WITHOUT ROWID;
     CREATE INDEX approvals_by_root ON approvals (root, requested_ms);
+",
+    // Recorded inputs of a tree (JSON `cassette::Entry` bodies), in the order they were taken
+    // (the rowid): what `seam replay` plays back.
+    "
+    CREATE TABLE tape (
+        root TEXT NOT NULL,
+        key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL
+    );
+    CREATE UNIQUE INDEX tape_entries ON tape (root, key, kind, seq);
 ",
 ];
 
@@ -713,6 +725,22 @@ impl Inner {
                 .and_then(|mut s| s.execute(params![session, body]))
                 .map_err(|e| self.fail(e))?;
             }
+            Write::Tape { root, entry } => {
+                tx.prepare_cached(
+                    "INSERT OR REPLACE INTO tape (root, key, kind, seq, body)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        root,
+                        entry.key,
+                        entry.kind.as_str(),
+                        entry.seq.min(i64::MAX as u64) as i64,
+                        entry.body.to_string()
+                    ])
+                })
+                .map_err(|e| self.fail(e))?;
+            }
             Write::Approval(record) => {
                 let body = serde_json::to_string(record)
                     .map_err(|e| StoreError::Backend(format!("cannot write approval: {e}")))?;
@@ -879,6 +907,7 @@ fn remove_tree(tx: &Transaction<'_>, session: &str) -> rusqlite::Result<bool> {
         tx.execute("DELETE FROM inbox WHERE session = ?1", [s])?;
         tx.execute("DELETE FROM spend WHERE session = ?1", [s])?;
         tx.execute("DELETE FROM approvals WHERE root = ?1", [s])?;
+        tx.execute("DELETE FROM tape WHERE root = ?1", [s])?;
         tx.execute("DELETE FROM openings WHERE session = ?1", [s])?;
         tx.execute("DELETE FROM runs WHERE parent_session = ?1", [s])?;
         let n = tx.execute("DELETE FROM sessions WHERE id = ?1", [s])?;
@@ -1000,6 +1029,43 @@ impl SessionStore for SqliteStore {
         rows.map(|body| body.and_then(|b| parse_approval(&b)))
             .collect::<rusqlite::Result<_>>()
             .map_err(|e| self.fail(e))
+    }
+
+    fn tape(&self, root: &str) -> Result<Vec<seam_core::cassette::Entry>, StoreError> {
+        let conn = self.inner.settled()?;
+        let mut stmt = conn
+            .prepare("SELECT key, kind, seq, body FROM tape WHERE root = ?1 ORDER BY rowid")
+            .map_err(|e| self.fail(e))?;
+        let rows = stmt
+            .query_map([root], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                ))
+            })
+            .map_err(|e| self.fail(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (key, kind, seq, body) = row.map_err(|e| self.fail(e))?;
+            let (Some(kind), Ok(body)) = (
+                seam_core::cassette::Kind::parse(&kind),
+                serde_json::from_str(&body),
+            ) else {
+                return Err(StoreError::Backend(format!(
+                    "{}: an unreadable recorded entry of session `{root}` (`{key}`, {kind} {seq})",
+                    self.inner.name
+                )));
+            };
+            out.push(seam_core::cassette::Entry {
+                key,
+                kind,
+                seq: seq.max(0) as u64,
+                body,
+            });
+        }
+        Ok(out)
     }
 
     fn approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {

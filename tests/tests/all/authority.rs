@@ -169,11 +169,11 @@ http = ["{origin}"]
     ) + &entry(
         "ask",
         "subagent_tool",
-        "provider = \"remote\", toolName = \"ask\"",
+        "provider = \"remote\", toolName = \"ask\", scopeArgument = true",
     ) + &entry(
         "ask_narrow",
         "subagent_tool",
-        "provider = \"remote\", toolName = \"ask_narrow\", scope = { http = [\"https://elsewhere.example\"] }",
+        "provider = \"remote\", toolName = \"ask_narrow\", scopeArgument = true, scope = { http = [\"https://elsewhere.example\"] }",
     );
     let host = host_with(&toml).await;
     let schema = host

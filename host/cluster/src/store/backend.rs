@@ -280,6 +280,9 @@ impl Backend {
                         session_order.push(session);
                     }
                 }
+                Write::Tape { root, entry } => {
+                    ops.push(Op::Put(layout::tape_key(&root, &entry), json(&entry)));
+                }
                 Write::Approval(record) => {
                     let key = layout::approval_key(&record.id);
                     ops.retain(|op| !matches!(op, Op::Put(k, _) | Op::Delete(k) if *k == key));
@@ -677,6 +680,17 @@ impl Backend {
         Ok(out)
     }
 
+    pub(super) async fn tape(
+        &self,
+        root: &str,
+    ) -> Result<Vec<seam_core::cassette::Entry>, StoreError> {
+        self.list(&layout::tape_of(root))
+            .await?
+            .into_iter()
+            .map(|(key, body)| parse(&key, &body))
+            .collect()
+    }
+
     pub(super) async fn approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
         let key = layout::approval_key(id);
         match self.entry(&key).await? {
@@ -796,6 +810,7 @@ impl Backend {
                 self.purge(&layout::approval_key(&record.id)).await?;
             }
         }
+        self.purge(&layout::tape_of(id)).await?;
         Ok(had)
     }
 

@@ -13,6 +13,7 @@
 //! | `c.CSID.KEY`           | the `PSID` of a run whose child session is `CSID`     |
 //! | `i.SID`                | a child session's inbox (JSON)                        |
 //! | `a.ID`                 | a request for approval (JSON `ApprovalRecord`)        |
+//! | `t.ROOT.KEY.KIND.SEQ`  | a recorded input of a tree (JSON `cassette::Entry`)   |
 //! | `j.HOLDER.N`           | one journaled bus event ([`JournalDoc`])              |
 //! | `holders`              | the last holder number given out                      |
 //!
@@ -111,6 +112,23 @@ pub fn inbox_key(sid: &str) -> String {
 /// The key of a request for approval ([`seam_core::approval::ApprovalRecord`]).
 pub fn approval_key(id: &str) -> String {
     format!("a.{}", token(id))
+}
+
+/// The key of a recorded input of the tree under `root` (a listing returns them in the order
+/// they were written, which is the order they were taken).
+pub fn tape_key(root: &str, entry: &seam_core::cassette::Entry) -> String {
+    format!(
+        "t.{}.{}.{}.{}",
+        token(root),
+        token(&entry.key),
+        entry.kind.as_str(),
+        entry.seq
+    )
+}
+
+/// The filter of the recorded inputs of the tree under `root`.
+pub fn tape_of(root: &str) -> String {
+    format!("t.{}.>", token(root))
 }
 
 /// The filter of every request for approval.

@@ -258,6 +258,11 @@ impl SessionStore for JetStreamStore {
         self.ask(move |b| Box::pin(async move { b.spend(&id).await }))
     }
 
+    fn tape(&self, root: &str) -> Result<Vec<seam_core::cassette::Entry>, StoreError> {
+        let root = root.to_string();
+        self.ask(move |b| Box::pin(async move { b.tape(&root).await }))
+    }
+
     fn approvals(
         &self,
         root: Option<&str>,

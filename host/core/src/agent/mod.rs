@@ -8,6 +8,7 @@
 pub mod child;
 pub mod config;
 mod error;
+mod replay;
 mod seed;
 pub mod tool_layer;
 
@@ -458,7 +459,7 @@ impl Agent {
             let call = abort.child_token();
             let mut out_of_time = false;
             let outcome = tokio::select! {
-                outcome = self.model.complete(request, call.clone()) => outcome,
+                outcome = self.complete(request, call.clone()) => outcome,
                 _ = self.account.expired() => {
                     call.cancel();
                     out_of_time = true;
@@ -660,6 +661,50 @@ impl Agent {
                     calls[*i].name
                 )));
             }
+        }
+    }
+
+    /// Calls the model, or plays its reply back: recording, the reply is taken down under the
+    /// agent's tape key; replaying, the recorded reply is handed back once the request is the
+    /// one recorded (else the difference is the replay's divergence).
+    async fn complete(
+        &self,
+        request: ModelRequest,
+        abort: CancellationToken,
+    ) -> Result<crate::model::ModelReply, ModelError> {
+        let Some((tape, key)) = self.account.tape() else {
+            return self.model.complete(request, abort).await;
+        };
+        let asked = replay::summary(&request);
+        if !tape.replaying() {
+            let reply = self.model.complete(request, abort).await?;
+            tape.record(
+                &key,
+                crate::cassette::Kind::Model,
+                serde_json::json!({ "request": asked, "reply": reply }),
+            );
+            return Ok(reply);
+        }
+        match tape.play(&key, crate::cassette::Kind::Model) {
+            crate::tape::Played::Entry(step, body) => {
+                if let Some(d) = replay::compare(&key, step, &body["request"], &asked) {
+                    tape.diverge(d);
+                    return Err(ModelError::Replay(format!(
+                        "diverged at `{key}`, model step {step}"
+                    )));
+                }
+                serde_json::from_value(body["reply"].clone()).map_err(|e| {
+                    ModelError::Replay(format!(
+                        "the recorded reply at `{key}`, model step {step}, is unreadable: {e}"
+                    ))
+                })
+            }
+            crate::tape::Played::Missing => Err(ModelError::Replay(format!(
+                "the recording has no model reply at `{key}`"
+            ))),
+            crate::tape::Played::Stopped => Err(ModelError::Replay(
+                "the replay stopped at its --until step".into(),
+            )),
         }
     }
 
@@ -1072,8 +1117,24 @@ impl AgentRegistry {
             .as_ref()
             .and_then(|p| accounts.as_ref().and_then(|a| a.get(p)));
         let account = match parent {
-            Some(parent) => parent.child(id, Budget::default(), already),
-            None => Account::root(id, spec.budget.unwrap_or_default(), already),
+            Some(parent) => {
+                let child = parent.child(id, Budget::default(), already);
+                let call = crate::trace::current_call(parent.id());
+                if let Some((tape, key)) = parent.child_tape(call.as_deref()) {
+                    child.set_tape(tape, key);
+                }
+                child
+            }
+            None => {
+                let root = Account::root(id, spec.budget.unwrap_or_default(), already);
+                if let Some(tape) = self
+                    .subagents()
+                    .and_then(|s| s.recording().tape_for(session, self.events.store()))
+                {
+                    root.set_tape(tape, crate::cassette::ROOT_KEY.to_string());
+                }
+                root
+            }
         };
         account.keep_in(session);
         if let Some(accounts) = &accounts {

@@ -106,7 +106,7 @@ pub enum FinishReason {
 }
 
 /// A model's reply.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelReply {
     /// Its text (possibly empty when it only calls tools).
     pub text: String,
@@ -152,6 +152,10 @@ pub enum ModelError {
     /// The answer could not be understood.
     #[error("unexpected answer from the model endpoint: {0}")]
     Protocol(String),
+    /// A replay found no recorded reply that fits, or reached its `--until` step (the
+    /// divergence is kept on the replay's tape).
+    #[error("replay: {0}")]
+    Replay(String),
     /// A scripted model was told to fail, or ran out of steps.
     #[error("scripted model: {0}")]
     Scripted(String),

@@ -33,6 +33,8 @@ struct Inner {
     spend: HashMap<String, SpendRecord>,
     /// Requests for approval, oldest first (at most [`MemoryStore::APPROVALS`]).
     approvals: VecDeque<crate::approval::ApprovalRecord>,
+    /// Recorded inputs by top-level session, in the order they were taken.
+    tapes: HashMap<String, Vec<crate::cassette::Entry>>,
 }
 
 /// Sessions, runs and (if asked for) the journal in memory.
@@ -207,6 +209,9 @@ impl Inner {
                 let record = self.spend.entry(session).or_default();
                 *record = record.add(added, limits);
             }
+            Write::Tape { root, entry } => {
+                self.tapes.entry(root).or_default().push(*entry);
+            }
             Write::Approval(record) => {
                 match self.approvals.iter_mut().find(|r| r.id == record.id) {
                     Some(kept) => *kept = *record,
@@ -261,6 +266,7 @@ impl Inner {
             self.spend.remove(s);
         }
         self.approvals.retain(|r| !tree.contains(&r.root));
+        self.tapes.remove(session);
         self.runs
             .retain(|_, r| !tree.contains(&r.start.parent_session));
         had
@@ -417,6 +423,14 @@ impl SessionStore for MemoryStore {
             .filter(|r| root.is_none_or(|root| r.root == root))
             .cloned()
             .collect())
+    }
+
+    fn tape(&self, root: &str) -> Result<Vec<crate::cassette::Entry>, StoreError> {
+        Ok(lock(&self.inner)
+            .tapes
+            .get(root)
+            .cloned()
+            .unwrap_or_default())
     }
 
     fn answer_approval(

@@ -124,6 +124,14 @@ pub enum Write {
     },
     /// A request for approval, as it now stands (replacing what was kept under its id).
     Approval(Box<crate::approval::ApprovalRecord>),
+    /// One recorded input of the tree under the top-level session `root` (see
+    /// [`crate::tape`]).
+    Tape {
+        /// The top-level session.
+        root: String,
+        /// The entry.
+        entry: Box<crate::cassette::Entry>,
+    },
     /// A child session's inbox: messages sent to it and not yet run (`None` empties it).
     Inbox {
         /// The child's session.
@@ -368,6 +376,13 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
         &self,
         root: Option<&str>,
     ) -> Result<Vec<crate::approval::ApprovalRecord>, StoreError> {
+        let _ = root;
+        Ok(Vec::new())
+    }
+
+    /// The inputs recorded for the tree under the top-level session `root`, in the order they
+    /// were taken. The default, for a store that keeps no recordings, has none.
+    fn tape(&self, root: &str) -> Result<Vec<crate::cassette::Entry>, StoreError> {
         let _ = root;
         Ok(Vec::new())
     }

@@ -65,6 +65,8 @@ pub struct SubagentService {
     accounts: Arc<Accounts>,
     /// Requests for approval made in its runs' trees.
     approvals: Arc<crate::approvals::Approvals>,
+    /// Whether the trees of top-level agents are recorded, or the next one plays back.
+    recording: crate::tape::Recording,
     /// What tools a calling agent may see: a child's are narrowed to them.
     ceiling: std::sync::OnceLock<std::sync::Weak<dyn ToolCeiling>>,
 }
@@ -85,6 +87,7 @@ impl SubagentService {
         Self {
             providers: RwLock::new(Vec::new()),
             approvals: Arc::new(crate::approvals::Approvals::new(events.clone())),
+            recording: crate::tape::Recording::default(),
             events,
             live,
             next_run: AtomicU64::new(1),
@@ -130,6 +133,12 @@ impl SubagentService {
     /// that a run's child agent finds its run's account and a run its caller's.
     pub fn accounts(&self) -> &Arc<Accounts> {
         &self.accounts
+    }
+
+    /// Whether the trees of top-level agents are recorded (`[recording]`), or the next one
+    /// plays a recording back (`seam replay`).
+    pub fn recording(&self) -> &crate::tape::Recording {
+        &self.recording
     }
 
     /// The approvals engine: what asks whether a call in its runs' trees may go ahead.
@@ -446,7 +455,12 @@ impl SubagentService {
                     .map_err(SubagentError::BudgetExhausted)?
                     .settle(Spent::run());
                 self.events.store().commit_later(writes);
-                caller.child(id, cap, Spent::default())
+                let child = caller.child(id, cap, Spent::default());
+                let call = crate::trace::current_call(&request.parent.id);
+                if let Some((tape, key)) = caller.child_tape(call.as_deref()) {
+                    child.set_tape(tape, key);
+                }
+                child
             }
             None => Account::root(id, cap, Spent::default()),
         };

@@ -157,6 +157,10 @@ impl Loader {
             .subagents
             .approvals()
             .configure(config.approvals.clone());
+        self.runtime
+            .subagents
+            .recording()
+            .configure(config.recording.enabled, config.recording.max_mb);
 
         let old: Vec<PluginSlot> = std::mem::take(&mut *slots);
         let views: Vec<plan::Loaded<'_>> = old

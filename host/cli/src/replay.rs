@@ -1,0 +1,319 @@
+//! `seam replay SESSION|FILE [--config CONFIG] [--store STORE] [--model M] [--until STEP]
+//! [--json]`: runs a recorded session's tree again with the recorded model replies, the
+//! components for real, and reports the first place it does something else. Also what `seam
+//! run --record FILE` writes: a cassette, the recording with its config and prompts.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use seam_host::cassette::{Cassette, Entry, Kind, CASSETTE_VERSION, ROOT_KEY};
+use seam_host::config::Config;
+use seam_host::session::SessionEvent;
+use seam_host::session_store::{MemoryStore, SessionStore, StoreLimits};
+use seam_host::tape::Tape;
+use seam_host::ContentBlock;
+use tokio_util::sync::CancellationToken;
+
+use super::{load_for_use, read_config, with_host_store, EXIT_OK, EXIT_UNSUCCESSFUL};
+
+/// `seam replay`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// A session kept in the store (`seam sessions list`), or a cassette file written by
+    /// `seam run --record FILE`.
+    target: String,
+    /// The config to replay with (default: the one the session was recorded with; a cassette
+    /// carries its own).
+    #[arg(long, value_name = "CONFIG")]
+    config: Option<PathBuf>,
+    /// The store the session is in: `sqlite:PATH`, `memory`, or `nats` (default: `[sessions]
+    /// store` of `--config`, else $XDG_STATE_HOME/seam/sessions.db).
+    #[arg(long, value_name = "STORE")]
+    store: Option<String>,
+    /// The top-level agent's model string, overriding the recorded one.
+    #[arg(long, value_name = "M")]
+    model: Option<String>,
+    /// Stop after this many model steps (counted over the whole tree, in the order they are
+    /// replayed), reporting whether the replay matched up to there.
+    #[arg(long, value_name = "STEP")]
+    until: Option<u64>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A recording, whichever way it came.
+struct Recorded {
+    config: Config,
+    model: Option<String>,
+    working_directory: String,
+    prompts: Vec<String>,
+    entries: Vec<Entry>,
+    gaps: Vec<String>,
+}
+
+/// What `seam run --record` and a session's recording keep of how it ran.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct Meta {
+    /// The config file, absolute.
+    pub(crate) config: PathBuf,
+    /// The model the command asked for, if it overrode the config's.
+    pub(crate) model: Option<String>,
+    /// The top-level agent's working directory.
+    pub(crate) working_directory: String,
+}
+
+/// The prompts of the turns of the top-level session `session`: the first user message of
+/// each turn (later ones are steering and notices, which the replay makes itself).
+pub(crate) fn prompts_of(store: &dyn SessionStore, session: &str) -> Result<Vec<String>> {
+    let mut prompts = Vec::new();
+    let mut in_turn_start = false;
+    for e in store.events(session)? {
+        let Ok(event) = serde_json::from_str::<SessionEvent>(&e.body) else {
+            continue;
+        };
+        match event {
+            SessionEvent::TurnStart { .. } => in_turn_start = true,
+            SessionEvent::UserMessage { content } if in_turn_start => {
+                prompts.push(seam_host::blocks_text(&content));
+                in_turn_start = false;
+            }
+            _ => {}
+        }
+    }
+    Ok(prompts)
+}
+
+/// The cassette of the session `session` as `seam run` recorded it.
+pub(crate) fn cassette(
+    store: &dyn SessionStore,
+    session: &str,
+    config: &Path,
+    gaps: Vec<String>,
+) -> Result<Cassette> {
+    let entries = store.tape(session)?;
+    let meta = last_meta(&entries)?;
+    let text = std::fs::read_to_string(config)
+        .with_context(|| format!("cannot read config `{}`", config.display()))?;
+    Ok(Cassette {
+        version: CASSETTE_VERSION,
+        config: text,
+        config_dir: config
+            .parent()
+            .unwrap_or(Path::new("."))
+            .display()
+            .to_string(),
+        model: meta.as_ref().and_then(|m| m.model.clone()),
+        working_directory: meta
+            .map(|m| m.working_directory)
+            .unwrap_or_else(|| ".".into()),
+        prompts: prompts_of(store, session)?,
+        entries,
+        gaps,
+    })
+}
+
+fn last_meta(entries: &[Entry]) -> Result<Option<Meta>> {
+    entries
+        .iter()
+        .rev()
+        .find(|e| e.kind == Kind::Meta && e.key == ROOT_KEY)
+        .map(|e| serde_json::from_value(e.body.clone()).context("an unreadable `meta` entry"))
+        .transpose()
+}
+
+fn load(args: &Args) -> Result<Recorded> {
+    let path = Path::new(&args.target);
+    if path.is_file() {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read `{}`", path.display()))?;
+        let cassette: Cassette = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "`{}` is not a cassette (`seam run --record FILE` writes one)",
+                path.display()
+            )
+        })?;
+        if cassette.version != CASSETTE_VERSION {
+            bail!(
+                "`{}` is a cassette of version {}; this seam reads version {CASSETTE_VERSION}",
+                path.display(),
+                cassette.version
+            );
+        }
+        let config = match &args.config {
+            Some(c) => read_config(c)?,
+            None => {
+                let dir = PathBuf::from(&cassette.config_dir);
+                Config::parse(&cassette.config, &path.with_extension("toml"), &dir)
+                    .with_context(|| format!("the config in cassette `{}`", path.display()))?
+            }
+        };
+        return Ok(Recorded {
+            config,
+            model: args.model.clone().or(cassette.model),
+            working_directory: cassette.working_directory,
+            prompts: cassette.prompts,
+            entries: cassette.entries,
+            gaps: cassette.gaps,
+        });
+    }
+    let open = super::sessions::open_named(args.store.as_deref(), args.config.as_deref())?;
+    let session = &args.target;
+    if open.store.session(session)?.is_none() {
+        bail!(
+            "`{session}` is neither a cassette file nor a session in {} (`seam sessions list` \
+             shows them)",
+            open.name
+        );
+    }
+    let entries = open.store.tape(session)?;
+    if entries.is_empty() {
+        bail!(
+            "session `{session}` in {} has no recording: it ran with `[recording] enabled = \
+             false`, or before sessions were recorded",
+            open.name
+        );
+    }
+    let meta = last_meta(&entries)?;
+    let config = match (&args.config, &meta) {
+        (Some(c), _) => read_config(c)?,
+        (None, Some(meta)) => read_config(&meta.config).with_context(|| {
+            format!("the config session `{session}` was recorded with (give another with --config)")
+        })?,
+        (None, None) => bail!("session `{session}` does not say its config: give --config"),
+    };
+    Ok(Recorded {
+        config,
+        model: args
+            .model
+            .clone()
+            .or_else(|| meta.as_ref().and_then(|m| m.model.clone())),
+        working_directory: meta
+            .map(|m| m.working_directory)
+            .unwrap_or_else(|| ".".into()),
+        prompts: prompts_of(open.store.as_ref(), session)?,
+        entries,
+        gaps: Vec::new(),
+    })
+}
+
+/// What a replay found.
+#[derive(serde::Serialize)]
+struct Report {
+    identical: bool,
+    /// Model steps replayed.
+    steps: u64,
+    /// Turns replayed, of the recorded ones.
+    turns: usize,
+    recorded_turns: usize,
+    divergence: Option<seam_host::tape::Divergence>,
+    /// Stopped at `--until` before the end.
+    stopped: bool,
+    /// What the recording did not keep, which the replay could not check.
+    gaps: Vec<String>,
+}
+
+pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
+    let recorded = load(&args)?;
+    // The replay writes to a store of its own: the recorded session is left as it was.
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new(StoreLimits::default()));
+    let tape = Tape::player(recorded.entries.clone(), args.until);
+    let report = with_host_store(store, |host| {
+        let tape = tape.clone();
+        let recorded = &recorded;
+        let interrupt = interrupt.clone();
+        async move {
+            load_for_use(&host, &recorded.config, &interrupt).await?;
+            host.subagents().recording().replay_next(tape.clone());
+            let agent = host
+                .create_agent_in(recorded.model.as_deref(), &recorded.working_directory, None)
+                .context("cannot create the top-level agent")?;
+            let mut turns = 0;
+            for prompt in &recorded.prompts {
+                if tape.divergence().is_some() || tape.stopped() || interrupt.is_cancelled() {
+                    break;
+                }
+                agent
+                    .run_turn(vec![ContentBlock::text(prompt.clone())])
+                    .await;
+                turns += 1;
+            }
+            super::run::wait_for_background(&host, agent.id(), "", &interrupt, None).await;
+            host.agents().dispose(agent.id()).await;
+            host.unload_all().await;
+            Ok::<_, anyhow::Error>(turns)
+        }
+    })
+    .await?;
+    let turns = report;
+    let mut divergence = tape.divergence();
+    let stopped = tape.stopped();
+    if divergence.is_none() && !stopped {
+        // What the recording has and the replay never asked for is a divergence too.
+        if let Some((key, kind, left)) = tape
+            .unplayed()
+            .into_iter()
+            .find(|(_, kind, _)| *kind == Kind::Model)
+        {
+            divergence = Some(seam_host::tape::Divergence {
+                key: key.clone(),
+                kind,
+                step: 0,
+                what: format!(
+                    "the recording has {left} more model repl{} at `{key}` that the replay \
+                     never asked for",
+                    if left == 1 { "y" } else { "ies" }
+                ),
+                recorded: serde_json::Value::String(format!("{left} more")),
+                now: serde_json::Value::Null,
+            });
+        }
+    }
+    let steps = tape
+        .entries()
+        .iter()
+        .filter(|e| e.kind == Kind::Model)
+        .count() as u64;
+    let played = steps
+        - tape
+            .unplayed()
+            .iter()
+            .filter(|(_, k, _)| *k == Kind::Model)
+            .map(|(_, _, n)| n)
+            .sum::<u64>();
+    let report = Report {
+        identical: divergence.is_none(),
+        steps: played,
+        turns,
+        recorded_turns: recorded.prompts.len(),
+        divergence,
+        stopped,
+        gaps: recorded.gaps.clone(),
+    };
+    if args.json {
+        outln!("{}", serde_json::to_string(&report)?);
+    } else {
+        match &report.divergence {
+            Some(d) => outln!("{d}"),
+            None if stopped => outln!(
+                "stopped at step {}: identical up to there",
+                args.until.unwrap_or(0)
+            ),
+            None => outln!(
+                "identical: {} model steps over {} turn{}",
+                report.steps,
+                report.turns,
+                if report.turns == 1 { "" } else { "s" }
+            ),
+        }
+        for gap in &report.gaps {
+            outln!("not replayed: {gap}");
+        }
+    }
+    Ok(if report.identical {
+        EXIT_OK
+    } else {
+        EXIT_UNSUCCESSFUL
+    })
+}

@@ -1,0 +1,274 @@
+//! Record and replay through the real `seam` binary: `seam run --record FILE` writes a
+//! cassette, `seam replay FILE` (or `seam replay SESSION` from the store) runs the tree again
+//! with the recorded model replies and the components for real, and a change is reported at the
+//! run and step where it happens.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// `seam` with the test cache, and a state folder of the test's own.
+fn seam(state: &Path) -> Command {
+    let mut command = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"));
+    command.env("XDG_STATE_HOME", state);
+    command
+}
+
+/// The repository's root.
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs `seam ARGS`; returns its exit code, stdout and stderr.
+fn seam_out(state: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = seam(state)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        seam_tests::text(&out.stdout),
+        seam_tests::text(&out.stderr),
+    )
+}
+
+/// The lead asks `lookup` (a mock provider behind the subagent tool) and `dig` (a spawned
+/// child that asks `lookup` itself), then says what it read.
+fn config(dir: &Path, reply: &str) -> PathBuf {
+    let guest = |name: &str| seam_tests::guest(name).display().to_string();
+    let text = format!(
+        r#"
+[agent]
+model = "scripted:lead"
+
+[models.scripts.lead]
+steps = [
+    {{ text = "asking", tool_calls = [
+        {{ name = "lookup", arguments = {{ description = "d", prompt = "the fact" }} }},
+        {{ name = "dig", arguments = {{ description = "d", prompt = "dig it" }} }},
+    ] }},
+    {{ text = "read: {{tool_results}}" }},
+]
+
+[models.scripts.child]
+steps = [
+    {{ text = "child asks", tool_calls = [{{ name = "lookup", arguments = {{ description = "d", prompt = "deeper" }} }}] }},
+    {{ text = "child read: {{tool_results}}" }},
+]
+
+[[plugin]]
+id = "facts"
+component = "{mock}"
+config = {{ name = "facts", reply = "{reply}" }}
+
+[[plugin]]
+id = "lookup"
+component = "{tool}"
+config = {{ provider = "facts", toolName = "lookup" }}
+
+[[plugin]]
+id = "spawn"
+component = "{spawn}"
+
+[[plugin]]
+id = "dig"
+component = "{tool}"
+config = {{ provider = "spawn", toolName = "dig", agentOptions = {{ model = "scripted:child" }} }}
+"#,
+        mock = guest("mock_provider"),
+        tool = guest("subagent_tool"),
+        spawn = guest("spawn_provider"),
+    );
+    let path = dir.join("lookup.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Records `config` answering `prompt` into `cassette`; returns the session id.
+fn record(state: &Path, config: &Path, prompt: &str, cassette: &Path) -> String {
+    let (code, out, err) = seam_out(
+        state,
+        &[
+            "run",
+            config.to_str().unwrap(),
+            prompt,
+            "--json",
+            "--record",
+            cassette.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let answer: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    answer["session"].as_str().unwrap().to_string()
+}
+
+/// The cassette at `path` with `change` applied to its JSON, written to `to`.
+fn changed(path: &Path, to: &Path, change: impl FnOnce(&mut serde_json::Value)) {
+    let mut cassette: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    change(&mut cassette);
+    std::fs::write(to, cassette.to_string()).unwrap();
+}
+
+fn replay_json(state: &Path, target: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let mut args = vec!["replay", target, "--json"];
+    args.extend_from_slice(extra);
+    let (code, out, err) = seam_out(state, &args);
+    let report = serde_json::from_str(out.trim())
+        .unwrap_or_else(|e| panic!("not a report ({e}): {out}\n{err}"));
+    (code, report)
+}
+
+#[test]
+fn the_demo_replays_identically_from_its_cassette_and_its_session_a_hundred_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let cassette = dir.path().join("demo.json");
+    let demo = repo().join("examples/demo.toml");
+    let (code, out, err) = seam_out(
+        &state,
+        &[
+            "run",
+            demo.to_str().unwrap(),
+            "--json",
+            "--record",
+            cassette.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let session = serde_json::from_str::<serde_json::Value>(out.trim()).unwrap()["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for i in 0..100 {
+        // Alternately from the self-contained file and from the session in the store.
+        let target = if i % 2 == 0 {
+            cassette.to_str().unwrap()
+        } else {
+            session.as_str()
+        };
+        let (code, report) = replay_json(&state, target, &[]);
+        assert_eq!(code, Some(0), "replay {i}: {report}");
+        assert_eq!(report["identical"], true, "replay {i}: {report}");
+        assert_eq!(report["steps"], 5, "replay {i}: {report}");
+    }
+}
+
+#[test]
+fn a_changed_prompt_component_or_childs_tool_result_is_reported_where_it_happens() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = config(dir.path(), "forty-two");
+    let cassette = dir.path().join("lookup.json");
+    record(&state, &config, "what is it?", &cassette);
+    let (code, report) = replay_json(&state, cassette.to_str().unwrap(), &[]);
+    assert_eq!(
+        (code, &report["identical"]),
+        (Some(0), &serde_json::json!(true)),
+        "{report}"
+    );
+    assert_eq!(
+        report["steps"], 4,
+        "two steps of the lead, two of the child: {report}"
+    );
+
+    // Another prompt: the lead's first request differs.
+    let other = dir.path().join("prompt.json");
+    changed(&cassette, &other, |c| {
+        c["prompts"][0] = "what was it?".into()
+    });
+    let (code, report) = replay_json(&state, other.to_str().unwrap(), &[]);
+    assert_eq!(code, Some(2), "{report}");
+    let d = &report["divergence"];
+    assert_eq!(
+        (d["key"].as_str(), d["kind"].as_str(), d["step"].as_u64()),
+        (Some("root"), Some("model"), Some(1)),
+        "{d}"
+    );
+    assert_eq!(d["recorded"], "what is it?");
+    assert_eq!(d["now"], "what was it?");
+
+    // Another reply from the component: the child's second request (its tool result) is the
+    // first to differ.
+    let other = dir.path().join("reply.json");
+    changed(&cassette, &other, |c| {
+        let text = c["config"]
+            .as_str()
+            .unwrap()
+            .replace("forty-two", "forty-three");
+        c["config"] = text.into();
+    });
+    let (code, report) = replay_json(&state, other.to_str().unwrap(), &[]);
+    assert_eq!(code, Some(2), "{report}");
+    let d = &report["divergence"];
+    assert_eq!(d["kind"], "model", "{d}");
+    assert_eq!(d["step"], 2, "{d}");
+    // The lead's second step waits for the child's whole run: the child's comes first.
+    assert_eq!(d["key"], "root/call-0-1.1", "{d}");
+    assert!(d["now"].as_str().unwrap().contains("forty-three"), "{d}");
+    assert!(d["recorded"].as_str().unwrap().contains("forty-two"), "{d}");
+
+    // A recorded reply the replay never asks for is a divergence too.
+    let (code, out, _) = seam_out(
+        &state,
+        &["replay", cassette.to_str().unwrap(), "--until", "1"],
+    );
+    assert_eq!(code, Some(0));
+    assert!(out.contains("stopped at step 1"), "{out}");
+}
+
+/// A session recorded over the real OpenAI adapter replays with its server gone.
+#[test]
+fn a_session_over_the_openai_adapter_replays_with_its_server_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut server = Command::new(seam_tests::acp_python())
+        .arg(repo().join("tests/fixtures/chat_server.py"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let config = dir.path().join("openai.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agent]\nmodel = \"openai\"\n\n[models.openai]\nbase_url = \"{}\"\nmodel = \"m\"\nstream = false\nmax_retries = 0\n",
+            url.trim()
+        ),
+    )
+    .unwrap();
+    let cassette = dir.path().join("openai.json");
+    let session = record(&state, &config, "hello there", &cassette);
+    server.kill().unwrap();
+    server.wait().unwrap();
+    for target in [cassette.to_str().unwrap(), session.as_str()] {
+        let (code, report) = replay_json(&state, target, &[]);
+        assert_eq!(code, Some(0), "{report}");
+        assert_eq!(report["identical"], true, "{report}");
+        assert_eq!(report["steps"], 1, "{report}");
+    }
+    // A model the replay cannot reach does not matter: nothing is asked of it.
+    let (code, out, err) = seam_out(&state, &["run", config.to_str().unwrap(), "hello there"]);
+    assert_ne!(code, Some(0), "the server is gone: {out} {err}");
+}
+
+#[test]
+fn replay_refuses_what_is_not_a_recording_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let (code, _, err) = seam_out(&state, &["replay", "no-such-session"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("`no-such-session` is neither a cassette file nor a session"),
+        "{err}"
+    );
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "{\"not\": \"a cassette\"}").unwrap();
+    let (code, _, err) = seam_out(&state, &["replay", junk.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("is not a cassette"), "{err}");
+}

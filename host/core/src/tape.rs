@@ -1,0 +1,369 @@
+//! The live recorder and player of a tree's inputs.
+//!
+//! Recording, every input a run's outcome depends on is taken down as an [`Entry`] under the
+//! key of the agent or run it was taken for (see [`crate::cassette`]), written to the session
+//! store (and kept for a cassette). Replaying, the same inputs are handed back in the same
+//! order per key, and what the tree sends (a model request) is checked against what was
+//! recorded: the first difference is the [`Divergence`] a replay reports.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use crate::cassette::{Entry, Kind};
+use crate::store::{SessionStore, Write};
+use crate::sync::lock;
+
+/// Default of `[recording] max_mb`: the most one session's recording may hold.
+pub const DEFAULT_MAX_MB: u64 = 64;
+
+/// `[recording]`: whether the trees of top-level agents are recorded, and how much each may
+/// hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordingSettings {
+    /// Whether to record (default: yes).
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// The most one session's recording may hold, in MiB.
+    #[serde(default = "default_max_mb")]
+    pub max_mb: u64,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_max_mb() -> u64 {
+    DEFAULT_MAX_MB
+}
+
+impl Default for RecordingSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_mb: DEFAULT_MAX_MB,
+        }
+    }
+}
+
+/// Whether a tape records or plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Record,
+    Replay,
+}
+
+/// Where a replay first did something other than what was recorded.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Divergence {
+    /// The agent or run (its tape key).
+    pub key: String,
+    /// What kind of input.
+    pub kind: Kind,
+    /// Its place among its key's inputs of that kind, from 1.
+    pub step: u64,
+    /// What differs, in words.
+    pub what: String,
+    /// What was recorded.
+    pub recorded: Value,
+    /// What happened now.
+    pub now: Value,
+}
+
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "diverged at `{}`, {} step {}: {}",
+            self.key,
+            self.kind.as_str(),
+            self.step,
+            self.what
+        )?;
+        writeln!(f, "- recorded: {}", shown(&self.recorded))?;
+        write!(f, "+ now:      {}", shown(&self.now))
+    }
+}
+
+/// A value for a diff line: a string as itself, anything else as JSON.
+fn shown(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "(nothing)".into(),
+        v => v.to_string(),
+    }
+}
+
+/// A tree's recorder, or its player.
+pub struct Tape {
+    mode: Mode,
+    /// The top-level session whose inputs are recorded.
+    root: String,
+    store: Option<Arc<dyn SessionStore>>,
+    /// Entries taken so far (recording) for a cassette, or every recorded one (replaying).
+    entries: Mutex<Vec<Entry>>,
+    /// The next seq by key and kind.
+    next: Mutex<HashMap<(String, Kind), u64>>,
+    /// Replaying: the recorded bodies by key and kind, in order.
+    recorded: HashMap<(String, Kind), Vec<Value>>,
+    divergence: Mutex<Option<Divergence>>,
+    /// What was left out, and why.
+    gaps: Mutex<Vec<String>>,
+    bytes: AtomicU64,
+    max_bytes: u64,
+    /// Replaying: model steps played so far, and where to stop (`--until`).
+    steps: AtomicU64,
+    until: Option<u64>,
+}
+
+impl std::fmt::Debug for Tape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tape")
+            .field("mode", &self.mode)
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What playing one input gave.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Played {
+    /// The recorded body, at this step.
+    Entry(u64, Value),
+    /// Nothing was recorded there: the replay diverged (it is recorded as the divergence).
+    Missing,
+    /// The replay reached its `--until` step: it stops here.
+    Stopped,
+}
+
+impl Tape {
+    /// A recorder of the tree under the top-level session `root`, writing to `store` (if
+    /// given), holding at most `max_bytes` of entries. `already` are the entries an earlier
+    /// process recorded for the same session (a continued one): new ones follow them.
+    pub fn recorder(
+        root: &str,
+        store: Option<Arc<dyn SessionStore>>,
+        max_bytes: u64,
+        already: &[Entry],
+    ) -> Arc<Self> {
+        let mut next: HashMap<(String, Kind), u64> = HashMap::new();
+        for e in already {
+            let n = next.entry((e.key.clone(), e.kind)).or_insert(1);
+            *n = (*n).max(e.seq + 1);
+        }
+        Arc::new(Self {
+            mode: Mode::Record,
+            root: root.to_string(),
+            store,
+            entries: Mutex::default(),
+            next: Mutex::new(next),
+            recorded: HashMap::new(),
+            divergence: Mutex::default(),
+            gaps: Mutex::default(),
+            bytes: AtomicU64::new(0),
+            max_bytes,
+            steps: AtomicU64::new(0),
+            until: None,
+        })
+    }
+
+    /// A player of `entries`, stopping after `until` model steps when given.
+    pub fn player(entries: Vec<Entry>, until: Option<u64>) -> Arc<Self> {
+        let mut sorted = entries.clone();
+        sorted.sort_by(|a, b| (&a.key, a.kind, a.seq).cmp(&(&b.key, b.kind, b.seq)));
+        let mut recorded: HashMap<(String, Kind), Vec<Value>> = HashMap::new();
+        for e in sorted {
+            recorded.entry((e.key, e.kind)).or_default().push(e.body);
+        }
+        Arc::new(Self {
+            mode: Mode::Replay,
+            root: String::new(),
+            store: None,
+            entries: Mutex::new(entries),
+            next: Mutex::default(),
+            recorded,
+            divergence: Mutex::default(),
+            gaps: Mutex::default(),
+            bytes: AtomicU64::new(0),
+            max_bytes: u64::MAX,
+            steps: AtomicU64::new(0),
+            until,
+        })
+    }
+
+    /// Whether it plays a recording back.
+    pub fn replaying(&self) -> bool {
+        self.mode == Mode::Replay
+    }
+
+    fn take_seq(&self, key: &str, kind: Kind) -> u64 {
+        let mut next = lock(&self.next);
+        let n = next.entry((key.to_string(), kind)).or_insert(1);
+        let seq = *n;
+        *n += 1;
+        seq
+    }
+
+    /// Records `body` as the next input of `kind` for `key`. Past the size bound, the entry is
+    /// left out and named as a gap (once).
+    pub fn record(&self, key: &str, kind: Kind, body: Value) {
+        if self.mode != Mode::Record {
+            return;
+        }
+        let seq = self.take_seq(key, kind);
+        let size = body.to_string().len() as u64;
+        if self.bytes.fetch_add(size, Ordering::Relaxed) + size > self.max_bytes {
+            self.gap(format!(
+                "the recording reached its bound of {} bytes (`[recording] max_mb`) at `{key}`, \
+                 {} step {seq}: later inputs were not recorded",
+                self.max_bytes,
+                kind.as_str()
+            ));
+            return;
+        }
+        let entry = Entry {
+            key: key.to_string(),
+            kind,
+            seq,
+            body,
+        };
+        if let Some(store) = &self.store {
+            store.commit_later(vec![Write::Tape {
+                root: self.root.clone(),
+                entry: Box::new(entry.clone()),
+            }]);
+        }
+        lock(&self.entries).push(entry);
+    }
+
+    /// Names something that was not recorded (once each).
+    pub fn gap(&self, what: String) {
+        let mut gaps = lock(&self.gaps);
+        if !gaps.contains(&what) {
+            gaps.push(what);
+        }
+    }
+
+    /// What was not recorded, and why.
+    pub fn gaps(&self) -> Vec<String> {
+        lock(&self.gaps).clone()
+    }
+
+    /// Replaying: the next recorded input of `kind` for `key`. A model step past `--until`
+    /// stops the replay; one with nothing recorded is the divergence.
+    pub fn play(&self, key: &str, kind: Kind) -> Played {
+        if kind == Kind::Model {
+            let step = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
+            if self.until.is_some_and(|until| step > until) {
+                return Played::Stopped;
+            }
+        }
+        let seq = self.take_seq(key, kind);
+        match self
+            .recorded
+            .get(&(key.to_string(), kind))
+            .and_then(|v| v.get(seq as usize - 1))
+        {
+            Some(body) => Played::Entry(seq, body.clone()),
+            None => {
+                self.diverge(Divergence {
+                    key: key.to_string(),
+                    kind,
+                    step: seq,
+                    what: format!(
+                        "the replay made {} {} input the recording does not have",
+                        if kind == Kind::Model { "a" } else { "an" },
+                        kind.as_str()
+                    ),
+                    recorded: Value::Null,
+                    now: Value::String("one more".into()),
+                });
+                Played::Missing
+            }
+        }
+    }
+
+    /// Keeps `d` as the divergence, unless an earlier one was found.
+    pub fn diverge(&self, d: Divergence) {
+        let mut kept = lock(&self.divergence);
+        if kept.is_none() {
+            tracing::info!(key = %d.key, kind = d.kind.as_str(), step = d.step, "the replay diverged");
+            *kept = Some(d);
+        }
+    }
+
+    /// The first divergence, if the replay diverged.
+    pub fn divergence(&self) -> Option<Divergence> {
+        lock(&self.divergence).clone()
+    }
+
+    /// Whether the replay stopped at its `--until` step.
+    pub fn stopped(&self) -> bool {
+        self.until
+            .is_some_and(|until| self.steps.load(Ordering::Relaxed) > until)
+    }
+
+    /// Replaying: the recorded inputs nothing asked for, by key and kind, with how many.
+    pub fn unplayed(&self) -> Vec<(String, Kind, u64)> {
+        let next = lock(&self.next);
+        let mut left: Vec<(String, Kind, u64)> = self
+            .recorded
+            .iter()
+            .filter_map(|((key, kind), bodies)| {
+                let played = next.get(&(key.clone(), *kind)).map_or(0, |n| n - 1);
+                let total = bodies.len() as u64;
+                (total > played).then(|| (key.clone(), *kind, total - played))
+            })
+            .collect();
+        left.sort();
+        left
+    }
+
+    /// The entries recorded (recording), or played from (replaying).
+    pub fn entries(&self) -> Vec<Entry> {
+        lock(&self.entries).clone()
+    }
+}
+
+/// What a host records, and the recording its next top-level agent plays.
+#[derive(Default)]
+pub struct Recording {
+    /// The bound of one session's recording, when recording is on.
+    max_bytes: std::sync::RwLock<Option<u64>>,
+    /// The tape the next top-level agent plays back (`seam replay`).
+    next_replay: Mutex<Option<Arc<Tape>>>,
+}
+
+impl Recording {
+    /// Turns recording on (holding at most `max_mb` per session) or off.
+    pub fn configure(&self, on: bool, max_mb: u64) {
+        *crate::sync::write(&self.max_bytes) = on.then(|| max_mb.saturating_mul(1024 * 1024));
+    }
+
+    /// Whether the trees of new top-level agents are recorded.
+    pub fn is_on(&self) -> bool {
+        crate::sync::read(&self.max_bytes).is_some()
+    }
+
+    /// Makes the next top-level agent play `tape` back instead of recording.
+    pub fn replay_next(&self, tape: Arc<Tape>) {
+        *lock(&self.next_replay) = Some(tape);
+    }
+
+    /// The tape of a new top-level agent keeping `session` in `store`: the one to play back,
+    /// else a recorder (continuing what the session recorded before) when recording is on.
+    pub fn tape_for(&self, session: &str, store: &Arc<dyn SessionStore>) -> Option<Arc<Tape>> {
+        if let Some(tape) = lock(&self.next_replay).take() {
+            return Some(tape);
+        }
+        let max = (*crate::sync::read(&self.max_bytes))?;
+        let already = store.tape(session).unwrap_or_else(|e| {
+            tracing::warn!(session, error = %e, "cannot read what the session recorded before");
+            Vec::new()
+        });
+        Some(Tape::recorder(session, Some(store.clone()), max, &already))
+    }
+}
