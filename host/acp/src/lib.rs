@@ -220,7 +220,46 @@ impl Provider for AcpProvider {
 }
 
 impl Inner {
+    /// A run: played back from the recording when replaying (the agent is not started: its
+    /// own internals are not replayed, only its answer), else run for real and recorded.
     async fn run(
+        &self,
+        ctx: RunContext,
+        request: StartRequest,
+    ) -> Result<SubagentResult, RunFailure> {
+        use seam_core::cassette::Kind;
+        let Some((tape, key)) = ctx.account().tape() else {
+            return self.run_agent(ctx, request).await;
+        };
+        if tape.replaying() {
+            tape.gap(format!(
+                "ACP agent `{}`: its own internals are not run again, its answers are the \
+                 recorded ones",
+                self.plugin
+            ));
+            return match tape.play(&key, Kind::Run) {
+                seam_core::tape::Played::Entry(_, body) => {
+                    serde_json::from_value(body).map_err(|e| RunFailure::AgentProcess {
+                        plugin: self.plugin.to_string(),
+                        message: format!("replay: the recorded outcome is unreadable: {e}"),
+                    })
+                }
+                _ => Err(RunFailure::AgentProcess {
+                    plugin: self.plugin.to_string(),
+                    message: "replay: the recording has no outcome for this run".into(),
+                }),
+            };
+        }
+        let outcome = self.run_agent(ctx, request).await;
+        if let Ok(result) = &outcome {
+            if let Ok(body) = serde_json::to_value(result) {
+                tape.record(&key, Kind::Run, body);
+            }
+        }
+        outcome
+    }
+
+    async fn run_agent(
         &self,
         ctx: RunContext,
         request: StartRequest,

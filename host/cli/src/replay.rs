@@ -282,6 +282,12 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
             .filter(|(_, k, _)| *k == Kind::Model)
             .map(|(_, _, n)| n)
             .sum::<u64>();
+    let mut gaps = recorded.gaps.clone();
+    gaps.extend(
+        tape.gaps()
+            .into_iter()
+            .filter(|g| !recorded.gaps.contains(g)),
+    );
     let report = Report {
         identical: divergence.is_none(),
         steps: played,
@@ -289,7 +295,7 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         recorded_turns: recorded.prompts.len(),
         divergence,
         stopped,
-        gaps: recorded.gaps.clone(),
+        gaps,
     };
     if args.json {
         outln!("{}", serde_json::to_string(&report)?);

@@ -272,3 +272,113 @@ fn replay_refuses_what_is_not_a_recording_naming_it() {
     assert_eq!(code, Some(1));
     assert!(err.contains("is not a cassette"), "{err}");
 }
+
+/// An answer to a request for approval is an input too: recorded as `seam approvals` gave it,
+/// replayed without asking anyone (the replay would otherwise wait for the store).
+#[test]
+fn an_approval_answered_from_another_process_is_replayed_without_asking() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = config(dir.path(), "forty-two");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace(
+            "toolName = \"lookup\" }",
+            "toolName = \"lookup\", approve = \"ask\" }",
+        )
+        .replace("[agent]", "[approvals]\nfrom_store = true\n\n[agent]");
+    std::fs::write(&config, text).unwrap();
+    let cassette = dir.path().join("asked.json");
+    let mut child = seam(&state)
+        .args([
+            "run",
+            config.to_str().unwrap(),
+            "what is it?",
+            "--events",
+            "--record",
+            cassette.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = seam_tests::lines_of(child.stderr.take().unwrap());
+    // Two requests (the lead's and the child's calls of `lookup`): each is allowed as it comes.
+    let mut allowed = 0;
+    while allowed < 2 {
+        let line = lines
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("seam run asks for approval");
+        if line.contains("\"event\":\"approval/requested\"") {
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            let id = v["id"].as_str().unwrap();
+            let (code, _, err) = seam_out(
+                &state,
+                &[
+                    "approvals",
+                    "allow",
+                    id,
+                    "--config",
+                    config.to_str().unwrap(),
+                ],
+            );
+            assert_eq!(code, Some(0), "{err}");
+            allowed += 1;
+        }
+    }
+    assert!(child.wait().unwrap().success());
+    let (code, report) = replay_json(&state, cassette.to_str().unwrap(), &[]);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(report["identical"], true, "{report}");
+}
+
+/// An ACP agent's run is answered from the recording: the replay does not start the agent
+/// (its program may be gone), and says that its internals were not run again.
+#[test]
+fn an_acp_agents_answer_is_replayed_without_starting_it_and_the_report_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = dir.path().join("acp.toml");
+    let text = format!(
+        r#"[agent]
+model = "scripted:lead"
+
+[models.scripts.lead]
+steps = [
+    {{ text = "asking", tool_calls = [{{ name = "ask", arguments = {{ description = "d", prompt = "echo from the agent" }} }}] }},
+    {{ text = "read: {{tool_results}}" }},
+]
+
+[[plugin]]
+id = "agent"
+kind = "acp"
+command = ["{python}", "{fixture}"]
+
+[[plugin]]
+id = "ask"
+component = "{tool}"
+config = {{ provider = "agent", toolName = "ask" }}
+"#,
+        python = seam_tests::acp_python().display(),
+        fixture = repo().join("tests/fixtures/acp_agent.py").display(),
+        tool = seam_tests::guest("subagent_tool").display(),
+    );
+    std::fs::write(&config, &text).unwrap();
+    let cassette = dir.path().join("acp.json");
+    record(&state, &config, "go", &cassette);
+    // The agent's program is gone at replay.
+    let gone = dir.path().join("gone.json");
+    changed(&cassette, &gone, |c| {
+        let text = c["config"]
+            .as_str()
+            .unwrap()
+            .replace("acp_agent.py", "no_such_agent.py");
+        c["config"] = text.into();
+    });
+    let (code, report) = replay_json(&state, gone.to_str().unwrap(), &[]);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(report["identical"], true, "{report}");
+    let gaps = report["gaps"].to_string();
+    assert!(gaps.contains("ACP agent `agent`"), "{gaps}");
+}

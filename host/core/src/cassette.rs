@@ -27,6 +27,8 @@ pub enum Kind {
     Finish,
     /// What the recording ran with: the config file, the model, the working directory.
     Meta,
+    /// The answer to a request for approval.
+    Approval,
 }
 
 impl Kind {
@@ -40,6 +42,7 @@ impl Kind {
             Self::Seed => "seed",
             Self::Finish => "finish",
             Self::Meta => "meta",
+            Self::Approval => "approval",
         }
     }
 
@@ -53,6 +56,7 @@ impl Kind {
             "seed" => Self::Seed,
             "finish" => Self::Finish,
             "meta" => Self::Meta,
+            "approval" => Self::Approval,
             _ => return None,
         })
     }

@@ -648,12 +648,25 @@ impl Agent {
             return;
         };
         let asker = crate::approvals::Asker::of(&self.account, &caller.session_id);
-        let outcomes = futures::future::join_all(
-            asked
+        let taped = self.account.tape();
+        // Replaying, the answers are the recorded ones: nobody is asked again.
+        let outcomes = match taped.as_ref().filter(|(t, _)| t.replaying()) {
+            Some((tape, key)) => asked
                 .iter()
-                .map(|(_, policy, subject)| engine.check(*policy, &asker, subject.clone(), abort)),
-        )
-        .await;
+                .map(|(_, _, subject)| replay::approval(tape, key, subject))
+                .collect(),
+            None => {
+                futures::future::join_all(asked.iter().map(|(_, policy, subject)| {
+                    engine.check(*policy, &asker, subject.clone(), abort)
+                }))
+                .await
+            }
+        };
+        if let Some((tape, key)) = taped.as_ref().filter(|(t, _)| !t.replaying()) {
+            for ((_, _, subject), outcome) in asked.iter().zip(&outcomes) {
+                replay::record_approval(tape, key, subject, outcome);
+            }
+        }
         for ((i, _, _), outcome) in asked.iter().zip(outcomes) {
             if let Err(refused) = outcome {
                 results[*i] = Some(crate::types::ToolResult::error(format!(
@@ -764,7 +777,20 @@ impl Agent {
                 }
             }
         }
-        let pending: Vec<usize> = (0..calls.len()).filter(|i| results[*i].is_none()).collect();
+        let mut pending: Vec<usize> = (0..calls.len()).filter(|i| results[*i].is_none()).collect();
+        // A tool served outside Wasm is answered from the recording when replaying.
+        let taped = self.account.tape();
+        let outside: Vec<usize> = pending
+            .iter()
+            .copied()
+            .filter(|i| taped.is_some() && self.tools.served_outside(&calls[*i].name))
+            .collect();
+        if let Some((tape, key)) = taped.as_ref().filter(|(t, _)| t.replaying()) {
+            for i in &outside {
+                results[*i] = Some(replay::tool_result(tape, key, &calls[*i]));
+            }
+            pending.retain(|i| !outside.contains(i));
+        }
         for i in &pending {
             self.emit(Event::AgentToolCall {
                 id: self.id.clone(),
@@ -787,6 +813,13 @@ impl Agent {
         .await;
         for (i, r) in pending.into_iter().zip(ran) {
             results[i] = Some(r);
+        }
+        if let Some((tape, key)) = taped.as_ref().filter(|(t, _)| !t.replaying()) {
+            for i in outside {
+                if let Some(result) = &results[i] {
+                    replay::record_tool(tape, key, &calls[i], result);
+                }
+            }
         }
         for hold in holds {
             let writes = hold.settle(Spent::tool_call());

@@ -103,3 +103,118 @@ pub(super) fn compare(key: &str, step: u64, recorded: &Value, now: &Value) -> Op
     }
     None
 }
+
+/// A call of a tool served outside Wasm, as a recording keeps it.
+fn tool_call(call: &crate::model::ToolCall) -> Value {
+    json!({ "id": call.id, "tool": call.name, "arguments": call.arguments })
+}
+
+/// Records the result of `call`, a tool served outside Wasm, under `key`.
+pub(super) fn record_tool(
+    tape: &crate::tape::Tape,
+    key: &str,
+    call: &crate::model::ToolCall,
+    result: &crate::types::ToolResult,
+) {
+    tape.record(
+        key,
+        Kind::Tool,
+        json!({ "call": tool_call(call), "result": result }),
+    );
+}
+
+/// The recorded result of `call`, a tool served outside Wasm: what the recording has for this
+/// agent's next such call, when it is the same call (else the divergence, and an error result).
+pub(super) fn tool_result(
+    tape: &crate::tape::Tape,
+    key: &str,
+    call: &crate::model::ToolCall,
+) -> crate::types::ToolResult {
+    use crate::tape::Played;
+    let now = tool_call(call);
+    match tape.play(key, Kind::Tool) {
+        Played::Entry(step, body) => {
+            if body["call"]["tool"] != now["tool"] || body["call"]["arguments"] != now["arguments"]
+            {
+                tape.diverge(Divergence {
+                    key: key.to_string(),
+                    kind: Kind::Tool,
+                    step,
+                    what: format!("the call of tool `{}` differs", call.name),
+                    recorded: body["call"].clone(),
+                    now,
+                });
+                return crate::types::ToolResult::error(
+                    "replay: this call is not the recorded one",
+                );
+            }
+            serde_json::from_value(body["result"].clone()).unwrap_or_else(|e| {
+                crate::types::ToolResult::error(format!("replay: unreadable recorded result: {e}"))
+            })
+        }
+        Played::Missing | Played::Stopped => {
+            crate::types::ToolResult::error("replay: no recorded result for this call")
+        }
+    }
+}
+
+/// Records the answer to a request for approval of `subject`, under `key`.
+pub(super) fn record_approval(
+    tape: &crate::tape::Tape,
+    key: &str,
+    subject: &crate::approval::Subject,
+    outcome: &Result<(), crate::approvals::Refused>,
+) {
+    tape.record(
+        key,
+        Kind::Approval,
+        json!({
+            "subject": subject,
+            "allowed": outcome.is_ok(),
+            "refused": outcome.as_ref().err().map(|r| r.message.clone()),
+        }),
+    );
+}
+
+/// The recorded answer to the next request for approval of `key`, when it is about the same
+/// thing (else the divergence, and a refusal).
+pub(super) fn approval(
+    tape: &crate::tape::Tape,
+    key: &str,
+    subject: &crate::approval::Subject,
+) -> Result<(), crate::approvals::Refused> {
+    use crate::tape::Played;
+    let refused = |message: String| crate::approvals::Refused {
+        id: String::new(),
+        message,
+    };
+    let now = serde_json::to_value(subject).unwrap_or(Value::Null);
+    match tape.play(key, Kind::Approval) {
+        Played::Entry(step, body) => {
+            if body["subject"] != now {
+                tape.diverge(Divergence {
+                    key: key.to_string(),
+                    kind: Kind::Approval,
+                    step,
+                    what: "the request for approval differs".into(),
+                    recorded: body["subject"].clone(),
+                    now,
+                });
+                return Err(refused("replay: not the recorded request".into()));
+            }
+            if body["allowed"] == true {
+                Ok(())
+            } else {
+                Err(refused(
+                    body["refused"]
+                        .as_str()
+                        .unwrap_or("denied (recorded)")
+                        .to_string(),
+                ))
+            }
+        }
+        Played::Missing | Played::Stopped => Err(refused(
+            "replay: no recorded answer for this request".into(),
+        )),
+    }
+}

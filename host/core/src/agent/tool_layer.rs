@@ -131,6 +131,12 @@ impl ToolLayer {
         self.tools.get(name).map(|t| (t.approve, t.plugin))
     }
 
+    /// Whether the tool `name` is served outside Wasm (an MCP server's), whose results a
+    /// recording keeps and a replay answers from.
+    pub fn served_outside(&self, name: &str) -> bool {
+        self.tools.get(name).is_some_and(|t| t.served_outside())
+    }
+
     /// The tools offered to the model.
     pub fn specs(&self) -> Vec<ToolSpec> {
         let mut specs: Vec<ToolSpec> = self

@@ -24,6 +24,12 @@ pub trait Tool: Send + Sync + 'static {
         arguments: String,
         abort: CancellationToken,
     ) -> BoxFuture<'static, ToolResult>;
+
+    /// Whether the tool is served outside Wasm (an MCP server's): what it answers cannot be
+    /// run again, so a recording keeps its results and a replay answers from them.
+    fn served_outside(&self) -> bool {
+        false
+    }
 }
 
 /// A tool plugin, as the registry needs it while the plugin waits for its provider: who it is
@@ -88,6 +94,13 @@ pub struct MountedTool {
     /// Whether a call needs a yes first.
     pub approve: crate::approval::Policy,
     tool: Arc<dyn Tool>,
+}
+
+impl MountedTool {
+    /// Whether it is served outside Wasm (see [`Tool::served_outside`]).
+    pub fn served_outside(&self) -> bool {
+        self.tool.served_outside()
+    }
 }
 
 /// A tool plugin waiting for its provider.

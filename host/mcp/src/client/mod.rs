@@ -920,6 +920,10 @@ impl Tool for McpToolSource {
             abort,
         ))
     }
+
+    fn served_outside(&self) -> bool {
+        true
+    }
 }
 
 impl ToolSource for McpToolSource {
