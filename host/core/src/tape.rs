@@ -214,7 +214,8 @@ impl Tape {
             return;
         }
         let seq = self.take_seq(key, kind);
-        let size = body.to_string().len() as u64;
+        let text = body.to_string();
+        let size = text.len() as u64;
         if self.bytes.fetch_add(size, Ordering::Relaxed) + size > self.max_bytes {
             self.gap(format!(
                 "the recording reached its bound of {} bytes (`[recording] max_mb`) at `{key}`, \
@@ -234,6 +235,7 @@ impl Tape {
             store.commit_later(vec![Write::Tape {
                 root: self.root.clone(),
                 entry: Box::new(entry.clone()),
+                body: text,
             }]);
         }
         lock(&self.entries).push(entry);
@@ -354,16 +356,26 @@ impl Recording {
     }
 
     /// The tape of a new top-level agent keeping `session` in `store`: the one to play back,
-    /// else a recorder (continuing what the session recorded before) when recording is on.
-    pub fn tape_for(&self, session: &str, store: &Arc<dyn SessionStore>) -> Option<Arc<Tape>> {
+    /// else a recorder when recording is on, continuing what the session recorded before when
+    /// it `continued` (a new session has nothing to read).
+    pub fn tape_for(
+        &self,
+        session: &str,
+        store: &Arc<dyn SessionStore>,
+        continued: bool,
+    ) -> Option<Arc<Tape>> {
         if let Some(tape) = lock(&self.next_replay).take() {
             return Some(tape);
         }
         let max = (*crate::sync::read(&self.max_bytes))?;
-        let already = store.tape(session).unwrap_or_else(|e| {
-            tracing::warn!(session, error = %e, "cannot read what the session recorded before");
+        let already = if continued {
+            store.tape(session).unwrap_or_else(|e| {
+                tracing::warn!(session, error = %e, "cannot read what the session recorded before");
+                Vec::new()
+            })
+        } else {
             Vec::new()
-        });
+        };
         Some(Tape::recorder(session, Some(store.clone()), max, &already))
     }
 }

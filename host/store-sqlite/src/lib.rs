@@ -725,7 +725,7 @@ impl Inner {
                 .and_then(|mut s| s.execute(params![session, body]))
                 .map_err(|e| self.fail(e))?;
             }
-            Write::Tape { root, entry } => {
+            Write::Tape { root, entry, body } => {
                 tx.prepare_cached(
                     "INSERT OR REPLACE INTO tape (root, key, kind, seq, body)
                      VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -736,7 +736,7 @@ impl Inner {
                         entry.key,
                         entry.kind.as_str(),
                         entry.seq.min(i64::MAX as u64) as i64,
-                        entry.body.to_string()
+                        body
                     ])
                 })
                 .map_err(|e| self.fail(e))?;

@@ -365,6 +365,19 @@ fn tables() -> String {
         ratio(set, none)
     );
 
+    // Issue 37: what recording costs a turn, recorded against not, in one run.
+    let off = criterion_median("recording/off");
+    let on = criterion_median("recording/on");
+    let _ = writeln!(
+        w,
+        "\n**Recording** (criterion medians; a turn that delegates once, SQLite store; goal: \
+         at most 1.10×)\n"
+    );
+    let _ = writeln!(w, "| | time | |");
+    let _ = writeln!(w, "|---|---:|---:|");
+    let _ = writeln!(w, "| not recorded | {} | 1.00× |", dur(off));
+    let _ = writeln!(w, "| recorded | {} | {} |", dur(on), ratio(on, off));
+
     // Issue 36: what authority checks cost a tool call, each against the 1 µs goal.
     let _ = writeln!(
         w,

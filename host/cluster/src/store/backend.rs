@@ -280,7 +280,7 @@ impl Backend {
                         session_order.push(session);
                     }
                 }
-                Write::Tape { root, entry } => {
+                Write::Tape { root, entry, .. } => {
                     ops.push(Op::Put(layout::tape_key(&root, &entry), json(&entry)));
                 }
                 Write::Approval(record) => {

@@ -1159,11 +1159,13 @@ impl AgentRegistry {
                 child
             }
             None => {
+                // A session that spent nothing before is new: it recorded nothing either.
+                let continued = already != crate::spend::Spent::default();
                 let root = Account::root(id, spec.budget.unwrap_or_default(), already);
-                if let Some(tape) = self
-                    .subagents()
-                    .and_then(|s| s.recording().tape_for(session, self.events.store()))
-                {
+                if let Some(tape) = self.subagents().and_then(|s| {
+                    s.recording()
+                        .tape_for(session, self.events.store(), continued)
+                }) {
                     root.set_tape(tape, crate::cassette::ROOT_KEY.to_string());
                 }
                 root

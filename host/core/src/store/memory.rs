@@ -209,7 +209,7 @@ impl Inner {
                 let record = self.spend.entry(session).or_default();
                 *record = record.add(added, limits);
             }
-            Write::Tape { root, entry } => {
+            Write::Tape { root, entry, .. } => {
                 self.tapes.entry(root).or_default().push(*entry);
             }
             Write::Approval(record) => {

@@ -131,6 +131,8 @@ pub enum Write {
         root: String,
         /// The entry.
         entry: Box<crate::cassette::Entry>,
+        /// Its body as JSON text, serialised once for the bound and the store.
+        body: String,
     },
     /// A child session's inbox: messages sent to it and not yet run (`None` empties it).
     Inbox {
