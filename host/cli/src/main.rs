@@ -27,6 +27,7 @@ mod acp;
 mod approvals;
 mod cache;
 mod call;
+mod cassette;
 mod check;
 mod conformance;
 mod delegate;

@@ -7,14 +7,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use seam_host::cassette::{Cassette, Entry, Kind, CASSETTE_VERSION, ROOT_KEY};
+use seam_host::cassette::{Cassette, Entry, Kind, CASSETTE_VERSION};
 use seam_host::config::Config;
-use seam_host::session::SessionEvent;
 use seam_host::session_store::{MemoryStore, SessionStore, StoreLimits};
 use seam_host::tape::Tape;
 use seam_host::ContentBlock;
 use tokio_util::sync::CancellationToken;
 
+use super::cassette::{last_meta, prompts_of};
 use super::{load_for_use, read_config, with_host_store, EXIT_OK, EXIT_UNSUCCESSFUL};
 
 /// `seam replay`.
@@ -51,76 +51,6 @@ struct Recorded {
     prompts: Vec<String>,
     entries: Vec<Entry>,
     gaps: Vec<String>,
-}
-
-/// What `seam run --record` and a session's recording keep of how it ran.
-#[derive(serde::Serialize, serde::Deserialize)]
-pub(crate) struct Meta {
-    /// The config file, absolute.
-    pub(crate) config: PathBuf,
-    /// The model the command asked for, if it overrode the config's.
-    pub(crate) model: Option<String>,
-    /// The top-level agent's working directory.
-    pub(crate) working_directory: String,
-}
-
-/// The prompts of the turns of the top-level session `session`: the first user message of
-/// each turn (later ones are steering and notices, which the replay makes itself).
-pub(crate) fn prompts_of(store: &dyn SessionStore, session: &str) -> Result<Vec<String>> {
-    let mut prompts = Vec::new();
-    let mut in_turn_start = false;
-    for e in store.events(session)? {
-        let Ok(event) = serde_json::from_str::<SessionEvent>(&e.body) else {
-            continue;
-        };
-        match event {
-            SessionEvent::TurnStart { .. } => in_turn_start = true,
-            SessionEvent::UserMessage { content } if in_turn_start => {
-                prompts.push(seam_host::blocks_text(&content));
-                in_turn_start = false;
-            }
-            _ => {}
-        }
-    }
-    Ok(prompts)
-}
-
-/// The cassette of the session `session` as `seam run` recorded it.
-pub(crate) fn cassette(
-    store: &dyn SessionStore,
-    session: &str,
-    config: &Path,
-    gaps: Vec<String>,
-) -> Result<Cassette> {
-    let entries = store.tape(session)?;
-    let meta = last_meta(&entries)?;
-    let text = std::fs::read_to_string(config)
-        .with_context(|| format!("cannot read config `{}`", config.display()))?;
-    Ok(Cassette {
-        version: CASSETTE_VERSION,
-        config: text,
-        config_dir: config
-            .parent()
-            .unwrap_or(Path::new("."))
-            .display()
-            .to_string(),
-        model: meta.as_ref().and_then(|m| m.model.clone()),
-        working_directory: meta
-            .map(|m| m.working_directory)
-            .unwrap_or_else(|| ".".into()),
-        prompts: prompts_of(store, session)?,
-        entries,
-        gaps,
-    })
-}
-
-fn last_meta(entries: &[Entry]) -> Result<Option<Meta>> {
-    entries
-        .iter()
-        .rev()
-        .find(|e| e.kind == Kind::Meta && e.key == ROOT_KEY)
-        .map(|e| serde_json::from_value(e.body.clone()).context("an unreadable `meta` entry"))
-        .transpose()
 }
 
 fn load(args: &Args) -> Result<Recorded> {
@@ -198,6 +128,17 @@ fn load(args: &Args) -> Result<Recorded> {
     })
 }
 
+/// Where a recording cut short by the end of its process stops.
+#[derive(serde::Serialize)]
+struct Cut {
+    /// The top-level turn the process was killed in.
+    turn: u32,
+    /// The agent or run whose next input was never recorded.
+    key: String,
+    /// Its step that was never recorded.
+    step: u64,
+}
+
 /// What a replay found.
 #[derive(serde::Serialize)]
 struct Report {
@@ -210,6 +151,9 @@ struct Report {
     divergence: Option<seam_host::tape::Divergence>,
     /// Stopped at `--until` before the end.
     stopped: bool,
+    /// Where the recording was cut short (its process killed mid-turn): the replay matched up
+    /// to there, and went no further.
+    cut: Option<Cut>,
     /// What the recording did not keep, which the replay could not check.
     gaps: Vec<String>,
 }
@@ -248,8 +192,21 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
     .await?;
     let turns = report;
     let mut divergence = tape.divergence();
+    // Running out of inputs in a turn the recording never saw end is its cut, not a
+    // divergence.
+    let cut = match (&divergence, tape.cut_turn()) {
+        (Some(d), Some(turn)) if d.recorded.is_null() => Some(Cut {
+            turn,
+            key: d.key.clone(),
+            step: d.step,
+        }),
+        _ => None,
+    };
+    if cut.is_some() {
+        divergence = None;
+    }
     let stopped = tape.stopped();
-    if divergence.is_none() && !stopped {
+    if divergence.is_none() && !stopped && cut.is_none() {
         // What the recording has and the replay never asked for is a divergence too.
         if let Some((key, kind, left)) = tape
             .unplayed()
@@ -295,6 +252,7 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         recorded_turns: recorded.prompts.len(),
         divergence,
         stopped,
+        cut,
         gaps,
     };
     if args.json {
@@ -302,6 +260,18 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
     } else {
         match &report.divergence {
             Some(d) => outln!("{d}"),
+            None if report.cut.is_some() => {
+                if let Some(cut) = &report.cut {
+                    outln!(
+                        "identical up to the cut: the recording ends in turn {} at `{}`, step {} \
+                         (its process ended there, as a kill -9 leaves it); later turns were \
+                         not replayed",
+                        cut.turn,
+                        cut.key,
+                        cut.step
+                    );
+                }
+            }
             None if stopped => outln!(
                 "stopped at step {}: identical up to there",
                 args.until.unwrap_or(0)

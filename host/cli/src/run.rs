@@ -136,7 +136,7 @@ async fn answer(
     let session = agent.as_parent().session_id;
     // What the recording ran with, for `seam replay SESSION` to run it again.
     if let Some((tape, key)) = agent.account().tape() {
-        let meta = super::replay::Meta {
+        let meta = super::cassette::Meta {
             config: std::path::absolute(&args.config).unwrap_or_else(|_| args.config.clone()),
             model: args.model.clone(),
             working_directory: cwd.to_string(),
@@ -192,7 +192,7 @@ async fn answer(
         let store = host.events().store().clone();
         store.flush()?;
         let cassette =
-            super::replay::cassette(store.as_ref(), &session, &args.config, tape.gaps())?;
+            super::cassette::cassette(store.as_ref(), &session, &args.config, tape.gaps())?;
         let text = serde_json::to_string_pretty(&cassette)?;
         std::fs::write(file, text)
             .with_context(|| format!("cannot write the cassette `{}`", file.display()))?;

@@ -382,3 +382,98 @@ config = {{ provider = "agent", toolName = "ask" }}
     let gaps = report["gaps"].to_string();
     assert!(gaps.contains("ACP agent `agent`"), "{gaps}");
 }
+
+/// A recording cut by `kill -9` mid-turn, then continued with `--session`: the replay goes up to
+/// the cut, and says where it is.
+#[test]
+fn a_recording_cut_by_kill_9_replays_up_to_the_cut_and_says_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let guest = |name: &str| seam_tests::guest(name).display().to_string();
+    let text = format!(
+        r#"[agent]
+model = "scripted:lead"
+
+[sessions]
+store = "sqlite:sessions.db"
+
+[models.scripts.lead]
+steps = [
+    {{ text = "asking", tool_calls = [{{ name = "lookup", arguments = {{ description = "d", prompt = "the fact" }} }}] }},
+    {{ text = "never in time", delay_ms = 600000 }},
+]
+
+[models.scripts.after]
+steps = [{{ text = "continued: {{prompt}}" }}]
+
+[[plugin]]
+id = "facts"
+component = "{mock}"
+config = {{ name = "facts", reply = "forty-two" }}
+
+[[plugin]]
+id = "lookup"
+component = "{tool}"
+config = {{ provider = "facts", toolName = "lookup" }}
+"#,
+        mock = guest("mock_provider"),
+        tool = guest("subagent_tool"),
+    );
+    let config = dir.path().join("cut.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut first = seam(&state)
+        .args(["run", config.to_str().unwrap(), "go", "--events"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = seam_tests::lines_of(first.stderr.take().unwrap());
+    // The barrier: the tool answered, so the second model call (which never ends) began after
+    // the first reply was recorded.
+    let mut session = String::new();
+    loop {
+        let line = lines
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("the tool answers");
+        if line.contains("\"event\":\"subagent/start\"") {
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            session = v["parent"]["session-id"].as_str().unwrap().to_string();
+        }
+        if line.contains("\"event\":\"agent/tool-result\"") {
+            break;
+        }
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+
+    let cassette = dir.path().join("cut.json");
+    let (code, _, err) = seam_out(
+        &state,
+        &[
+            "run",
+            config.to_str().unwrap(),
+            "again",
+            "--session",
+            &session,
+            "--model",
+            "scripted:after",
+            "--record",
+            cassette.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let (code, report) = replay_json(&state, cassette.to_str().unwrap(), &[]);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(report["identical"], true, "{report}");
+    assert_eq!(report["recorded_turns"], 2, "{report}");
+    let cut = &report["cut"];
+    assert_eq!(cut["turn"], 1, "{report}");
+    assert_eq!(cut["key"], "root", "{report}");
+    assert_eq!(
+        cut["step"], 2,
+        "the second model step was never recorded: {report}"
+    );
+    let (_, out, _) = seam_out(&state, &["replay", cassette.to_str().unwrap()]);
+    assert!(out.contains("identical up to the cut"), "{out}");
+}

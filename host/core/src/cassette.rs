@@ -29,6 +29,8 @@ pub enum Kind {
     Meta,
     /// The answer to a request for approval.
     Approval,
+    /// A top-level turn began or ended: where a recording cut short (`kill -9`) stops.
+    Turn,
 }
 
 impl Kind {
@@ -43,6 +45,7 @@ impl Kind {
             Self::Finish => "finish",
             Self::Meta => "meta",
             Self::Approval => "approval",
+            Self::Turn => "turn",
         }
     }
 
@@ -57,6 +60,7 @@ impl Kind {
             "finish" => Self::Finish,
             "meta" => Self::Meta,
             "approval" => Self::Approval,
+            "turn" => Self::Turn,
             _ => return None,
         })
     }

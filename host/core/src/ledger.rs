@@ -171,6 +171,12 @@ impl Account {
     pub fn child_tape(&self, call: Option<&str>) -> Option<(Arc<crate::tape::Tape>, String)> {
         let (tape, key) = self.tape.get()?;
         let call = call.unwrap_or("-");
+        // A continuation's top-level runs take keys of their own: a cut turn's may reuse its
+        // call ids.
+        let call = match tape.generation() {
+            g if g > 1 && key == crate::cassette::ROOT_KEY => format!("g{g}.{call}"),
+            _ => call.to_string(),
+        };
         let mut started = lock(&self.started_under);
         let n = started.entry(call.to_string()).or_insert(0);
         *n += 1;

@@ -117,6 +117,20 @@ pub struct Tape {
     /// Replaying: model steps played so far, and where to stop (`--until`).
     steps: AtomicU64,
     until: Option<u64>,
+    /// Which process of the session recorded (or is replayed): the first is 1, each
+    /// continuation one more. The runs a top-level agent starts carry it in their keys after
+    /// the first, so that a continuation's children never take a cut turn's keys.
+    generation: std::sync::atomic::AtomicU32,
+    /// Replaying: the top-level turn being replayed, and the turns the recording saw end (both
+    /// counted from 1 in the order the recording has them).
+    turn: std::sync::atomic::AtomicU32,
+    ended: Vec<u32>,
+    /// Replaying: each recorded top-level turn's start (its generation and where the top-level
+    /// agent's model steps stood), in order.
+    starts: Vec<Value>,
+    /// Replaying: the last top-level model step the current turn recorded (the next turn's
+    /// start, less one), when a later turn follows it.
+    root_limit: Mutex<Option<u64>>,
 }
 
 impl std::fmt::Debug for Tape {
@@ -150,9 +164,13 @@ impl Tape {
         already: &[Entry],
     ) -> Arc<Self> {
         let mut next: HashMap<(String, Kind), u64> = HashMap::new();
+        let mut generation = 0;
         for e in already {
             let n = next.entry((e.key.clone(), e.kind)).or_insert(1);
             *n = (*n).max(e.seq + 1);
+            if e.kind == Kind::Turn {
+                generation = generation.max(e.body["generation"].as_u64().unwrap_or(1) as u32);
+            }
         }
         Arc::new(Self {
             mode: Mode::Record,
@@ -167,6 +185,11 @@ impl Tape {
             max_bytes,
             steps: AtomicU64::new(0),
             until: None,
+            generation: std::sync::atomic::AtomicU32::new(generation + 1),
+            turn: std::sync::atomic::AtomicU32::new(0),
+            ended: Vec::new(),
+            starts: Vec::new(),
+            root_limit: Mutex::default(),
         })
     }
 
@@ -174,6 +197,29 @@ impl Tape {
     pub fn player(entries: Vec<Entry>, until: Option<u64>) -> Arc<Self> {
         let mut sorted = entries.clone();
         sorted.sort_by(|a, b| (&a.key, a.kind, a.seq).cmp(&(&b.key, b.kind, b.seq)));
+        // The recorded turns in order (a continuation may number its turns anew): each start
+        // marker, ended when an end marker follows it before the next start.
+        let markers: Vec<&Entry> = {
+            let mut m: Vec<&Entry> = entries.iter().filter(|e| e.kind == Kind::Turn).collect();
+            m.sort_by_key(|e| e.seq);
+            m
+        };
+        let mut ended: Vec<u32> = Vec::new();
+        let mut ordinal = 0;
+        for e in &markers {
+            if e.body["ended"] == true {
+                if ordinal > 0 && !ended.contains(&ordinal) {
+                    ended.push(ordinal);
+                }
+            } else {
+                ordinal += 1;
+            }
+        }
+        let starts: Vec<Value> = sorted
+            .iter()
+            .filter(|e| e.kind == Kind::Turn && e.body["ended"] != true)
+            .map(|e| e.body.clone())
+            .collect();
         let mut recorded: HashMap<(String, Kind), Vec<Value>> = HashMap::new();
         for e in sorted {
             recorded.entry((e.key, e.kind)).or_default().push(e.body);
@@ -191,7 +237,76 @@ impl Tape {
             max_bytes: u64::MAX,
             steps: AtomicU64::new(0),
             until,
+            generation: std::sync::atomic::AtomicU32::new(1),
+            turn: std::sync::atomic::AtomicU32::new(0),
+            ended,
+            starts,
+            root_limit: Mutex::default(),
         })
+    }
+
+    /// Which process of the session this is (see the field).
+    pub fn generation(&self) -> u32 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// The top-level turn `turn` begins. Recording, it is marked with where the top-level
+    /// agent's model steps stand; replaying, the marker is played, so that a turn recorded by a
+    /// later process starts where that process started (past what a cut turn never recorded).
+    pub fn turn_started(&self, key: &str, turn: u32) {
+        match self.mode {
+            Mode::Record => {
+                let model_next = lock(&self.next)
+                    .get(&(key.to_string(), Kind::Model))
+                    .copied()
+                    .unwrap_or(1);
+                self.record(
+                    key,
+                    Kind::Turn,
+                    serde_json::json!({
+                        "turn": turn,
+                        "generation": self.generation(),
+                        "model_next": model_next,
+                    }),
+                );
+            }
+            Mode::Replay => {
+                self.turn.store(turn, Ordering::Relaxed);
+                let at = turn.saturating_sub(1) as usize;
+                if let Some(start) = self.starts.get(at) {
+                    if let Some(g) = start["generation"].as_u64() {
+                        self.generation.store(g as u32, Ordering::Relaxed);
+                    }
+                    if let Some(n) = start["model_next"].as_u64() {
+                        lock(&self.next).insert((key.to_string(), Kind::Model), n);
+                    }
+                }
+                *lock(&self.root_limit) = self
+                    .starts
+                    .get(at + 1)
+                    .and_then(|next| next["model_next"].as_u64())
+                    .map(|n| n.saturating_sub(1));
+            }
+        }
+    }
+
+    /// The top-level turn `turn` ended (recording: marked, so that a replay tells a turn a
+    /// crash cut short from one that ended).
+    pub fn turn_ended(&self, key: &str, turn: u32) {
+        if self.mode == Mode::Record {
+            self.record(
+                key,
+                Kind::Turn,
+                serde_json::json!({ "turn": turn, "ended": true }),
+            );
+        }
+    }
+
+    /// Replaying: the turn being replayed, when the recording never saw it end (its process
+    /// was killed during it).
+    pub fn cut_turn(&self) -> Option<u32> {
+        let turn = self.turn.load(Ordering::Relaxed);
+        (turn > 0 && !self.ended.contains(&turn)).then_some(turn)
     }
 
     /// Whether it plays a recording back.
@@ -264,10 +379,15 @@ impl Tape {
             }
         }
         let seq = self.take_seq(key, kind);
+        // A turn's top-level model steps end where the next recorded turn's begin.
+        let past_turn = kind == Kind::Model
+            && key == crate::cassette::ROOT_KEY
+            && lock(&self.root_limit).is_some_and(|limit| seq > limit);
         match self
             .recorded
             .get(&(key.to_string(), kind))
             .and_then(|v| v.get(seq as usize - 1))
+            .filter(|_| !past_turn)
         {
             Some(body) => Played::Entry(seq, body.clone()),
             None => {

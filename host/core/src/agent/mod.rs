@@ -326,6 +326,13 @@ impl Agent {
         let _turn = self.turn.lock().await;
         let abort = lock(&self.turn_abort).clone();
         let turn = lock(&self.session).turns() + 1;
+        let taped = self
+            .account
+            .tape()
+            .filter(|(_, key)| key == crate::cassette::ROOT_KEY);
+        if let Some((tape, key)) = &taped {
+            tape.turn_started(key, turn);
+        }
         self.push(SessionEvent::TurnStart { turn });
         if let Some(subagents) = self.subagents.upgrade() {
             self.tell(subagents.announcements(&self.as_parent()));
@@ -339,6 +346,9 @@ impl Agent {
         *lock(&self.turn_cost) = 0;
         let began = std::time::Instant::now();
         let (stop_reason, diagnostic) = self.turn_loop(&abort).await;
+        if let Some((tape, key)) = &taped {
+            tape.turn_ended(key, turn);
+        }
         let usage = lock(&self.turn_usage).take();
         let cost = std::mem::take(&mut *lock(&self.turn_cost));
         let ran = began.elapsed().as_millis() as u64;
