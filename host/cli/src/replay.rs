@@ -289,7 +289,17 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         recorded_turns: recorded.prompts.len(),
         divergence,
         stopped,
-        gaps: recorded.gaps.clone(),
+        // What the recording left out, and what the replay itself did not play back (a plugin
+        // whose entry says `config.record = false`).
+        gaps: {
+            let mut gaps = recorded.gaps.clone();
+            for gap in tape.gaps() {
+                if !gaps.contains(&gap) {
+                    gaps.push(gap);
+                }
+            }
+            gaps
+        },
     };
     if args.json {
         outln!("{}", serde_json::to_string(&report)?);
