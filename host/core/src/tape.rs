@@ -300,7 +300,10 @@ impl Tape {
         let n = next.entry((key.to_string(), kind)).or_insert(1);
         let from = usize::try_from(*n - 1).unwrap_or(usize::MAX);
         *n = (*n).max(bodies.len() as u64 + 1);
-        bodies.get(from..).map(<[Value]>::to_vec).unwrap_or_default()
+        bodies
+            .get(from..)
+            .map(<[Value]>::to_vec)
+            .unwrap_or_default()
     }
 
     /// Keeps `d` as the divergence, unless an earlier one was found.

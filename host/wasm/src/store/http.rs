@@ -144,7 +144,7 @@ impl WasiHttpHooks for HttpHooks {
         // Its place among the store's requests, and what it was, for the tape.
         let mut taped = None;
         if let Some(tape) = &mut self.tape {
-            let n = tape.next();
+            let n = tape.count_request();
             let (method, uri) = (request.method().to_string(), request.uri().to_string());
             if tape.replaying() {
                 // Nothing is sent (and nothing asked): the recorded response stands in.

@@ -53,7 +53,7 @@ impl HttpTape {
     }
 
     /// Counts one more request of the store: its place, from 1.
-    pub fn next(&mut self) -> u64 {
+    pub fn count_request(&mut self) -> u64 {
         self.sent += 1;
         self.sent
     }
@@ -165,7 +165,8 @@ pub async fn record(
         entry["body_error"] = error_json(e);
     }
     store.tape().record(store.key(), Kind::Http, entry);
-    let response = http::Response::from_parts(parts, Played::new(bytes.into(), failed).boxed_unsync());
+    let response =
+        http::Response::from_parts(parts, Played::new(bytes.into(), failed).boxed_unsync());
     Ok((response, Box::new(io) as Sent))
 }
 
@@ -196,7 +197,12 @@ pub async fn replay(
         .and_then(|s| http::StatusCode::from_u16(s).ok())
         .ok_or_else(|| Error::InternalError(Some("a recorded response with no status".into())))?;
     let mut response = http::Response::builder().status(status);
-    for pair in entry.get("headers").and_then(Value::as_array).into_iter().flatten() {
+    for pair in entry
+        .get("headers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         if let (Some(name), Some(value)) = (
             pair.get(0).and_then(Value::as_str),
             pair.get(1).and_then(Value::as_str),

@@ -110,7 +110,8 @@ impl Serving {
         let call = self.call.as_ref()?;
         let account = call.subagents.accounts().get(&call.caller.id)?;
         let id = seam_core::trace::current_call(&call.caller.id);
-        let (tape, key) = account.child_tape(Some(&format!("{}.tool", id.as_deref().unwrap_or("-"))))?;
+        let (tape, key) =
+            account.child_tape(Some(&format!("{}.tool", id.as_deref().unwrap_or("-"))))?;
         let key = key.strip_suffix(".1").map(str::to_string).unwrap_or(key);
         Some((tape, key))
     }

@@ -65,7 +65,10 @@ impl StoreTape {
         builder
             .insecure_random_seed(seed)
             .secure_random(rand::rngs::ChaCha20Rng::from_seed(derived(seed, b"secure")))
-            .insecure_random(rand::rngs::ChaCha8Rng::from_seed(derived(seed, b"insecure")));
+            .insecure_random(rand::rngs::ChaCha8Rng::from_seed(derived(
+                seed,
+                b"insecure",
+            )));
     }
 
     fn record_clock(&self, plugin: &str, builder: &mut WasiCtxBuilder) -> u128 {
