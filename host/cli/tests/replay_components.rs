@@ -91,8 +91,8 @@ config = {{ provider = "dice", toolName = "dice" }}
     path
 }
 
-/// Records `config` into `cassette`; returns the final answer.
-fn record(state: &Path, config: &Path, cassette: &Path) -> String {
+/// Records `config` into `cassette`; returns the final answer (with its session).
+fn record(state: &Path, config: &Path, cassette: &Path) -> Value {
     let (code, out, err) = seam_out(
         state,
         &[
@@ -105,12 +105,12 @@ fn record(state: &Path, config: &Path, cassette: &Path) -> String {
         ],
     );
     assert_eq!(code, Some(0), "{err}");
-    let answer: Value = serde_json::from_str(out.trim()).unwrap();
-    answer.to_string()
+    serde_json::from_str(out.trim()).unwrap()
 }
 
-fn replay(state: &Path, cassette: &Path) -> (Option<i32>, Value) {
-    let (code, out, err) = seam_out(state, &["replay", cassette.to_str().unwrap(), "--json"]);
+/// `seam replay TARGET --json` (a cassette file or a session); its exit code and report.
+fn replay(state: &Path, target: &Path) -> (Option<i32>, Value) {
+    let (code, out, err) = seam_out(state, &["replay", target.to_str().unwrap(), "--json"]);
     let report = serde_json::from_str(out.trim())
         .unwrap_or_else(|e| panic!("not a report ({e}): {out}\n{err}"));
     (code, report)
@@ -149,7 +149,8 @@ fn components_replay_their_http_clock_and_random_with_the_server_stopped() {
     let (mut server, url) = chat_server();
     let config = config(dir.path(), &url, "");
     let cassette = dir.path().join("components.json");
-    let answer = record(&state, &config, &cassette);
+    let run = record(&state, &config, &cassette);
+    let answer = run["output"].to_string();
     server.kill().unwrap();
     server.wait().unwrap();
     assert!(answer.contains("answer to: the fact"), "{answer}");
@@ -176,9 +177,11 @@ fn components_replay_their_http_clock_and_random_with_the_server_stopped() {
     );
 
     // With the server gone, the same answers: the HTTP response, the random numbers and the
-    // clock come from the recording. Three times.
+    // clock come from the recording. Three times, from the file and from the session store.
+    let session = PathBuf::from(run["session"].as_str().unwrap());
     for i in 0..3 {
-        let (code, report) = replay(&state, &cassette);
+        let target = if i == 1 { &session } else { &cassette };
+        let (code, report) = replay(&state, target);
         assert_eq!(code, Some(0), "replay {i}: {report}");
         assert_eq!(report["identical"], true, "replay {i}: {report}");
         assert_eq!(report["steps"], 2, "replay {i}: {report}");
@@ -309,5 +312,28 @@ fn an_entry_with_record_false_stays_live_and_is_named_as_not_replayed() {
             .unwrap()
             .contains("plugin `web`: its entry says `config.record = false`")),
         "{gaps:?}"
+    );
+}
+
+#[test]
+fn config_record_must_be_true_or_false() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[plugin]]\nid = \"p\"\ncomponent = \"{}\"\nconfig = {{ record = \"no\" }}\n",
+            seam_tests::guest("mock_provider").display()
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = seam_out(
+        &dir.path().join("state"),
+        &["check", config.to_str().unwrap()],
+    );
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("key `config.record` must be true or false"),
+        "{err}"
     );
 }

@@ -346,3 +346,59 @@ impl Body for Played {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_that_is_not_utf8_round_trips_in_hex() {
+        let mut entry = json!({});
+        put_body(&mut entry, &[0xff, 0x00, 0x41]);
+        assert_eq!(entry["body_hex"], "ff0041");
+        assert_eq!(body_of(&entry), vec![0xff, 0x00, 0x41]);
+        let mut entry = json!({});
+        put_body(&mut entry, b"text");
+        assert_eq!(
+            (entry["body"].as_str(), body_of(&entry)),
+            (Some("text"), b"text".to_vec())
+        );
+    }
+
+    #[test]
+    fn errors_are_replayed_as_their_kind() {
+        for e in [
+            Error::ConnectionRefused,
+            Error::HttpResponseBodySize(Some(7)),
+            Error::Connect(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+            Error::InternalError(Some("odd".into())),
+        ] {
+            let recorded = error_json(&e);
+            assert_eq!(
+                error_json(&error_of(&recorded))["code"],
+                recorded["code"],
+                "{e}"
+            );
+        }
+        assert!(matches!(
+            error_of(&error_json(&Error::HttpResponseBodySize(Some(7)))),
+            Error::HttpResponseBodySize(Some(7))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_played_body_gives_its_bytes_then_its_error() {
+        let mut body = Played::new(
+            Bytes::from_static(b"abc"),
+            Some(Error::ConnectionReadTimeout),
+        );
+        let frame = body.frame().await.unwrap().unwrap();
+        assert_eq!(frame.data_ref().unwrap().as_ref(), b"abc");
+        assert!(matches!(
+            body.frame().await,
+            Some(Err(Error::ConnectionReadTimeout))
+        ));
+        assert!(body.frame().await.is_none());
+        assert!(body.is_end_stream());
+    }
+}
