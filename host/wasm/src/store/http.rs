@@ -3,6 +3,8 @@
 //! error and one `warn` line naming the plugin, the origin and the grant to add. A granted one
 //! goes through wasmtime-wasi-http's sender (TLS by rustls with bundled roots), within
 //! `http_timeout_ms` and with at most `max_http_mb` of request and response bodies.
+//! In a recorded tree the responses are taken down, and in a replay answered from the
+//! recording instead of sent (`super::http_tape`).
 
 use std::future::Future;
 use std::pin::Pin;
