@@ -36,6 +36,9 @@
 //!   the host's `error.to-debug-string` said of the failure.
 //! - `fields-flood`: builds `count` sets of `wasi:http` header fields of `bytes` bytes each and
 //!   holds them all (host memory the guest makes the host keep); answers `held N; ...`.
+//! - `clock-random`: answers `random R insecure I seed S clock SECS.NANOS`, what
+//!   `wasi:random` (secure, insecure, the insecure seed) and the wall clock gave it (a replay
+//!   must give the same).
 //!
 //! `name` is the provider name (not checked, so the host's checks can be tested), or
 //! `nameBytes` makes it that many `x`s.
@@ -349,6 +352,17 @@ fn attack(settings: &Settings, request: &StartRequest) -> Result<SubagentResult,
                 }
             }
             text(format!("opened {}", held.len()))
+        }
+        "clock-random" => {
+            let clock = ::wasi::clocks::wall_clock::now();
+            text(format!(
+                "random {} insecure {} seed {:?} clock {}.{:09}",
+                ::wasi::random::random::get_random_u64(),
+                ::wasi::random::insecure::get_insecure_random_u64(),
+                ::wasi::random::insecure_seed::insecure_seed(),
+                clock.seconds,
+                clock.nanoseconds
+            ))
         }
         "http-get" => {
             let authority = settings.string("authority")?;

@@ -408,6 +408,26 @@ impl Tape {
         }
     }
 
+    /// Replaying: every recorded input of `kind` for `key` not played yet, in order, taken as
+    /// played. Running out of them is no divergence: for inputs whose count may differ
+    /// (a component's clock reads, recorded up to a bound).
+    pub fn play_rest(&self, key: &str, kind: Kind) -> Vec<Value> {
+        if self.mode != Mode::Replay {
+            return Vec::new();
+        }
+        let Some(bodies) = self.recorded.get(&(key.to_string(), kind)) else {
+            return Vec::new();
+        };
+        let mut next = lock(&self.next);
+        let n = next.entry((key.to_string(), kind)).or_insert(1);
+        let from = usize::try_from(*n - 1).unwrap_or(usize::MAX);
+        *n = (*n).max(bodies.len() as u64 + 1);
+        bodies
+            .get(from..)
+            .map(<[Value]>::to_vec)
+            .unwrap_or_default()
+    }
+
     /// Keeps `d` as the divergence, unless an earlier one was found.
     pub fn diverge(&self, d: Divergence) {
         let mut kept = lock(&self.divergence);

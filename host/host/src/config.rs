@@ -123,6 +123,9 @@ pub struct PluginEntry {
     /// `config.approver` of a tool entry: who answers the requests made below the runs its
     /// calls start (taken out of `config`, as `budget` is).
     pub approver: Option<seam_core::approval::Approver>,
+    /// `config.record` of an entry: `false` keeps its components' clock, random and HTTP live
+    /// in a recording and in a replay (taken out of `config`, as `budget` is).
+    pub record: bool,
 }
 
 /// What an entry loads: a component (a file, or from a registry), or an entry of a kind that
@@ -581,6 +584,7 @@ impl Config {
                 scope: None,
                 approve: None,
                 approver: None,
+                record: true,
             };
             if let Some((grants, limits)) = sandbox {
                 if let Some(grants) = grants {
@@ -608,7 +612,17 @@ impl Config {
                 .map_err(|e| entry_err(e.to_string()))?;
             entry.approver = seam_core::approval::Approver::of_entry_config(&entry.config)
                 .map_err(|e| entry_err(e.to_string()))?;
+            entry.record = match entry.config.get("record") {
+                None => true,
+                Some(serde_json::Value::Bool(on)) => *on,
+                Some(_) => {
+                    return Err(entry_err(
+                        "key `config.record` must be true or false".to_string(),
+                    ))
+                }
+            };
             if let Some(config) = entry.config.as_object_mut() {
+                config.remove("record");
                 config.remove("budget");
                 config.remove("scope");
                 config.remove("approve");

@@ -55,6 +55,8 @@ pub struct Sandbox {
     /// Who answers the requests below each run its calls start (a tool entry's
     /// `config.approver`).
     approver: Option<seam_core::approval::Approver>,
+    /// Whether its stores are recorded and replayed (an entry's `config.record`).
+    record: bool,
 }
 
 impl Sandbox {
@@ -71,6 +73,7 @@ impl Sandbox {
             scope: None,
             approve: None,
             approver: None,
+            record: true,
         }
     }
 
@@ -95,6 +98,18 @@ impl Sandbox {
     pub fn with_approver(mut self, approver: Option<seam_core::approval::Approver>) -> Self {
         self.approver = approver;
         self
+    }
+
+    /// The sandbox whose stores are recorded and replayed (`true`, the default) or kept live
+    /// (an entry's `config.record = false`).
+    pub fn with_record(mut self, record: bool) -> Self {
+        self.record = record;
+        self
+    }
+
+    /// Whether its stores' clock, random and HTTP are recorded and replayed.
+    pub fn records(&self) -> bool {
+        self.record
     }
 
     /// Who answers the requests below each run its calls start, if its entry named one.

@@ -152,7 +152,8 @@ impl Loader {
             .with_budget(entry.budget)
             .with_scope(entry.scope.clone())
             .with_approve(entry.approve.clone())
-            .with_approver(entry.approver);
+            .with_approver(entry.approver)
+            .with_record(entry.record);
         let sandbox_limits = sandbox.limits().clone();
         let linked = link(
             &self.runtime,

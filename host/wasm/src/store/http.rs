@@ -3,6 +3,8 @@
 //! error and one `warn` line naming the plugin, the origin and the grant to add. A granted one
 //! goes through wasmtime-wasi-http's sender (TLS by rustls with bundled roots), within
 //! `http_timeout_ms` and with at most `max_http_mb` of request and response bodies.
+//! In a recorded tree the responses are taken down, and in a replay answered from the
+//! recording instead of sent (`super::http_tape`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,6 +19,8 @@ use http_body_util::BodyExt;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::approve::GrantApprovals;
+use super::http_tape::{self, HttpTape};
+use super::replay::StoreTape;
 use crate::sandbox::connections::{Connection, Connections};
 use crate::sandbox::{Granted, HttpOrigin, Removed, Sandbox};
 
@@ -43,6 +47,8 @@ pub struct HttpHooks {
     pub pending: Option<Connection>,
     /// What asks for a yes before an origin is first used (`[approvals] http`).
     approvals: Option<GrantApprovals>,
+    /// Where the store's responses are recorded, or played from.
+    tape: Option<HttpTape>,
 }
 
 impl HttpHooks {
@@ -64,7 +70,14 @@ impl HttpHooks {
             connections: sandbox.connections().clone(),
             pending: None,
             approvals: None,
+            tape: None,
         }
+    }
+
+    /// The hooks recording their responses on `tape`, or answering from it.
+    pub fn with_tape(mut self, tape: Option<StoreTape>) -> Self {
+        self.tape = tape.map(HttpTape::new);
+        self
     }
 
     /// The hooks asking `approvals` before each origin's first use.
@@ -129,6 +142,22 @@ impl WasiHttpHooks for HttpHooks {
             self.warn_denied(request.uri(), origin.as_ref());
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
+        let max = self.max_bytes;
+        // Its place among the store's requests, and what it was, for the tape.
+        let mut taped = None;
+        if let Some(tape) = &mut self.tape {
+            let n = tape.count_request();
+            let (method, uri) = (request.method().to_string(), request.uri().to_string());
+            if tape.replaying() {
+                // Nothing is sent (and nothing asked): the recorded response stands in.
+                drop(connection);
+                return match tape.play(n, &method, &uri) {
+                    Some(entry) => Box::new(http_tape::replay(request, max, entry)),
+                    None => Box::new(async { Err(Error::HttpRequestDenied) }),
+                };
+            }
+            taped = Some((tape.store().clone(), n, method, uri));
+        }
         // The trace of the run or tool call the request is made for, unless the guest gave
         // its own.
         let mut request = request;
@@ -146,7 +175,6 @@ impl WasiHttpHooks for HttpHooks {
             first_byte_timeout: within(asked.first_byte_timeout, limit),
             between_bytes_timeout: within(asked.between_bytes_timeout, limit),
         };
-        let max = self.max_bytes;
         // An origin whose first use needs a yes waits for it before anything is sent.
         let approval = self
             .approvals
@@ -154,7 +182,7 @@ impl WasiHttpHooks for HttpHooks {
             .filter(|a| a.needs(seam_core::approval::GrantClass::Http))
             .zip(origin.clone());
         let plugin = self.plugin.clone();
-        Box::new(async move {
+        let sent = async move {
             if let Some((approvals, origin)) = approval {
                 if let Err(refused) = approvals
                     .check(seam_core::approval::GrantClass::Http, origin.to_string())
@@ -199,6 +227,14 @@ impl WasiHttpHooks for HttpHooks {
                 io.await
             };
             Ok((response, Box::new(io) as Sent))
+        };
+        Box::new(async move {
+            match taped {
+                Some((store, n, method, uri)) => {
+                    http_tape::record(store, n, method, uri, sent.await).await
+                }
+                None => sent.await,
+            }
         })
     }
 }

@@ -8,8 +8,10 @@ pub mod approve;
 pub mod context;
 mod grants;
 pub mod http;
+pub mod http_tape;
 pub mod limiter;
 pub mod output;
+pub mod replay;
 pub mod view;
 
 use std::sync::Arc;
@@ -26,6 +28,7 @@ use context::{CallEnv, RunEnv};
 use http::HttpHooks;
 use limiter::PluginLimiter;
 use output::{GuestOutput, LogBudget, Stdio};
+use replay::StoreTape;
 
 /// Most resources (streams, pollables, HTTP fields and requests, ...) one store may hold at
 /// once: each is host memory the guest makes the host keep. A guest past it gets an error from
@@ -94,6 +97,23 @@ impl Serving {
             plugin,
             granted,
         ))
+    }
+
+    /// Where this store is recorded (or played from), when what it serves is on a tape: a
+    /// run's store under the run's key; a tool call's under its caller's key, the call and
+    /// `.tool` (`root/call-0-1.tool`), with a count from the second store a call makes
+    /// (`root/call-0-1.tool.2`).
+    fn tape(&self) -> Option<(Arc<seam_core::tape::Tape>, String)> {
+        if let Some(env) = &self.run {
+            return env.ctx.account().tape();
+        }
+        let call = self.call.as_ref()?;
+        let account = call.subagents.accounts().get(&call.caller.id)?;
+        let id = seam_core::trace::current_call(&call.caller.id);
+        let (tape, key) =
+            account.child_tape(Some(&format!("{}.tool", id.as_deref().unwrap_or("-"))))?;
+        let key = key.strip_suffix(".1").map(str::to_string).unwrap_or(key);
+        Some((tape, key))
     }
 
     /// The scopes over what this store serves, nearest first: a run's own and its ancestors',
@@ -263,12 +283,26 @@ pub fn new_store(
     };
     grants::apply(&granted, &removed, &plugin, &mut builder);
     let approvals = serving.grant_approvals(&plugin, &granted);
+    let taped = serving.tape().and_then(|(tape, key)| {
+        if sandbox.records() {
+            return Some(StoreTape::new(tape, &key));
+        }
+        tape.gap(format!(
+            "plugin `{plugin}`: its entry says `config.record = false`, so its clock, random and \
+             HTTP are live, neither recorded nor replayed"
+        ));
+        None
+    });
+    if let Some(taped) = &taped {
+        taped.apply(&plugin, &mut builder);
+    }
     let limits = sandbox.limits();
     let state = StoreData {
         limiter: PluginLimiter::new(plugin.clone(), limits),
         socket_watch: SocketWatch::new(&granted, &removed),
         http_hooks: HttpHooks::new(plugin.clone(), sandbox, granted, removed)
-            .with_approvals(approvals.clone()),
+            .with_approvals(approvals.clone())
+            .with_tape(taped),
         sockets_held: Vec::new(),
         approvals,
         http: {
