@@ -51,6 +51,8 @@ pub(crate) fn cassette(
     let meta = last_meta(&entries)?;
     let text = std::fs::read_to_string(config)
         .with_context(|| format!("cannot read config `{}`", config.display()))?;
+    // Its relative component paths resolve against its folder wherever the replay runs.
+    let config = &std::path::absolute(config).unwrap_or_else(|_| config.to_path_buf());
     Ok(Cassette {
         version: CASSETTE_VERSION,
         config: text,

@@ -34,6 +34,10 @@ pub(crate) struct Args {
     /// Print the checklist as JSON.
     #[arg(long)]
     json: bool,
+    /// Also replay this cassette (`seam run --record FILE`) with no key and no network: a check
+    /// that passes when the replay matches the recording.
+    #[arg(long, value_name = "FILE")]
+    replay: Option<PathBuf>,
 }
 
 /// One line of the checklist.
@@ -101,12 +105,22 @@ pub(crate) async fn run(args: Args, interrupt: &CancellationToken) -> Result<u8>
     let component = std::fs::canonicalize(&args.component)
         .with_context(|| format!("cannot read `{}`", args.component.display()))?;
     let cwd = working_directory()?;
-    let list = with_host(|host| async move {
+    let mut list = with_host(|host| async move {
         let mut list = Checklist::default();
         interruptible(check(&host, &component, config, &cwd, &mut list), interrupt).await?;
         Ok(list)
     })
     .await?;
+    if let Some(cassette) = &args.replay {
+        match super::replay::replay_cassette(cassette, interrupt.clone()).await {
+            Ok((true, words)) => list.pass("replay", words),
+            Ok((false, words)) => list.fail("replay", words),
+            Err(e) => list.fail(
+                "replay",
+                format!("{}: {}", cassette.display(), super::chain(&e)),
+            ),
+        }
+    }
 
     if args.json {
         let doc = json!({

@@ -158,8 +158,9 @@ struct Report {
     gaps: Vec<String>,
 }
 
-pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
-    let recorded = load(&args)?;
+/// Replays what `args` names; the report.
+async fn replay(args: &Args, interrupt: CancellationToken) -> Result<Report> {
+    let recorded = load(args)?;
     // The replay writes to a store of its own: the recorded session is left as it was.
     let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new(StoreLimits::default()));
     let tape = Tape::player(recorded.entries.clone(), args.until);
@@ -168,7 +169,14 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         let recorded = &recorded;
         let interrupt = interrupt.clone();
         async move {
-            load_for_use(&host, &recorded.config, &interrupt).await?;
+            let loaded = load_for_use(&host, &recorded.config, &interrupt).await?;
+            // A replay of other plugins than the recorded ones says nothing about them.
+            if !loaded.is_ok() {
+                bail!(
+                    "the config did not load, so the recording cannot be replayed:\n{}",
+                    loaded.failures()
+                );
+            }
             host.subagents().recording().replay_next(tape.clone());
             let agent = host
                 .create_agent_in(recorded.model.as_deref(), &recorded.working_directory, None)
@@ -255,37 +263,61 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         cut,
         gaps,
     };
+    Ok(report)
+}
+
+impl Report {
+    /// The report in words: the divergence as a diff, or how far it matched; then the gaps.
+    fn words(&self, until: Option<u64>) -> String {
+        let mut out = match (&self.divergence, &self.cut) {
+            (Some(d), _) => d.to_string(),
+            (None, Some(cut)) => format!(
+                "identical up to the cut: the recording ends in turn {} at `{}`, step {} (its \
+                 process ended there, as a kill -9 leaves it); later turns were not replayed",
+                cut.turn, cut.key, cut.step
+            ),
+            (None, None) if self.stopped => format!(
+                "stopped at step {}: identical up to there",
+                until.unwrap_or(0)
+            ),
+            (None, None) => format!(
+                "identical: {} model steps over {} turn{}",
+                self.steps,
+                self.turns,
+                if self.turns == 1 { "" } else { "s" }
+            ),
+        };
+        for gap in &self.gaps {
+            out.push_str(&format!("\nnot replayed: {gap}"));
+        }
+        out
+    }
+}
+
+/// Replays the cassette `file` (for `seam test --replay`): whether it matched, and the report
+/// in words.
+pub(crate) async fn replay_cassette(
+    file: &Path,
+    interrupt: CancellationToken,
+) -> Result<(bool, String)> {
+    let args = Args {
+        target: file.display().to_string(),
+        config: None,
+        store: None,
+        model: None,
+        until: None,
+        json: false,
+    };
+    let report = replay(&args, interrupt).await?;
+    Ok((report.identical, report.words(None)))
+}
+
+pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
+    let report = replay(&args, interrupt).await?;
     if args.json {
         outln!("{}", serde_json::to_string(&report)?);
     } else {
-        match &report.divergence {
-            Some(d) => outln!("{d}"),
-            None if report.cut.is_some() => {
-                if let Some(cut) = &report.cut {
-                    outln!(
-                        "identical up to the cut: the recording ends in turn {} at `{}`, step {} \
-                         (its process ended there, as a kill -9 leaves it); later turns were \
-                         not replayed",
-                        cut.turn,
-                        cut.key,
-                        cut.step
-                    );
-                }
-            }
-            None if stopped => outln!(
-                "stopped at step {}: identical up to there",
-                args.until.unwrap_or(0)
-            ),
-            None => outln!(
-                "identical: {} model steps over {} turn{}",
-                report.steps,
-                report.turns,
-                if report.turns == 1 { "" } else { "s" }
-            ),
-        }
-        for gap in &report.gaps {
-            outln!("not replayed: {gap}");
-        }
+        outln!("{}", report.words(args.until));
     }
     Ok(if report.identical {
         EXIT_OK

@@ -477,3 +477,47 @@ config = {{ provider = "facts", toolName = "lookup" }}
     let (_, out, _) = seam_out(&state, &["replay", cassette.to_str().unwrap()]);
     assert!(out.contains("identical up to the cut"), "{out}");
 }
+
+/// `seam test COMPONENT --replay FILE`: the checklist has a `replay` check, which passes when the
+/// cassette replays identically and fails with the diff otherwise; the cassette replays from
+/// another working directory (its config's paths are the recorded folder's).
+#[test]
+fn seam_test_replays_a_cassette_as_one_of_its_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = config(dir.path(), "forty-two");
+    let cassette = dir.path().join("lookup.json");
+    record(&state, &config, "what is it?", &cassette);
+    let mock = seam_tests::guest("mock_provider");
+    let test = |cassette: &Path| {
+        let out = seam(&state)
+            .current_dir(dir.path())
+            .args([
+                "test",
+                mock.to_str().unwrap(),
+                "--config",
+                r#"{"name": "x"}"#,
+                "--replay",
+                cassette.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        (out.status.code(), seam_tests::text(&out.stdout))
+    };
+    let (code, out) = test(&cassette);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("[  ok] replay: identical: 4 model steps"),
+        "{out}"
+    );
+    let other = dir.path().join("other.json");
+    changed(&cassette, &other, |c| {
+        c["prompts"][0] = "what was it?".into()
+    });
+    let (code, out) = test(&other);
+    assert_ne!(code, Some(0), "{out}");
+    assert!(
+        out.contains("[FAIL] replay: diverged at `root`, model step 1"),
+        "{out}"
+    );
+}
