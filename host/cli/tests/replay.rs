@@ -521,3 +521,88 @@ fn seam_test_replays_a_cassette_as_one_of_its_checks() {
         "{out}"
     );
 }
+
+/// A fan-out of background children, each asking a tool, read back as they finish: each child
+/// replays from its own entries whatever order they run and finish in.
+#[test]
+fn a_fan_out_of_background_children_replays_identically_a_hundred_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let guest = |name: &str| seam_tests::guest(name).display().to_string();
+    let start = |n: u32| {
+        format!("{{ name = \"dig\", arguments = {{ description = \"d{n}\", prompt = \"dig {n}\", run_in_background = true }} }}")
+    };
+    let output = |n: u32| {
+        format!("{{ name = \"subagent_output\", arguments = {{ id = \"spawn-{n}\", timeout_ms = 600000 }} }}")
+    };
+    let text = format!(
+        r#"[agent]
+model = "scripted:lead"
+
+[models.scripts.lead]
+steps = [
+    {{ text = "fanning out", tool_calls = [{s1}, {s2}, {s3}] }},
+    {{ text = "reading", tool_calls = [{o1}, {o2}, {o3}] }},
+    {{ text = "all: {{tool_results}}" }},
+]
+
+[models.scripts.child]
+steps = [
+    {{ text = "child asks", tool_calls = [{{ name = "lookup", arguments = {{ description = "d", prompt = "{{prompt}}" }} }}] }},
+    {{ text = "child read: {{tool_results}}" }},
+]
+
+[[plugin]]
+id = "facts"
+component = "{mock}"
+config = {{ name = "facts", reply = "fact about {{prompt}}" }}
+
+[[plugin]]
+id = "lookup"
+component = "{tool}"
+config = {{ provider = "facts", toolName = "lookup" }}
+
+[[plugin]]
+id = "spawn"
+component = "{spawn}"
+
+[[plugin]]
+id = "dig"
+component = "{tool}"
+config = {{ provider = "spawn", toolName = "dig", agentOptions = {{ model = "scripted:child" }}, runInBackground = true }}
+
+[[plugin]]
+id = "output"
+component = "{control}"
+config = {{ action = "output" }}
+"#,
+        s1 = start(1),
+        s2 = start(2),
+        s3 = start(3),
+        o1 = output(1),
+        o2 = output(2),
+        o3 = output(3),
+        mock = guest("mock_provider"),
+        tool = guest("subagent_tool"),
+        spawn = guest("spawn_provider"),
+        control = guest("subagent_control"),
+    );
+    let config = dir.path().join("fan.toml");
+    std::fs::write(&config, text).unwrap();
+    let cassette = dir.path().join("fan.json");
+    let session = record(&state, &config, "go", &cassette);
+    for i in 0..100 {
+        let target = if i % 2 == 0 {
+            cassette.to_str().unwrap()
+        } else {
+            session.as_str()
+        };
+        let (code, report) = replay_json(&state, target, &[]);
+        assert_eq!(code, Some(0), "replay {i}: {report}");
+        assert_eq!(report["identical"], true, "replay {i}: {report}");
+        assert_eq!(
+            report["steps"], 9,
+            "three of the lead, two for each child: {report}"
+        );
+    }
+}

@@ -31,6 +31,8 @@ pub enum Kind {
     Approval,
     /// A top-level turn began or ended: where a recording cut short (`kill -9`) stops.
     Turn,
+    /// The id a run was given (models see it), which a replay gives it again.
+    RunId,
 }
 
 impl Kind {
@@ -46,6 +48,7 @@ impl Kind {
             Self::Meta => "meta",
             Self::Approval => "approval",
             Self::Turn => "turn",
+            Self::RunId => "run-id",
         }
     }
 
@@ -61,6 +64,7 @@ impl Kind {
             "meta" => Self::Meta,
             "approval" => Self::Approval,
             "turn" => Self::Turn,
+            "run-id" => Self::RunId,
             _ => return None,
         })
     }

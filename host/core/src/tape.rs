@@ -356,6 +356,26 @@ impl Tape {
         lock(&self.entries).push(entry);
     }
 
+    /// The id of the run keyed `key`: recording, `fresh()`, taken down; replaying, the recorded
+    /// one (a run the recording does not have is the divergence, and gets a fresh id marked
+    /// as the replay's).
+    pub fn run_id(&self, key: &str, fresh: impl FnOnce() -> String) -> String {
+        match self.mode {
+            Mode::Record => {
+                let id = fresh();
+                self.record(key, Kind::RunId, serde_json::json!({ "id": id }));
+                id
+            }
+            Mode::Replay => match self.play(key, Kind::RunId) {
+                Played::Entry(_, body) => match body["id"].as_str() {
+                    Some(id) => id.to_string(),
+                    None => format!("{}-replayed", fresh()),
+                },
+                _ => format!("{}-replayed", fresh()),
+            },
+        }
+    }
+
     /// Names something that was not recorded (once each).
     pub fn gap(&self, what: String) {
         let mut gaps = lock(&self.gaps);

@@ -394,12 +394,24 @@ impl SubagentService {
             }
         }
 
-        let id = format!(
-            "{}-{}",
-            descriptor.name,
-            self.next_run.fetch_add(1, Ordering::Relaxed)
-        );
-        let account = self.open_account(&id, &request)?;
+        // A recorded tree keys the run by where it was made, and keeps its id: a replay gives
+        // it the recorded one, whatever order concurrent starts come in.
+        let caller = self.accounts.get(&request.parent.id);
+        let taped = caller
+            .as_ref()
+            .and_then(|c| c.child_tape(crate::trace::current_call(&request.parent.id).as_deref()));
+        let fresh = || {
+            format!(
+                "{}-{}",
+                descriptor.name,
+                self.next_run.fetch_add(1, Ordering::Relaxed)
+            )
+        };
+        let id = match &taped {
+            Some((tape, key)) => tape.run_id(key, fresh),
+            None => fresh(),
+        };
+        let account = self.open_account(&id, &request, caller, taped)?;
         // Its span begins now, under the tool call that asks for it: what its provider sends
         // before the start is announced carries it.
         crate::trace::run_begun(&id, &request.parent.id, &descriptor.name, &plugin);
@@ -446,9 +458,11 @@ impl SubagentService {
         &self,
         id: &str,
         request: &StartRequest,
+        caller: Option<Arc<Account>>,
+        taped: Option<(Arc<crate::tape::Tape>, String)>,
     ) -> Result<Arc<Account>, SubagentError> {
         let cap = request.budget.unwrap_or_default();
-        let account = match self.accounts.get(&request.parent.id) {
+        let account = match caller {
             Some(caller) => {
                 let writes = caller
                     .hold(Spent::run())
@@ -456,8 +470,7 @@ impl SubagentService {
                     .settle(Spent::run());
                 self.events.store().commit_later(writes);
                 let child = caller.child(id, cap, Spent::default());
-                let call = crate::trace::current_call(&request.parent.id);
-                if let Some((tape, key)) = caller.child_tape(call.as_deref()) {
+                if let Some((tape, key)) = taped {
                     child.set_tape(tape, key);
                 }
                 child
