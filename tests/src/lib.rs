@@ -358,6 +358,15 @@ pub fn seam_command(bin: &str) -> std::process::Command {
     command
 }
 
+/// Runs `command` with no stdin; returns its exit code, stdout and stderr as text.
+pub fn outcome(command: &mut std::process::Command) -> (Option<i32>, String, String) {
+    let out = command
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the command runs");
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
 /// Lines a child process prints on `stream`, as they come (a thread reads them).
 pub fn lines_of(stream: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
     let (tx, rx) = std::sync::mpsc::channel();

@@ -2,8 +2,6 @@
 //! session store, from another process than the one that asked (which finds the answer there
 //! with `[approvals] from_store = true`, or takes it up when its session is continued).
 
-use std::path::PathBuf;
-
 use anyhow::{bail, Context, Result};
 use seam_host::approval::{Answer, ApprovalRecord, Status};
 
@@ -15,17 +13,8 @@ const BY: &str = "seam approvals";
 /// `seam approvals`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The store: `sqlite:PATH`, `memory`, or `nats` (the JetStream of `--config`'s
-    /// `[cluster]`) (default: `[sessions] store` of `--config`, else
-    /// $XDG_STATE_HOME/seam/sessions.db).
-    #[arg(long, value_name = "STORE", global = true)]
-    store: Option<String>,
-    /// A config whose `[sessions]` names the store.
-    #[arg(long, value_name = "CONFIG", global = true)]
-    config: Option<PathBuf>,
-    /// Print JSON instead of text.
-    #[arg(long, global = true)]
-    json: bool,
+    #[command(flatten)]
+    store: super::sessions::StoreArgs,
     #[command(subcommand)]
     command: ApprovalsCommand,
 }
@@ -61,7 +50,8 @@ enum ApprovalsCommand {
 }
 
 pub(crate) fn run(args: Args) -> Result<u8> {
-    let open = super::sessions::open_named(args.store.as_deref(), args.config.as_deref())?;
+    let open = args.store.open()?;
+    let json = args.store.json;
     let store = open.store.as_ref();
     match args.command {
         ApprovalsCommand::List { all, session } => {
@@ -71,7 +61,7 @@ pub(crate) fn run(args: Args) -> Result<u8> {
                 .into_iter()
                 .filter(|r| all || r.status == Status::Pending)
                 .collect();
-            if args.json {
+            if json {
                 outln!("{}", serde_json::to_string(&records)?);
             } else if records.is_empty() {
                 outln!(
@@ -86,10 +76,10 @@ pub(crate) fn run(args: Args) -> Result<u8> {
             }
         }
         ApprovalsCommand::Allow { id, always } => {
-            answer(&open, &id, Answer::allow(BY, always), args.json)?;
+            answer(&open, &id, Answer::allow(BY, always), json)?;
         }
         ApprovalsCommand::Deny { id, reason } => {
-            answer(&open, &id, Answer::deny(BY, reason), args.json)?;
+            answer(&open, &id, Answer::deny(BY, reason), json)?;
         }
     }
     Ok(EXIT_OK)

@@ -119,20 +119,35 @@ pub(crate) fn open_named(store: Option<&str>, config: Option<&Path>) -> Result<O
     open(spec.as_ref(), &config, cluster.as_ref())
 }
 
-/// `seam sessions`.
+/// Which store a command that reads it opens, and how it prints (`seam sessions`, `seam
+/// approvals`).
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {
+pub(crate) struct StoreArgs {
     /// The store: `sqlite:PATH`, `memory`, or `nats` (the JetStream of `--config`'s
     /// `[cluster]`) (default: `[sessions] store` of `--config`, else
     /// $XDG_STATE_HOME/seam/sessions.db).
     #[arg(long, value_name = "STORE", global = true)]
-    store: Option<String>,
+    pub(crate) store: Option<String>,
     /// A config whose `[sessions]` names the store.
     #[arg(long, value_name = "CONFIG", global = true)]
-    config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long, global = true)]
-    json: bool,
+    pub(crate) json: bool,
+}
+
+impl StoreArgs {
+    /// The store they name.
+    pub(crate) fn open(&self) -> Result<OpenStore> {
+        open_named(self.store.as_deref(), self.config.as_deref())
+    }
+}
+
+/// `seam sessions`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    store: StoreArgs,
     #[command(subcommand)]
     command: SessionsCommand,
 }
@@ -172,14 +187,15 @@ enum SessionsCommand {
 }
 
 pub(crate) fn run(args: Args) -> Result<u8> {
-    let open = open_named(args.store.as_deref(), args.config.as_deref())?;
+    let open = args.store.open()?;
+    let json = args.store.json;
     let store = open.store.as_ref();
     match args.command {
-        SessionsCommand::List => list(store, args.json)?,
+        SessionsCommand::List => list(store, json)?,
         SessionsCommand::Show { id } => {
             known(&open, &id)?;
             let events = store.events(&id)?;
-            if args.json {
+            if json {
                 let events: Vec<serde_json::Value> = events
                     .iter()
                     .map(|e| {
@@ -223,7 +239,7 @@ pub(crate) fn run(args: Args) -> Result<u8> {
             let spend = store.spend(&id)?.unwrap_or_default();
             // The requests for approval made anywhere in the tree, kept with its top session.
             let approvals = store.approvals(Some(&id))?;
-            if args.json {
+            if json {
                 let mut json = serde_json::json!({
                     "session": id, "spent": spend.spent.report(), "runs": tree,
                     "approvals": approvals,

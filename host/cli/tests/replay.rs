@@ -21,16 +21,7 @@ fn repo() -> PathBuf {
 
 /// Runs `seam ARGS`; returns its exit code, stdout and stderr.
 fn seam_out(state: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = seam(state)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        seam_tests::text(&out.stdout),
-        seam_tests::text(&out.stderr),
-    )
+    seam_tests::outcome(seam(state).args(args))
 }
 
 /// The lead asks `lookup` (a mock provider behind the subagent tool) and `dig` (a spawned

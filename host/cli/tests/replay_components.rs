@@ -11,16 +11,10 @@ use serde_json::Value;
 
 /// Runs `seam ARGS` with its own state folder; returns its exit code, stdout and stderr.
 fn seam_out(state: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
-        .env("XDG_STATE_HOME", state)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        seam_tests::text(&out.stdout),
-        seam_tests::text(&out.stderr),
+    seam_tests::outcome(
+        seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+            .env("XDG_STATE_HOME", state)
+            .args(args),
     )
 }
 

@@ -113,18 +113,7 @@ impl Loader {
         version: crate::versions::WitVersion,
         tier_up: Option<super::TierUp>,
     ) -> Result<Prepared, LoadError> {
-        if entry.approve.is_some() && kind != PluginKind::Tool {
-            return Err(LoadError::Sandbox {
-                id: entry.id.clone(),
-                source: SandboxError {
-                    key: "config.approve".into(),
-                    message: format!(
-                        "`approve` says which calls of a tool need a yes first; this entry is \
-                         a {kind}, which the model does not call"
-                    ),
-                },
-            });
-        }
+        approve_only_on_tools(entry, kind)?;
         if (entry.budget.is_some() || entry.scope.is_some() || entry.approver.is_some())
             && kind != PluginKind::Tool
         {
@@ -191,19 +180,7 @@ impl Loader {
                 id: entry.id.clone(),
                 source,
             })?;
-        if entry.approve.is_some() && source.backend().plugin_kind() != PluginKind::Tool {
-            return Err(LoadError::Sandbox {
-                id: entry.id.clone(),
-                source: SandboxError {
-                    key: "config.approve".into(),
-                    message: format!(
-                        "`approve` says which calls of a tool need a yes first; this entry is \
-                         a {}, which the model does not call",
-                        source.backend().plugin_kind()
-                    ),
-                },
-            });
-        }
+        approve_only_on_tools(entry, source.backend().plugin_kind())?;
         let sandbox = self
             .sandbox_for(entry, info)?
             .with_approve(entry.approve.clone());
@@ -282,4 +259,22 @@ impl Loader {
         info.host_memory = Some(sandbox.host_memory().clone());
         Ok(sandbox)
     }
+}
+
+/// Refuses `config.approve` on an entry that is not a tool: it says which calls of a tool need a
+/// yes first, and the model calls nothing else.
+fn approve_only_on_tools(entry: &PluginEntry, kind: PluginKind) -> Result<(), LoadError> {
+    if entry.approve.is_none() || kind == PluginKind::Tool {
+        return Ok(());
+    }
+    Err(LoadError::Sandbox {
+        id: entry.id.clone(),
+        source: SandboxError {
+            key: "config.approve".into(),
+            message: format!(
+                "`approve` says which calls of a tool need a yes first; this entry is a {kind}, \
+                 which the model does not call"
+            ),
+        },
+    })
 }
