@@ -190,8 +190,9 @@ async fn replay(args: &Args, interrupt: CancellationToken) -> Result<Report> {
                     .run_turn(vec![ContentBlock::text(prompt.clone())])
                     .await;
                 turns += 1;
+                // As `seam run` did after each recorded turn.
+                super::run::wait_for_background(&host, agent.id(), "", &interrupt, None).await;
             }
-            super::run::wait_for_background(&host, agent.id(), "", &interrupt, None).await;
             host.agents().dispose(agent.id()).await;
             host.unload_all().await;
             Ok::<_, anyhow::Error>(turns)

@@ -597,3 +597,73 @@ config = {{ action = "output" }}
         );
     }
 }
+
+/// Background children that report to their parent mid-run (`next-step`): which of the
+/// parent's steps reads which report depends on timing, so the recording keeps it, and every
+/// replay tells each step the same reports.
+#[test]
+fn reports_from_background_children_reach_the_same_steps_on_every_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let guest = |name: &str| seam_tests::guest(name).display().to_string();
+    let start = |n: u32| {
+        format!("{{ name = \"dig\", arguments = {{ description = \"d{n}\", prompt = \"dig {n}\", run_in_background = true }} }}")
+    };
+    let output = |n: u32| {
+        format!("{{ text = \"reading {n}: {{user_messages}}\", tool_calls = [{{ name = \"subagent_output\", arguments = {{ id = \"spawn-{n}\", timeout_ms = 600000 }} }}] }}")
+    };
+    let text = format!(
+        r#"[agent]
+model = "scripted:lead"
+
+[models.scripts.lead]
+steps = [
+    {{ text = "fanning out", tool_calls = [{s1}, {s2}] }},
+    {o1},
+    {o2},
+    {{ text = "all: {{tool_results}}" }},
+]
+
+[models.scripts.child]
+steps = [
+    {{ text = "reporting", tool_calls = [{{ name = "report", arguments = {{ message = "halfway through {{prompt}}", mode = "next-step" }} }}] }},
+    {{ text = "done with {{prompt}}" }},
+]
+
+[[plugin]]
+id = "spawn"
+component = "{spawn}"
+
+[[plugin]]
+id = "dig"
+component = "{tool}"
+config = {{ provider = "spawn", toolName = "dig", agentOptions = {{ model = "scripted:child" }}, runInBackground = true }}
+
+[[plugin]]
+id = "output"
+component = "{control}"
+config = {{ action = "output" }}
+
+[[plugin]]
+id = "report"
+component = "{control}"
+config = {{ action = "report" }}
+"#,
+        s1 = start(1),
+        s2 = start(2),
+        o1 = output(1),
+        o2 = output(2),
+        tool = guest("subagent_tool"),
+        spawn = guest("spawn_provider"),
+        control = guest("subagent_control"),
+    );
+    let config = dir.path().join("reports.toml");
+    std::fs::write(&config, text).unwrap();
+    let cassette = dir.path().join("reports.json");
+    record(&state, &config, "go", &cassette);
+    for i in 0..100 {
+        let (code, report) = replay_json(&state, cassette.to_str().unwrap(), &[]);
+        assert_eq!(code, Some(0), "replay {i}: {report}");
+        assert_eq!(report["identical"], true, "replay {i}: {report}");
+    }
+}

@@ -33,6 +33,8 @@ pub enum Kind {
     Turn,
     /// The id a run was given (models see it), which a replay gives it again.
     RunId,
+    /// The session id a run's child agent was given (models see it as the child's durable id).
+    Session,
 }
 
 impl Kind {
@@ -49,6 +51,7 @@ impl Kind {
             Self::Approval => "approval",
             Self::Turn => "turn",
             Self::RunId => "run-id",
+            Self::Session => "session",
         }
     }
 
@@ -65,6 +68,7 @@ impl Kind {
             "approval" => Self::Approval,
             "turn" => Self::Turn,
             "run-id" => Self::RunId,
+            "session" => Self::Session,
             _ => return None,
         })
     }

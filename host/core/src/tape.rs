@@ -110,6 +110,8 @@ pub struct Tape {
     /// Replaying: the recorded bodies by key and kind, in order.
     recorded: HashMap<(String, Kind), Vec<Value>>,
     divergence: Mutex<Option<Divergence>>,
+    /// Woken when the replay diverges: whatever waits for a recorded input gives up.
+    diverged: tokio::sync::Notify,
     /// What was left out, and why.
     gaps: Mutex<Vec<String>>,
     bytes: AtomicU64,
@@ -180,6 +182,7 @@ impl Tape {
             next: Mutex::new(next),
             recorded: HashMap::new(),
             divergence: Mutex::default(),
+            diverged: tokio::sync::Notify::new(),
             gaps: Mutex::default(),
             bytes: AtomicU64::new(0),
             max_bytes,
@@ -232,6 +235,7 @@ impl Tape {
             next: Mutex::default(),
             recorded,
             divergence: Mutex::default(),
+            diverged: tokio::sync::Notify::new(),
             gaps: Mutex::default(),
             bytes: AtomicU64::new(0),
             max_bytes: u64::MAX,
@@ -360,13 +364,23 @@ impl Tape {
     /// one (a run the recording does not have is the divergence, and gets a fresh id marked
     /// as the replay's).
     pub fn run_id(&self, key: &str, fresh: impl FnOnce() -> String) -> String {
+        self.id_of(key, Kind::RunId, fresh)
+    }
+
+    /// The session id of the child agent of the run keyed `key`, as [`Tape::run_id`] gives a
+    /// run's.
+    pub fn session_id(&self, key: &str, fresh: impl FnOnce() -> String) -> String {
+        self.id_of(key, Kind::Session, fresh)
+    }
+
+    fn id_of(&self, key: &str, kind: Kind, fresh: impl FnOnce() -> String) -> String {
         match self.mode {
             Mode::Record => {
                 let id = fresh();
-                self.record(key, Kind::RunId, serde_json::json!({ "id": id }));
+                self.record(key, kind, serde_json::json!({ "id": id }));
                 id
             }
-            Mode::Replay => match self.play(key, Kind::RunId) {
+            Mode::Replay => match self.play(key, kind) {
                 Played::Entry(_, body) => match body["id"].as_str() {
                     Some(id) => id.to_string(),
                     None => format!("{}-replayed", fresh()),
@@ -454,7 +468,13 @@ impl Tape {
         if kept.is_none() {
             tracing::info!(key = %d.key, kind = d.kind.as_str(), step = d.step, "the replay diverged");
             *kept = Some(d);
+            self.diverged.notify_waiters();
         }
+    }
+
+    /// Resolves when the replay diverges (create it before checking [`Tape::divergence`]).
+    pub fn on_divergence(&self) -> tokio::sync::futures::Notified<'_> {
+        self.diverged.notified()
     }
 
     /// The first divergence, if the replay diverged.

@@ -144,6 +144,8 @@ pub struct Agent {
     account: Arc<Account>,
     /// Whether the account is its own (a top-level agent's), to forget with it.
     owns_account: bool,
+    /// Replaying: children's reports that arrived before the step the recording told them at.
+    held_notices: Mutex<Vec<(String, Write)>>,
 }
 
 impl Agent {
@@ -427,7 +429,8 @@ impl Agent {
                 self.push(SessionEvent::UserMessage { content: message });
             }
             if let Some(subagents) = self.subagents.upgrade() {
-                self.tell(subagents.pending_reports(&self.as_parent(), false));
+                let notices = self.step_notices(&subagents, abort).await;
+                self.tell(notices);
                 // Requests from below that name this agent as their approver.
                 for text in subagents.approvals().notices_for(&self.id) {
                     self.push(SessionEvent::UserMessage {
@@ -614,6 +617,103 @@ impl Agent {
             Some(held)
         } else {
             self.model.max_tokens()
+        }
+    }
+
+    /// What the agent is told before a model step: its children's next-step reports. They
+    /// arrive when the children get there, so a recording keeps which ones each step was told,
+    /// and a replay tells each step those, waiting for them and holding back the others.
+    async fn step_notices(
+        &self,
+        subagents: &SubagentService,
+        abort: &CancellationToken,
+    ) -> crate::subagent::Notices {
+        let parent = self.as_parent();
+        let Some((tape, key)) = self.account.tape() else {
+            return subagents.pending_reports(&parent, false);
+        };
+        if !tape.replaying() {
+            let notices = subagents.pending_reports(&parent, false);
+            tape.record(
+                &key,
+                crate::cassette::Kind::Finish,
+                serde_json::json!({ "texts": notices.texts }),
+            );
+            return notices;
+        }
+        let wanted: Vec<String> = match tape.play(&key, crate::cassette::Kind::Finish) {
+            crate::tape::Played::Entry(_, body) => {
+                serde_json::from_value(body["texts"].clone()).unwrap_or_default()
+            }
+            _ => Vec::new(),
+        };
+        loop {
+            // Made before looking: a report or a divergence in between still wakes it.
+            let reported = subagents.next_report();
+            let diverged = tape.on_divergence();
+            let got = subagents.pending_reports(&parent, false);
+            {
+                let mut held = lock(&self.held_notices);
+                held.extend(got.texts.into_iter().zip(got.writes));
+                if wanted.iter().all(|w| held.iter().any(|(t, _)| t == w)) {
+                    let mut told = crate::subagent::Notices::default();
+                    for w in &wanted {
+                        if let Some(at) = held.iter().position(|(t, _)| t == w) {
+                            let (text, write) = held.remove(at);
+                            told.texts.push(text);
+                            told.writes.push(write);
+                        }
+                    }
+                    return told;
+                }
+            }
+            if tape.divergence().is_some() {
+                return crate::subagent::Notices::default();
+            }
+            // Only a background child can still report while this agent steps.
+            let going = subagents
+                .background_runs(&self.id)
+                .iter()
+                .any(|r| r.state != crate::types::RunState::Settled);
+            if !going {
+                tape.diverge(crate::tape::Divergence {
+                    key: key.clone(),
+                    kind: crate::cassette::Kind::Finish,
+                    step: 0,
+                    what: "the recording told this step of reports no child made on the replay"
+                        .into(),
+                    recorded: serde_json::json!(wanted),
+                    now: serde_json::json!(lock(&self.held_notices)
+                        .iter()
+                        .map(|(t, _)| t.clone())
+                        .collect::<Vec<_>>()),
+                });
+                return crate::subagent::Notices::default();
+            }
+            // Woken by a report, a divergence, or a child settling (then looked at again).
+            let settling: Vec<_> = subagents
+                .background_runs(&self.id)
+                .into_iter()
+                .filter(|r| r.state != crate::types::RunState::Settled)
+                .filter_map(|r| subagents.background_run(&self.id, &r.id))
+                .map(|(run, _)| {
+                    Box::pin(async move {
+                        let _ = run.result().await;
+                    })
+                })
+                .collect();
+            let settled = async {
+                if settling.is_empty() {
+                    return;
+                }
+                futures::future::select_all(settling).await;
+            };
+            tokio::select! {
+                _ = reported => {}
+                _ = diverged => {}
+                () = settled => {}
+                _ = abort.cancelled() => return crate::subagent::Notices::default(),
+            }
         }
     }
 
@@ -1049,10 +1149,18 @@ impl AgentRegistry {
             )));
         }
         let store = self.events.store();
-        let session_id = spec
-            .session_id
-            .clone()
-            .unwrap_or_else(|| format!("{}-{n}", store.id_prefix()));
+        let fresh = || format!("{}-{n}", store.id_prefix());
+        // A run's child on a recorded tree keeps its recorded session id (its durable id, which
+        // models see) on a replay.
+        let run_tape = self
+            .subagents()
+            .and_then(|s| s.accounts().get(&id))
+            .and_then(|run| run.tape());
+        let session_id = match (spec.session_id.clone(), run_tape) {
+            (Some(session), _) => session,
+            (None, Some((tape, key))) => tape.session_id(&key, fresh),
+            (None, None) => fresh(),
+        };
         let stored = store.session(&session_id)?;
         let mut seed = spec.seed.clone();
         let mut unsaved = Vec::new();
@@ -1122,6 +1230,7 @@ impl AgentRegistry {
             turn_cost: Mutex::new(0),
             account,
             owns_account,
+            held_notices: Mutex::default(),
         });
         lock(&self.agents).insert(id.clone(), agent.clone());
         agent.emit(Event::AgentCreated {

@@ -485,8 +485,15 @@ impl SubagentService {
             .map_err(store_error)?;
         if next_step {
             lock(&self.durable.reports_for).insert(run.parent().session_id.clone());
+            self.durable.reported.notify_waiters();
         }
         Ok(())
+    }
+
+    /// Resolves at the next next-step report any child makes (create it before looking, so
+    /// that a report in between is not missed).
+    pub fn next_report(&self) -> tokio::sync::futures::Notified<'_> {
+        self.durable.reported.notified()
     }
 
     /// What `parent` is told before a model step: its children's next-step reports not yet

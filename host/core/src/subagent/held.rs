@@ -15,6 +15,8 @@ pub(crate) struct Durable {
     pub(crate) watched: Mutex<HashSet<String>>,
     /// Parent sessions with a next-step report not yet delivered: the model step's fast path.
     pub(crate) reports_for: Mutex<HashSet<String>>,
+    /// Woken by each next-step report: a replay waits on it for the reports a step recorded.
+    pub(crate) reported: tokio::sync::Notify,
     /// Held while a message is delivered: an inbox is read, changed and written back whole,
     /// and two messages sent at once must not lose one.
     pub(crate) delivering: Mutex<()>,
