@@ -52,6 +52,8 @@ LAYERS = {
         ["approvals"],
         ["subagent"],
         ["tool"],
+    ],
+    "agent": [
         # The agent runtime's own vocabulary: its session log and its models.
         ["session", "model"],
         ["agent"],
@@ -63,6 +65,8 @@ LAYERS = {
 # core, which knows no WebAssembly.
 CRATE_LAYERS = [
     ["core"],
+    # The agent runtime, on core's services.
+    ["agent"],
     # Backends of core's traits.
     ["store-sqlite", "model-openai"],
     ["process", "sandbox"],

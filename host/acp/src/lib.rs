@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use seam_agent::session::SessionEvent;
 use seam_core::live::LiveCounts;
-use seam_core::session::SessionEvent;
 use seam_core::store::Write;
 use seam_core::subagent::{Provider, RunContext, RunFailure, StoredSession};
 use seam_core::types::{

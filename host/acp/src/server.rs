@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use seam_core::agent::{Agent, AgentRegistry, SessionEvent};
+use seam_agent::agent::{Agent, AgentRegistry, SessionEvent};
 use seam_core::approvals::Approvals;
 use seam_core::events::{Event, EventBus, ListenerId};
 use seam_core::types::{blocks_text, ContentBlock, StopReason};

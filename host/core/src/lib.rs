@@ -8,12 +8,13 @@
 //!   host owns (readiness, result, cancel, dispose).
 //! - [`tool`]: the registry of model-facing tools behind the [`Tool`] and [`ToolSource`] traits,
 //!   mounted while the provider they follow is registered.
-//! - [`model`] and [`agent`]: model adapters and the agent runtime that in-process providers run
-//!   their children on.
+//!
+//! The agent runtime that in-process providers run their children on (agents, their session
+//! logs, models) is the crate `seam-agent`, above this one.
 //!
 //! Dependencies inside the crate run one way, layer by layer (`scripts/module-cycles.py` checks
-//! it): `agent` > `session`, `model` > `tool` > `subagent` > `events`, `ledger` > `store`,
-//! `trace` > `types`, `sync`, `live`, `budget` > `spend`. `subagent` talks to a run's child only
+//! it): `tool` > `subagent` > `approvals` > `events`, `ledger` > `tape` > `store`, `trace` >
+//! `types`, `sync`, `live`, `budget` > `scope` > `spend`, `approval`, `cassette`. `subagent` talks to a run's child only
 //! through the [`Steer`] trait, and keeps what a child leaves for `resume` as an opaque
 //! [`ResumeSeed`](subagent::ResumeSeed).
 //!
@@ -26,7 +27,6 @@
 
 #![warn(missing_docs)]
 
-pub mod agent;
 pub mod approval;
 pub mod approvals;
 pub mod budget;
@@ -34,9 +34,7 @@ pub mod cassette;
 pub mod events;
 pub mod ledger;
 pub mod live;
-pub mod model;
 pub mod scope;
-pub mod session;
 pub mod spend;
 pub mod store;
 pub mod subagent;
@@ -47,10 +45,8 @@ pub mod tool;
 pub mod trace;
 pub mod types;
 
-pub use agent::RunChild;
 pub use events::{Event, EventBus, ListenerError, ListenerId};
 pub use live::LiveCounts;
-pub use session::{Session, SessionEvent, SessionHeader};
 pub use subagent::{
     Provider, RunContext, RunFailure, Steer, SubagentError, SubagentRun, SubagentService,
 };

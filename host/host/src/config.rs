@@ -51,8 +51,8 @@ use crate::oci::{Lock, LockError, OciRef, OciSettings, OciSource, Staleness, Tru
 use crate::entries::BackendEntry;
 use crate::sandbox::EntryError;
 
-use seam_core::agent::AgentConfig;
-use seam_core::model::ModelsConfig;
+use seam_agent::agent::AgentConfig;
+use seam_agent::model::ModelsConfig;
 use thiserror::Error;
 
 /// A config problem, naming the file and, where it applies, the entry and key.

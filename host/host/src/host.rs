@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use seam_core::agent::{Agent, AgentError, AgentRegistry};
+use seam_agent::agent::{Agent, AgentError, AgentRegistry};
+use seam_agent::model::ModelRegistry;
 use seam_core::events::EventBus;
 use seam_core::live::LiveCounts;
-use seam_core::model::ModelRegistry;
 use seam_core::subagent::{Provider, SubagentError, SubagentService};
 use seam_core::tool::{ToolError, ToolRegistry};
 use seam_core::types::{ParentRef, PluginKind, ProviderDescriptor, ToolDescriptor, ToolResult};

@@ -43,9 +43,10 @@ pub mod session_store {
     #[cfg(feature = "sqlite")]
     pub use seam_store_sqlite::{SqliteStore, SCHEMA_VERSION};
 }
+pub use seam_agent::{agent, model, session};
 pub use seam_core::{
-    agent, approval, approvals, cassette, events, ledger, live, model, scope, session, spend,
-    subagent, sync, tape, tool, types,
+    approval, approvals, cassette, events, ledger, live, scope, spend, subagent, sync, tape, tool,
+    types,
 };
 
 pub use config::{Config, ConfigError, PluginEntry};

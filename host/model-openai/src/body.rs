@@ -2,7 +2,7 @@
 
 use reqwest::Response;
 
-use seam_core::model::ModelError;
+use seam_agent::model::ModelError;
 
 /// Largest response body (or stream) read, so a misbehaving endpoint cannot exhaust memory.
 pub(super) const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;

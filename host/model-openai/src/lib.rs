@@ -10,7 +10,7 @@
 //! or as a server-sent-event stream of deltas; a stream that breaks after the answer began is
 //! reported as such, not retried (part of the answer was already taken).
 //!
-//! `seam-core`'s [`ModelRegistry`](seam_core::model::ModelRegistry) resolves `openai`,
+//! `seam-core`'s [`ModelRegistry`](seam_agent::model::ModelRegistry) resolves `openai`,
 //! `openai:MODEL` and `[models.endpoints.NAME]` through the adapter a host gives it:
 //! [`adapter`].
 
@@ -32,15 +32,15 @@ use body::{error_chain, read_body, transport, MAX_BODY_BYTES, MAX_ERROR_BODY_BYT
 use retry::{retry_after, retrying, Failure, Policy};
 use wire::{error_message, parse_completion, request_body, shorten, ERROR_BODY_CHARS};
 
-/// The adapter a [`ModelRegistry`](seam_core::model::ModelRegistry) builds endpoint models
+/// The adapter a [`ModelRegistry`](seam_agent::model::ModelRegistry) builds endpoint models
 /// with.
-pub fn adapter() -> std::sync::Arc<seam_core::model::EndpointAdapter> {
+pub fn adapter() -> std::sync::Arc<seam_agent::model::EndpointAdapter> {
     std::sync::Arc::new(|config| {
         OpenAiModel::new(config).map(|m| std::sync::Arc::new(m) as std::sync::Arc<dyn Model>)
     })
 }
 
-use seam_core::model::{Model, ModelError, ModelReply, ModelRequest, OpenAiConfig};
+use seam_agent::model::{Model, ModelError, ModelReply, ModelRequest, OpenAiConfig};
 /// What the adapter calls itself in `User-Agent`.
 const USER_AGENT: &str = concat!("seam/", env!("CARGO_PKG_VERSION"));
 

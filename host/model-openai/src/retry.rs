@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use backon::{ExponentialBuilder, Retryable};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 
-use seam_core::model::ModelError;
+use seam_agent::model::ModelError;
 
 /// Longest wait between two attempts, whatever the backoff or `Retry-After` asks for.
 pub(super) const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);

@@ -13,7 +13,7 @@ use tokio::time::timeout;
 
 use super::body::{transport, MAX_BODY_BYTES};
 use super::wire::{apply_event, Builder};
-use seam_core::model::{ModelError, ModelReply};
+use seam_agent::model::{ModelError, ModelReply};
 
 /// Reads an SSE stream of completion chunks, each next chunk within `idle`.
 pub(super) async fn read_stream(

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use seam_core::model::{
+use seam_agent::model::{
     ChatMessage, FinishReason, ModelError, ModelReply, ModelRequest, OpenAiConfig, Role, ToolCall,
     ToolSpec,
 };

@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use seam_core::agent::AgentRegistry;
+use seam_agent::agent::AgentRegistry;
 use seam_core::live::LiveCounts;
 use seam_core::tool::ToolRegistry;
 use seam_core::types::{PluginKind, ProviderDescriptor};

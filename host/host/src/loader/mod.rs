@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use seam_agent::model::ModelRegistry;
 use seam_core::events::EventBus;
-use seam_core::model::ModelRegistry;
 use seam_core::sync::lock;
 use seam_core::tool::ToolRegistry;
 

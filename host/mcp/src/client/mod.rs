@@ -34,7 +34,7 @@ use rmcp::service::PeerRequestOptions;
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
-use seam_core::agent::AgentRegistry;
+use seam_agent::agent::AgentRegistry;
 use seam_core::budget::{Charge, MemoryBudget};
 use seam_core::live::LiveCounts;
 use seam_core::tool::{DescribeError, Tool, ToolBinding, ToolRegistry, ToolSource};

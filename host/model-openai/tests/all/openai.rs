@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use seam_core::model::{
+use seam_agent::model::{
     ChatMessage, FinishReason, Model, ModelError, ModelRegistry, ModelReply, ModelRequest,
     ModelsConfig, OpenAiConfig, Role, ToolCall, ToolSpec,
 };

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use seam_core::agent::{Agent, AgentError, AgentSpec, RunChild, RunSessionSeed, TurnOutcome};
+use seam_agent::agent::{Agent, AgentError, AgentSpec, RunChild, RunSessionSeed, TurnOutcome};
 use seam_core::types::{ContentBlock, ToolFilter};
 use wasmtime::component::{Linker, Resource};
 

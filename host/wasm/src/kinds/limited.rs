@@ -4,7 +4,7 @@
 use std::sync::{Arc, Weak};
 
 use futures::future::BoxFuture;
-use seam_core::agent::AgentRegistry;
+use seam_agent::agent::AgentRegistry;
 use seam_core::subagent::{Provider, RunContext, RunFailure};
 use seam_core::types::{StartRequest, SubagentResult};
 

@@ -3,7 +3,7 @@
 use std::sync::{Arc, Weak};
 
 use futures::future::BoxFuture;
-use seam_core::agent::AgentRegistry;
+use seam_agent::agent::AgentRegistry;
 use seam_core::subagent::{Provider, RunContext, RunFailure, SubagentService};
 use seam_core::types::{ProviderDescriptor, StartRequest, SubagentResult};
 use wasmtime::component::InstancePre;

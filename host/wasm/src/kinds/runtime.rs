@@ -3,7 +3,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use seam_core::agent::AgentRegistry;
+use seam_agent::agent::AgentRegistry;
 use seam_core::live::LiveCounts;
 use seam_core::subagent::SubagentService;
 use wasmtime::component::Component;

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use seam_core::agent::AgentRegistry;
+use seam_agent::agent::AgentRegistry;
 use seam_core::subagent::{SubagentRun, SubagentService};
 use seam_core::tool::{DescribeError, Tool, ToolBinding, ToolSource};
 use seam_core::types::{ParentRef, ProviderDescriptor, ToolDescriptor, ToolResult};

@@ -4,7 +4,7 @@
 use seam_core::sync::lock;
 use std::sync::{Arc, Mutex};
 
-use seam_core::agent::AgentRegistry;
+use seam_agent::agent::AgentRegistry;
 use seam_core::budget::{Charge, MemoryBudget, OverBudget};
 use seam_core::subagent::{RunContext, SubagentRun, SubagentService};
 use seam_core::types::{ParentRef, StartRequest};

@@ -161,7 +161,7 @@ macro_rules! bindings {
                     "seam:plugin/types.subagent-error" => crate::versions::convert::SubagentFailure,
                     "seam:plugin/agents.agent-error" => crate::versions::convert::AgentFailure,
                 },
-                with: { "seam:plugin/agents.child": seam_core::agent::RunChild, $($provider)* },
+                with: { "seam:plugin/agents.child": seam_agent::agent::RunChild, $($provider)* },
             });
         }
 

@@ -7,7 +7,7 @@
 //! 0.1.0 has no place for what later versions added (a result's or outcome's `diagnostic`,
 //! newer error cases): those are folded into what it has ([`folded`], and `internal`).
 
-use seam_core::agent::RunChild;
+use seam_agent::agent::RunChild;
 use seam_core::SubagentRun;
 use wasmtime::component::Resource;
 

@@ -7,7 +7,7 @@
 //! 0.2.0 lacks what 0.3.0 added to `subagents` (the continuable-children calls), and its linker
 //! registers only what its own world names: a 0.2.0 component needs nothing it never imported.
 
-use seam_core::agent::RunChild;
+use seam_agent::agent::RunChild;
 use seam_core::SubagentRun;
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::DynPollable;

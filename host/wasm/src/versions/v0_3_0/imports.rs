@@ -8,7 +8,7 @@
 //! `report-usage` and `output-tokens-left`): a budget's stop reason reaches it as
 //! `other("budget")` and its error as `start-failed`, with the same text.
 
-use seam_core::agent::RunChild;
+use seam_agent::agent::RunChild;
 use seam_core::SubagentRun;
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::DynPollable;

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{ContentBlock, StopReason, ToolCall};
+use seam_core::types::{ContentBlock, StopReason, ToolCall};
 
 /// Who and where a session belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -59,7 +59,7 @@ pub enum SessionEvent {
         reason: StopReason,
         /// The tokens the turn's model calls used, when the endpoint said.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        usage: Option<crate::types::Usage>,
+        usage: Option<seam_core::types::Usage>,
     },
 }
 

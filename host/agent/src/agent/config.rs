@@ -29,7 +29,7 @@ pub struct AgentConfig {
     pub max_live_agents: usize,
     /// `[agent.budget]`: the most the top-level agent's whole tree may spend.
     #[serde(default)]
-    pub budget: Option<crate::spend::Budget>,
+    pub budget: Option<seam_core::spend::Budget>,
 }
 
 impl Default for AgentConfig {
@@ -56,7 +56,7 @@ fn default_max_turns() -> u32 {
 }
 
 /// Default of `[agent] max_depth`.
-pub const DEFAULT_MAX_DEPTH: u32 = crate::subagent::DEFAULT_MAX_TREE_DEPTH;
+pub const DEFAULT_MAX_DEPTH: u32 = seam_core::subagent::DEFAULT_MAX_TREE_DEPTH;
 
 fn default_max_depth() -> u32 {
     DEFAULT_MAX_DEPTH

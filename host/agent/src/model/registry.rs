@@ -26,12 +26,12 @@ impl ModelRegistry {
 
     /// Sets what builds endpoint models (a host sets it once, as it starts).
     pub fn set_endpoints(&self, adapter: Arc<EndpointAdapter>) {
-        *crate::sync::write(&self.endpoints) = Some(adapter);
+        *seam_core::sync::write(&self.endpoints) = Some(adapter);
     }
 
     /// An endpoint model for `config`, or why there is none (`model` names the model string).
     fn endpoint(&self, model: &str, config: OpenAiConfig) -> Result<Arc<dyn Model>, ModelError> {
-        let adapter = crate::sync::read(&self.endpoints).clone();
+        let adapter = seam_core::sync::read(&self.endpoints).clone();
         match adapter {
             Some(build) => build(config),
             None => Err(ModelError::Config {
@@ -45,13 +45,13 @@ impl ModelRegistry {
 
     /// Replaces the config (on load or reconfigure).
     pub fn configure(&self, config: ModelsConfig) {
-        *crate::sync::write(&self.config) = config;
+        *seam_core::sync::write(&self.config) = config;
     }
 
     /// A new model instance for `model` (each agent gets its own, so a script starts at its
     /// first step for every agent).
     pub fn resolve(&self, model: &str) -> Result<Arc<dyn Model>, ModelError> {
-        let config = crate::sync::read(&self.config);
+        let config = seam_core::sync::read(&self.config);
         if let Some(endpoint) = config.endpoints.get(model).cloned() {
             drop(config);
             return self.endpoint(model, endpoint);

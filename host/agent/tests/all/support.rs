@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use seam_core::agent::{AgentRegistry, AgentSpec, RunChild, RunSessionSeed};
-use seam_core::model::{ModelRegistry, ModelsConfig, Script, ScriptStep};
+use seam_agent::agent::{AgentRegistry, AgentSpec, RunChild, RunSessionSeed};
+use seam_agent::model::{ModelRegistry, ModelsConfig, Script, ScriptStep};
 use seam_core::subagent::{Provider, RunContext, RunFailure, SubagentService};
 use seam_core::tool::{DescribeError, Tool, ToolBinding, ToolRegistry, ToolSource};
 use seam_core::{
@@ -129,7 +129,7 @@ pub fn say(text: &str) -> ScriptStep {
 /// A scripted step that calls `tool` with `arguments`.
 pub fn call(tool: &str, arguments: serde_json::Value) -> ScriptStep {
     ScriptStep {
-        tool_calls: vec![seam_core::model::config::ScriptToolCall {
+        tool_calls: vec![seam_agent::model::config::ScriptToolCall {
             name: tool.into(),
             arguments,
         }],

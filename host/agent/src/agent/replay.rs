@@ -5,9 +5,9 @@
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::cassette::Kind;
 use crate::model::ModelRequest;
-use crate::tape::Divergence;
+use seam_core::cassette::Kind;
+use seam_core::tape::Divergence;
 
 /// How much of a message a recording keeps in words (the rest only in its digest).
 const PREVIEW: usize = 240;
@@ -111,10 +111,10 @@ fn tool_call(call: &crate::model::ToolCall) -> Value {
 
 /// Records the result of `call`, a tool served outside Wasm, under `key`.
 pub(super) fn record_tool(
-    tape: &crate::tape::Tape,
+    tape: &seam_core::tape::Tape,
     key: &str,
     call: &crate::model::ToolCall,
-    result: &crate::types::ToolResult,
+    result: &seam_core::types::ToolResult,
 ) {
     tape.record(
         key,
@@ -126,11 +126,11 @@ pub(super) fn record_tool(
 /// The recorded result of `call`, a tool served outside Wasm: what the recording has for this
 /// agent's next such call, when it is the same call (else the divergence, and an error result).
 pub(super) fn tool_result(
-    tape: &crate::tape::Tape,
+    tape: &seam_core::tape::Tape,
     key: &str,
     call: &crate::model::ToolCall,
-) -> crate::types::ToolResult {
-    use crate::tape::Played;
+) -> seam_core::types::ToolResult {
+    use seam_core::tape::Played;
     let now = tool_call(call);
     match tape.play(key, Kind::Tool) {
         Played::Entry(step, body) => {
@@ -144,26 +144,28 @@ pub(super) fn tool_result(
                     recorded: body["call"].clone(),
                     now,
                 });
-                return crate::types::ToolResult::error(
+                return seam_core::types::ToolResult::error(
                     "replay: this call is not the recorded one",
                 );
             }
             serde_json::from_value(body["result"].clone()).unwrap_or_else(|e| {
-                crate::types::ToolResult::error(format!("replay: unreadable recorded result: {e}"))
+                seam_core::types::ToolResult::error(format!(
+                    "replay: unreadable recorded result: {e}"
+                ))
             })
         }
         Played::Missing | Played::Stopped => {
-            crate::types::ToolResult::error("replay: no recorded result for this call")
+            seam_core::types::ToolResult::error("replay: no recorded result for this call")
         }
     }
 }
 
 /// Records the answer to a request for approval of `subject`, under `key`.
 pub(super) fn record_approval(
-    tape: &crate::tape::Tape,
+    tape: &seam_core::tape::Tape,
     key: &str,
-    subject: &crate::approval::Subject,
-    outcome: &Result<(), crate::approvals::Refused>,
+    subject: &seam_core::approval::Subject,
+    outcome: &Result<(), seam_core::approvals::Refused>,
 ) {
     tape.record(
         key,
@@ -179,12 +181,12 @@ pub(super) fn record_approval(
 /// The recorded answer to the next request for approval of `key`, when it is about the same
 /// thing (else the divergence, and a refusal).
 pub(super) fn approval(
-    tape: &crate::tape::Tape,
+    tape: &seam_core::tape::Tape,
     key: &str,
-    subject: &crate::approval::Subject,
-) -> Result<(), crate::approvals::Refused> {
-    use crate::tape::Played;
-    let refused = |message: String| crate::approvals::Refused {
+    subject: &seam_core::approval::Subject,
+) -> Result<(), seam_core::approvals::Refused> {
+    use seam_core::tape::Played;
+    let refused = |message: String| seam_core::approvals::Refused {
         id: String::new(),
         message,
     };

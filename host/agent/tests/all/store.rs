@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use seam_core::agent::{AgentSpec, SessionEvent};
+use seam_agent::agent::{AgentSpec, SessionEvent};
 use seam_core::store::{MemoryStore, SessionStore, StoreError, StoreLimits, Write};
 use seam_core::{ContentBlock, Event, StopReason};
 use seam_store_sqlite::{SqliteStore, SCHEMA_VERSION};

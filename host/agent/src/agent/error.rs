@@ -10,7 +10,7 @@ pub enum AgentError {
     /// The child would be deeper than allowed.
     #[error(
         "{}: a child at depth {attempted} exceeds max-depth {max}",
-        crate::subagent::code::DEPTH_EXCEEDED
+        seam_core::subagent::code::DEPTH_EXCEEDED
     )]
     DepthExceeded {
         /// The child's depth.
@@ -35,5 +35,5 @@ pub enum AgentError {
     },
     /// The session store could not read or write the agent's session.
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] seam_core::store::StoreError),
 }

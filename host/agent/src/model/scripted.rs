@@ -122,7 +122,7 @@ fn reply(step: &ScriptStep, index: usize, request: &ModelRequest) -> ModelReply 
 }
 
 impl Model for ScriptedModel {
-    fn prices(&self) -> Option<crate::spend::Prices> {
+    fn prices(&self) -> Option<seam_core::spend::Prices> {
         self.script.prices
     }
 

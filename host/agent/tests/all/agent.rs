@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use seam_core::agent::{AgentError, AgentSpec, ChildSession, SessionEvent};
-use seam_core::model::ScriptStep;
+use seam_agent::agent::{AgentError, AgentSpec, ChildSession, SessionEvent};
+use seam_agent::model::ScriptStep;
 use seam_core::{ContentBlock, Event, StopReason, ToolFilter};
 use serde_json::json;
 
@@ -261,11 +261,11 @@ async fn calls_after_a_capture_in_one_reply_are_refused() {
         "twice",
         vec![ScriptStep {
             tool_calls: vec![
-                seam_core::model::config::ScriptToolCall {
+                seam_agent::model::config::ScriptToolCall {
                     name: "structured_output".into(),
                     arguments: json!({"answer": "first"}),
                 },
-                seam_core::model::config::ScriptToolCall {
+                seam_agent::model::config::ScriptToolCall {
                     name: "echo".into(),
                     arguments: json!({}),
                 },

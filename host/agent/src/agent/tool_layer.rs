@@ -9,9 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::AgentError;
 use crate::model::{ToolSpec, STRUCTURED_OUTPUT_TOOL};
-use crate::sync::lock;
-use crate::tool::ToolRegistry;
-use crate::types::{ContentBlock, ParentRef, ToolFilter, ToolResult};
+use seam_core::sync::lock;
+use seam_core::tool::ToolRegistry;
+use seam_core::types::{ContentBlock, ParentRef, ToolFilter, ToolResult};
 
 /// The forced capture tool of a child asked for structured output.
 struct Capture {
@@ -26,7 +26,7 @@ pub struct ToolLayer {
     filter: Option<ToolFilter>,
     /// The scopes over the agent that limit its tools (`tools` set), nearest first, each with
     /// who set it.
-    scopes: crate::scope::ScopeChain,
+    scopes: seam_core::scope::ScopeChain,
     capture: Option<Capture>,
 }
 
@@ -83,7 +83,7 @@ impl ToolLayer {
 
     /// This layer under the scopes of `chain` (its agent's account's, nearest first): a tool
     /// that a scope's `tools` leaves out is neither offered nor run.
-    pub fn under_scopes(mut self, chain: crate::scope::ScopeChain) -> Self {
+    pub fn under_scopes(mut self, chain: seam_core::scope::ScopeChain) -> Self {
         self.scopes = chain
             .into_iter()
             .filter(|(_, s)| s.tools.is_some())
@@ -124,7 +124,7 @@ impl ToolLayer {
 
     /// Whether a call of the tool `name` needs a yes first, and the plugin that provides it
     /// (`None`: not a tool this agent may call).
-    pub fn policy(&self, name: &str) -> Option<(crate::approval::Policy, String)> {
+    pub fn policy(&self, name: &str) -> Option<(seam_core::approval::Policy, String)> {
         if !self.visible(name) {
             return None;
         }
@@ -200,7 +200,7 @@ impl ToolLayer {
                 ))))
             }
         };
-        let problems = crate::subagent::structured::schema_problems(&c.validator, &value);
+        let problems = seam_core::subagent::structured::schema_problems(&c.validator, &value);
         if !problems.is_empty() {
             return Some(CallOutcome::Result(ToolResult::error(format!(
                 "arguments do not match the schema: {}; fix them and call structured_output again",

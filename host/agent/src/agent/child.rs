@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use super::{Agent, AgentRegistry, RunSessionSeed, TurnOutcome};
-use crate::budget::Charge;
-use crate::subagent::RunContext;
-use crate::types::ContentBlock;
+use seam_core::budget::Charge;
+use seam_core::subagent::RunContext;
+use seam_core::types::ContentBlock;
 
 /// The child agent an in-process provider's run created. The run owns it: dropping it (with the
 /// run's store, on dispose or an enforced cancel) records the child's completed turns for

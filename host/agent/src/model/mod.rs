@@ -32,7 +32,7 @@ pub enum Role {
     Tool,
 }
 
-pub use crate::types::ToolCall;
+pub use seam_core::types::ToolCall;
 
 /// Name of the capture tool an agent asked for a structured answer offers its model (and a
 /// scripted step's `structured` shorthand calls).
@@ -84,7 +84,7 @@ pub struct ModelRequest {
     /// The tools the model may call.
     pub tools: Vec<ToolSpec>,
     /// The W3C `traceparent` of the call's span, for an endpoint that traces (see
-    /// [`crate::trace`]).
+    /// [`seam_core::trace`]).
     pub traceparent: Option<String>,
     /// The most completion tokens the reply may use: what the tree's budget holds for it, or
     /// the endpoint's own `max_tokens`, whichever is less (`None`: the endpoint's default).
@@ -115,7 +115,7 @@ pub struct ModelReply {
     /// Why it stopped.
     pub finish: FinishReason,
     /// The tokens it used, when the endpoint said.
-    pub usage: Option<crate::types::Usage>,
+    pub usage: Option<seam_core::types::Usage>,
     /// What a reasoning model said before its answer (`reasoning_content`): never part of the
     /// answer.
     pub reasoning: String,
@@ -174,7 +174,7 @@ pub trait Model: Send + Sync {
     ) -> BoxFuture<'static, Result<ModelReply, ModelError>>;
 
     /// What its tokens cost, when its config says (a cost budget needs it).
-    fn prices(&self) -> Option<crate::spend::Prices> {
+    fn prices(&self) -> Option<seam_core::spend::Prices> {
         None
     }
 

@@ -5,13 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use seam_core::agent::{Agent, AgentSpec};
+use seam_agent::agent::{Agent, AgentSpec};
+use seam_agent::SessionEvent;
 use seam_core::store::{SessionStore, StoreLimits};
 use seam_core::subagent::SubagentError;
 use seam_core::tool::ToolBinding;
 use seam_core::{
     AgentScope, AgentStatus, Capabilities, ContentBlock, Delivery, Event, ProviderDescriptor,
-    ReportMode, RuntimeFeatures, SessionEvent, StartRequest, StopReason,
+    ReportMode, RuntimeFeatures, StartRequest, StopReason,
 };
 use seam_store_sqlite::SqliteStore;
 use serde_json::json;

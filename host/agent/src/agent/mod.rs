@@ -26,17 +26,17 @@ pub use error::AgentError;
 pub use seed::{ChildSession, RunSessionSeed};
 use tool_layer::{CallOutcome, ToolLayer};
 
-use crate::events::{Event, EventBus};
-use crate::ledger::{Account, Hold};
 use crate::model::{
     ChatMessage, FinishReason, Model, ModelError, ModelRegistry, ModelRequest, Role,
 };
-use crate::spend::{Budget, Dimension, Spent};
-use crate::store::{StoreError, Write};
-use crate::subagent::{RunContext, SubagentService};
-use crate::sync::lock;
-use crate::tool::ToolRegistry;
-use crate::types::{blocks_text, ContentBlock, ParentRef, StopReason, ToolFilter};
+use seam_core::events::{Event, EventBus};
+use seam_core::ledger::{Account, Hold};
+use seam_core::spend::{Budget, Dimension, Spent};
+use seam_core::store::{StoreError, Write};
+use seam_core::subagent::{RunContext, SubagentService};
+use seam_core::sync::lock;
+use seam_core::tool::ToolRegistry;
+use seam_core::types::{blocks_text, ContentBlock, ParentRef, StopReason, ToolFilter};
 
 /// The most output tokens one model call holds of a budget that bounds output (or cost) when
 /// its endpoint sets no `max_tokens`: the call is sent this as its `max_tokens`, so that
@@ -137,7 +137,7 @@ pub struct Agent {
     /// Why the store refused this agent's session, once it has: the turn then ends `error`.
     refused: Mutex<Option<String>>,
     /// The tokens this turn's model calls used so far, when their endpoint said.
-    turn_usage: Mutex<Option<crate::types::Usage>>,
+    turn_usage: Mutex<Option<seam_core::types::Usage>>,
     /// What this turn's model calls cost so far, in micro-dollars.
     turn_cost: Mutex<u64>,
     /// Its budget account: its run's, for a run's child; its own, at top level.
@@ -257,7 +257,7 @@ impl Agent {
 
     /// Tells the agent what its children did (each notice a user message), recording that it
     /// was told in the same commit as the messages.
-    fn tell(&self, notices: crate::subagent::Notices) {
+    fn tell(&self, notices: seam_core::subagent::Notices) {
         for text in notices.texts {
             self.push(SessionEvent::UserMessage {
                 content: vec![ContentBlock::text(text)],
@@ -331,7 +331,7 @@ impl Agent {
         let taped = self
             .account
             .tape()
-            .filter(|(_, key)| key == crate::cassette::ROOT_KEY);
+            .filter(|(_, key)| key == seam_core::cassette::ROOT_KEY);
         if let Some((tape, key)) = &taped {
             tape.turn_started(key, turn);
         }
@@ -373,7 +373,7 @@ impl Agent {
             stop_reason: stop_reason.clone(),
             diagnostic: diagnostic.clone(),
             usage,
-            cost_usd: (cost > 0).then(|| crate::spend::micros_to_usd(cost)),
+            cost_usd: (cost > 0).then(|| seam_core::spend::micros_to_usd(cost)),
         });
         let output = self
             .last_text()
@@ -462,7 +462,7 @@ impl Agent {
                 Ok(hold) => hold,
                 Err(refused) => return refused,
             };
-            let span = crate::trace::model_call(&self.id, &self.spec.model);
+            let span = seam_core::trace::model_call(&self.id, &self.spec.model);
             let request = ModelRequest {
                 messages: self.messages(),
                 tools: self.tools.specs(),
@@ -627,7 +627,7 @@ impl Agent {
         &self,
         subagents: &SubagentService,
         abort: &CancellationToken,
-    ) -> crate::subagent::Notices {
+    ) -> seam_core::subagent::Notices {
         let parent = self.as_parent();
         let Some((tape, key)) = self.account.tape() else {
             return subagents.pending_reports(&parent, false);
@@ -636,13 +636,13 @@ impl Agent {
             let notices = subagents.pending_reports(&parent, false);
             tape.record(
                 &key,
-                crate::cassette::Kind::Finish,
+                seam_core::cassette::Kind::Finish,
                 serde_json::json!({ "texts": notices.texts }),
             );
             return notices;
         }
-        let wanted: Vec<String> = match tape.play(&key, crate::cassette::Kind::Finish) {
-            crate::tape::Played::Entry(_, body) => {
+        let wanted: Vec<String> = match tape.play(&key, seam_core::cassette::Kind::Finish) {
+            seam_core::tape::Played::Entry(_, body) => {
                 serde_json::from_value(body["texts"].clone()).unwrap_or_default()
             }
             _ => Vec::new(),
@@ -656,7 +656,7 @@ impl Agent {
                 let mut held = lock(&self.held_notices);
                 held.extend(got.texts.into_iter().zip(got.writes));
                 if wanted.iter().all(|w| held.iter().any(|(t, _)| t == w)) {
-                    let mut told = crate::subagent::Notices::default();
+                    let mut told = seam_core::subagent::Notices::default();
                     for w in &wanted {
                         if let Some(at) = held.iter().position(|(t, _)| t == w) {
                             let (text, write) = held.remove(at);
@@ -668,17 +668,17 @@ impl Agent {
                 }
             }
             if tape.divergence().is_some() {
-                return crate::subagent::Notices::default();
+                return seam_core::subagent::Notices::default();
             }
             // Only a background child can still report while this agent steps.
             let going = subagents
                 .background_runs(&self.id)
                 .iter()
-                .any(|r| r.state != crate::types::RunState::Settled);
+                .any(|r| r.state != seam_core::types::RunState::Settled);
             if !going {
-                tape.diverge(crate::tape::Divergence {
+                tape.diverge(seam_core::tape::Divergence {
                     key: key.clone(),
-                    kind: crate::cassette::Kind::Finish,
+                    kind: seam_core::cassette::Kind::Finish,
                     step: 0,
                     what: "the recording told this step of reports no child made on the replay"
                         .into(),
@@ -688,13 +688,13 @@ impl Agent {
                         .map(|(t, _)| t.clone())
                         .collect::<Vec<_>>()),
                 });
-                return crate::subagent::Notices::default();
+                return seam_core::subagent::Notices::default();
             }
             // Woken by a report, a divergence, or a child settling (then looked at again).
             let settling: Vec<_> = subagents
                 .background_runs(&self.id)
                 .into_iter()
-                .filter(|r| r.state != crate::types::RunState::Settled)
+                .filter(|r| r.state != seam_core::types::RunState::Settled)
                 .filter_map(|r| subagents.background_run(&self.id, &r.id))
                 .map(|(run, _)| {
                     Box::pin(async move {
@@ -712,7 +712,7 @@ impl Agent {
                 _ = reported => {}
                 _ = diverged => {}
                 () = settled => {}
-                _ = abort.cancelled() => return crate::subagent::Notices::default(),
+                _ = abort.cancelled() => return seam_core::subagent::Notices::default(),
             }
         }
     }
@@ -722,11 +722,11 @@ impl Agent {
     async fn approve_calls(
         &self,
         calls: &[crate::model::ToolCall],
-        results: &mut [Option<crate::types::ToolResult>],
+        results: &mut [Option<seam_core::types::ToolResult>],
         caller: &ParentRef,
         abort: &CancellationToken,
     ) {
-        use crate::approval::{Policy, Subject};
+        use seam_core::approval::{Policy, Subject};
         let asked: Vec<(usize, Policy, Subject)> = calls
             .iter()
             .enumerate()
@@ -750,14 +750,14 @@ impl Agent {
         }
         let Some(engine) = self.subagents.upgrade().map(|s| s.approvals().clone()) else {
             for (i, _, subject) in asked {
-                results[i] = Some(crate::types::ToolResult::error(format!(
+                results[i] = Some(seam_core::types::ToolResult::error(format!(
                     "refused: {} needs approval, and this agent has no approvals engine to ask",
                     subject.describe()
                 )));
             }
             return;
         };
-        let asker = crate::approvals::Asker::of(&self.account, &caller.session_id);
+        let asker = seam_core::approvals::Asker::of(&self.account, &caller.session_id);
         let taped = self.account.tape();
         // Replaying, the answers are the recorded ones: nobody is asked again.
         let outcomes = match taped.as_ref().filter(|(t, _)| t.replaying()) {
@@ -779,7 +779,7 @@ impl Agent {
         }
         for ((i, _, _), outcome) in asked.iter().zip(outcomes) {
             if let Err(refused) = outcome {
-                results[*i] = Some(crate::types::ToolResult::error(format!(
+                results[*i] = Some(seam_core::types::ToolResult::error(format!(
                     "refused: {refused}; tool `{}` was not called",
                     calls[*i].name
                 )));
@@ -803,13 +803,13 @@ impl Agent {
             let reply = self.model.complete(request, abort).await?;
             tape.record(
                 &key,
-                crate::cassette::Kind::Model,
+                seam_core::cassette::Kind::Model,
                 serde_json::json!({ "request": asked, "reply": reply }),
             );
             return Ok(reply);
         }
-        match tape.play(&key, crate::cassette::Kind::Model) {
-            crate::tape::Played::Entry(step, body) => {
+        match tape.play(&key, seam_core::cassette::Kind::Model) {
+            seam_core::tape::Played::Entry(step, body) => {
                 if let Some(d) = replay::compare(&key, step, &body["request"], &asked) {
                     tape.diverge(d);
                     return Err(ModelError::Replay(format!(
@@ -822,10 +822,10 @@ impl Agent {
                     ))
                 })
             }
-            crate::tape::Played::Missing => Err(ModelError::Replay(format!(
+            seam_core::tape::Played::Missing => Err(ModelError::Replay(format!(
                 "the recording has no model reply at `{key}`"
             ))),
-            crate::tape::Played::Stopped => Err(ModelError::Replay(
+            seam_core::tape::Played::Stopped => Err(ModelError::Replay(
                 "the replay stopped at its --until step".into(),
             )),
         }
@@ -833,7 +833,7 @@ impl Agent {
 
     /// Replaces a model call's hold with what it spent: its tokens (and their cost) when the
     /// endpoint said, and the call itself in any case.
-    fn settle_model_call(&self, hold: Hold, usage: Option<crate::types::Usage>) {
+    fn settle_model_call(&self, hold: Hold, usage: Option<seam_core::types::Usage>) {
         let usage = usage.unwrap_or_default();
         let cost = self.model.prices().map_or(0, |p| p.cost_micros(usage));
         *lock(&self.turn_cost) += cost;
@@ -848,11 +848,11 @@ impl Agent {
         calls: &[crate::model::ToolCall],
         abort: &CancellationToken,
     ) -> bool {
-        let mut results: Vec<Option<crate::types::ToolResult>> = vec![None; calls.len()];
+        let mut results: Vec<Option<seam_core::types::ToolResult>> = vec![None; calls.len()];
         let mut captured = false;
         for (i, call) in calls.iter().enumerate() {
             if captured {
-                results[i] = Some(crate::types::ToolResult::error(
+                results[i] = Some(seam_core::types::ToolResult::error(
                     "refused: the structured answer was already captured, the turn is over",
                 ));
                 continue;
@@ -880,7 +880,7 @@ impl Agent {
             match self.account.hold(Spent::tool_call()) {
                 Ok(hold) => holds.push(hold),
                 Err(refused) => {
-                    *result = Some(crate::types::ToolResult::error(format!(
+                    *result = Some(seam_core::types::ToolResult::error(format!(
                         "refused: {refused}; tool `{}` was not called",
                         calls[i].name
                     )))
@@ -918,7 +918,7 @@ impl Agent {
                 abort.child_token(),
             );
             // Whatever the call starts (a run) knows which call it is under.
-            crate::trace::in_call(&self.id, &call.id, run)
+            seam_core::trace::in_call(&self.id, &call.id, run)
         }))
         .await;
         for (i, r) in pending.into_iter().zip(ran) {
@@ -936,7 +936,7 @@ impl Agent {
             lock(&self.unsaved).extend(writes);
         }
         for (call, result) in calls.iter().zip(results) {
-            let result = result.unwrap_or_else(|| crate::types::ToolResult::error("not run"));
+            let result = result.unwrap_or_else(|| seam_core::types::ToolResult::error("not run"));
             let is_error = result.is_error;
             self.push(SessionEvent::ToolResult {
                 call_id: call.id.clone(),
@@ -960,7 +960,7 @@ impl Agent {
     }
 }
 
-impl crate::subagent::Steer for Agent {
+impl seam_core::subagent::Steer for Agent {
     fn steer(&self, content: Vec<ContentBlock>) {
         Agent::steer(self, content);
     }
@@ -970,7 +970,7 @@ impl crate::subagent::Steer for Agent {
     }
 }
 
-impl crate::subagent::ToolCeiling for AgentRegistry {
+impl seam_core::subagent::ToolCeiling for AgentRegistry {
     fn visible_tools(&self, caller: &str) -> Option<Vec<String>> {
         self.get(caller).map(|agent| agent.tools.visible_names())
     }
@@ -979,7 +979,7 @@ impl crate::subagent::ToolCeiling for AgentRegistry {
 /// A stored session as the agent continues it (see [`replay`]).
 fn stored_prefix(
     session: &str,
-    events: &[crate::store::StoredEvent],
+    events: &[seam_core::store::StoredEvent],
 ) -> Result<Vec<SessionEvent>, AgentError> {
     let mut parsed = Vec::with_capacity(events.len());
     for e in events {
@@ -1067,7 +1067,7 @@ impl AgentRegistry {
     /// starts has its child's tools narrowed to the agent's own.
     pub fn attach_subagents(self: &Arc<Self>, subagents: &Arc<SubagentService>) {
         let _ = self.subagents.set(Arc::downgrade(subagents));
-        let ceiling: Weak<dyn crate::subagent::ToolCeiling> = Arc::downgrade(self) as _;
+        let ceiling: Weak<dyn seam_core::subagent::ToolCeiling> = Arc::downgrade(self) as _;
         subagents.set_tool_ceiling(ceiling);
     }
 
@@ -1076,18 +1076,18 @@ impl AgentRegistry {
     }
 
     /// The session store the agents write to (the bus's).
-    pub fn store(&self) -> &Arc<dyn crate::store::SessionStore> {
+    pub fn store(&self) -> &Arc<dyn seam_core::store::SessionStore> {
         self.events.store()
     }
 
     /// The `[agent]` config: defaults for children and the top-level agent.
     pub fn defaults(&self) -> AgentConfig {
-        crate::sync::read(&self.defaults).clone()
+        seam_core::sync::read(&self.defaults).clone()
     }
 
     /// Replaces the `[agent]` defaults.
     pub fn configure(&self, config: AgentConfig) {
-        *crate::sync::write(&self.defaults) = config;
+        *seam_core::sync::write(&self.defaults) = config;
     }
 
     /// A top-level agent in `working_directory` made from the `[agent]` defaults (its model, or
@@ -1271,7 +1271,7 @@ impl AgentRegistry {
         let account = match parent {
             Some(parent) => {
                 let child = parent.child(id, Budget::default(), already);
-                let call = crate::trace::current_call(parent.id());
+                let call = seam_core::trace::current_call(parent.id());
                 if let Some((tape, key)) = parent.child_tape(call.as_deref()) {
                     child.set_tape(tape, key);
                 }
@@ -1279,13 +1279,13 @@ impl AgentRegistry {
             }
             None => {
                 // A session that spent nothing before is new: it recorded nothing either.
-                let continued = already != crate::spend::Spent::default();
+                let continued = already != seam_core::spend::Spent::default();
                 let root = Account::root(id, spec.budget.unwrap_or_default(), already);
                 if let Some(tape) = self.subagents().and_then(|s| {
                     s.recording()
                         .tape_for(session, self.events.store(), continued)
                 }) {
-                    root.set_tape(tape, crate::cassette::ROOT_KEY.to_string());
+                    root.set_tape(tape, seam_core::cassette::ROOT_KEY.to_string());
                 }
                 root
             }

@@ -23,7 +23,7 @@ pub struct ModelsConfig {
 
 impl ModelsConfig {
     /// Checks the prices and names of every script and endpoint, naming the key at fault.
-    pub fn validate(&self) -> Result<(), crate::spend::BudgetError> {
+    pub fn validate(&self) -> Result<(), seam_core::spend::BudgetError> {
         for (name, script) in &self.scripts {
             if let Some(p) = &script.prices {
                 p.validate(&format!("models.scripts.{name}.prices"))?;
@@ -70,7 +70,7 @@ pub struct Script {
     pub steps: Vec<ScriptStep>,
     /// What its tokens cost, as an endpoint's would (for cost budgets in tests and demos).
     #[serde(default)]
-    pub prices: Option<crate::spend::Prices>,
+    pub prices: Option<seam_core::spend::Prices>,
 }
 
 /// One scripted reply. Exactly one of the reply kinds should be set; text may accompany tool
@@ -101,7 +101,7 @@ pub struct ScriptStep {
     /// The usage to report for this reply (`{ prompt-tokens = N, completion-tokens = M }`), as
     /// an endpoint would.
     #[serde(default)]
-    pub usage: Option<crate::types::Usage>,
+    pub usage: Option<seam_core::types::Usage>,
 }
 
 /// A scripted tool call.
@@ -149,7 +149,7 @@ pub struct OpenAiConfig {
     /// What its tokens cost, in dollars per million (`{ input_per_mtok, output_per_mtok }`):
     /// needed when a budget bounds cost.
     #[serde(default)]
-    pub prices: Option<crate::spend::Prices>,
+    pub prices: Option<seam_core::spend::Prices>,
 }
 
 fn yes() -> bool {

@@ -3,8 +3,8 @@
 //! session in and take it out.
 
 use crate::session::SessionEvent;
-use crate::store::{SessionStore, StoreError};
-use crate::subagent::{ResumeSeed, RunContext, StoredSession, SubagentRun};
+use seam_core::store::{SessionStore, StoreError};
+use seam_core::subagent::{ResumeSeed, RunContext, StoredSession, SubagentRun};
 
 /// What a torn-down child left: its session's id and completed turns.
 struct LeftChild {
