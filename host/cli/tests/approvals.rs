@@ -238,3 +238,40 @@ fn a_headless_run_is_denied_at_once_with_how_to_allow_it() {
     );
     assert!(err.contains("\"by\":\"nobody\""), "{err}");
 }
+
+/// On a terminal, `seam run` asks: the question names the request and what it asks, and a `y`
+/// typed there lets the call go (run under `script`, which gives it a terminal).
+#[test]
+fn a_person_at_the_terminal_answers_the_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = config(dir.path(), "tty.toml", "");
+    let line = format!(
+        "{} run {} go --json",
+        env!("CARGO_BIN_EXE_seam"),
+        config.display()
+    );
+    // `seam`'s own environment (test cache, state folder), for `script` to pass on.
+    let mut script = seam(&state);
+    let mut script = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .envs(
+            script
+                .get_envs()
+                .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+        )
+        .current_dir(script.get_current_dir().unwrap_or(dir.path()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Typed ahead: the terminal keeps the line until the question reads it.
+    std::io::Write::write_all(script.stdin.as_mut().unwrap(), b"y\n").unwrap();
+    let out = script.wait_with_output().unwrap();
+    let text = seam_tests::text(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("wants to call tool `secret`"), "{text}");
+    assert!(text.contains("allow? [y]es, [n]o, [a]lways"), "{text}");
+    assert!(text.contains("read: the secret"), "{text}");
+}

@@ -257,6 +257,40 @@ fn replay_refuses_what_is_not_a_recording_naming_it() {
         err.contains("`no-such-session` is neither a cassette file nor a session"),
         "{err}"
     );
+    // Recording turned off: nothing to write a cassette from, said at once.
+    let off = dir.path().join("off.toml");
+    std::fs::write(
+        &off,
+        std::fs::read_to_string(config(dir.path(), "x"))
+            .unwrap()
+            .replace("[agent]", "[recording]\nenabled = false\n\n[agent]"),
+    )
+    .unwrap();
+    let cassette = dir.path().join("off.json");
+    let (code, _, err) = seam_out(
+        &state,
+        &[
+            "run",
+            off.to_str().unwrap(),
+            "go",
+            "--record",
+            cassette.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("--record needs the session to be recorded"),
+        "{err}"
+    );
+    assert!(!cassette.exists());
+    let zero = dir.path().join("zero.toml");
+    std::fs::write(&zero, "[recording]\nmax_mb = 0\n").unwrap();
+    let (code, _, err) = seam_out(&state, &["check", zero.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("[recording]") && err.contains("max_mb"),
+        "{err}"
+    );
     let junk = dir.path().join("junk.json");
     std::fs::write(&junk, "{\"not\": \"a cassette\"}").unwrap();
     let (code, _, err) = seam_out(&state, &["replay", junk.to_str().unwrap()]);

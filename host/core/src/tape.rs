@@ -559,3 +559,60 @@ impl Recording {
         Some(Tape::recorder(session, Some(store.clone()), max, &already))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn past_its_bound_a_recording_names_the_gap_and_a_replay_diverges_where_it_ends() {
+        let tape = Tape::recorder("s", None, 40, &[]);
+        tape.record("root", Kind::Model, serde_json::json!({"reply": "short"}));
+        tape.record(
+            "root",
+            Kind::Model,
+            serde_json::json!({"reply": "x".repeat(64)}),
+        );
+        assert_eq!(tape.entries().len(), 1);
+        let gaps = tape.gaps();
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(
+            gaps[0].contains("max_mb") && gaps[0].contains("`root`"),
+            "{gaps:?}"
+        );
+
+        let player = Tape::player(tape.entries(), None);
+        assert!(matches!(
+            player.play("root", Kind::Model),
+            Played::Entry(1, _)
+        ));
+        assert_eq!(player.play("root", Kind::Model), Played::Missing);
+        let d = player
+            .divergence()
+            .expect("the second step is the divergence");
+        assert_eq!((d.key.as_str(), d.step), ("root", 2));
+        assert!(player.unplayed().is_empty());
+    }
+
+    #[test]
+    fn until_stops_at_its_step_and_ids_are_given_again() {
+        let tape = Tape::recorder("s", None, u64::MAX, &[]);
+        assert_eq!(
+            tape.run_id("root/call-0-0.1", || "spawn-7".into()),
+            "spawn-7"
+        );
+        tape.record("root", Kind::Model, serde_json::json!({}));
+        tape.record("root", Kind::Model, serde_json::json!({}));
+        let player = Tape::player(tape.entries(), Some(1));
+        assert_eq!(
+            player.run_id("root/call-0-0.1", || "spawn-1".into()),
+            "spawn-7"
+        );
+        assert!(matches!(
+            player.play("root", Kind::Model),
+            Played::Entry(..)
+        ));
+        assert_eq!(player.play("root", Kind::Model), Played::Stopped);
+        assert!(player.stopped() && player.divergence().is_none());
+    }
+}

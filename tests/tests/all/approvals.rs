@@ -245,12 +245,34 @@ async fn a_bad_approve_is_refused_naming_the_key_and_a_provider_cannot_have_one(
         .to_string();
     assert!(e.contains("config.approve") && e.contains("secret"), "{e}");
 
+    let parse = |text: &str| {
+        seam_host::config::Config::parse(text, std::path::Path::new("t.toml"), &guest_dir())
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    let e = parse("[approvals]\ntimeout_secs = 0\n");
+    assert!(
+        e.contains("[approvals]") && e.contains("timeout_secs"),
+        "{e}"
+    );
+    let e = parse("[approvals]\nwrite = \"sometimes\"\n");
+    assert!(e.contains("approvals") && e.contains("sometimes"), "{e}");
+    let e = parse(&config("\"ask\", approver = \"grandparent\"", ""));
+    assert!(
+        e.contains("config.approver") && e.contains("grandparent"),
+        "{e}"
+    );
+
     let host = test_host();
     let report = host
-        .load(&seam_tests::config(&mock("vault", "approve = \"ask\"")))
+        .load(&seam_tests::config(
+            &(mock("vault", "approve = \"ask\"") + &mock("other", "approver = \"parent\"")),
+        ))
         .await;
     let failures = report.failures();
     assert!(failures.contains("config.approve"), "{failures}");
+    assert!(failures.contains("config.approver"), "{failures}");
     assert!(failures.contains("provider"), "{failures}");
 }
 

@@ -370,3 +370,46 @@ fn every_backend_keeps_approvals_answers_each_once_and_removes_them_with_their_t
         assert_eq!(store.approvals(None).unwrap().len(), 1, "{name}");
     }
 }
+
+/// Recorded inputs on every backend: kept in the order taken, by tree, an entry written again
+/// under its key replaced, and removed with their tree.
+#[test]
+fn every_backend_keeps_a_trees_recording_in_order_and_removes_it_with_the_tree() {
+    use seam_host::cassette::{Entry, Kind};
+    let entry = |key: &str, kind: Kind, seq: u64, body: serde_json::Value| Entry {
+        key: key.into(),
+        kind,
+        seq,
+        body,
+    };
+    let write = |root: &str, e: &Entry| Write::Tape {
+        root: root.into(),
+        entry: Box::new(e.clone()),
+        body: e.body.to_string(),
+    };
+    for (store, _keep) in backends(1 << 20) {
+        let name = store.name().to_string();
+        let taken = vec![
+            entry("root", Kind::Model, 1, serde_json::json!({"reply": "one"})),
+            entry(
+                "root/call-0-0.1",
+                Kind::Model,
+                1,
+                serde_json::json!({"reply": "child"}),
+            ),
+            entry("root", Kind::Model, 2, serde_json::json!({"reply": "two"})),
+        ];
+        let mut writes = vec![open("r1", None), open("r2", None)];
+        writes.extend(taken.iter().map(|e| write("r1", e)));
+        writes.push(write(
+            "r2",
+            &entry("root", Kind::Model, 1, serde_json::json!({})),
+        ));
+        store.commit(writes).unwrap();
+        assert_eq!(store.tape("r1").unwrap(), taken, "{name}");
+        assert_eq!(store.tape("r2").unwrap().len(), 1, "{name}");
+        assert!(store.remove("r1").unwrap(), "{name}");
+        assert_eq!(store.tape("r1").unwrap(), Vec::new(), "{name}");
+        assert_eq!(store.tape("r2").unwrap().len(), 1, "{name}");
+    }
+}
