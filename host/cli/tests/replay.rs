@@ -5,7 +5,7 @@
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 /// `seam` with the test cache, and a state folder of the test's own.
 fn seam(state: &Path) -> Command {
@@ -76,8 +76,26 @@ config = {{ provider = "spawn", toolName = "dig", agentOptions = {{ model = "scr
     path
 }
 
-/// Records `config` answering `prompt` into `cassette`; returns the session id.
-fn record(state: &Path, config: &Path, prompt: &str, cassette: &Path) -> String {
+// Replaying components (HTTP, clock, random) shares these helpers.
+#[path = "replay/components.rs"]
+mod components;
+
+/// The python chat endpoint, and its base URL (`http://127.0.0.1:PORT/v1`).
+fn chat_server() -> (Child, String) {
+    let mut server = Command::new(seam_tests::acp_python())
+        .arg(repo().join("tests/fixtures/chat_server.py"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    (server, url.trim().to_string())
+}
+
+/// Records `config` answering `prompt` into `cassette`; returns the answer (with its session).
+fn record(state: &Path, config: &Path, prompt: &str, cassette: &Path) -> serde_json::Value {
     let (code, out, err) = seam_out(
         state,
         &[
@@ -90,8 +108,7 @@ fn record(state: &Path, config: &Path, prompt: &str, cassette: &Path) -> String 
         ],
     );
     assert_eq!(code, Some(0), "{err}");
-    let answer: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-    answer["session"].as_str().unwrap().to_string()
+    serde_json::from_str(out.trim()).unwrap()
 }
 
 /// The cassette at `path` with `change` applied to its JSON, written to `to`.
@@ -214,15 +231,7 @@ fn a_changed_prompt_component_or_childs_tool_result_is_reported_where_it_happens
 fn a_session_over_the_openai_adapter_replays_with_its_server_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let mut server = Command::new(seam_tests::acp_python())
-        .arg(repo().join("tests/fixtures/chat_server.py"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut url = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut url)
-        .unwrap();
+    let (mut server, url) = chat_server();
     let config = dir.path().join("openai.toml");
     std::fs::write(
         &config,
@@ -233,7 +242,10 @@ fn a_session_over_the_openai_adapter_replays_with_its_server_stopped() {
     )
     .unwrap();
     let cassette = dir.path().join("openai.json");
-    let session = record(&state, &config, "hello there", &cassette);
+    let session = record(&state, &config, "hello there", &cassette)["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
     server.kill().unwrap();
     server.wait().unwrap();
     for target in [cassette.to_str().unwrap(), session.as_str()] {
@@ -615,7 +627,10 @@ config = {{ action = "output" }}
     let config = dir.path().join("fan.toml");
     std::fs::write(&config, text).unwrap();
     let cassette = dir.path().join("fan.json");
-    let session = record(&state, &config, "go", &cassette);
+    let session = record(&state, &config, "go", &cassette)["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
     for i in 0..100 {
         let target = if i % 2 == 0 {
             cassette.to_str().unwrap()

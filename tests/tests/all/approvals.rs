@@ -53,6 +53,49 @@ fn surface(answer: Answer) -> Asked {
     (surface, asked, last)
 }
 
+/// The lead starts `worker` (the spawn provider, its entry's config ending in `worker_extra`)
+/// in the background, then takes the steps `lead_rest`; the child asks `secret` (the vault
+/// behind `approve = "ask"`) and reads its answer.
+fn background_worker(lead_rest: &str, worker_extra: &str) -> String {
+    format!(
+        r#"[agent]
+model = "scripted:lead"
+
+[models.scripts.lead]
+steps = [
+    {{ text = "delegating", tool_calls = [{{ name = "worker", arguments = {{ description = "d", prompt = "p", run_in_background = true }} }}] }},
+    {lead_rest}
+]
+
+[models.scripts.child]
+steps = [
+    {{ text = "asking", tool_calls = [{{ name = "secret", arguments = {{ description = "d", prompt = "open" }} }}] }},
+    {{ text = "child read: {{tool_results}}" }},
+]
+"#
+    ) + &entry("spawn", "spawn_provider", "")
+        + &mock("vault", "reply = \"the secret\"")
+        + &entry(
+            "secret",
+            "subagent_tool",
+            "provider = \"vault\", toolName = \"secret\", approve = \"ask\"",
+        )
+        + &entry(
+            "worker",
+            "subagent_tool",
+            &format!("provider = \"spawn\", toolName = \"worker\", agentOptions = {{ model = \"scripted:child\" }}, runInBackground = true{worker_extra}"),
+        )
+}
+
+/// Until the vault's run (the child's call of `secret`) has ended.
+async fn vault_ran(events: &mut tokio::sync::watch::Receiver<Vec<Event>>) {
+    wait_for(events, "the child's call of `secret` ends", |seen| {
+        seen.iter()
+            .any(|e| matches!(e, Event::SubagentEnd { provider, .. } if provider == "vault"))
+    })
+    .await;
+}
+
 async fn turn(host: &seam_host::Host) -> (StopReason, String) {
     let agent = host.create_agent(None, "/work").unwrap();
     let outcome = agent.run_turn(vec![ContentBlock::text("go")]).await;
@@ -281,36 +324,11 @@ async fn a_bad_approve_is_refused_naming_the_key_and_a_provider_cannot_have_one(
 /// and the child's call goes ahead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_parent_named_as_approver_answers_with_its_control_tool() {
-    let toml = r#"[agent]
-model = "scripted:lead"
-
-[models.scripts.lead]
-steps = [
-    { text = "delegating", tool_calls = [{ name = "worker", arguments = { description = "d", prompt = "p", run_in_background = true } }] },
+    let lead = r#"
     { text = "waiting", tool_calls = [{ name = "approvals", arguments = { timeout_ms = 60000 } }] },
     { text = "answering", tool_calls = [{ name = "approve", arguments = { allow = true } }] },
-    { text = "lead: {tool_results}" },
-]
-
-[models.scripts.child]
-steps = [
-    { text = "asking", tool_calls = [{ name = "secret", arguments = { description = "d", prompt = "open" } }] },
-    { text = "child read: {tool_results}" },
-]
-"#
-    .to_string()
-        + &entry("spawn", "spawn_provider", "")
-        + &mock("vault", "reply = \"the secret\"")
-        + &entry(
-            "secret",
-            "subagent_tool",
-            "provider = \"vault\", toolName = \"secret\", approve = \"ask\"",
-        )
-        + &entry(
-            "worker",
-            "subagent_tool",
-            "provider = \"spawn\", toolName = \"worker\", agentOptions = { model = \"scripted:child\" }, runInBackground = true, approver = \"parent\"",
-        )
+    { text = "lead: {tool_results}" },"#;
+    let toml = background_worker(lead, ", approver = \"parent\"")
         + &entry("approvals", "subagent_control", "action = \"approvals\"")
         + &entry("approve", "subagent_control", "action = \"approve\"");
     let host = host_with(&toml).await;
@@ -322,11 +340,7 @@ steps = [
     let outcome = agent.run_turn(vec![ContentBlock::text("go")]).await;
     let text = seam_host::blocks_text(&outcome.output);
     assert!(text.contains("allowed"), "{text}");
-    wait_for(&mut events, "the child's call of `secret` ends", |seen| {
-        seen.iter()
-            .any(|e| matches!(e, Event::SubagentEnd { provider, .. } if provider == "vault"))
-    })
-    .await;
+    vault_ran(&mut events).await;
     let seen = events.borrow().clone();
     let resolved: Vec<&Event> = seen
         .iter()
@@ -508,34 +522,7 @@ async fn an_acp_agent_starts_only_on_a_yes_when_process_asks() {
 /// and its call goes ahead once allowed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_childs_request_reaches_the_top_level_surface() {
-    let toml = r#"[agent]
-model = "scripted:lead"
-
-[models.scripts.lead]
-steps = [
-    { text = "delegating", tool_calls = [{ name = "worker", arguments = { description = "d", prompt = "p", run_in_background = true } }] },
-    { text = "lead done" },
-]
-
-[models.scripts.child]
-steps = [
-    { text = "asking", tool_calls = [{ name = "secret", arguments = { description = "d", prompt = "open" } }] },
-    { text = "child read: {tool_results}" },
-]
-"#
-    .to_string()
-        + &entry("spawn", "spawn_provider", "")
-        + &mock("vault", "reply = \"the secret\"")
-        + &entry(
-            "secret",
-            "subagent_tool",
-            "provider = \"vault\", toolName = \"secret\", approve = \"ask\"",
-        )
-        + &entry(
-            "worker",
-            "subagent_tool",
-            "provider = \"spawn\", toolName = \"worker\", agentOptions = { model = \"scripted:child\" }, runInBackground = true",
-        );
+    let toml = background_worker(r#"{ text = "lead done" },"#, "");
     let host = host_with(&toml).await;
     let (yes, asked, last) = surface(Answer::allow("test", false));
     let _guard = host.subagents().approvals().add_surface(yes);
@@ -543,15 +530,7 @@ steps = [
     let agent = host.create_agent(None, "/work").unwrap();
     let outcome = agent.run_turn(vec![ContentBlock::text("go")]).await;
     assert_eq!(outcome.stop_reason, StopReason::Completed);
-    wait_for(
-        &mut events,
-        "the background child's call of `secret` ends",
-        |seen| {
-            seen.iter()
-                .any(|e| matches!(e, Event::SubagentEnd { provider, .. } if provider == "vault"))
-        },
-    )
-    .await;
+    vault_ran(&mut events).await;
     assert_eq!(asked.load(Ordering::SeqCst), 1);
     let record = last.lock().unwrap().clone().unwrap();
     assert_eq!(

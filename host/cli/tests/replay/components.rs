@@ -3,35 +3,11 @@
 //! clock give the same values, a changed recording is reported where it matters, and an entry
 //! with `config.record = false` stays live and is named as not replayed.
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
-/// Runs `seam ARGS` with its own state folder; returns its exit code, stdout and stderr.
-fn seam_out(state: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    seam_tests::outcome(
-        seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
-            .env("XDG_STATE_HOME", state)
-            .args(args),
-    )
-}
-
-/// The python chat endpoint, and its base URL (`http://127.0.0.1:PORT/v1`).
-fn chat_server() -> (Child, String) {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut server = Command::new(seam_tests::acp_python())
-        .arg(root.join("tests/fixtures/chat_server.py"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut url = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut url)
-        .unwrap();
-    (server, url.trim().to_string())
-}
+use super::{chat_server, record, replay_json, seam_out};
 
 /// The lead asks `ask` (the HTTP agent provider behind the subagent tool) and `dice` (the
 /// hostile provider saying what `wasi:random` and the wall clock gave it), then repeats what
@@ -85,31 +61,6 @@ config = {{ provider = "dice", toolName = "dice" }}
     path
 }
 
-/// Records `config` into `cassette`; returns the final answer (with its session).
-fn record(state: &Path, config: &Path, cassette: &Path) -> Value {
-    let (code, out, err) = seam_out(
-        state,
-        &[
-            "run",
-            config.to_str().unwrap(),
-            "go",
-            "--json",
-            "--record",
-            cassette.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(code, Some(0), "{err}");
-    serde_json::from_str(out.trim()).unwrap()
-}
-
-/// `seam replay TARGET --json` (a cassette file or a session); its exit code and report.
-fn replay(state: &Path, target: &Path) -> (Option<i32>, Value) {
-    let (code, out, err) = seam_out(state, &["replay", target.to_str().unwrap(), "--json"]);
-    let report = serde_json::from_str(out.trim())
-        .unwrap_or_else(|e| panic!("not a report ({e}): {out}\n{err}"));
-    (code, report)
-}
-
 fn read(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -123,17 +74,23 @@ fn changed(
     pick: impl Fn(&Value) -> bool,
     change: impl FnOnce(&mut Value),
 ) -> String {
-    let mut cassette = read(path);
-    let entry = cassette["entries"]
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|e| e["kind"] == kind && pick(e))
-        .unwrap_or_else(|| panic!("no {kind} entry to change"));
-    change(&mut entry["body"]);
-    let key = entry["key"].as_str().unwrap().to_string();
-    std::fs::write(to, cassette.to_string()).unwrap();
+    let mut key = String::new();
+    super::changed(path, to, |cassette| {
+        let entry = cassette["entries"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|e| e["kind"] == kind && pick(e))
+            .unwrap_or_else(|| panic!("no {kind} entry to change"));
+        change(&mut entry["body"]);
+        key = entry["key"].as_str().unwrap().to_string();
+    });
     key
+}
+
+/// `seam replay TARGET --json`: its exit code and report.
+fn replay(state: &Path, target: &Path) -> (Option<i32>, Value) {
+    replay_json(state, target.to_str().unwrap(), &[])
 }
 
 #[test]
@@ -143,7 +100,7 @@ fn components_replay_their_http_clock_and_random_with_the_server_stopped() {
     let (mut server, url) = chat_server();
     let config = config(dir.path(), &url, "");
     let cassette = dir.path().join("components.json");
-    let run = record(&state, &config, &cassette);
+    let run = record(&state, &config, "go", &cassette);
     let answer = run["output"].to_string();
     server.kill().unwrap();
     server.wait().unwrap();
@@ -279,7 +236,7 @@ fn an_entry_with_record_false_stays_live_and_is_named_as_not_replayed() {
     let (mut server, url) = chat_server();
     let config = config(dir.path(), &url, ", record = false");
     let cassette = dir.path().join("live.json");
-    record(&state, &config, &cassette);
+    record(&state, &config, "go", &cassette);
     let recorded = read(&cassette);
     let entries = recorded["entries"].as_array().unwrap();
     assert!(
