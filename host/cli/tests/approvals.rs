@@ -252,15 +252,14 @@ fn a_person_at_the_terminal_answers_the_question() {
         config.display()
     );
     // `seam`'s own environment (test cache, state folder), for `script` to pass on.
-    let mut script = seam(&state);
+    let env = seam(&state);
     let mut script = Command::new("script")
         .args(["-qec", &line, "/dev/null"])
         .envs(
-            script
-                .get_envs()
+            env.get_envs()
                 .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
         )
-        .current_dir(script.get_current_dir().unwrap_or(dir.path()))
+        .current_dir(env.get_current_dir().unwrap_or(dir.path()))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
