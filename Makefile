@@ -34,6 +34,13 @@ REGISTRY_STAMP  := /usr/bin/docker-registry
 # The same componentize-py as a wheel, for the venvs that the steps `seam new` prints make.
 PY_WHEEL        := $(TOOLCHAINS)/wheels/.componentize-py-$(COMPONENTIZE_PY)
 JS_STAMP        := $(TOOLCHAINS)/js/.installed
+# The official A2A SDKs, for the A2A agents and clients the tests run against `kind = "a2a"`
+# entries and `seam a2a`: Python's with its HTTP server (starlette, sse-starlette, uvicorn), and
+# JavaScript's, in a folder of its own.
+A2A_PY          := 1.3.0
+A2A_STAMP       := $(TOOLCHAINS)/python/.a2a-sdk-$(A2A_PY)
+A2A_JS          := 1.3.0
+A2A_JS_STAMP    := $(TOOLCHAINS)/a2a-js/.a2a-js-sdk-$(A2A_JS)
 
 .DEFAULT_GOAL := build
 .PHONY: setup setup-kit guests fixtures build demo install test lint docs bench bench-setup bench-guests profile
@@ -44,7 +51,7 @@ setup:
 
 # The plugin kit's Python and JavaScript projects need componentize-py and componentize-js
 # (python3 with venv, and Node.js 20+ with npm). The tests build such projects; the demo does not.
-setup-kit: $(PY_STAMP) $(PY_WHEEL) $(JS_STAMP) $(ACP_STAMP) $(NATS_STAMP) $(MCP_STAMP) $(OTLP_STAMP) $(REGISTRY_STAMP)
+setup-kit: $(PY_STAMP) $(PY_WHEEL) $(JS_STAMP) $(ACP_STAMP) $(NATS_STAMP) $(MCP_STAMP) $(OTLP_STAMP) $(REGISTRY_STAMP) $(A2A_STAMP) $(A2A_JS_STAMP)
 
 # componentize-py, pinned, in a virtual environment of its own.
 $(PY_STAMP):
@@ -73,6 +80,16 @@ $(REGISTRY_STAMP):
 # Through the venv's python (not bin/pip, whose first line names the folder the venv was made in).
 $(MCP_STAMP): $(PY_STAMP)
 	$(TOOLCHAINS)/python/bin/python -m pip install --quiet --disable-pip-version-check mcp==$(MCP_PY) fastmcp==$(FASTMCP_PY)
+	touch $@
+
+$(A2A_STAMP): $(PY_STAMP)
+	$(TOOLCHAINS)/python/bin/python -m pip install --quiet --disable-pip-version-check 'a2a-sdk[http-server]==$(A2A_PY)'
+	touch $@
+
+$(A2A_JS_STAMP):
+	mkdir -p $(TOOLCHAINS)/a2a-js
+	cd $(TOOLCHAINS)/a2a-js && echo '{"private": true, "type": "module"}' > package.json && \
+	  npm install --no-audit --no-fund --loglevel=error --save-exact @a2a-js/sdk@$(A2A_JS)
 	touch $@
 
 $(OTLP_STAMP): $(PY_STAMP)
