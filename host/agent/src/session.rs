@@ -61,6 +61,14 @@ pub enum SessionEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<seam_core::types::Usage>,
     },
+    /// The task of a remote agent this session follows (an A2A child's kept session): what a
+    /// continued child, or a restarted host, picks up again. Not part of the conversation.
+    RemoteTask {
+        /// The remote task's id.
+        task: String,
+        /// The remote context the task belongs to.
+        context: String,
+    },
 }
 
 impl SessionEvent {
@@ -72,6 +80,7 @@ impl SessionEvent {
             Self::AssistantMessage { .. } => "assistant-message",
             Self::ToolResult { .. } => "tool-result",
             Self::TurnEnd { .. } => "turn/end",
+            Self::RemoteTask { .. } => "remote-task",
         }
     }
 

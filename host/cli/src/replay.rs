@@ -169,6 +169,8 @@ async fn replay(args: &Args, interrupt: CancellationToken) -> Result<Report> {
         let recorded = &recorded;
         let interrupt = interrupt.clone();
         async move {
+            // Set before the load: a peer whose answers the recording keeps is not reached.
+            host.subagents().recording().replay_next(tape.clone());
             let loaded = load_for_use(&host, &recorded.config, &interrupt).await?;
             // A replay of other plugins than the recorded ones says nothing about them.
             if !loaded.is_ok() {
@@ -177,7 +179,6 @@ async fn replay(args: &Args, interrupt: CancellationToken) -> Result<Report> {
                     loaded.failures()
                 );
             }
-            host.subagents().recording().replay_next(tape.clone());
             let agent = host
                 .create_agent_in(recorded.model.as_deref(), &recorded.working_directory, None)
                 .context("cannot create the top-level agent")?;

@@ -535,6 +535,12 @@ impl Recording {
         *lock(&self.next_replay) = Some(tape);
     }
 
+    /// Whether a tape waits to be played back: the host is about to replay, so what the
+    /// recording keeps of a peer (an A2A agent's answers) is not fetched from it.
+    pub fn replay_pending(&self) -> bool {
+        lock(&self.next_replay).is_some()
+    }
+
     /// The tape of a new top-level agent keeping `session` in `store`: the one to play back,
     /// else a recorder when recording is on, continuing what the session recorded before when
     /// it `continued` (a new session has nothing to read).

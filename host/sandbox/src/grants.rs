@@ -37,6 +37,15 @@ pub struct HttpOrigin {
 }
 
 impl HttpOrigin {
+    /// Whether `url`'s origin is one of `granted` (a URL that names no origin is not).
+    pub fn url_in(url: &str, granted: &[HttpOrigin]) -> bool {
+        url.parse::<http::Uri>()
+            .ok()
+            .as_ref()
+            .and_then(HttpOrigin::of)
+            .is_some_and(|o| granted.contains(&o))
+    }
+
     /// The origin a request goes to, if its URI names a scheme and an authority without user
     /// information: `http://127.0.0.1:1@127.0.0.1:2` names no origin, whatever a resolver or a
     /// server would make of it.
@@ -303,6 +312,29 @@ impl Granted {
     /// is not a component: an ACP agent).
     pub fn env_values(&self) -> &[(String, String)] {
         &self.env_values
+    }
+
+    /// The HTTP headers an entry's `config.headers` names (`{ Authorization = "VAR" }`), each
+    /// valued from a granted environment variable that is set: credentials reach the peer, never
+    /// a plugin or the config file. The error names the header's key.
+    pub fn header_values(
+        &self,
+        headers: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Vec<(String, String)>, crate::EntryError> {
+        let mut out = Vec::with_capacity(headers.len());
+        for (header, var) in headers {
+            let Some((_, value)) = self.env_values.iter().find(|(k, _)| k == var) else {
+                return Err(crate::EntryError::new(
+                    "config.headers",
+                    format!(
+                        "key `config.headers.{header}`: `{var}` is not a granted environment \
+                         variable that is set (list it in `grants.env`)"
+                    ),
+                ));
+            };
+            out.push((header.clone(), value.clone()));
+        }
+        Ok(out)
     }
 
     /// These grants as every scope of `scopes` (nearest first, each with who set it) allows

@@ -239,7 +239,9 @@ impl Agent {
                     tool_calls: Vec::new(),
                     tool_call_id: Some(call_id.clone()),
                 }),
-                SessionEvent::TurnStart { .. } | SessionEvent::TurnEnd { .. } => {}
+                SessionEvent::TurnStart { .. }
+                | SessionEvent::TurnEnd { .. }
+                | SessionEvent::RemoteTask { .. } => {}
             }
         }
         out

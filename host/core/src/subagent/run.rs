@@ -103,6 +103,15 @@ pub enum RunFailure {
         /// What happened (with the tail of its stderr, when it wrote any).
         message: String,
     },
+    /// The remote A2A agent the provider speaks to could not be reached, broke the protocol,
+    /// or lost the task mid-run.
+    #[error("A2A agent `{plugin}`: {message}")]
+    A2aAgent {
+        /// The plugin id.
+        plugin: String,
+        /// What happened.
+        message: String,
+    },
     /// The provider's future panicked: a host-side bug, contained to the run.
     #[error("the provider panicked: {0}")]
     Panicked(String),
@@ -1070,6 +1079,13 @@ impl RunContext {
     /// The reason given to `cancel`, if any.
     pub fn cancel_reason(&self) -> Option<String> {
         self.0.cancel_reason()
+    }
+
+    /// Whether the run's process let go of it (`seam run --detach`, Ctrl-C while waiting): its
+    /// cancel then ends only this process's part, and what the child runs elsewhere (a remote
+    /// agent's task) is left for a later process to continue.
+    pub fn is_detached(&self) -> bool {
+        lock(&self.0.detached).is_some()
     }
 
     /// Completes when the run is cancelled.

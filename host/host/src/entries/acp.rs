@@ -5,6 +5,7 @@ use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use seam_core::types::PluginKind;
 
 use super::backend::{absolute_program, string_list, watched_program, BackendEntry, Context, Entry, EntryBackend, Made, Summary};
@@ -68,16 +69,17 @@ impl Entry for AcpEntry {
         seam_acp::check_grants(grants)
     }
 
-    fn prepare(&self, cx: &Context<'_>) -> Result<Made, EntryError> {
-        let (descriptor, provider) = seam_acp::provider(
+    fn prepare<'a>(&'a self, cx: Context<'a>) -> BoxFuture<'a, Result<Made, EntryError>> {
+        let made = seam_acp::provider(
             cx.id,
             cx.config,
             &self.0,
             cx.sandbox,
             cx.cancel_grace,
             cx.live.clone(),
-        )?;
-        Ok(Made::Provider(descriptor, Arc::new(provider)))
+        )
+        .map(|(descriptor, provider)| Made::Provider(descriptor, Arc::new(provider)));
+        Box::pin(std::future::ready(made))
     }
 
     fn same(&self, other: &dyn Any) -> bool {

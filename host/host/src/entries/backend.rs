@@ -77,8 +77,9 @@ pub trait Entry: std::fmt::Debug + Send + Sync + Any {
     /// Refuses a grant that cannot apply to it (checked before the grants are resolved).
     fn check_grants(&self, grants: &Grants) -> Result<(), SandboxError>;
 
-    /// Makes its plugin, in phase one of a load (nothing is registered yet).
-    fn prepare(&self, cx: &Context<'_>) -> Result<Made, EntryError>;
+    /// Makes its plugin, in phase one of a load (nothing is registered yet); it may reach its
+    /// peer (an A2A agent's card is fetched and checked here).
+    fn prepare<'a>(&'a self, cx: Context<'a>) -> BoxFuture<'a, Result<Made, EntryError>>;
 
     /// Whether `other` is the same entry (a changed one is reloaded).
     fn same(&self, other: &dyn Any) -> bool;
@@ -124,6 +125,9 @@ pub struct Context<'a> {
     pub live: Arc<LiveCounts>,
     /// The agent registry, for runs the plugin starts.
     pub agents: Weak<AgentRegistry>,
+    /// Whether the host loads to replay a recording: a peer whose answers the recording keeps
+    /// is not reached.
+    pub replaying: bool,
 }
 
 /// An entry's plugin, ready to commit.

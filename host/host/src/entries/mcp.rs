@@ -82,8 +82,8 @@ impl Entry for McpSource {
     }
 
     // The server is connected when the entry is committed.
-    fn prepare(&self, cx: &Context<'_>) -> Result<Made, EntryError> {
-        let entry = McpEntry::new(
+    fn prepare<'a>(&'a self, cx: Context<'a>) -> BoxFuture<'a, Result<Made, EntryError>> {
+        let made = McpEntry::new(
             cx.id,
             cx.config,
             self.0.clone(),
@@ -91,8 +91,9 @@ impl Entry for McpSource {
             cx.cancel_grace,
             cx.live.clone(),
             cx.agents.clone(),
-        )?;
-        Ok(Made::Tools(Box::new(entry)))
+        )
+        .map(|entry| Made::Tools(Box::new(entry)));
+        Box::pin(std::future::ready(made))
     }
 
     fn same(&self, other: &dyn Any) -> bool {

@@ -1,4 +1,4 @@
-//! The kinds of `[[plugin]]` entry that are not components (`kind = "acp"`, `kind = "mcp"`):
+//! The kinds of `[[plugin]]` entry that are not components (`kind = "acp"`, `"mcp"`, `"a2a"`):
 //! one [`EntryBackend`] each, listed once in the table of `entry_kinds!` below ([`KINDS`]).
 //!
 //! A backend reads its entry's own keys, says what `seam check` prints of it and what
@@ -49,6 +49,7 @@ macro_rules! entry_kinds {
 entry_kinds! {
     "acp" (feature "acp", keys ["command"]) => acp::Acp,
     "mcp" (feature "mcp", keys ["command", "url"]) => mcp::Mcp,
+    "a2a" (feature "a2a", keys ["url"]) => a2a::A2a,
 }
 
 /// One kind of entry in [`KINDS`].
@@ -116,7 +117,7 @@ mod tests {
         let table: toml::Table = toml::from_str("url = \"http://x\"").unwrap();
         assert_eq!(
             foreign_key(&table, Some("acp")).as_deref(),
-            Some("key `url` is only for `kind = \"mcp\"` entries")
+            Some("key `url` is only for `kind = \"mcp\"` entries and `kind = \"a2a\"` ones")
         );
         assert_eq!(foreign_key(&table, Some("mcp")), None);
     }

@@ -58,7 +58,7 @@ impl Loader {
                 });
                 (resolved.path, Some(resolved.blake3))
             }
-            EntrySource::Backend(source) => return self.prepare_backend(entry, source, info),
+            EntrySource::Backend(source) => return self.prepare_backend(entry, source, info).await,
         };
         #[cfg(feature = "telemetry")]
         let began = std::time::SystemTime::now();
@@ -167,7 +167,7 @@ impl Loader {
 
     /// An entry that is not a component: its backend checks the grants that apply to it and
     /// makes its provider, or the tools it mounts when committed.
-    fn prepare_backend(
+    async fn prepare_backend(
         &self,
         entry: &PluginEntry,
         source: &BackendEntry,
@@ -185,14 +185,16 @@ impl Loader {
             .sandbox_for(entry, info)?
             .with_approve(entry.approve.clone());
         let made = source
-            .prepare(&Context {
+            .prepare(Context {
                 id: &entry.id,
                 config: &entry.config,
                 sandbox: &sandbox,
                 cancel_grace: self.runtime.cancel_grace,
                 live: self.runtime.live.clone(),
                 agents: Arc::downgrade(&self.runtime.agents),
+                replaying: self.runtime.subagents.recording().replay_pending(),
             })
+            .await
             .map_err(|source| LoadError::Entry {
                 id: entry.id.clone(),
                 source,

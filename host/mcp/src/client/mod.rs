@@ -133,13 +133,7 @@ pub fn check_grants(
         });
     }
     if let McpTransport::Http(url) = transport {
-        let origin = url
-            .parse::<http::Uri>()
-            .ok()
-            .as_ref()
-            .and_then(seam_sandbox::HttpOrigin::of);
-        let allowed = origin.as_ref().is_some_and(|o| grants.http.contains(o));
-        if !allowed {
+        if !seam_sandbox::HttpOrigin::url_in(url, &grants.http) {
             return Err(SandboxError {
                 key: "grants.http".into(),
                 message: format!(
@@ -254,19 +248,7 @@ impl McpEntry {
     ) -> Result<Self, seam_sandbox::EntryError> {
         let settings = McpSettings::parse(config)?;
         let env = sandbox.grants().env_values().to_vec();
-        let mut headers = Vec::new();
-        for (header, var) in &settings.headers {
-            let Some((_, value)) = env.iter().find(|(k, _)| k == var) else {
-                return Err(seam_sandbox::EntryError::new(
-                    "config.headers",
-                    format!(
-                        "key `config.headers.{header}`: `{var}` is not a granted environment \
-                         variable that is set (list it in `grants.env`)"
-                    ),
-                ));
-            };
-            headers.push((header.clone(), value.clone()));
-        }
+        let headers = sandbox.grants().header_values(&settings.headers)?;
         Ok(Self {
             shared: Arc::new(Shared {
                 id: id.to_string(),

@@ -1,0 +1,204 @@
+//! `kind = "a2a"` entries: a remote A2A agent as a provider.
+//!
+//! The entry's `url` is the agent's base. Its Agent Card is fetched and checked when the entry
+//! loads ([`card`]): a card Seam cannot honour (no A2A 1.0 JSON-RPC interface, an interface
+//! outside the entry's `http` grants, input that is not text, a required extension) fails the
+//! load naming the entry. A run is one task ([`run`]): `SendStreamingMessage` starts it (or
+//! `SendMessage` for an agent that does not stream), its status and artifact updates are the
+//! run's progress and answer, its terminal state the stop reason; a cancel sends `CancelTask`, a
+//! steer a follow-up message in the same task, and a dropped stream is followed again with
+//! `SubscribeToTask` and `GetTask`. The task is kept in the child's session in the store
+//! ([`kept`]), so a continued child, or a restarted Seam, follows or continues the same task.
+
+mod card;
+mod kept;
+mod run;
+mod settings;
+mod transport;
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use seam_core::subagent::{Provider, RunContext, RunFailure};
+use seam_core::types::{
+    Capabilities, ProviderDescriptor, RuntimeFeatures, StartRequest, SubagentResult,
+};
+use seam_sandbox::{EntryError, Grants, Sandbox, SandboxError};
+
+pub use card::{card_url, Checked};
+pub use settings::A2aSettings;
+pub use transport::{CallError, Peer};
+
+/// Refuses the grants that mean nothing to an agent Seam reaches over HTTP: only `http` (the
+/// origins of its card and interface) and `env` (the variables its headers come from) apply;
+/// `url` itself must be behind an `http` grant.
+pub fn check_grants(url: &str, grants: &Grants) -> Result<(), SandboxError> {
+    let outside = [
+        ("grants.network", !grants.network.is_empty()),
+        ("grants.dns", grants.dns),
+        ("grants.dirs", !grants.dirs.is_empty()),
+    ];
+    if let Some((key, _)) = outside.iter().find(|(_, set)| *set) {
+        return Err(SandboxError {
+            key: (*key).to_string(),
+            message: "an A2A agent is reached over HTTP outside the sandbox: only `http` and \
+                      `env` grants apply to it"
+                .into(),
+        });
+    }
+    if !seam_sandbox::HttpOrigin::url_in(url, &grants.http) {
+        return Err(SandboxError {
+            key: "grants.http".into(),
+            message: format!(
+                "the A2A agent `{url}` is not behind an `http` grant of this entry (add its \
+                 origin to `grants.http`)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// A provider whose runs are tasks of one remote A2A agent.
+pub struct A2aProvider {
+    inner: Arc<Inner>,
+}
+
+/// What every run of an entry shares.
+struct Inner {
+    plugin: Arc<str>,
+    settings: A2aSettings,
+    peer: Peer,
+    streaming: bool,
+    /// The entry's `max_output_bytes`: the answer, and the progress, may not exceed it.
+    max_output_bytes: usize,
+}
+
+/// The provider of the A2A entry `plugin` at `url` (its `config` table), from its checked
+/// `sandbox`: the card is fetched and checked now, unless the host loads to `replay` (the
+/// recording has the answers, and a replay reaches no peer). The error names the key.
+pub async fn provider(
+    plugin: &str,
+    config: &serde_json::Value,
+    url: &str,
+    sandbox: &Sandbox,
+    replay: bool,
+) -> Result<(ProviderDescriptor, A2aProvider), EntryError> {
+    let settings = A2aSettings::parse(config)?;
+    let headers = sandbox.grants().header_values(&settings.headers)?;
+    let headers = transport::request_headers(&headers)
+        .map_err(|e| EntryError::new("config.headers", format!("key `config.headers`: {e}")))?;
+    // Redirects are not followed: a card or a call answered elsewhere would leave the grants.
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(settings.timeout())
+        .build()
+        .map_err(|e| EntryError::new("url", format!("cannot make an HTTP client: {e}")))?;
+    let (endpoint, streaming) = if replay {
+        (url.to_string(), true)
+    } else {
+        let checked = card::fetch(
+            &http,
+            url,
+            &headers,
+            settings.timeout(),
+            settings.max_card_bytes,
+            sandbox.grants(),
+        )
+        .await?;
+        tracing::info!(
+            plugin,
+            agent = %checked.card.name,
+            endpoint = %checked.endpoint,
+            streaming = checked.streaming,
+            skills = ?checked.card.skills.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+            "A2A agent card checked"
+        );
+        (checked.endpoint, checked.streaming)
+    };
+    let max_output_bytes = sandbox.limits().max_output_bytes;
+    // A stream carries the answer and the progress (each bounded by `max_output_bytes`) in
+    // JSON with its envelopes: past this it is a flood.
+    let max_body = max_output_bytes.saturating_mul(8).max(4 << 20);
+    let descriptor = ProviderDescriptor {
+        name: settings.name.clone().unwrap_or_else(|| plugin.to_string()),
+        // A persona reaches the agent as the message's first part; nothing else of a start
+        // request can be enforced on an agent whose model Seam does not run.
+        capabilities: Capabilities {
+            output_schema: false,
+            depth_limit: false,
+            tool_filter: false,
+            persona: true,
+        },
+        features: RuntimeFeatures {
+            // A follow-up message needs the task's id, which only a stream gives mid-run.
+            steering: streaming,
+            resume: settings.resume,
+        },
+        inherits_parent_context: false,
+    };
+    let peer = Peer::new(http, endpoint, headers, settings.timeout(), max_body);
+    let inner = Inner {
+        plugin: plugin.into(),
+        streaming,
+        settings,
+        peer,
+        max_output_bytes,
+    };
+    Ok((
+        descriptor,
+        A2aProvider {
+            inner: Arc::new(inner),
+        },
+    ))
+}
+
+impl Provider for A2aProvider {
+    fn run(
+        &self,
+        ctx: RunContext,
+        request: StartRequest,
+    ) -> BoxFuture<'static, Result<SubagentResult, RunFailure>> {
+        let inner = self.inner.clone();
+        Box::pin(async move { inner.run(ctx, request).await })
+    }
+}
+
+impl Inner {
+    /// A run: played back from the recording when replaying (the agent is not called: its
+    /// answer is an outside result, as a model's is), else run for real and recorded.
+    async fn run(
+        &self,
+        ctx: RunContext,
+        request: StartRequest,
+    ) -> Result<SubagentResult, RunFailure> {
+        use seam_core::cassette::Kind;
+        let Some((tape, key)) = ctx.account().tape() else {
+            return run::Task::new(self, &ctx).drive(&request).await;
+        };
+        if tape.replaying() {
+            return match tape.play(&key, Kind::Run) {
+                seam_core::tape::Played::Entry(_, body) => {
+                    ctx.ready();
+                    serde_json::from_value(body).map_err(|e| {
+                        self.failure(format!("replay: the recorded outcome is unreadable: {e}"))
+                    })
+                }
+                _ => Err(self.failure("replay: the recording has no outcome for this run".into())),
+            };
+        }
+        let outcome = run::Task::new(self, &ctx).drive(&request).await;
+        if let Ok(result) = &outcome {
+            if let Ok(body) = serde_json::to_value(result) {
+                tape.record(&key, Kind::Run, body);
+            }
+        }
+        outcome
+    }
+
+    fn failure(&self, message: String) -> RunFailure {
+        RunFailure::A2aAgent {
+            plugin: self.plugin.to_string(),
+            message,
+        }
+    }
+}
