@@ -4,4 +4,5 @@
 //! The wire is A2A 1.0's JSON-RPC binding over HTTP, with server-sent events for streams
 //! ([`wire`]).
 
+pub mod server;
 pub mod wire;
