@@ -350,6 +350,8 @@ impl Served {
                     .approvals
                     .answer(&approval, answer)
                     .map_err(|e| A2AError::invalid_params(e.to_string()))?;
+                // Answered: the task works again from now (the engine wakes the asker next).
+                running.answered(&approval);
                 return Ok(running);
             }
         }
