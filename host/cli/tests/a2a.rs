@@ -123,7 +123,7 @@ fn state(v: &Value) -> &str {
 /// A scripted lead whose first turn in a context calls a tool (`lookup`, which is not there:
 /// the call fails and the turn goes on) and answers; later turns answer at once.
 fn fast_config(dir: &Path) -> PathBuf {
-    let answers = vec![r#"{ text = "answer to {prompt}" }"#; 8].join(", ");
+    let answers = [r#"{ text = "answer to {prompt}" }"#; 8].join(", ");
     let text = format!(
         "[agent]\nmodel = \"scripted:lead\"\nsystem_prompt = \"You answer questions.\\nBriefly.\"\n\n\
          [models.scripts.lead]\nsteps = [{{ text = \"looking\", tool_calls = [{{ name = \"lookup\", arguments = {{}} }}] }}, {answers}]\n\n\
@@ -328,11 +328,11 @@ fn the_sdks_send_stream_get_and_list_and_tasks_outlive_a_restart() {
 fn a_cancel_ends_the_tree_and_a_resubscription_gets_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("tree.toml");
-    let text = format!(
-        "[agent]\nmodel = \"scripted:lead\"\n\n[models.scripts.lead]\nsteps = [\n  \
-         {{ text = \"delegating\", tool_calls = [{{ name = \"wait\", arguments = {{ description = \"d\", prompt = \"p\" }} }}] }},\n  \
-         {{ text = \"after: {{tool_results}}\" }},\n]\n\n",
-    ) + &seam_tests::entry(
+    let text = "[agent]\nmodel = \"scripted:lead\"\n\n[models.scripts.lead]\nsteps = [\n  \
+         { text = \"delegating\", tool_calls = [{ name = \"wait\", arguments = { description = \"d\", prompt = \"p\" } }] },\n  \
+         { text = \"after: {tool_results}\" },\n]\n\n"
+        .to_string()
+        + &seam_tests::entry(
         "slow",
         &seam_tests::guest("mock_provider").with_extension("").display().to_string(),
         "name = \"slow\", steering = true, progress = [\"started\"], awaitMessages = 1",

@@ -12,7 +12,9 @@ use seam_core::approval::{Answer, ApprovalRecord, Surface};
 
 use crate::wire::{Message, PartContent};
 
-use super::contexts::{lock, Contexts, Running};
+use seam_core::sync::lock;
+
+use super::contexts::{Contexts, Running};
 
 /// Who an answer given here is recorded as.
 pub const BY: &str = "a2a";

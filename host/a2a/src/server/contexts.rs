@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use seam_agent::agent::Agent;
+use seam_core::sync::lock;
 use tokio::sync::{broadcast, watch};
 
 use crate::wire::{Message, StreamResponse, Task, TaskState, TaskStatus, TaskStatusUpdateEvent};
@@ -15,10 +16,6 @@ use super::tasks::{self, RunningView};
 /// Updates a running task keeps for a subscriber that reads slowly; one that falls further
 /// behind skips what it missed (its stream still ends with the final status).
 const UPDATES: usize = 1024;
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// A context open in this process.
 pub(crate) struct Context {

@@ -18,11 +18,13 @@ use crate::wire::{
 };
 
 use super::approval::answer_of;
-use super::contexts::{lock, Context, Contexts, Running};
+use seam_core::sync::lock;
+
+use super::contexts::{Context, Contexts, Running};
+use super::host::A2aHost;
 use super::push::Push;
 use super::stream::{self, SseBody};
 use super::tasks::{self, Overlay, TurnRecord, View};
-use super::A2aHost;
 
 /// `ListTasks`' page size when none is asked, and the largest.
 const PAGE_SIZE: usize = 50;

@@ -24,6 +24,7 @@
 mod approval;
 pub mod card;
 mod contexts;
+mod host;
 mod methods;
 mod push;
 pub mod settings;
@@ -33,7 +34,6 @@ pub mod tasks;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use a2a::{A2AError, JsonRpcId, JsonRpcRequest};
 use bytes::Bytes;
@@ -41,10 +41,6 @@ use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use seam_agent::agent::AgentRegistry;
-use seam_core::approvals::Approvals;
-use seam_core::events::EventBus;
-use seam_core::subagent::SubagentService;
 use seam_sandbox::http_guard::{self, BindRefused, BodyRefused};
 use thiserror::Error;
 use tokio::net::TcpListener;
@@ -53,43 +49,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::wire;
 
+pub use host::A2aHost;
 pub use settings::{A2aSettings, SettingsError};
 
 /// Connections served at once; past it the listener waits for one to close.
 const MAX_CONNECTIONS: usize = 256;
-
-/// What `seam a2a` serves: a host's agent registry (whose `[agent]` defaults make each
-/// context's top-level agent), the bus its trees emit on, the approvals engine their requests
-/// go through, its providers (the card's skills), and how long a cancel may take.
-/// `seam_host::Host::a2a_host` hands one out.
-#[derive(Clone)]
-pub struct A2aHost {
-    events: Arc<EventBus>,
-    agents: Arc<AgentRegistry>,
-    approvals: Arc<Approvals>,
-    subagents: Arc<SubagentService>,
-    cancel_grace: Duration,
-}
-
-impl A2aHost {
-    /// The agents of `agents`, whose trees emit on `events`, ask `approvals` and delegate to
-    /// `subagents`; a cancelled task is waited for at most `cancel_grace`.
-    pub fn new(
-        events: Arc<EventBus>,
-        agents: Arc<AgentRegistry>,
-        approvals: Arc<Approvals>,
-        subagents: Arc<SubagentService>,
-        cancel_grace: Duration,
-    ) -> Self {
-        Self {
-            events,
-            agents,
-            approvals,
-            subagents,
-            cancel_grace,
-        }
-    }
-}
 
 /// How `seam a2a --http` serves.
 #[derive(Debug, Clone)]

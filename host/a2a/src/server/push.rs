@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use crate::wire::{StreamResponse, TaskPushNotificationConfig};
 
-use super::contexts::lock;
+use seam_core::sync::lock;
 
 /// How long one webhook POST may take.
 const TIMEOUT: Duration = Duration::from_secs(10);

@@ -17,7 +17,9 @@ use tokio::sync::broadcast;
 
 use crate::wire::{self, StreamResponse, Task};
 
-use super::contexts::{lock, Contexts};
+use seam_core::sync::lock;
+
+use super::contexts::Contexts;
 
 /// Follows every served tree's tool calls, delegations and progress: an event belongs to the
 /// context whose agent is the root of its agent's lineage, and is said on its running task.
