@@ -332,6 +332,10 @@ fn a_cancel_ends_the_tree_and_a_resubscription_gets_the_rest() {
          { text = \"delegating\", tool_calls = [{ name = \"wait\", arguments = { description = \"d\", prompt = \"p\" } }] },\n  \
          { text = \"after: {tool_results}\" },\n]\n\n"
         .to_string()
+        + &format!(
+            "[sessions]\nstore = \"sqlite:{}\"\n\n",
+            dir.path().join("tree.db").display()
+        )
         + &seam_tests::entry(
         "slow",
         &seam_tests::guest("mock_provider").with_extension("").display().to_string(),
@@ -375,6 +379,74 @@ fn a_cancel_ends_the_tree_and_a_resubscription_gets_the_rest() {
             && l.contains("\"stop-reason\":\"aborted\"")
     });
     assert!(aborted, "no aborted end of the delegation:\n{events}");
+}
+
+#[test]
+fn a_turn_whose_process_died_reads_back_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("orphan.db");
+    let config = dir.path().join("orphan.toml");
+    let text = format!(
+        "[agent]\nmodel = \"scripted:lead\"\n\n[models.scripts.lead]\nsteps = [{{ text = \"slow\", delay_ms = 600000 }}]\n\n\
+         [sessions]\nstore = \"sqlite:{}\"\n",
+        db.display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let (mut seam, lines, url) = serve(&config, &["--events"]);
+    let sent = rpc(
+        &url,
+        "SendMessage",
+        serde_json::json!({
+            "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "orphan"}]},
+            "configuration": {"returnImmediately": true}
+        }),
+    );
+    let task = sent["result"]["task"]["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        state(&sent["result"]["task"]),
+        "TASK_STATE_WORKING",
+        "{sent}"
+    );
+    // The model call has begun: the turn is in the store.
+    loop {
+        let line = lines
+            .recv_timeout(seam_tests::BARRIER_TIMEOUT)
+            .expect("the turn starts");
+        if line.contains("\"event\":\"agent/turn-start\"") {
+            break;
+        }
+    }
+    // Killed: nothing winds down.
+    seam.0.kill().unwrap();
+    seam.0.wait().unwrap();
+    drop(lines);
+    let (seam, lines, url) = serve(&config, &[]);
+    let got = rpc(&url, "GetTask", serde_json::json!({ "id": task }));
+    let task = &got["result"];
+    assert_eq!(state(task), "TASK_STATE_FAILED", "{got}");
+    let said = texts(&task["status"]["message"]["parts"]).join("");
+    assert!(said.contains("ended before the turn did"), "{said}");
+    assert!(said.contains("send a new message in its context"), "{said}");
+    stop(seam, lines);
+}
+
+/// A JSON-RPC request to `url` with std only (A2A-Version 1.0): the response.
+fn rpc(url: &str, method: &str, params: Value) -> Value {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        .to_string();
+    let authority = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = std::net::TcpStream::connect(authority).unwrap();
+    write!(
+        stream,
+        "POST / HTTP/1.1\r\nHost: {authority}\r\nA2A-Version: 1.0\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (_, body) = response.split_once("\r\n\r\n").unwrap();
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {response}"))
 }
 
 /// A port free now, for a webhook the config must name before it listens.
