@@ -571,6 +571,31 @@ fn steering_an_approval_and_push_notifications() {
         assert_eq!(r["token"], "tok-123");
         assert_eq!(r["authorization"], "Bearer cred");
     }
+    // The context runs a turn: a new one there is refused, naming the task to send to.
+    let busy = &out["busy"];
+    assert_eq!(busy["error"], "UnsupportedOperationError", "{busy}");
+    assert!(
+        busy["message"]
+            .as_str()
+            .unwrap()
+            .contains("send to that taskId"),
+        "{busy}"
+    );
+    // The push configs: listed, read, deleted.
+    assert_eq!(
+        out["configs"]["configs"].as_array().unwrap().len(),
+        1,
+        "{out}"
+    );
+    assert_eq!(
+        out["config"]["url"],
+        format!("http://127.0.0.1:{port}/hook")
+    );
+    assert_eq!(out["config"]["token"], "tok-123");
+    assert!(
+        out["configs_after_delete"].get("configs").is_none(),
+        "{out}"
+    );
     let refused = &out["refused_origin"];
     assert_eq!(refused["error"], "InvalidParamsError", "{refused}");
     assert!(refused["message"]
