@@ -21,6 +21,9 @@ const UPDATES: usize = 1024;
 pub(crate) struct Context {
     pub agent: Arc<Agent>,
     pub running: Option<Arc<Running>>,
+    /// When a turn last started here (milliseconds), to close the least recently used idle
+    /// contexts first.
+    pub used_ms: u64,
 }
 
 /// The contexts open here, by session.

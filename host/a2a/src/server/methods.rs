@@ -30,6 +30,11 @@ use super::tasks::{self, Overlay, TurnRecord, View};
 const PAGE_SIZE: usize = 50;
 const MAX_PAGE_SIZE: usize = 100;
 
+/// Idle contexts whose agents stay open; past it the least recently used is closed (its
+/// session stays in the store, and a later message reopens it). Each open agent counts
+/// against `[agent] max_live_agents`.
+const IDLE_CONTEXTS: usize = 64;
+
 /// Diagnostics of failed turns kept for `GetTask` (the store keeps only the stop reason).
 const DIAGNOSTICS: usize = 1024;
 
@@ -300,6 +305,7 @@ impl Served {
                 Context {
                     agent,
                     running: None,
+                    used_ms: seam_core::store::now_ms(),
                 },
             );
             return Ok(session);
@@ -320,6 +326,7 @@ impl Served {
                     Context {
                         agent,
                         running: None,
+                        used_ms: seam_core::store::now_ms(),
                     },
                 );
                 Ok(id.to_string())
@@ -398,6 +405,7 @@ impl Served {
                 self.push.add(&running.task, config)?;
             }
             context.running = Some(running.clone());
+            context.used_ms = seam_core::store::now_ms();
             running
         };
         running.started();
@@ -415,14 +423,22 @@ impl Served {
     /// A turn ended: it leaves its context, and its task, read back from the store, goes to
     /// whoever follows it.
     fn ended(&self, running: &Running, outcome: TurnOutcome) {
-        if let Some(context) = lock(&self.contexts).get_mut(&running.context) {
-            if context
-                .running
-                .as_ref()
-                .is_some_and(|r| r.task == running.task)
-            {
-                context.running = None;
+        let closed = {
+            let mut contexts = lock(&self.contexts);
+            if let Some(context) = contexts.get_mut(&running.context) {
+                if context
+                    .running
+                    .as_ref()
+                    .is_some_and(|r| r.task == running.task)
+                {
+                    context.running = None;
+                }
             }
+            close_idle(&mut contexts)
+        };
+        for agent in closed {
+            let agents = self.host.agents.clone();
+            tokio::spawn(async move { agents.dispose(agent.id()).await });
         }
         if outcome.stop_reason != StopReason::Completed {
             if let Some(d) = &outcome.diagnostic {
@@ -593,4 +609,23 @@ impl Served {
             let _ = turn.await;
         }
     }
+}
+
+/// Takes the least recently used idle contexts out of `contexts` while more than
+/// [`IDLE_CONTEXTS`] are idle; returns their agents, to dispose.
+fn close_idle(contexts: &mut HashMap<String, Context>) -> Vec<Arc<Agent>> {
+    let mut idle: Vec<(u64, String)> = contexts
+        .iter()
+        .filter(|(_, c)| c.running.is_none())
+        .map(|(id, c)| (c.used_ms, id.clone()))
+        .collect();
+    if idle.len() <= IDLE_CONTEXTS {
+        return Vec::new();
+    }
+    idle.sort();
+    let excess = idle.len() - IDLE_CONTEXTS;
+    idle.into_iter()
+        .take(excess)
+        .filter_map(|(_, id)| contexts.remove(&id).map(|c| c.agent))
+        .collect()
 }
