@@ -21,6 +21,9 @@ use seam_core::sync::lock;
 
 use super::contexts::Contexts;
 
+/// How long a stream may be silent before a keep-alive comment is sent.
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Follows every served tree's tool calls, delegations and progress: an event belongs to the
 /// context whose agent is the root of its agent's lineage, and is said on its running task.
 pub(crate) fn follow(
@@ -103,7 +106,12 @@ pub(crate) fn sse(
                 return None;
             }
             loop {
-                match f.updates.recv().await {
+                let Ok(next) = tokio::time::timeout(KEEP_ALIVE, f.updates.recv()).await else {
+                    // Nothing to say for a while: a comment, which clients skip, keeps a client
+                    // with a read timeout (httpx's default is 5 s) from dropping the stream.
+                    return Some((Ok(Frame::data(Bytes::from_static(b": keep-alive\n\n"))), f));
+                };
+                match next {
                     Ok(update) => {
                         if let StreamResponse::StatusUpdate(s) = &update {
                             f.ended = s.status.state.is_terminal();
