@@ -5,4 +5,5 @@
 //! ([`wire`]).
 
 pub mod client;
+pub mod server;
 pub mod wire;

@@ -23,6 +23,7 @@ macro_rules! errln {
     }};
 }
 
+mod a2a;
 mod acp;
 mod approvals;
 mod cache;
@@ -131,6 +132,9 @@ enum Command {
     /// Serve the config's top-level agent over the Agent Client Protocol on stdio (for an editor
     /// that speaks ACP).
     Acp(acp::Args),
+    /// Serve the config's top-level agent as an A2A 1.0 agent over HTTP (JSON-RPC, with its
+    /// agent card): a context is a top-level session, a task one of its turns.
+    A2a(a2a::Args),
     /// Serve the config's providers to a NATS cluster until SIGTERM or Ctrl-C, then drain.
     Worker(worker::Args),
     /// Serve every mounted tool (Wasm tools, subagent tools, background control tools) to an
@@ -175,6 +179,7 @@ impl Command {
             | Command::New(_)
             | Command::Cache(_)
             | Command::Acp(_)
+            | Command::A2a(_)
             | Command::Worker(_)
             | Command::Mcp(_)
             | Command::Dev(_) => return None,
@@ -214,6 +219,8 @@ fn main() -> ExitCode {
     };
     let (code, failed) = runtime.block_on(async move {
         let (interrupt, signalled) = watch_signals();
+        // A server whose normal end is a signal: it winds down and exits 0.
+        let ends_on_signal = matches!(cli.command, Command::A2a(_));
         let outcome = match cli.command {
             Command::Inspect(args) => inspect::run(args, &interrupt).await,
             Command::Check(args) => check::run(args, &interrupt).await,
@@ -230,6 +237,7 @@ fn main() -> ExitCode {
             Command::Compile(args) => cache::run_compile(args, &interrupt).await,
             Command::Dev(args) => dev::run(args, interrupt.clone()).await,
             Command::Acp(args) => acp::run(args, interrupt.clone()).await,
+            Command::A2a(args) => a2a::run(args, interrupt.clone()).await,
             Command::Worker(args) => worker::run(args, interrupt.clone()).await,
             Command::Mcp(args) => mcp::run(args, interrupt.clone()).await,
             Command::Lock(args) => oci::lock::run(args).await,
@@ -237,7 +245,7 @@ fn main() -> ExitCode {
             Command::Push(args) => oci::push::run(args, &interrupt).await,
             Command::Sign(args) => oci::sign::run(args).await,
         };
-        if interrupt.is_cancelled() {
+        if interrupt.is_cancelled() && !(ends_on_signal && outcome.is_ok()) {
             errln!("interrupted");
             return (exit_code_for(&signalled), Some("interrupted".to_string()));
         }

@@ -288,6 +288,10 @@ pub struct Config {
     /// its connection here too).
     #[cfg(feature = "cluster")]
     pub cluster: Option<seam_cluster::ClusterConfig>,
+    /// `[a2a]`: how `seam a2a` presents the top-level agent (its card's name, description,
+    /// URL and skills) and where it may send push notifications.
+    #[cfg(feature = "a2a")]
+    pub a2a: Option<seam_a2a::server::A2aSettings>,
     /// `[oci]`: how registries are reached.
     #[cfg(feature = "oci")]
     pub oci: Arc<OciSettings>,
@@ -404,6 +408,8 @@ struct RawConfig {
     oci: Option<toml::Value>,
     #[serde(default)]
     trust: Option<toml::Value>,
+    #[serde(default)]
+    a2a: Option<toml::Value>,
 }
 
 impl Config {
@@ -500,7 +506,7 @@ impl Config {
             path: name.to_path_buf(),
             message: format!("[{key}]: {}", e.message()),
         };
-        #[cfg(not(all(feature = "oci", feature = "cluster")))]
+        #[cfg(not(all(feature = "oci", feature = "cluster", feature = "a2a")))]
         let without = |key: &str, feature: &str| ConfigError::Parse {
             path: name.to_path_buf(),
             message: format!("[{key}]: {}", without_feature(feature)),
@@ -699,6 +705,23 @@ impl Config {
                 message: "[approvals]: key `timeout_secs` must be at least 1 (seconds)".into(),
             });
         }
+        #[cfg(not(feature = "a2a"))]
+        if raw.a2a.is_some() {
+            return Err(without("a2a", "a2a"));
+        }
+        #[cfg(feature = "a2a")]
+        let a2a = match raw.a2a {
+            Some(v) => {
+                let settings: seam_a2a::server::A2aSettings =
+                    v.try_into().map_err(|e| section("a2a", e))?;
+                settings.validate().map_err(|e| ConfigError::Parse {
+                    path: name.to_path_buf(),
+                    message: format!("[a2a]: {e}"),
+                })?;
+                Some(settings)
+            }
+            None => None,
+        };
         #[cfg(not(feature = "cluster"))]
         if raw.cluster.is_some() {
             return Err(without("cluster", "cluster"));
@@ -748,6 +771,8 @@ impl Config {
             sessions,
             approvals,
             recording,
+            #[cfg(feature = "a2a")]
+            a2a,
             #[cfg(feature = "cluster")]
             cluster,
             #[cfg(feature = "oci")]

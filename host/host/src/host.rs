@@ -459,6 +459,18 @@ impl Host {
         )
     }
 
+    /// The host's agents, bus, approvals and providers, as `seam a2a` serves them.
+    #[cfg(feature = "a2a")]
+    pub fn a2a_host(&self) -> seam_a2a::server::A2aHost {
+        seam_a2a::server::A2aHost::new(
+            self.inner.events.clone(),
+            self.inner.runtime.agents.clone(),
+            self.inner.runtime.subagents.approvals().clone(),
+            self.inner.runtime.subagents.clone(),
+            self.inner.runtime.cancel_grace,
+        )
+    }
+
     /// Mounted tools, as the model sees them.
     pub fn tool_descriptors(&self) -> Vec<ToolDescriptor> {
         self.inner.tools.list()

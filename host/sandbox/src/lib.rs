@@ -11,6 +11,7 @@ pub mod connections;
 mod entry;
 pub mod gate;
 mod grants;
+pub mod http_guard;
 mod limits;
 pub mod trusted_dir;
 

@@ -1,7 +1,8 @@
 //! `seam mcp --http ADDR`: the MCP server over streamable HTTP (rmcp's `StreamableHttpService`
 //! on a hyper HTTP/1.1 server), one [`McpServer`] per session.
 //!
-//! The guards, checked before rmcp sees a request:
+//! The guards, checked before rmcp sees a request (decided by `seam_sandbox::http_guard`, which
+//! `seam a2a --http` shares):
 //! - an address that is not loopback is served only with a bearer token, and a token, once
 //!   given, is required of every request (`Authorization: Bearer ...`, compared in constant
 //!   time);
@@ -25,12 +26,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{combinators::BoxBody, BodyExt, Full, Limited};
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use seam_sandbox::http_guard::{self, BindRefused, BodyRefused};
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -81,14 +83,10 @@ impl HttpOptions {
 /// Why the HTTP server cannot start.
 #[derive(Debug, Error)]
 pub enum HttpError {
-    /// An address other than loopback was asked for without a token.
-    #[error(
-        "`{0}` is not a loopback address: serving MCP there needs a bearer token (--token-env)"
-    )]
-    TokenRequired(SocketAddr),
-    /// A token was given but is empty.
-    #[error("the bearer token is empty")]
-    EmptyToken,
+    /// The guards refuse the address or the token (off loopback without a token, an empty
+    /// token).
+    #[error(transparent)]
+    Guard(#[from] BindRefused),
     /// The address cannot be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -110,12 +108,7 @@ type Body = BoxBody<Bytes, Infallible>;
 impl McpHttp {
     /// Checks the options and binds the address.
     pub async fn bind(options: HttpOptions) -> Result<Self, HttpError> {
-        if options.bearer_token.as_deref() == Some("") {
-            return Err(HttpError::EmptyToken);
-        }
-        if !options.addr.ip().is_loopback() && options.bearer_token.is_none() {
-            return Err(HttpError::TokenRequired(options.addr));
-        }
+        http_guard::check_bind(options.addr, options.bearer_token.as_deref())?;
         let listener = TcpListener::bind(options.addr)
             .await
             .map_err(|source| HttpError::Bind {
@@ -168,6 +161,9 @@ impl McpHttp {
         );
         let guard = Arc::new(Guard {
             token: options.bearer_token.clone(),
+            allowed_origins: options.allowed_origins.clone(),
+            allowed_hosts: options.allowed_hosts.clone(),
+            bound: options.addr,
             max_sessions: options.max_sessions,
             max_request_bytes: options.max_request_bytes,
             sessions,
@@ -213,6 +209,9 @@ impl McpHttp {
 /// session count.
 struct Guard {
     token: Option<String>,
+    allowed_origins: Vec<String>,
+    allowed_hosts: Vec<String>,
+    bound: SocketAddr,
     max_sessions: usize,
     max_request_bytes: usize,
     sessions: Arc<LocalSessionManager>,
@@ -225,41 +224,40 @@ impl Guard {
         service: &StreamableHttpService<McpServer, LocalSessionManager>,
         request: Request<Incoming>,
     ) -> Response<Body> {
-        let declared = request
-            .headers()
-            .get(hyper::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
         // A declared length past the cap is refused before a byte of the body is read.
-        if declared.is_some_and(|n| n > self.max_request_bytes as u64) {
+        if http_guard::declared_too_large(request.headers(), self.max_request_bytes) {
             return too_large();
         }
         let (parts, body) = request.into_parts();
-        if !self.authorized(&parts.headers) {
+        if !http_guard::bearer_ok(&parts.headers, self.token.as_deref()) {
             let mut refused = plain(StatusCode::UNAUTHORIZED, "a bearer token is required");
             refused.headers_mut().insert(
                 hyper::header::WWW_AUTHENTICATE,
                 hyper::header::HeaderValue::from_static("Bearer"),
             );
             // Read and dropped: a client without the token makes the server hold nothing.
-            let mut body = Limited::new(body, self.max_request_bytes);
-            while let Some(frame) = body.frame().await {
-                if frame.is_err() {
-                    return closing(refused);
-                }
-            }
-            return refused;
+            return match http_guard::drain_capped(body, self.max_request_bytes).await {
+                Ok(()) => refused,
+                Err(_) => closing(refused),
+            };
         }
-        let body = match Limited::new(body, self.max_request_bytes).collect().await {
-            Ok(body) => Full::new(body.to_bytes()),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
-            Err(_) => {
+        let body = match http_guard::read_capped(body, self.max_request_bytes).await {
+            Ok(body) => Full::new(body),
+            Err(BodyRefused::TooLarge) => return too_large(),
+            Err(BodyRefused::Unreadable) => {
                 return closing(plain(
                     StatusCode::BAD_REQUEST,
                     "the request body could not be read",
                 ))
             }
         };
+        // rmcp checks them too; refused here first, so that both servers decide alike.
+        if !http_guard::origin_allowed(&parts.headers, &self.allowed_origins) {
+            return plain(StatusCode::FORBIDDEN, "the request's Origin is not allowed");
+        }
+        if !http_guard::host_allowed(&parts.headers, &self.allowed_hosts, self.bound) {
+            return plain(StatusCode::FORBIDDEN, "the request's Host is not allowed");
+        }
         // A POST without a session id opens a session (or is a stateless request).
         let opens =
             parts.method == hyper::Method::POST && !parts.headers.contains_key("mcp-session-id");
@@ -281,24 +279,6 @@ impl Guard {
         }
         answer
     }
-
-    /// Whether `headers` carry the bearer token, if one is required.
-    fn authorized(&self, headers: &hyper::HeaderMap) -> bool {
-        let Some(token) = &self.token else {
-            return true;
-        };
-        let given = headers
-            .get(hyper::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or_default();
-        same(given.as_bytes(), token.as_bytes())
-    }
-}
-
-/// Compares in time that depends on the lengths only.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
@@ -328,24 +308,19 @@ fn closing(mut response: Response<Body>) -> Response<Body> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(same(b"secret", b"secret"));
-        assert!(!same(b"secret", b"secreT"));
-        assert!(!same(b"secret", b"secret2"));
-        assert!(!same(b"", b"secret"));
-    }
-
     #[tokio::test]
     async fn off_loopback_needs_a_token() {
         let addr: SocketAddr = "0.0.0.0:0".parse().unwrap();
         let refused = McpHttp::bind(HttpOptions::new(addr)).await;
-        assert!(matches!(refused, Err(HttpError::TokenRequired(_))));
+        assert!(matches!(
+            refused,
+            Err(HttpError::Guard(BindRefused::TokenRequired(_)))
+        ));
         let mut options = HttpOptions::new(addr);
         options.bearer_token = Some(String::new());
         assert!(matches!(
             McpHttp::bind(options).await,
-            Err(HttpError::EmptyToken)
+            Err(HttpError::Guard(BindRefused::EmptyToken))
         ));
     }
 }

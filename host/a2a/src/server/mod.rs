@@ -1,0 +1,398 @@
+//! `seam a2a CONFIG --http ADDR`: a host's top-level agent served as an A2A 1.0 agent over the
+//! JSON-RPC binding (POST to the interface URL; streams as `text/event-stream`), with its Agent
+//! Card at `/.well-known/agent-card.json`.
+//!
+//! The model: a **context** is a top-level agent session (`contextId` = its Seam session id, kept
+//! in the config's session store), and a **task** is one turn of it (`taskId` =
+//! `"{session}.{turn}"`). Tasks are read back from the store ([`tasks`]), so they outlive the
+//! process; what only this process knows (a turn running here, an approval it waits for) is
+//! laid over the store's record.
+//!
+//! - [`settings`]: the `[a2a]` table;
+//! - [`card`]: the Agent Card;
+//! - [`tasks`]: task <-> turn, reading tasks back from the store;
+//! - `contexts`: the contexts open here and their running turns;
+//! - `methods`: the JSON-RPC methods;
+//! - `stream`: the tree's events as status updates, and server-sent events;
+//! - `push`: push-notification webhooks;
+//! - `approval`: the clients as an approvals surface.
+//!
+//! The guards are `seam mcp --http`'s (`seam_sandbox::http_guard`): a bearer token (required off
+//! loopback, then of every request), `Origin` and `Host` checks, a capped request body (413
+//! past it), every body read before the answer.
+
+mod approval;
+pub mod card;
+mod contexts;
+mod host;
+mod methods;
+mod push;
+pub mod settings;
+mod stream;
+pub mod tasks;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use a2a::{A2AError, JsonRpcId, JsonRpcRequest};
+use bytes::Bytes;
+use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use seam_sandbox::http_guard::{self, BindRefused, BodyRefused};
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::wire;
+
+pub use host::A2aHost;
+pub use settings::{A2aSettings, SettingsError};
+
+/// Connections served at once; past it the listener waits for one to close.
+const MAX_CONNECTIONS: usize = 256;
+
+/// How `seam a2a --http` serves.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// The bearer token every request must carry; required when `addr` is not loopback.
+    pub bearer_token: Option<String>,
+    /// Browser origins allowed besides the loopback ones, each with its scheme.
+    pub allowed_origins: Vec<String>,
+    /// `Host` names (or `host:port`) allowed besides the loopback ones. Off loopback with none
+    /// given, any `Host` is accepted: the token is then what guards the server.
+    pub allowed_hosts: Vec<String>,
+    /// The largest request body accepted.
+    pub max_request_bytes: usize,
+}
+
+impl HttpOptions {
+    /// Loopback-only defaults for `addr`: no token, 4 MiB requests.
+    pub fn new(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            bearer_token: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_request_bytes: http_guard::DEFAULT_MAX_REQUEST_BYTES,
+        }
+    }
+}
+
+/// Why `seam a2a` cannot start.
+#[derive(Debug, Error)]
+pub enum ServeError {
+    /// The guards refuse the address or the token.
+    #[error(transparent)]
+    Guard(#[from] BindRefused),
+    /// A key of `[a2a]` has a value that cannot be used.
+    #[error("[a2a]: {0}")]
+    Settings(#[from] SettingsError),
+    /// `[a2a] skills` names a provider that is not loaded.
+    #[error("[a2a]: key `skills`: no provider `{0}` is loaded")]
+    UnknownSkill(String),
+    /// The address cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A bound A2A endpoint, not yet serving.
+pub struct A2aServer {
+    listener: TcpListener,
+    options: HttpOptions,
+    host: A2aHost,
+    settings: A2aSettings,
+    skills: Vec<seam_core::types::ProviderDescriptor>,
+}
+
+type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+impl A2aServer {
+    /// Checks the options and `settings` against `host` (every skill a loaded provider), and
+    /// binds the address.
+    pub async fn bind(
+        options: HttpOptions,
+        host: A2aHost,
+        settings: A2aSettings,
+    ) -> Result<Self, ServeError> {
+        http_guard::check_bind(options.addr, options.bearer_token.as_deref())?;
+        settings.validate()?;
+        let skills = settings
+            .skills
+            .iter()
+            .map(|name| {
+                host.subagents
+                    .descriptor(name)
+                    .map(|d| (*d).clone())
+                    .ok_or_else(|| ServeError::UnknownSkill(name.clone()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let listener =
+            TcpListener::bind(options.addr)
+                .await
+                .map_err(|source| ServeError::Bind {
+                    addr: options.addr,
+                    source,
+                })?;
+        Ok(Self {
+            listener,
+            options,
+            host,
+            settings,
+            skills,
+        })
+    }
+
+    /// The address actually bound (port 0 asks for any free port).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The URL clients reach the server at: `[a2a] url`, else `http://ADDR/`.
+    pub fn url(&self) -> std::io::Result<String> {
+        match &self.settings.url {
+            Some(url) => Ok(url.clone()),
+            None => Ok(format!("http://{}/", self.local_addr()?)),
+        }
+    }
+
+    /// Serves until `shutdown` is cancelled; then every running turn is cancelled and every
+    /// context's agent disposed. New contexts' agents work in `working_directory`.
+    pub async fn serve(self, working_directory: String, shutdown: CancellationToken) {
+        let url = self.url().unwrap_or_default();
+        let system_prompt = self.host.agents.defaults().system_prompt;
+        let card = card::card(&self.settings, &url, system_prompt.as_deref(), &self.skills);
+        let card = Bytes::from(serde_json::to_vec(&card).unwrap_or_default());
+        let push = push::Push::new(self.settings.origins().unwrap_or_default());
+        let contexts: Arc<contexts::Contexts> = Arc::default();
+        let served = Arc::new(methods::Served::new(
+            self.host.clone(),
+            contexts.clone(),
+            push,
+            working_directory,
+        ));
+        let listener_id = stream::follow(
+            &self.host.events,
+            self.host.agents.clone(),
+            contexts.clone(),
+        );
+        let surface = self
+            .host
+            .approvals
+            .add_surface(Arc::new(approval::Clients::new(&contexts)));
+        let guard = Arc::new(Guard {
+            options: self.options.clone(),
+            card,
+            served: served.clone(),
+        });
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let mut connections = JoinSet::new();
+        loop {
+            let slot = tokio::select! {
+                slot = slots.clone().acquire_owned() => slot,
+                () = shutdown.cancelled() => break,
+            };
+            let Ok(slot) = slot else { break };
+            let accepted = tokio::select! {
+                accepted = self.listener.accept() => accepted,
+                () = shutdown.cancelled() => break,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "seam a2a: cannot accept a connection");
+                    continue;
+                }
+            };
+            let guard = guard.clone();
+            let stop = shutdown.clone();
+            connections.spawn(async move {
+                let _slot = slot;
+                let serve = hyper::service::service_fn(move |request: Request<Incoming>| {
+                    let guard = guard.clone();
+                    async move { Ok::<_, Infallible>(guard.serve(request).await) }
+                });
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), serve);
+                tokio::pin!(connection);
+                tokio::select! {
+                    _ = connection.as_mut() => {}
+                    // Open streams end with the server.
+                    () = stop.cancelled() => connection.as_mut().graceful_shutdown(),
+                }
+            });
+            // Finished connections are collected as they go, not kept until shutdown.
+            while connections.try_join_next().is_some() {}
+        }
+        drop(surface);
+        self.host.events.unsubscribe(listener_id);
+        served.shut_down().await;
+        connections.abort_all();
+        while connections.join_next().await.is_some() {}
+    }
+}
+
+/// The guards, then the card or the JSON-RPC methods.
+struct Guard {
+    options: HttpOptions,
+    card: Bytes,
+    served: Arc<methods::Served>,
+}
+
+impl Guard {
+    async fn serve(&self, request: Request<Incoming>) -> Response<Body> {
+        let max = self.options.max_request_bytes;
+        // A declared length past the cap is refused before a byte of the body is read.
+        if http_guard::declared_too_large(request.headers(), max) {
+            return too_large();
+        }
+        let (parts, body) = request.into_parts();
+        if !http_guard::bearer_ok(&parts.headers, self.options.bearer_token.as_deref()) {
+            let mut refused = plain(StatusCode::UNAUTHORIZED, "a bearer token is required");
+            refused.headers_mut().insert(
+                hyper::header::WWW_AUTHENTICATE,
+                hyper::header::HeaderValue::from_static("Bearer"),
+            );
+            // Read and dropped: a client without the token makes the server hold nothing.
+            return match http_guard::drain_capped(body, max).await {
+                Ok(()) => refused,
+                Err(_) => closing(refused),
+            };
+        }
+        let body = match http_guard::read_capped(body, max).await {
+            Ok(body) => body,
+            Err(BodyRefused::TooLarge) => return too_large(),
+            Err(BodyRefused::Unreadable) => {
+                return closing(plain(
+                    StatusCode::BAD_REQUEST,
+                    "the request body could not be read",
+                ))
+            }
+        };
+        if !http_guard::origin_allowed(&parts.headers, &self.options.allowed_origins) {
+            return plain(StatusCode::FORBIDDEN, "the request's Origin is not allowed");
+        }
+        if !http_guard::host_allowed(
+            &parts.headers,
+            &self.options.allowed_hosts,
+            self.options.addr,
+        ) {
+            return plain(StatusCode::FORBIDDEN, "the request's Host is not allowed");
+        }
+        match parts.method {
+            hyper::Method::GET if parts.uri.path() == wire::CARD_PATH => {
+                json_response(StatusCode::OK, self.card.clone())
+            }
+            hyper::Method::POST => self.rpc(&parts.headers, &body).await,
+            _ => plain(
+                StatusCode::NOT_FOUND,
+                "seam a2a serves the agent card (GET /.well-known/agent-card.json) and \
+                 JSON-RPC (POST)",
+            ),
+        }
+    }
+
+    async fn rpc(&self, headers: &hyper::HeaderMap, body: &[u8]) -> Response<Body> {
+        let request: JsonRpcRequest = match serde_json::from_slice(body) {
+            Ok(r) => r,
+            Err(e) => {
+                let error = if serde_json::from_slice::<serde_json::Value>(body).is_ok() {
+                    A2AError::invalid_request(format!("not a JSON-RPC request: {e}"))
+                } else {
+                    A2AError::parse_error(format!("the body is not JSON: {e}"))
+                };
+                return rpc_error(JsonRpcId::Null, &error);
+            }
+        };
+        let version = headers
+            .get(wire::VERSION_HEADER)
+            .and_then(|v| v.to_str().ok());
+        if version.map(str::trim) != Some(wire::VERSION) {
+            let error = A2AError::new(
+                a2a::error_code::VERSION_NOT_SUPPORTED,
+                format!(
+                    "seam speaks A2A {}: send the header `{}: {}` (this request {})",
+                    wire::VERSION,
+                    wire::VERSION_HEADER,
+                    wire::VERSION,
+                    match version {
+                        Some(v) => format!("asked for version `{v}`"),
+                        None => "named no version, which means 0.3".to_string(),
+                    }
+                ),
+            );
+            return rpc_error(request.id, &error);
+        }
+        match self
+            .served
+            .call(&request.id, &request.method, request.params)
+            .await
+        {
+            methods::Answer::Json(Ok(result)) => json_response(
+                StatusCode::OK,
+                Bytes::from(wire::success(request.id, &result)),
+            ),
+            methods::Answer::Json(Err(e)) => rpc_error(request.id, &e),
+            methods::Answer::Stream(body) => {
+                let mut response = Response::new(BodyExt::boxed_unsync(body));
+                let headers = response.headers_mut();
+                headers.insert(
+                    hyper::header::CONTENT_TYPE,
+                    hyper::header::HeaderValue::from_static("text/event-stream"),
+                );
+                headers.insert(
+                    hyper::header::CACHE_CONTROL,
+                    hyper::header::HeaderValue::from_static("no-cache"),
+                );
+                response
+            }
+        }
+    }
+}
+
+fn rpc_error(id: JsonRpcId, error: &A2AError) -> Response<Body> {
+    json_response(StatusCode::OK, Bytes::from(wire::failure(id, error)))
+}
+
+fn json_response(status: StatusCode, body: Bytes) -> Response<Body> {
+    let mut response = Response::new(Full::new(body).boxed_unsync());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed_unsync());
+    *response.status_mut() = status;
+    response
+}
+
+/// The refusal of a body past the cap, whose rest is left unread.
+fn too_large() -> Response<Body> {
+    closing(plain(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "the request body is too large",
+    ))
+}
+
+/// `response`, telling the client that the connection ends with it.
+fn closing(mut response: Response<Body>) -> Response<Body> {
+    response.headers_mut().insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+    response
+}
