@@ -7,26 +7,9 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+
+use super::{a2a_python, root};
 use std::process::{Child, Command, Stdio};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The toolchain's Python, which must have the A2A SDK.
-fn a2a_python() -> PathBuf {
-    let python = seam_tests::acp_python();
-    let has_sdk = Command::new(&python)
-        .args(["-c", "import a2a.server, uvicorn"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        has_sdk,
-        "{} cannot import the A2A SDK: run `make setup-kit`",
-        python.display()
-    );
-    python
-}
 
 /// The fixture agent on a free loopback port, logging each request it takes.
 struct Agent {
