@@ -141,7 +141,7 @@ lint: setup
 	# The minimal host: components and in-process agents, with no protocol, registry or telemetry
 	# stack (seam-host's features off), kept building and kept free of those crates.
 	$(CARGO) clippy -p seam-host --no-default-features --all-targets -- -D warnings
-	! $(CARGO) tree -p seam-host --no-default-features -e normal --prefix none | grep -E '^(rmcp|oci-client|opentelemetry|async-nats) '
+	! $(CARGO) tree -p seam-host --no-default-features -e normal --prefix none | grep -E '^(rmcp|oci-client|opentelemetry|async-nats|a2a-lf) '
 	$(CARGO) clippy --release --target wasm32-wasip2 --target-dir target/guests $(GUESTS) -p seam-plugin -- -D warnings
 
 # The book (docs/, into docs/book/) with mdbook, pinned, installed from crates.io under

@@ -644,3 +644,78 @@ fn what_cannot_be_served_is_refused_at_start() {
     let err = refused(&origin, "127.0.0.1:0");
     assert!(err.contains("[a2a]: key `push_origins`"), "{err}");
 }
+
+/// Seam delegating to Seam: a `kind = "a2a"` entry on one `seam` process whose agent is another
+/// `seam a2a`. The answer comes back as any provider's; a cancel on the caller's side (Ctrl-C
+/// of `seam delegate`) reaches the served turn, which ends aborted.
+#[test]
+fn seam_delegates_to_seam_over_a2a() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = |name: &str, step: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!("[agent]\nmodel = \"scripted:remote\"\n\n[models.scripts.remote]\nsteps = [{step}]\n"),
+        )
+        .unwrap();
+        serve(&path, &["--events"])
+    };
+    let delegate = |url: &str, prompt: &str| {
+        let caller = dir.path().join(format!("caller-{prompt}.toml"));
+        let origin = url.trim_end_matches('/');
+        std::fs::write(
+            &caller,
+            format!(
+                "[[plugin]]\nid = \"remote\"\nkind = \"a2a\"\nurl = \"{url}\"\ngrants = {{ http = [\"{origin}\"] }}\n"
+            ),
+        )
+        .unwrap();
+        seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .arg("delegate")
+            .arg(&caller)
+            .args(["--provider", "remote", "--prompt", prompt, "--events"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+
+    let (seam, lines, url) = served("quick.toml", r#"{ text = "remote answer: {prompt}" }"#);
+    let out = delegate(&url, "hello").wait_with_output().unwrap();
+    let (stdout, stderr) = (seam_tests::text(&out.stdout), seam_tests::text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("remote answer: hello"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stderr.contains("\"stop-reason\":\"completed\""), "{stderr}");
+    stop(seam, lines);
+
+    // A turn that never ends by itself: Ctrl-C of the caller once the served turn began.
+    let (seam, lines, url) = served(
+        "slow.toml",
+        r#"{ text = "never in time", delay_ms = 600000 }"#,
+    );
+    let mut child = delegate(&url, "wait");
+    let caller_lines = seam_tests::lines_of(child.stderr.take().unwrap());
+    let began = lines.iter().find(|l| l.contains("\"agent/turn-start\""));
+    assert!(began.is_some(), "the served agent began its turn");
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(!child.wait().unwrap().success());
+    let said: Vec<String> = caller_lines.iter().collect();
+    assert!(
+        said.iter()
+            .any(|l| l.contains("\"subagent/end\"") && l.contains("\"stop-reason\":\"aborted\"")),
+        "{said:#?}"
+    );
+    let ended = lines
+        .iter()
+        .find(|l| l.contains("\"agent/turn-end\""))
+        .expect("the served turn ended");
+    assert!(ended.contains("\"stop-reason\":\"aborted\""), "{ended}");
+    stop(seam, lines);
+}

@@ -441,6 +441,29 @@ fn tables() -> String {
         dur(python)
     );
 
+    // Issue 38: a run through A2A (a `kind = "a2a"` entry calling `seam a2a` on loopback),
+    // against the same scripted turn in-process.
+    let turn = criterion_median("a2a/direct");
+    let over_a2a = criterion_median("a2a/served");
+    let a2a_added = over_a2a.zip(turn).map(|(o, d)| o - d);
+    let _ = writeln!(
+        w,
+        "\n**A run over A2A** (criterion medians; a scripted top-level turn that answers at once)\n"
+    );
+    let _ = writeln!(w, "| | time | added |");
+    let _ = writeln!(w, "|---|---:|---:|");
+    let _ = writeln!(
+        w,
+        "| the turn in-process (what `seam a2a` runs per task) | {} | |",
+        dur(turn)
+    );
+    let _ = writeln!(
+        w,
+        "| a `kind = \"a2a\"` run on it through `seam a2a`, loopback | {} | {} |",
+        dur(over_a2a),
+        dur(a2a_added)
+    );
+
     // The targets of round two (issue 13); round one's that still hold are kept as guards.
     let _ = writeln!(w, "\n**Targets**\n");
     let _ = writeln!(w, "| target | figure | verdict |");
@@ -586,6 +609,11 @@ fn tables() -> String {
         "Rust mock: cached load ≤ 3 ms",
         cached.map_or("n/a".into(), |v| format!("{v:.1} ms")),
         verdict(cached, 3.0),
+    );
+    target(
+        "what A2A adds to a run ≤ 1 ms (loopback, both sides)",
+        dur(a2a_added),
+        verdict(a2a_added, 1_000_000.0),
     );
     md
 }

@@ -165,9 +165,11 @@ mod tests {
         .unwrap()
     }
 
-    fn granted(origin: &str) -> Grants {
-        let grants: toml::Value = toml::from_str(&format!("http = [\"{origin}\"]")).unwrap();
-        seam_sandbox::parse_grants(&grants).unwrap()
+    fn granted(origin: &str) -> Granted {
+        let uri: http::Uri = origin.parse().unwrap();
+        let mut granted = Granted::default();
+        granted.http = vec![seam_sandbox::HttpOrigin::of(&uri).unwrap()];
+        granted
     }
 
     #[test]

@@ -208,7 +208,12 @@ impl A2aServer {
                 () = shutdown.cancelled() => break,
             };
             let stream = match accepted {
-                Ok((stream, _)) => stream,
+                // Events are small writes: Nagle's algorithm would hold each back for the
+                // client's delayed ACK (40 ms a stream on Linux).
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    stream
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "seam a2a: cannot accept a connection");
                     continue;

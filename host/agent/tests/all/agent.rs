@@ -62,6 +62,7 @@ async fn turns_run_tool_calls_and_record_everything_in_the_session() {
             SessionEvent::AssistantMessage { .. } => "assistant",
             SessionEvent::ToolResult { .. } => "tool",
             SessionEvent::TurnEnd { .. } => "end",
+            SessionEvent::RemoteTask { .. } => "remote-task",
         })
         .collect();
     assert_eq!(

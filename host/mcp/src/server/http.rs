@@ -181,7 +181,11 @@ impl McpHttp {
                 () = shutdown.cancelled() => break,
             };
             let stream = match accepted {
-                Ok((stream, _)) => stream,
+                // Progress is small writes: without this each waits for the client's ACK.
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    stream
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "seam mcp: cannot accept a connection");
                     continue;
