@@ -10,10 +10,11 @@ use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
 /// How many ```` ```toml,unchecked ```` snippets the docs have: a new one is a decision to make
 /// here, where a reviewer sees it.
-/// Three: the `kind = "mcp"` entries of the MCP chapter, which need their servers to load, and
-/// the two `oci://` configs of the registries chapter, which need a registry (host/cli/tests/
-/// oci.rs loads such configs against a real one).
-const UNCHECKED: usize = 3;
+/// Four: the `kind = "mcp"` entries of the MCP chapter and the `kind = "a2a"` entry of the A2A
+/// chapter, which need their servers to load, and the two `oci://` configs of the registries
+/// chapter, which need a registry (host/cli/tests/oci.rs loads such configs against a real
+/// one).
+const UNCHECKED: usize = 4;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

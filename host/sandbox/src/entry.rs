@@ -8,8 +8,8 @@ use std::path::Path;
 use toml::Value;
 
 use super::{
-    key, DirGrant, Grants, HttpOrigin, LimitOverrides, OnConcurrency, DIR_KEYS, GRANT_KEYS,
-    LIMIT_KEYS, MAX_MEMORY_MB,
+    key, DirGrant, Granted, Grants, HttpOrigin, LimitOverrides, OnConcurrency, DIR_KEYS,
+    GRANT_KEYS, LIMIT_KEYS, MAX_MEMORY_MB,
 };
 
 /// Longest time budget a config may give (`cpu_ms_per_call`, `run_timeout_ms`): a week.
@@ -224,6 +224,29 @@ pub fn parse_limits(value: &Value) -> Result<LimitOverrides, EntryError> {
         max_http_mb: int(key::MAX_HTTP_MB, 1 << 20)?,
         max_http_connections: int(key::MAX_HTTP_CONNECTIONS, 100_000)?,
     })
+}
+
+/// The HTTP headers an entry's `config.headers` names (`{ Authorization = "VAR" }`), each valued
+/// from a variable of `granted` that is set: credentials reach the peer, never a plugin or the
+/// config file. The error names the header's key.
+pub fn header_values(
+    granted: &Granted,
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<(String, String)>, EntryError> {
+    let mut out = Vec::with_capacity(headers.len());
+    for (header, var) in headers {
+        let Some((_, value)) = granted.env_values().iter().find(|(k, _)| k == var) else {
+            return Err(EntryError::new(
+                "config.headers",
+                format!(
+                    "key `config.headers.{header}`: `{var}` is not a granted environment \
+                     variable that is set (list it in `grants.env`)"
+                ),
+            ));
+        };
+        out.push((header.clone(), value.clone()));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

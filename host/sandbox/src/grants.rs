@@ -314,29 +314,6 @@ impl Granted {
         &self.env_values
     }
 
-    /// The HTTP headers an entry's `config.headers` names (`{ Authorization = "VAR" }`), each
-    /// valued from a granted environment variable that is set: credentials reach the peer, never
-    /// a plugin or the config file. The error names the header's key.
-    pub fn header_values(
-        &self,
-        headers: &std::collections::BTreeMap<String, String>,
-    ) -> Result<Vec<(String, String)>, crate::EntryError> {
-        let mut out = Vec::with_capacity(headers.len());
-        for (header, var) in headers {
-            let Some((_, value)) = self.env_values.iter().find(|(k, _)| k == var) else {
-                return Err(crate::EntryError::new(
-                    "config.headers",
-                    format!(
-                        "key `config.headers.{header}`: `{var}` is not a granted environment \
-                         variable that is set (list it in `grants.env`)"
-                    ),
-                ));
-            };
-            out.push((header.clone(), value.clone()));
-        }
-        Ok(out)
-    }
-
     /// These grants as every scope of `scopes` (nearest first, each with who set it) allows
     /// them: a directory stays if it is (within) one of a scope's `dirs`, and loses its write
     /// access where a scope says `write = false`; an origin, an address or a variable stays if

@@ -23,7 +23,7 @@ use seam_core::budget::MemoryBudget;
 
 use connections::Connections;
 
-pub use entry::{parse_grants, parse_limits, EntryError};
+pub use entry::{header_values, parse_grants, parse_limits, EntryError};
 pub use grants::{narrowed_dirs, Denial, SocketWatch};
 pub use grants::{
     DirGrant, Granted, Grants, HttpOrigin, OriginError, Removal, Removed, SandboxError, DIR_KEYS,

@@ -26,6 +26,7 @@ use seam_core::types::{
 use seam_sandbox::{EntryError, Grants, Sandbox, SandboxError};
 
 pub use card::{card_url, Checked};
+use run::Inner;
 pub use settings::A2aSettings;
 pub use transport::{CallError, Peer};
 
@@ -63,16 +64,6 @@ pub struct A2aProvider {
     inner: Arc<Inner>,
 }
 
-/// What every run of an entry shares.
-struct Inner {
-    plugin: Arc<str>,
-    settings: A2aSettings,
-    peer: Peer,
-    streaming: bool,
-    /// The entry's `max_output_bytes`: the answer, and the progress, may not exceed it.
-    max_output_bytes: usize,
-}
-
 /// The provider of the A2A entry `plugin` at `url` (its `config` table), from its checked
 /// `sandbox`: the card is fetched and checked now, unless the host loads to `replay` (the
 /// recording has the answers, and a replay reaches no peer). The error names the key.
@@ -84,7 +75,7 @@ pub async fn provider(
     replay: bool,
 ) -> Result<(ProviderDescriptor, A2aProvider), EntryError> {
     let settings = A2aSettings::parse(config)?;
-    let headers = sandbox.grants().header_values(&settings.headers)?;
+    let headers = seam_sandbox::header_values(sandbox.grants(), &settings.headers)?;
     let headers = transport::request_headers(&headers)
         .map_err(|e| EntryError::new("config.headers", format!("key `config.headers`: {e}")))?;
     // Redirects are not followed: a card or a call answered elsewhere would leave the grants.
@@ -160,45 +151,5 @@ impl Provider for A2aProvider {
     ) -> BoxFuture<'static, Result<SubagentResult, RunFailure>> {
         let inner = self.inner.clone();
         Box::pin(async move { inner.run(ctx, request).await })
-    }
-}
-
-impl Inner {
-    /// A run: played back from the recording when replaying (the agent is not called: its
-    /// answer is an outside result, as a model's is), else run for real and recorded.
-    async fn run(
-        &self,
-        ctx: RunContext,
-        request: StartRequest,
-    ) -> Result<SubagentResult, RunFailure> {
-        use seam_core::cassette::Kind;
-        let Some((tape, key)) = ctx.account().tape() else {
-            return run::Task::new(self, &ctx).drive(&request).await;
-        };
-        if tape.replaying() {
-            return match tape.play(&key, Kind::Run) {
-                seam_core::tape::Played::Entry(_, body) => {
-                    ctx.ready();
-                    serde_json::from_value(body).map_err(|e| {
-                        self.failure(format!("replay: the recorded outcome is unreadable: {e}"))
-                    })
-                }
-                _ => Err(self.failure("replay: the recording has no outcome for this run".into())),
-            };
-        }
-        let outcome = run::Task::new(self, &ctx).drive(&request).await;
-        if let Ok(result) = &outcome {
-            if let Ok(body) = serde_json::to_value(result) {
-                tape.record(&key, Kind::Run, body);
-            }
-        }
-        outcome
-    }
-
-    fn failure(&self, message: String) -> RunFailure {
-        RunFailure::A2aAgent {
-            plugin: self.plugin.to_string(),
-            message,
-        }
     }
 }

@@ -7,6 +7,7 @@
 //! drops before that is followed again (`SubscribeToTask`, or `GetTask` once the task ended);
 //! the message itself is never sent twice.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
@@ -15,13 +16,64 @@ use seam_core::subagent::{RunContext, RunFailure, StoredSession};
 use seam_core::types::{ContentBlock, StartRequest, StopReason, SubagentResult};
 
 use super::kept::{self, Followed, Kept};
+use super::settings::A2aSettings;
+use super::transport::Peer;
 use super::transport::{CallError, Events};
-use super::Inner;
 use crate::wire::{
     self, error_code, methods, CancelTaskRequest, GetTaskRequest, Message, Part, Role,
     SendMessageConfiguration, SendMessageRequest, SendMessageResponse, StreamResponse,
     SubscribeToTaskRequest, Task as RemoteTask, TaskState, TaskStatus,
 };
+
+/// What every run of an entry shares.
+pub(super) struct Inner {
+    pub(super) plugin: Arc<str>,
+    pub(super) settings: A2aSettings,
+    pub(super) peer: Peer,
+    pub(super) streaming: bool,
+    /// The entry's `max_output_bytes`: the answer, and the progress, may not exceed it.
+    pub(super) max_output_bytes: usize,
+}
+
+impl Inner {
+    /// A run: played back from the recording when replaying (the agent is not called: its
+    /// answer is an outside result, as a model's is), else run for real and recorded.
+    pub(super) async fn run(
+        &self,
+        ctx: RunContext,
+        request: StartRequest,
+    ) -> Result<SubagentResult, RunFailure> {
+        use seam_core::cassette::Kind;
+        let Some((tape, key)) = ctx.account().tape() else {
+            return Task::new(self, &ctx).drive(&request).await;
+        };
+        if tape.replaying() {
+            return match tape.play(&key, Kind::Run) {
+                seam_core::tape::Played::Entry(_, body) => {
+                    ctx.ready();
+                    serde_json::from_value(body).map_err(|e| {
+                        self.failure(format!("replay: the recorded outcome is unreadable: {e}"))
+                    })
+                }
+                _ => Err(self.failure("replay: the recording has no outcome for this run".into())),
+            };
+        }
+        let outcome = Task::new(self, &ctx).drive(&request).await;
+        if let Ok(result) = &outcome {
+            if let Ok(body) = serde_json::to_value(result) {
+                tape.record(&key, Kind::Run, body);
+            }
+        }
+        outcome
+    }
+
+    fn failure(&self, message: String) -> RunFailure {
+        RunFailure::A2aAgent {
+            plugin: self.plugin.to_string(),
+            message,
+        }
+    }
+}
 
 /// Bytes each progress update is charged beyond its text, as a component's are.
 const UPDATE_OVERHEAD: usize = 64;

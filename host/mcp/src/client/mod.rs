@@ -248,7 +248,7 @@ impl McpEntry {
     ) -> Result<Self, seam_sandbox::EntryError> {
         let settings = McpSettings::parse(config)?;
         let env = sandbox.grants().env_values().to_vec();
-        let headers = sandbox.grants().header_values(&settings.headers)?;
+        let headers = seam_sandbox::header_values(sandbox.grants(), &settings.headers)?;
         Ok(Self {
             shared: Arc::new(Shared {
                 id: id.to_string(),
