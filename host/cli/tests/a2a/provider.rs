@@ -523,3 +523,18 @@ config = {{ provider = "agent", toolName = "remote" }}
         "the agent's answer comes from the recording: {out}\n{err}"
     );
 }
+
+/// A stream that ends while the task goes on (the agent alive) is followed again with
+/// `SubscribeToTask`, and the run gets the rest: the message was sent once.
+#[test]
+fn a_dropped_stream_is_followed_again_to_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let config = write(dir.path(), "a2a.toml", &entry(agent.origin(), ""));
+    let (code, out, err) = delegate(dir.path(), &config, "drop it");
+    assert_eq!(code, Some(0), "{out}\n{err}\n{:?}", agent.requests());
+    assert!(out.contains("survived the drop"), "{out}\n{err}");
+    assert!(err.contains("dropping the stream"), "{err}");
+    assert_eq!(agent.count("SendStreamingMessage"), 1, "{:?}", agent.requests());
+    assert_eq!(agent.count("SubscribeToTask"), 1, "{:?}", agent.requests());
+}
