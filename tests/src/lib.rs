@@ -323,16 +323,21 @@ pub fn still_in_proc(pids: &[(String, u32)]) -> Vec<String> {
 /// The Python of the plugin kit's toolchain, with the ACP Python SDK installed by `make
 /// setup-kit` (the fixture agents and clients run on it).
 pub fn acp_python() -> PathBuf {
+    kit_python("acp")
+}
+
+/// The Python of the plugin kit's toolchain, which must import `modules` (`"mcp, fastmcp"`):
+/// the official SDKs `make setup-kit` installs there, pinned.
+pub fn kit_python(modules: &str) -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let python = root.join("target/toolchains/python/bin/python");
     let has_sdk = std::process::Command::new(&python)
-        .args(["-c", "import acp"])
+        .args(["-c", &format!("import {modules}")])
         .output()
         .is_ok_and(|o| o.status.success());
     assert!(
         has_sdk,
-        "{} cannot import the ACP Python SDK: run `make setup-kit`, which installs \
-         agent-client-protocol==0.12.1 there",
+        "{} cannot import {modules}: run `make setup-kit`, which installs the pinned SDKs there",
         python.display()
     );
     python

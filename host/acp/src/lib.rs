@@ -81,20 +81,11 @@ struct Settings {
 /// `env` (its whole environment) and `dirs` (where its `fs/*` requests may reach) apply to an
 /// agent program, so the others are refused rather than ignored.
 pub fn check_grants(grants: &Grants) -> Result<(), SandboxError> {
-    let outside = [
-        ("grants.network", !grants.network.is_empty()),
-        ("grants.dns", grants.dns),
-        ("grants.http", !grants.http.is_empty()),
-    ];
-    match outside.iter().find(|(_, set)| *set) {
-        Some((key, _)) => Err(SandboxError {
-            key: (*key).to_string(),
-            message: "an ACP agent is a process outside the sandbox: only `env` and `dirs` \
-                      grants apply to it (it reaches what the host's user can)"
-                .into(),
-        }),
-        None => Ok(()),
-    }
+    grants.only(
+        &["env", "dirs"],
+        "an ACP agent is a process outside the sandbox: only `env` and `dirs` grants apply to it \
+         (it reaches what the host's user can)",
+    )
 }
 
 /// The provider of the ACP entry `plugin` (its `config` table) whose grants passed [`check_grants`], from its checked
@@ -842,14 +833,10 @@ pub fn choose_permission(policy: Permissions, params: &Value) -> (Value, &str, b
 
 /// The request's prompt as ACP content blocks, the persona and system prompt first.
 fn prompt_blocks(request: &StartRequest) -> Vec<Value> {
-    let mut blocks = Vec::new();
-    let system = request
-        .agent_options
-        .as_ref()
-        .and_then(|o| o.system_prompt.as_deref());
-    for preamble in [system, request.persona.as_deref()].into_iter().flatten() {
-        blocks.push(json!({"type": "text", "text": preamble}));
-    }
+    let mut blocks: Vec<Value> = request
+        .preamble()
+        .map(|text| json!({"type": "text", "text": text}))
+        .collect();
     for block in &request.prompt {
         blocks.push(json!({"type": "text", "text": block.as_text()}));
     }

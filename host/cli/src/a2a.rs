@@ -8,11 +8,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use seam_host::a2a::server::{A2aServer, HttpOptions};
-use seam_host::sandbox::http_guard::DEFAULT_MAX_REQUEST_BYTES;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    load_for_use, print_events, read_config, sessions as store, with_host_store, working_directory,
+    config_store, load_for_use, print_events, read_config, with_host_store, working_directory,
     EXIT_OK,
 };
 
@@ -33,19 +32,8 @@ pub(crate) struct Args {
     /// Print lifecycle events as JSON lines on stderr while serving.
     #[arg(long)]
     events: bool,
-    /// The environment variable holding the bearer token requests must carry.
-    #[arg(long, value_name = "VAR")]
-    token_env: Option<String>,
-    /// A browser origin allowed besides loopback ones (e.g. https://app.example.com:443);
-    /// repeatable.
-    #[arg(long = "allow-origin", value_name = "ORIGIN")]
-    allow_origins: Vec<String>,
-    /// A `Host` header value allowed besides loopback names; repeatable.
-    #[arg(long = "allow-host", value_name = "HOST")]
-    allow_hosts: Vec<String>,
-    /// The largest HTTP request body, in bytes (413 past it).
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_REQUEST_BYTES)]
-    max_request_bytes: usize,
+    #[command(flatten)]
+    guards: crate::http_guard::GuardArgs,
     #[command(flatten)]
     metrics: crate::metrics::MetricsArg,
 }
@@ -54,23 +42,13 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
     let cwd = working_directory()?;
     let config = read_config(&args.config)?;
     let mut options = HttpOptions::new(args.http);
-    if let Some(var) = &args.token_env {
-        let token = std::env::var(var)
-            .with_context(|| format!("--token-env {var}: the variable is not set"))?;
-        options.bearer_token = Some(token);
-    }
-    options.allowed_origins = args.allow_origins.clone();
-    options.allowed_hosts = args.allow_hosts.clone();
-    options.max_request_bytes = args.max_request_bytes;
+    options.bearer_token = args.guards.token()?;
+    options.allowed_origins = args.guards.allow_origins.clone();
+    options.allowed_hosts = args.guards.allow_hosts.clone();
+    options.max_request_bytes = args.guards.max_request_bytes;
     // Refused before anything loads: an address off loopback without a token.
     seam_host::sandbox::http_guard::check_bind(args.http, options.bearer_token.as_deref())?;
-    // Opened first: a store that cannot be written fails the command before anything runs.
-    let opened = store::open(
-        config.sessions.store.as_ref(),
-        &config.sessions,
-        config.cluster.as_ref(),
-    )?;
-    with_host_store(opened.store, |host| async move {
+    with_host_store(config_store(&config)?, |host| async move {
         args.metrics.start(&host, &interrupt).await?;
         load_for_use(&host, &config, &interrupt).await?;
         // Printed until the plugins are unloaded: the ends of the runs cut short show too.

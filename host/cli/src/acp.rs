@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
-use super::{load_for_use, read_config, sessions as store, with_host_store, EXIT_OK};
+use super::{config_store, load_for_use, read_config, with_host_store, EXIT_OK};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -18,13 +18,7 @@ pub struct Args {
 
 pub async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
     let config = read_config(&args.config)?;
-    // Opened first: a store that cannot be written fails the command before anything runs.
-    let opened = store::open(
-        config.sessions.store.as_ref(),
-        &config.sessions,
-        config.cluster.as_ref(),
-    )?;
-    with_host_store(opened.store, |host| async move {
+    with_host_store(config_store(&config)?, |host| async move {
         args.metrics.start(&host, &interrupt).await?;
         load_for_use(&host, &config, &interrupt).await?;
         seam_host::acp::server::serve(&host.agent_host(), interrupt).await;

@@ -33,6 +33,7 @@ mod check;
 mod conformance;
 mod delegate;
 mod dev;
+mod http_guard;
 mod inspect;
 mod mcp;
 mod metrics;
@@ -385,6 +386,19 @@ where
     Fut: Future<Output = Result<T>>,
 {
     with_host_in(Host::with_store(HostOptions::default(), store), body).await
+}
+
+/// The session store `config` names (`[sessions]`), opened before anything runs: a store that
+/// cannot be written fails the command first.
+pub(crate) fn config_store(
+    config: &seam_host::Config,
+) -> Result<std::sync::Arc<dyn seam_host::session_store::SessionStore>> {
+    let opened = sessions::open(
+        config.sessions.store.as_ref(),
+        &config.sessions,
+        config.cluster.as_ref(),
+    )?;
+    Ok(opened.store)
 }
 
 async fn with_host_in<T, F, Fut>(host: Result<Host, seam_host::EngineError>, body: F) -> Result<T>

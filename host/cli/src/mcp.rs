@@ -41,22 +41,11 @@ pub(crate) struct Args {
     /// picks a free one, printed on stderr).
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
-    /// The environment variable holding the bearer token HTTP requests must carry.
-    #[arg(long, value_name = "VAR", requires = "http")]
-    token_env: Option<String>,
-    /// A browser origin allowed besides loopback ones (e.g. https://app.example.com:443);
-    /// repeatable.
-    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
-    allow_origins: Vec<String>,
-    /// A `Host` header value allowed besides loopback names; repeatable.
-    #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
-    allow_hosts: Vec<String>,
     /// The most MCP sessions open at once over HTTP.
     #[arg(long, value_name = "N", default_value_t = 64, requires = "http")]
     max_sessions: usize,
-    /// The largest HTTP request body, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20, requires = "http")]
-    max_request_bytes: usize,
+    #[command(flatten)]
+    guards: crate::http_guard::GuardArgs,
     #[command(flatten)]
     metrics: crate::metrics::MetricsArg,
 }
@@ -156,15 +145,11 @@ async fn serve_http(
     interrupt: CancellationToken,
 ) -> Result<()> {
     let mut options = HttpOptions::new(addr);
-    if let Some(var) = &args.token_env {
-        let token = std::env::var(var)
-            .with_context(|| format!("--token-env {var}: the variable is not set"))?;
-        options.bearer_token = Some(token);
-    }
-    options.allowed_origins = args.allow_origins.clone();
-    options.allowed_hosts = args.allow_hosts.clone();
+    options.bearer_token = args.guards.token()?;
+    options.allowed_origins = args.guards.allow_origins.clone();
+    options.allowed_hosts = args.guards.allow_hosts.clone();
     options.max_sessions = args.max_sessions;
-    options.max_request_bytes = args.max_request_bytes;
+    options.max_request_bytes = args.guards.max_request_bytes;
     let endpoint = McpHttp::bind(options).await?;
     let bound = endpoint.local_addr().context("the bound address")?;
     errln!("seam mcp: serving on http://{bound}/mcp");

@@ -21,17 +21,7 @@ fn root() -> PathBuf {
 
 /// The toolchain's Python, which must have the A2A SDK.
 fn a2a_python() -> PathBuf {
-    let python = seam_tests::acp_python();
-    let has_sdk = Command::new(&python)
-        .args(["-c", "import a2a.client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        has_sdk,
-        "{} cannot import a2a: run `make setup-kit`",
-        python.display()
-    );
-    python
+    seam_tests::kit_python("a2a.client, a2a.server, uvicorn")
 }
 
 /// A `seam a2a` process, killed if the test ends before [`stop`] stops it.
@@ -524,8 +514,13 @@ fn steering_an_approval_and_push_notifications() {
     );
     let asked = texts(&waiting["status"]["message"]["parts"]).join("");
     assert!(asked.contains("call tool `secret`"), "{asked}");
-    // Allowed: the task works again, and ends with the steering in what the model saw.
-    assert_eq!(state(&out["allowed"][0]), "TASK_STATE_WORKING");
+    // Allowed: the task works again (or has already ended: the answer to `allow` races the
+    // rest of the turn), and ends with the steering in what the model saw.
+    let after = state(&out["allowed"][0]);
+    assert!(
+        ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"].contains(&after),
+        "{after}"
+    );
     let events = out["events"].as_array().unwrap();
     assert_eq!(
         state(events.last().unwrap()),

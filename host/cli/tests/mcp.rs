@@ -14,17 +14,7 @@ fn root() -> PathBuf {
 
 /// The toolchain's Python, which must have the MCP SDK.
 fn mcp_python() -> PathBuf {
-    let python = seam_tests::acp_python();
-    let has_sdk = Command::new(&python)
-        .args(["-c", "import mcp, fastmcp"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        has_sdk,
-        "{} cannot import mcp and fastmcp: run `make setup-kit`",
-        python.display()
-    );
-    python
+    seam_tests::kit_python("mcp, fastmcp")
 }
 
 /// Six entries: `ask` (a run that reports two progress updates and answers), `wait` (a run

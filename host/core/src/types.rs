@@ -233,6 +233,16 @@ pub struct StartRequest {
 }
 
 impl StartRequest {
+    /// What goes before the prompt for a child whose model Seam does not run (an ACP or A2A
+    /// agent): the request's system prompt, then its persona, each if given.
+    pub fn preamble(&self) -> impl Iterator<Item = &str> {
+        let system = self
+            .agent_options
+            .as_ref()
+            .and_then(|o| o.system_prompt.as_deref());
+        [system, self.persona.as_deref()].into_iter().flatten()
+    }
+
     /// A request with just a text prompt and a parent.
     pub fn new(prompt: impl Into<String>, parent: ParentRef) -> Self {
         Self {

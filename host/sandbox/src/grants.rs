@@ -229,6 +229,41 @@ pub struct Granted {
 }
 
 impl Grants {
+    /// Refuses every kind of grant but those `kept` names (`"env"`, `"dirs"`, `"http"`, ...),
+    /// for an entry that is not a component and to which the others would mean nothing; the
+    /// error names the first such grant's key and says `why`.
+    pub fn only(&self, kept: &[&str], why: &str) -> Result<(), SandboxError> {
+        let set = [
+            ("dirs", !self.dirs.is_empty()),
+            ("env", !self.env.is_empty()),
+            ("network", !self.network.is_empty()),
+            ("dns", self.dns),
+            ("http", !self.http.is_empty()),
+        ];
+        match set.iter().find(|(kind, set)| *set && !kept.contains(kind)) {
+            Some((kind, _)) => Err(SandboxError {
+                key: format!("grants.{kind}"),
+                message: why.to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Refuses `url` unless its origin is one of the `http` grants; `what` names the peer
+    /// (`the MCP server`, `the A2A agent`).
+    pub fn require_url(&self, url: &str, what: &str) -> Result<(), SandboxError> {
+        if HttpOrigin::url_in(url, &self.http) {
+            return Ok(());
+        }
+        Err(SandboxError {
+            key: "grants.http".into(),
+            message: format!(
+                "{what} `{url}` is not behind an `http` grant of this entry (add its origin to \
+                 `grants.http`)"
+            ),
+        })
+    }
+
     /// Checks every grant against the host: each directory must exist, be a directory and open;
     /// each environment variable's value is read now (a variable that is not set is left out).
     /// Guards no compile cache: the loader uses [`Grants::resolve_avoiding`].

@@ -16,13 +16,14 @@
 //! arrived yet, and may already have sent the answer without `Connection: close`, so a client
 //! reusing the connection saw it drop without an answer.
 //!
-//! This module decides and reads; the servers build their answers.
+//! [`Guards::admit`] applies them all, in that order, and gives either the request with its
+//! body read, or the refusal to send.
 
 use std::net::SocketAddr;
 
 use bytes::Bytes;
-use http::HeaderMap;
-use http_body_util::{BodyExt, Limited};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
 use thiserror::Error;
 
 /// The default cap of a request body (4 MiB).
@@ -195,6 +196,99 @@ where
         }
     }
     Ok(())
+}
+
+/// What a server's guards are set to.
+#[derive(Debug, Clone)]
+pub struct Guards {
+    /// The address served (what `Host` may name besides loopback names).
+    pub bound: SocketAddr,
+    /// The bearer token every request must carry, if any.
+    pub token: Option<String>,
+    /// Browser origins allowed besides the loopback ones.
+    pub allowed_origins: Vec<String>,
+    /// `Host` values allowed besides the loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// The largest request body.
+    pub max_request_bytes: usize,
+}
+
+/// A refusal, as the servers send it.
+pub type Refusal = Response<Full<Bytes>>;
+
+impl Guards {
+    /// `request` with its body read, if every guard lets it through; else the refusal to send
+    /// (the body read and dropped within its cap, or the connection closed past it).
+    pub async fn admit<B>(&self, request: Request<B>) -> Result<Request<Bytes>, Refusal>
+    where
+        B: http_body::Body,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let max = self.max_request_bytes;
+        // A declared length past the cap is refused before a byte of the body is read.
+        if declared_too_large(request.headers(), max) {
+            return Err(too_large());
+        }
+        let (parts, body) = request.into_parts();
+        if !bearer_ok(&parts.headers, self.token.as_deref()) {
+            let mut refused = plain(StatusCode::UNAUTHORIZED, "a bearer token is required");
+            refused.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer"),
+            );
+            // Read and dropped: a client without the token makes the server hold nothing.
+            return Err(match drain_capped(body, max).await {
+                Ok(()) => refused,
+                Err(_) => closing(refused),
+            });
+        }
+        let body = match read_capped(body, max).await {
+            Ok(body) => body,
+            Err(BodyRefused::TooLarge) => return Err(too_large()),
+            Err(BodyRefused::Unreadable) => {
+                return Err(closing(plain(
+                    StatusCode::BAD_REQUEST,
+                    "the request body could not be read",
+                )))
+            }
+        };
+        if !origin_allowed(&parts.headers, &self.allowed_origins) {
+            return Err(plain(
+                StatusCode::FORBIDDEN,
+                "the request's Origin is not allowed",
+            ));
+        }
+        if !host_allowed(&parts.headers, &self.allowed_hosts, self.bound) {
+            return Err(plain(
+                StatusCode::FORBIDDEN,
+                "the request's Host is not allowed",
+            ));
+        }
+        Ok(Request::from_parts(parts, body))
+    }
+}
+
+/// A plain-text answer.
+pub fn plain(status: StatusCode, text: &'static str) -> Refusal {
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+    *response.status_mut() = status;
+    response
+}
+
+/// The refusal of a body past the cap, whose rest is left unread.
+fn too_large() -> Refusal {
+    closing(plain(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "the request body is too large",
+    ))
+}
+
+/// `response`, telling the client that the connection ends with it.
+fn closing<B>(mut response: Response<B>) -> Response<B> {
+    response
+        .headers_mut()
+        .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 #[cfg(test)]

@@ -34,29 +34,12 @@ pub use transport::{CallError, Peer};
 /// origins of its card and interface) and `env` (the variables its headers come from) apply;
 /// `url` itself must be behind an `http` grant.
 pub fn check_grants(url: &str, grants: &Grants) -> Result<(), SandboxError> {
-    let outside = [
-        ("grants.network", !grants.network.is_empty()),
-        ("grants.dns", grants.dns),
-        ("grants.dirs", !grants.dirs.is_empty()),
-    ];
-    if let Some((key, _)) = outside.iter().find(|(_, set)| *set) {
-        return Err(SandboxError {
-            key: (*key).to_string(),
-            message: "an A2A agent is reached over HTTP outside the sandbox: only `http` and \
-                      `env` grants apply to it"
-                .into(),
-        });
-    }
-    if !seam_sandbox::HttpOrigin::url_in(url, &grants.http) {
-        return Err(SandboxError {
-            key: "grants.http".into(),
-            message: format!(
-                "the A2A agent `{url}` is not behind an `http` grant of this entry (add its \
-                 origin to `grants.http`)"
-            ),
-        });
-    }
-    Ok(())
+    grants.only(
+        &["env", "http"],
+        "an A2A agent is reached over HTTP outside the sandbox: only `http` and `env` grants \
+         apply to it",
+    )?;
+    grants.require_url(url, "the A2A agent")
 }
 
 /// A provider whose runs are tasks of one remote A2A agent.

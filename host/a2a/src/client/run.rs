@@ -212,15 +212,7 @@ impl<'a> Task<'a> {
 
     /// `SendMessage` to an agent that does not stream: the answer is the task as it ended.
     async fn blocking(&mut self, message: Message) -> Result<(), RunFailure> {
-        let request = send_request(
-            message,
-            Some(SendMessageConfiguration {
-                accepted_output_modes: None,
-                task_push_notification_config: None,
-                history_length: Some(0),
-                return_immediately: Some(false),
-            }),
-        );
+        let request = send_request(message, Some(answered(false)));
         let call = self
             .inner
             .peer
@@ -396,15 +388,7 @@ impl<'a> Task<'a> {
 
     /// A message to a task that runs: answered at once, its effect seen on the task's stream.
     async fn send_follow_up(&self, message: Message) {
-        let request = send_request(
-            message,
-            Some(SendMessageConfiguration {
-                accepted_output_modes: None,
-                task_push_notification_config: None,
-                history_length: Some(0),
-                return_immediately: Some(true),
-            }),
-        );
+        let request = send_request(message, Some(answered(true)));
         let sent = self
             .inner
             .peer
@@ -602,18 +586,21 @@ fn send_request(
     }
 }
 
+/// A send's configuration: no history back, and the answer at once (`immediately`) or when the
+/// task ends or waits.
+fn answered(immediately: bool) -> SendMessageConfiguration {
+    SendMessageConfiguration {
+        accepted_output_modes: None,
+        task_push_notification_config: None,
+        history_length: Some(0),
+        return_immediately: Some(immediately),
+    }
+}
+
 /// The message of a start request: the system prompt and persona the request carries, then the
 /// prompt's blocks.
 fn message_parts(request: &StartRequest) -> Vec<Part> {
-    let system = request
-        .agent_options
-        .as_ref()
-        .and_then(|o| o.system_prompt.as_deref());
-    let mut parts: Vec<Part> = [system, request.persona.as_deref()]
-        .into_iter()
-        .flatten()
-        .map(Part::text)
-        .collect();
+    let mut parts: Vec<Part> = request.preamble().map(Part::text).collect();
     parts.extend(request.prompt.iter().map(part));
     parts
 }

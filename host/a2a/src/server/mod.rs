@@ -41,7 +41,7 @@ use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use seam_sandbox::http_guard::{self, BindRefused, BodyRefused};
+use seam_sandbox::http_guard::{self, BindRefused};
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -191,7 +191,13 @@ impl A2aServer {
             .approvals
             .add_surface(Arc::new(approval::Clients::new(&contexts)));
         let guard = Arc::new(Guard {
-            options: self.options.clone(),
+            guards: http_guard::Guards {
+                bound: self.options.addr,
+                token: self.options.bearer_token.clone(),
+                allowed_origins: self.options.allowed_origins.clone(),
+                allowed_hosts: self.options.allowed_hosts.clone(),
+                max_request_bytes: self.options.max_request_bytes,
+            },
             card,
             served: served.clone(),
         });
@@ -249,61 +255,28 @@ impl A2aServer {
 
 /// The guards, then the card or the JSON-RPC methods.
 struct Guard {
-    options: HttpOptions,
+    guards: http_guard::Guards,
     card: Bytes,
     served: Arc<methods::Served>,
 }
 
 impl Guard {
     async fn serve(&self, request: Request<Incoming>) -> Response<Body> {
-        let max = self.options.max_request_bytes;
-        // A declared length past the cap is refused before a byte of the body is read.
-        if http_guard::declared_too_large(request.headers(), max) {
-            return too_large();
-        }
-        let (parts, body) = request.into_parts();
-        if !http_guard::bearer_ok(&parts.headers, self.options.bearer_token.as_deref()) {
-            let mut refused = plain(StatusCode::UNAUTHORIZED, "a bearer token is required");
-            refused.headers_mut().insert(
-                hyper::header::WWW_AUTHENTICATE,
-                hyper::header::HeaderValue::from_static("Bearer"),
-            );
-            // Read and dropped: a client without the token makes the server hold nothing.
-            return match http_guard::drain_capped(body, max).await {
-                Ok(()) => refused,
-                Err(_) => closing(refused),
-            };
-        }
-        let body = match http_guard::read_capped(body, max).await {
-            Ok(body) => body,
-            Err(BodyRefused::TooLarge) => return too_large(),
-            Err(BodyRefused::Unreadable) => {
-                return closing(plain(
-                    StatusCode::BAD_REQUEST,
-                    "the request body could not be read",
-                ))
-            }
+        let (parts, body) = match self.guards.admit(request).await {
+            Ok(admitted) => admitted.into_parts(),
+            Err(refused) => return refused.map(BodyExt::boxed_unsync),
         };
-        if !http_guard::origin_allowed(&parts.headers, &self.options.allowed_origins) {
-            return plain(StatusCode::FORBIDDEN, "the request's Origin is not allowed");
-        }
-        if !http_guard::host_allowed(
-            &parts.headers,
-            &self.options.allowed_hosts,
-            self.options.addr,
-        ) {
-            return plain(StatusCode::FORBIDDEN, "the request's Host is not allowed");
-        }
         match parts.method {
             hyper::Method::GET if parts.uri.path() == wire::CARD_PATH => {
                 json_response(StatusCode::OK, self.card.clone())
             }
             hyper::Method::POST => self.rpc(&parts.headers, &body).await,
-            _ => plain(
+            _ => http_guard::plain(
                 StatusCode::NOT_FOUND,
                 "seam a2a serves the agent card (GET /.well-known/agent-card.json) and \
                  JSON-RPC (POST)",
-            ),
+            )
+            .map(BodyExt::boxed_unsync),
         }
     }
 
@@ -375,29 +348,6 @@ fn json_response(status: StatusCode, body: Bytes) -> Response<Body> {
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
-fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed_unsync());
-    *response.status_mut() = status;
-    response
-}
-
-/// The refusal of a body past the cap, whose rest is left unread.
-fn too_large() -> Response<Body> {
-    closing(plain(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "the request body is too large",
-    ))
-}
-
-/// `response`, telling the client that the connection ends with it.
-fn closing(mut response: Response<Body>) -> Response<Body> {
-    response.headers_mut().insert(
-        hyper::header::CONNECTION,
-        hyper::header::HeaderValue::from_static("close"),
     );
     response
 }

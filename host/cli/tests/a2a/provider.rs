@@ -535,6 +535,11 @@ fn a_dropped_stream_is_followed_again_to_the_end() {
     assert_eq!(code, Some(0), "{out}\n{err}\n{:?}", agent.requests());
     assert!(out.contains("survived the drop"), "{out}\n{err}");
     assert!(err.contains("dropping the stream"), "{err}");
-    assert_eq!(agent.count("SendStreamingMessage"), 1, "{:?}", agent.requests());
+    assert_eq!(
+        agent.count("SendStreamingMessage"),
+        1,
+        "{:?}",
+        agent.requests()
+    );
     assert_eq!(agent.count("SubscribeToTask"), 1, "{:?}", agent.requests());
 }

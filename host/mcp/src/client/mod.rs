@@ -119,29 +119,13 @@ pub fn check_grants(
     transport: &McpTransport,
     grants: &seam_sandbox::Grants,
 ) -> Result<(), SandboxError> {
-    let outside = [
-        ("grants.network", !grants.network.is_empty()),
-        ("grants.dns", grants.dns),
-        ("grants.dirs", !grants.dirs.is_empty()),
-    ];
-    if let Some((key, _)) = outside.iter().find(|(_, set)| *set) {
-        return Err(SandboxError {
-            key: (*key).to_string(),
-            message: "an MCP server is reached outside the sandbox: only `env` (and, for a \
-                      `url`, `http`) grants apply to it"
-                .into(),
-        });
-    }
+    grants.only(
+        &["env", "http"],
+        "an MCP server is reached outside the sandbox: only `env` (and, for a `url`, `http`) \
+         grants apply to it",
+    )?;
     if let McpTransport::Http(url) = transport {
-        if !seam_sandbox::HttpOrigin::url_in(url, &grants.http) {
-            return Err(SandboxError {
-                key: "grants.http".into(),
-                message: format!(
-                    "the MCP server `{url}` is not behind an `http` grant of this entry (add its \
-                     origin to `grants.http`)"
-                ),
-            });
-        }
+        grants.require_url(url, "the MCP server")?;
     }
     Ok(())
 }

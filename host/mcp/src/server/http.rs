@@ -32,7 +32,7 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use seam_sandbox::http_guard::{self, BindRefused, BodyRefused};
+use seam_sandbox::http_guard::{self, BindRefused};
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -160,12 +160,14 @@ impl McpHttp {
             config,
         );
         let guard = Arc::new(Guard {
-            token: options.bearer_token.clone(),
-            allowed_origins: options.allowed_origins.clone(),
-            allowed_hosts: options.allowed_hosts.clone(),
-            bound: options.addr,
+            guards: http_guard::Guards {
+                bound: options.addr,
+                token: options.bearer_token.clone(),
+                allowed_origins: options.allowed_origins.clone(),
+                allowed_hosts: options.allowed_hosts.clone(),
+                max_request_bytes: options.max_request_bytes,
+            },
             max_sessions: options.max_sessions,
-            max_request_bytes: options.max_request_bytes,
             sessions,
         });
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -212,12 +214,8 @@ impl McpHttp {
 /// What is checked before rmcp sees a request: the body's size, the bearer token and the
 /// session count.
 struct Guard {
-    token: Option<String>,
-    allowed_origins: Vec<String>,
-    allowed_hosts: Vec<String>,
-    bound: SocketAddr,
+    guards: http_guard::Guards,
     max_sessions: usize,
-    max_request_bytes: usize,
     sessions: Arc<LocalSessionManager>,
 }
 
@@ -228,48 +226,22 @@ impl Guard {
         service: &StreamableHttpService<McpServer, LocalSessionManager>,
         request: Request<Incoming>,
     ) -> Response<Body> {
-        // A declared length past the cap is refused before a byte of the body is read.
-        if http_guard::declared_too_large(request.headers(), self.max_request_bytes) {
-            return too_large();
-        }
-        let (parts, body) = request.into_parts();
-        if !http_guard::bearer_ok(&parts.headers, self.token.as_deref()) {
-            let mut refused = plain(StatusCode::UNAUTHORIZED, "a bearer token is required");
-            refused.headers_mut().insert(
-                hyper::header::WWW_AUTHENTICATE,
-                hyper::header::HeaderValue::from_static("Bearer"),
-            );
-            // Read and dropped: a client without the token makes the server hold nothing.
-            return match http_guard::drain_capped(body, self.max_request_bytes).await {
-                Ok(()) => refused,
-                Err(_) => closing(refused),
-            };
-        }
-        let body = match http_guard::read_capped(body, self.max_request_bytes).await {
-            Ok(body) => Full::new(body),
-            Err(BodyRefused::TooLarge) => return too_large(),
-            Err(BodyRefused::Unreadable) => {
-                return closing(plain(
-                    StatusCode::BAD_REQUEST,
-                    "the request body could not be read",
-                ))
-            }
+        // rmcp checks Origin and Host too; refused here first, so that both servers decide
+        // alike.
+        let (parts, body) = match self.guards.admit(request).await {
+            Ok(admitted) => admitted.into_parts(),
+            Err(refused) => return refused.map(BodyExt::boxed),
         };
-        // rmcp checks them too; refused here first, so that both servers decide alike.
-        if !http_guard::origin_allowed(&parts.headers, &self.allowed_origins) {
-            return plain(StatusCode::FORBIDDEN, "the request's Origin is not allowed");
-        }
-        if !http_guard::host_allowed(&parts.headers, &self.allowed_hosts, self.bound) {
-            return plain(StatusCode::FORBIDDEN, "the request's Host is not allowed");
-        }
+        let body = Full::new(body);
         // A POST without a session id opens a session (or is a stateless request).
         let opens =
             parts.method == hyper::Method::POST && !parts.headers.contains_key("mcp-session-id");
         if opens && self.sessions.sessions.read().await.len() >= self.max_sessions {
-            return plain(
+            return http_guard::plain(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too many MCP sessions are open",
-            );
+            )
+            .map(BodyExt::boxed);
         }
         let deleting = parts.method == hyper::Method::DELETE;
         let answer = service.handle(Request::from_parts(parts, body)).await;
@@ -283,29 +255,6 @@ impl Guard {
         }
         answer
     }
-}
-
-fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
-    *response.status_mut() = status;
-    response
-}
-
-/// The refusal of a body past the cap, whose rest is left unread.
-fn too_large() -> Response<Body> {
-    closing(plain(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "the request body is too large",
-    ))
-}
-
-/// `response`, telling the client that the connection ends with it.
-fn closing(mut response: Response<Body>) -> Response<Body> {
-    response.headers_mut().insert(
-        hyper::header::CONNECTION,
-        hyper::header::HeaderValue::from_static("close"),
-    );
-    response
 }
 
 #[cfg(test)]
