@@ -211,6 +211,7 @@ fn what(p: &PluginInfo, tools: &[ToolLine]) -> String {
             written: &p.component,
             tools_mounted: tools.iter().filter(|t| t.plugin == p.id).count(),
             stale,
+            about: p.about.as_deref(),
         });
     }
     let Some(kind) = p.kind else {

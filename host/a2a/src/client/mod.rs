@@ -45,6 +45,15 @@ pub fn check_grants(url: &str, grants: &Grants) -> Result<(), SandboxError> {
 /// A provider whose runs are tasks of one remote A2A agent.
 pub struct A2aProvider {
     inner: Arc<Inner>,
+    about: Option<String>,
+}
+
+impl A2aProvider {
+    /// What its card said at load: the agent's name, whether it streams, its skills (none when
+    /// the host loaded to replay, and fetched no card).
+    pub fn about(&self) -> Option<String> {
+        self.about.clone()
+    }
 }
 
 /// The provider of the A2A entry `plugin` at `url` (its `config` table), from its checked
@@ -67,8 +76,8 @@ pub async fn provider(
         .connect_timeout(settings.timeout())
         .build()
         .map_err(|e| EntryError::new("url", format!("cannot make an HTTP client: {e}")))?;
-    let (endpoint, streaming) = if replay {
-        (url.to_string(), true)
+    let (endpoint, streaming, about) = if replay {
+        (url.to_string(), true, None)
     } else {
         let checked = card::fetch(
             &http,
@@ -87,7 +96,22 @@ pub async fn provider(
             skills = ?checked.card.skills.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
             "A2A agent card checked"
         );
-        (checked.endpoint, checked.streaming)
+        let skills: Vec<&str> = checked.card.skills.iter().map(|s| s.id.as_str()).collect();
+        let about = format!(
+            "`{}`, {}, skills: {}",
+            checked.card.name,
+            if checked.streaming {
+                "streams"
+            } else {
+                "does not stream"
+            },
+            if skills.is_empty() {
+                "none".to_string()
+            } else {
+                skills.join(", ")
+            }
+        );
+        (checked.endpoint, checked.streaming, Some(about))
     };
     let max_output_bytes = sandbox.limits().max_output_bytes;
     // A stream carries the answer and the progress (each bounded by `max_output_bytes`) in
@@ -122,6 +146,7 @@ pub async fn provider(
         descriptor,
         A2aProvider {
             inner: Arc::new(inner),
+            about,
         },
     ))
 }

@@ -115,6 +115,14 @@ fn a_task_streams_as_a_run_with_its_progress_answer_and_stop_reason() {
     let dir = tempfile::tempdir().unwrap();
     let agent = Agent::start(dir.path(), &[]);
     let config = write(dir.path(), "a2a.toml", &entry(agent.origin(), ""));
+    // `seam check` says what the card said.
+    let (code, out, err) =
+        seam_tests::outcome(seam(&dir.path().join("state")).arg("check").arg(&config));
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(
+        out.contains("A2A agent") && out.contains("`fixture-agent`, streams, skills: echo, slow"),
+        "{out}"
+    );
 
     let (code, out, err) = delegate(dir.path(), &config, "hello there");
     assert_eq!(code, Some(0), "{out}\n{err}");

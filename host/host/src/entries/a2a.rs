@@ -58,8 +58,9 @@ impl EntryBackend for A2a {
     fn what(&self, p: &Summary<'_>) -> String {
         match p.name {
             Some(name) => format!(
-                "provider `{name}`, A2A agent `{}`{}",
+                "provider `{name}`, A2A agent `{}`{}{}",
                 p.written.display(),
+                p.about.map(|a| format!(" ({a})")).unwrap_or_default(),
                 p.stale
             ),
             None => String::new(),
@@ -100,7 +101,12 @@ impl Entry for A2aEntry {
             let (descriptor, provider) =
                 seam_a2a::client::provider(cx.id, cx.config, &self.0, cx.sandbox, cx.replaying)
                     .await?;
-            Ok(Made::Provider(descriptor, Arc::new(provider)))
+            let about = provider.about();
+            Ok(Made::Provider {
+                descriptor,
+                provider: Arc::new(provider),
+                about,
+            })
         })
     }
 

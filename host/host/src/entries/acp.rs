@@ -78,7 +78,11 @@ impl Entry for AcpEntry {
             cx.cancel_grace,
             cx.live.clone(),
         )
-        .map(|(descriptor, provider)| Made::Provider(descriptor, Arc::new(provider)));
+        .map(|(descriptor, provider)| Made::Provider {
+            descriptor,
+            provider: Arc::new(provider),
+            about: None,
+        });
         Box::pin(std::future::ready(made))
     }
 

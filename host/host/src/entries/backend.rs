@@ -53,6 +53,8 @@ pub struct Summary<'a> {
     pub tools_mounted: usize,
     /// ` (last good version; see the error below)` when a newer version failed, or empty.
     pub stale: &'a str,
+    /// What its peer said of itself at load ([`Made::Provider`]'s `about`).
+    pub about: Option<&'a str>,
 }
 
 /// One entry of a backend's kind, as its keys were read.
@@ -133,7 +135,15 @@ pub struct Context<'a> {
 /// An entry's plugin, ready to commit.
 pub enum Made {
     /// A provider and its frozen descriptor, registered as a component's is.
-    Provider(ProviderDescriptor, Arc<dyn seam_core::subagent::Provider>),
+    Provider {
+        /// The descriptor.
+        descriptor: ProviderDescriptor,
+        /// The provider.
+        provider: Arc<dyn seam_core::subagent::Provider>,
+        /// What its peer said of itself at load (an A2A agent's card: name, skills), for
+        /// `seam check`.
+        about: Option<String>,
+    },
     /// Tools, mounted when the entry is committed.
     Tools(Box<dyn MountTools>),
 }

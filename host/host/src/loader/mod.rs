@@ -301,6 +301,7 @@ impl Loader {
             grants: None,
             limits: None,
             command: entry.source.command().map(<[String]>::to_vec),
+            about: None,
             host_memory: None,
             stale: None,
             pulled: None,

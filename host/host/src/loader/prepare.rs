@@ -202,7 +202,12 @@ impl Loader {
         Ok(Prepared {
             tier_up: None,
             linked: match made {
-                Made::Provider(descriptor, provider) => {
+                Made::Provider {
+                    descriptor,
+                    provider,
+                    about,
+                } => {
+                    info.about = about;
                     Linked::Plugin(crate::kinds::Linked::Provider(descriptor, provider))
                 }
                 Made::Tools(mounts) => Linked::Mounts(mounts),

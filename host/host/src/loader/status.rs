@@ -142,6 +142,10 @@ pub struct PluginInfo {
     /// For an ACP entry: the agent program and its arguments.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
+    /// What the entry's peer said of itself at load (an A2A agent's card: its name, whether it
+    /// streams, its skills).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub about: Option<String>,
     /// Why the entry's newer definition failed to load, while this (last good) version keeps
     /// serving ([`Reload::Swap`] only).
     #[serde(skip_serializing_if = "Option::is_none")]
