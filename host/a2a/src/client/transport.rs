@@ -77,19 +77,30 @@ pub struct Peer {
     next_id: AtomicU64,
 }
 
+/// A header of `config.headers` that cannot be sent.
+#[derive(Debug, Error)]
+pub enum HeaderError {
+    /// Not a header name.
+    #[error("`{0}` is not a header name")]
+    Name(String),
+    /// Its value (from the granted variable) is not a header value.
+    #[error("the value of `{0}` is not a header value")]
+    Value(String),
+}
+
 /// The headers of every request: the entry's, and `A2A-Version`.
-pub fn request_headers(headers: &[(String, String)]) -> Result<HeaderMap, String> {
+pub fn request_headers(headers: &[(String, String)]) -> Result<HeaderMap, HeaderError> {
     let mut map = HeaderMap::new();
     map.insert(
         HeaderName::from_static("a2a-version"),
         HeaderValue::from_static(wire::VERSION),
     );
     for (name, value) in headers {
-        let name = HeaderName::try_from(name.as_str())
-            .map_err(|e| format!("`{name}` is not a header name: {e}"))?;
-        let value = HeaderValue::try_from(value.as_str())
-            .map_err(|e| format!("the value of `{name}` is not a header value: {e}"))?;
-        map.insert(name, value);
+        let key =
+            HeaderName::try_from(name.as_str()).map_err(|_| HeaderError::Name(name.clone()))?;
+        let value =
+            HeaderValue::try_from(value.as_str()).map_err(|_| HeaderError::Value(name.clone()))?;
+        map.insert(key, value);
     }
     Ok(map)
 }
