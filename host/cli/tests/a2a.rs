@@ -714,3 +714,88 @@ fn seam_delegates_to_seam_over_a2a() {
     assert!(ended.contains("\"stop-reason\":\"aborted\""), "{ended}");
     stop(seam, lines);
 }
+
+/// Budgets hold for a served task, and a token-guarded `seam a2a` is reached by a Seam entry
+/// whose credentials come from a granted variable: the served turn, stopped by its `[agent]`
+/// budget after one model call, reads `FAILED` naming the budget, and the calling run ends
+/// `error` with that diagnostic. Without the token the card is refused (401) at load.
+#[test]
+fn a_budget_holds_for_a_served_task_behind_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = dir.path().join("budget.toml");
+    std::fs::write(
+        &served,
+        "[agent]\nmodel = \"scripted:remote\"\n\n[agent.budget]\nmodel_calls = 1\n\n\
+         [models.scripts.remote]\nsteps = [\n\
+         { text = \"looking\", tool_calls = [{ name = \"lookup\", arguments = {} }] },\n\
+         { text = \"never reached\" },\n]\n",
+    )
+    .unwrap();
+    let mut command = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"));
+    command.env("A2A_TOKEN", "t0ken");
+    let mut seam = Served(
+        command
+            .args(["a2a", served.to_str().unwrap(), "--http", "127.0.0.1:0"])
+            .args(["--token-env", "A2A_TOKEN"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let lines = seam_tests::lines_of(seam.0.stderr.take().unwrap());
+    let url = lines
+        .iter()
+        .find_map(|l| {
+            l.strip_prefix("seam a2a: serving ")
+                .map(|rest| rest.split(' ').next().unwrap_or_default().to_string())
+        })
+        .expect("seam a2a says where it serves");
+    let origin = url.trim_end_matches('/');
+    let entry = |headers: &str| {
+        format!(
+            "[[plugin]]\nid = \"remote\"\nkind = \"a2a\"\nurl = \"{url}\"\n{headers}\
+             [plugin.grants]\nhttp = [\"{origin}\"]\nenv = [\"REMOTE_AUTH\"]\n"
+        )
+    };
+    let run = |name: &str, text: String, verb: &[&str]| {
+        let config = dir.path().join(name);
+        std::fs::write(&config, text).unwrap();
+        seam_tests::outcome(
+            seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+                .env("XDG_STATE_HOME", dir.path().join("state"))
+                .env("REMOTE_AUTH", "Bearer t0ken")
+                .arg(verb[0])
+                .arg(&config)
+                .args(&verb[1..]),
+        )
+    };
+    // Without the header the card is refused.
+    let (code, out, err) = run("bare.toml", entry(""), &["check"]);
+    assert_ne!(code, Some(0), "{out}\n{err}");
+    assert!(format!("{out}{err}").contains("401"), "{out}\n{err}");
+    // With it, the task runs, and its budget stops it.
+    let (code, out, err) = run(
+        "authed.toml",
+        entry("config = { headers = { Authorization = \"REMOTE_AUTH\" } }\n"),
+        &[
+            "delegate",
+            "--provider",
+            "remote",
+            "--prompt",
+            "spend",
+            "--events",
+        ],
+    );
+    assert_ne!(code, Some(0), "{out}\n{err}");
+    let end = err
+        .lines()
+        .find(|l| l.contains("\"subagent/end\""))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(end.contains("\"stop-reason\":\"error\""), "{end}");
+    assert!(
+        end.contains("budget"),
+        "the served turn's diagnostic: {end}"
+    );
+    stop(seam, lines);
+}
