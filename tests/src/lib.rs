@@ -448,3 +448,40 @@ config = {{ action = "output" }}
         control = guest("subagent_control"),
     )
 }
+
+/// A served `seam` process (`seam mcp --http`, `seam a2a`), killed if the test ends before it
+/// is stopped (a failed assertion must not leave a server behind).
+pub struct Served(pub std::process::Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `command` (its stderr piped) and waits for the stderr line that starts with `prefix`
+/// (where it says it serves): the process, its stderr's lines, and the rest of that line.
+pub fn serve_until(
+    mut command: std::process::Command,
+    prefix: &str,
+) -> (Served, std::sync::mpsc::Receiver<String>, String) {
+    let mut seam = Served(
+        command
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("seam starts"),
+    );
+    let lines = lines_of(seam.0.stderr.take().expect("its stderr is piped"));
+    let rest = loop {
+        let line = lines
+            .recv_timeout(BARRIER_TIMEOUT)
+            .unwrap_or_else(|_| panic!("seam says `{prefix}`"));
+        if let Some(rest) = line.strip_prefix(prefix) {
+            break rest.to_string();
+        }
+    };
+    (seam, lines, rest)
+}

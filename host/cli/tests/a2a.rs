@@ -24,44 +24,27 @@ fn a2a_python() -> PathBuf {
     seam_tests::kit_python("a2a.client, a2a.server, uvicorn")
 }
 
-/// A `seam a2a` process, killed if the test ends before [`stop`] stops it.
-struct Served(std::process::Child);
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use seam_tests::Served;
 
 /// `seam a2a CONFIG --http 127.0.0.1:0 ARGS`, once it says where it serves: the process, its
 /// stderr's lines, and the base URL.
 fn serve(config: &Path, args: &[&str]) -> (Served, std::sync::mpsc::Receiver<String>, String) {
-    let mut seam = Served(
-        seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
-            .args(["a2a", config.to_str().unwrap(), "--http", "127.0.0.1:0"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+    let mut command = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"));
+    command
+        .args(["a2a", config.to_str().unwrap(), "--http", "127.0.0.1:0"])
+        .args(args);
+    served(command)
+}
+
+/// `command` (a `seam a2a`), once it says where it serves, checking the card's URL it gives.
+fn served(command: Command) -> (Served, std::sync::mpsc::Receiver<String>, String) {
+    let (seam, lines, rest) = seam_tests::serve_until(command, "seam a2a: serving ");
+    let (url, card) = rest.split_once(' ').unwrap();
+    assert_eq!(
+        card,
+        format!("(agent card at {url}.well-known/agent-card.json)")
     );
-    let lines = seam_tests::lines_of(seam.0.stderr.take().unwrap());
-    let url = loop {
-        let line = lines
-            .recv_timeout(seam_tests::BARRIER_TIMEOUT)
-            .expect("seam a2a says where it serves");
-        if let Some(rest) = line.strip_prefix("seam a2a: serving ") {
-            let (url, card) = rest.split_once(' ').unwrap();
-            assert_eq!(
-                card,
-                format!("(agent card at {url}.well-known/agent-card.json)")
-            );
-            break url.to_string();
-        }
-    };
-    (seam, lines, url)
+    (seam, lines, url.to_string())
 }
 
 /// Stops `seam` as Ctrl-C does: it must wind down and exit 0. Returns what else it printed.
@@ -722,9 +705,9 @@ fn seam_delegates_to_seam_over_a2a() {
 #[test]
 fn a_budget_holds_for_a_served_task_behind_a_token() {
     let dir = tempfile::tempdir().unwrap();
-    let served = dir.path().join("budget.toml");
+    let budgeted = dir.path().join("budget.toml");
     std::fs::write(
-        &served,
+        &budgeted,
         "[agent]\nmodel = \"scripted:remote\"\n\n[agent.budget]\nmodel_calls = 1\n\n\
          [models.scripts.remote]\nsteps = [\n\
          { text = \"looking\", tool_calls = [{ name = \"lookup\", arguments = {} }] },\n\
@@ -732,25 +715,11 @@ fn a_budget_holds_for_a_served_task_behind_a_token() {
     )
     .unwrap();
     let mut command = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"));
-    command.env("A2A_TOKEN", "t0ken");
-    let mut seam = Served(
-        command
-            .args(["a2a", served.to_str().unwrap(), "--http", "127.0.0.1:0"])
-            .args(["--token-env", "A2A_TOKEN"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let lines = seam_tests::lines_of(seam.0.stderr.take().unwrap());
-    let url = lines
-        .iter()
-        .find_map(|l| {
-            l.strip_prefix("seam a2a: serving ")
-                .map(|rest| rest.split(' ').next().unwrap_or_default().to_string())
-        })
-        .expect("seam a2a says where it serves");
+    command
+        .env("A2A_TOKEN", "t0ken")
+        .args(["a2a", budgeted.to_str().unwrap(), "--http", "127.0.0.1:0"])
+        .args(["--token-env", "A2A_TOKEN"]);
+    let (seam, lines, url) = served(command);
     let origin = url.trim_end_matches('/');
     let entry = |headers: &str| {
         format!(

@@ -141,41 +141,18 @@ fn the_python_sdk_uses_seam_tools_over_stdio() {
     assert_served(&out, &std::fs::read_to_string(&events).unwrap());
 }
 
-/// A `seam mcp --http` process, killed if the test ends before [`interrupt`] stops it (a
-/// failed assertion must not leave a server behind).
-struct Served(std::process::Child);
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use seam_tests::Served;
 
 /// `seam mcp CONFIG --http 127.0.0.1:0 ARGS` (with the token `s3cret` in `SEAM_TEST_MCP_TOKEN`
 /// for `--token-env`), once it says where it serves: the process, its stderr's lines, and the
 /// URL.
 fn serve_http(config: &Path, args: &[&str]) -> (Served, std::sync::mpsc::Receiver<String>, String) {
-    let mut seam = Served(
-        seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
-            .args(["mcp", config.to_str().unwrap(), "--http", "127.0.0.1:0"])
-            .args(args)
-            .env("SEAM_TEST_MCP_TOKEN", "s3cret")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let lines = seam_tests::lines_of(seam.0.stderr.take().unwrap());
-    let url = loop {
-        let line = lines
-            .recv_timeout(seam_tests::BARRIER_TIMEOUT)
-            .expect("seam mcp says where it serves");
-        if let Some(url) = line.strip_prefix("seam mcp: serving on ") {
-            break url.to_string();
-        }
-    };
-    (seam, lines, url)
+    let mut command = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"));
+    command
+        .args(["mcp", config.to_str().unwrap(), "--http", "127.0.0.1:0"])
+        .args(args)
+        .env("SEAM_TEST_MCP_TOKEN", "s3cret");
+    seam_tests::serve_until(command, "seam mcp: serving on ")
 }
 
 /// Stops `seam` as Ctrl-C does; it must exit with 130.

@@ -201,30 +201,9 @@ impl A2aServer {
             card,
             served: served.clone(),
         });
-        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let acceptor = http_guard::Acceptor::new(self.listener, MAX_CONNECTIONS, "seam a2a");
         let mut connections = JoinSet::new();
-        loop {
-            let slot = tokio::select! {
-                slot = slots.clone().acquire_owned() => slot,
-                () = shutdown.cancelled() => break,
-            };
-            let Ok(slot) = slot else { break };
-            let accepted = tokio::select! {
-                accepted = self.listener.accept() => accepted,
-                () = shutdown.cancelled() => break,
-            };
-            let stream = match accepted {
-                // Events are small writes: Nagle's algorithm would hold each back for the
-                // client's delayed ACK (40 ms a stream on Linux).
-                Ok((stream, _)) => {
-                    let _ = stream.set_nodelay(true);
-                    stream
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "seam a2a: cannot accept a connection");
-                    continue;
-                }
-            };
+        while let Some((stream, slot)) = acceptor.next(&shutdown).await {
             let guard = guard.clone();
             let stop = shutdown.clone();
             connections.spawn(async move {

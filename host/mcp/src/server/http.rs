@@ -170,29 +170,9 @@ impl McpHttp {
             max_sessions: options.max_sessions,
             sessions,
         });
-        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let acceptor = http_guard::Acceptor::new(self.listener, MAX_CONNECTIONS, "seam mcp");
         let mut connections = JoinSet::new();
-        loop {
-            let slot = tokio::select! {
-                slot = slots.clone().acquire_owned() => slot,
-                () = shutdown.cancelled() => break,
-            };
-            let Ok(slot) = slot else { break };
-            let accepted = tokio::select! {
-                accepted = self.listener.accept() => accepted,
-                () = shutdown.cancelled() => break,
-            };
-            let stream = match accepted {
-                // Progress is small writes: without this each waits for the client's ACK.
-                Ok((stream, _)) => {
-                    let _ = stream.set_nodelay(true);
-                    stream
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "seam mcp: cannot accept a connection");
-                    continue;
-                }
-            };
+        while let Some((stream, slot)) = acceptor.next(&shutdown).await {
             let (service, guard) = (service.clone(), guard.clone());
             connections.spawn(async move {
                 let _slot = slot;
