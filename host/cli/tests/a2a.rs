@@ -768,3 +768,51 @@ fn a_budget_holds_for_a_served_task_behind_a_token() {
     );
     stop(seam, lines);
 }
+
+/// A request for approval denied by the client with a data part (`{"approval": "deny"}`): the
+/// task goes back to working, the tool is not called (its delegation never starts), and the
+/// turn ends with the refusal in what the model saw.
+#[test]
+fn a_denied_approval_is_answered_with_a_data_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("deny.toml");
+    let text = "[agent]\nmodel = \"scripted:lead\"\n\n[models.scripts.lead]\nsteps = [\n  \
+         { text = \"asking\", tool_calls = [{ name = \"secret\", arguments = { description = \"d\", prompt = \"open\" } }] },\n  \
+         { text = \"result: {tool_results}\" },\n]\n\n"
+        .to_string()
+        + &seam_tests::entry(
+            "vault",
+            &seam_tests::guest("mock_provider").with_extension("").display().to_string(),
+            "name = \"vault\", reply = \"the secret\"",
+        )
+        + &seam_tests::entry(
+            "secret",
+            &seam_tests::guest("subagent_tool").with_extension("").display().to_string(),
+            "provider = \"vault\", toolName = \"secret\", approve = \"ask\"",
+        );
+    std::fs::write(&config, text).unwrap();
+    let (seam, lines, url) = serve(&config, &["--events"]);
+    let out = client(&["deny", &url]);
+    assert!(out["approval"].is_string(), "{out}");
+    let after = state(&out["answered"][0]);
+    assert!(
+        ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"].contains(&after),
+        "{out}"
+    );
+    let final_task = &out["final"];
+    assert_eq!(state(final_task), "TASK_STATE_COMPLETED", "{out}");
+    let answer = texts(&final_task["artifacts"][0]["parts"]).join("");
+    assert!(
+        answer.contains("denied by the A2A client") && answer.contains("was not called"),
+        "{answer}"
+    );
+    assert!(
+        !answer.contains("the secret"),
+        "the tool was not called: {answer}"
+    );
+    let printed = stop(seam, lines);
+    assert!(
+        !printed.contains("\"subagent/start\""),
+        "no delegation started: {printed}"
+    );
+}
