@@ -27,7 +27,6 @@ fn seam_out(state: &Path, args: &[&str]) -> (Option<i32>, String, String) {
 /// The lead asks `lookup` (a mock provider behind the subagent tool) and `dig` (a spawned
 /// child that asks `lookup` itself), then says what it read.
 fn config(dir: &Path, reply: &str) -> PathBuf {
-    let guest = |name: &str| seam_tests::guest(name).display().to_string();
     let text = format!(
         r#"
 [agent]
@@ -48,6 +47,21 @@ steps = [
     {{ text = "child read: {{tool_results}}" }},
 ]
 
+{plugins}"#,
+        plugins = tree_plugins(reply, ""),
+    );
+    let path = dir.join("lookup.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The plugins of the replay trees: `facts` (a mock provider answering `reply`) behind the
+/// subagent tool `lookup`, and `dig` (a child spawned on `scripted:child`, with `dig_extra`
+/// keys in its config); and a control tool entry.
+fn tree_plugins(reply: &str, dig_extra: &str) -> String {
+    let guest = |name: &str| seam_tests::guest(name).display().to_string();
+    format!(
+        r#"
 [[plugin]]
 id = "facts"
 component = "{mock}"
@@ -65,15 +79,25 @@ component = "{spawn}"
 [[plugin]]
 id = "dig"
 component = "{tool}"
-config = {{ provider = "spawn", toolName = "dig", agentOptions = {{ model = "scripted:child" }} }}
+config = {{ provider = "spawn", toolName = "dig", agentOptions = {{ model = "scripted:child" }}{dig_extra} }}
 "#,
         mock = guest("mock_provider"),
         tool = guest("subagent_tool"),
         spawn = guest("spawn_provider"),
-    );
-    let path = dir.join("lookup.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+    )
+}
+
+/// A `subagent-control` entry `id` for `action`.
+fn control(id: &str, action: &str) -> String {
+    format!(
+        "\n[[plugin]]\nid = \"{id}\"\ncomponent = \"{}\"\nconfig = {{ action = \"{action}\" }}\n",
+        seam_tests::guest("subagent_control").display()
+    )
+}
+
+/// The lead's call starting child `n` of `dig` in the background.
+fn dig_in_background(n: u32) -> String {
+    format!("{{ name = \"dig\", arguments = {{ description = \"d{n}\", prompt = \"dig {n}\", run_in_background = true }} }}")
 }
 
 // Replaying components (HTTP, clock, random) shares these helpers.
@@ -565,10 +589,7 @@ fn seam_test_replays_a_cassette_as_one_of_its_checks() {
 fn a_fan_out_of_background_children_replays_identically_a_hundred_times() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let guest = |name: &str| seam_tests::guest(name).display().to_string();
-    let start = |n: u32| {
-        format!("{{ name = \"dig\", arguments = {{ description = \"d{n}\", prompt = \"dig {n}\", run_in_background = true }} }}")
-    };
+    let start = dig_in_background;
     let output = |n: u32| {
         format!("{{ name = \"subagent_output\", arguments = {{ id = \"spawn-{n}\", timeout_ms = 600000 }} }}")
     };
@@ -588,41 +609,15 @@ steps = [
     {{ text = "child asks", tool_calls = [{{ name = "lookup", arguments = {{ description = "d", prompt = "{{prompt}}" }} }}] }},
     {{ text = "child read: {{tool_results}}" }},
 ]
-
-[[plugin]]
-id = "facts"
-component = "{mock}"
-config = {{ name = "facts", reply = "fact about {{prompt}}" }}
-
-[[plugin]]
-id = "lookup"
-component = "{tool}"
-config = {{ provider = "facts", toolName = "lookup" }}
-
-[[plugin]]
-id = "spawn"
-component = "{spawn}"
-
-[[plugin]]
-id = "dig"
-component = "{tool}"
-config = {{ provider = "spawn", toolName = "dig", agentOptions = {{ model = "scripted:child" }}, runInBackground = true }}
-
-[[plugin]]
-id = "output"
-component = "{control}"
-config = {{ action = "output" }}
-"#,
+{plugins}{output}"#,
         s1 = start(1),
         s2 = start(2),
         s3 = start(3),
         o1 = output(1),
         o2 = output(2),
         o3 = output(3),
-        mock = guest("mock_provider"),
-        tool = guest("subagent_tool"),
-        spawn = guest("spawn_provider"),
-        control = guest("subagent_control"),
+        plugins = tree_plugins("fact about {prompt}", ", runInBackground = true"),
+        output = control("output", "output"),
     );
     let config = dir.path().join("fan.toml");
     std::fs::write(&config, text).unwrap();
@@ -655,9 +650,7 @@ fn reports_from_background_children_reach_the_same_steps_on_every_replay() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let guest = |name: &str| seam_tests::guest(name).display().to_string();
-    let start = |n: u32| {
-        format!("{{ name = \"dig\", arguments = {{ description = \"d{n}\", prompt = \"dig {n}\", run_in_background = true }} }}")
-    };
+    let start = dig_in_background;
     let output = |n: u32| {
         format!("{{ text = \"reading {n}: {{user_messages}}\", tool_calls = [{{ name = \"subagent_output\", arguments = {{ id = \"spawn-{n}\", timeout_ms = 600000 }} }}] }}")
     };
