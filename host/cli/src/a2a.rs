@@ -42,12 +42,12 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
     let cwd = working_directory()?;
     let config = read_config(&args.config)?;
     let mut options = HttpOptions::new(args.http);
-    options.bearer_token = args.guards.token()?;
+    options.token = args.guards.token()?;
     options.allowed_origins = args.guards.allow_origins.clone();
     options.allowed_hosts = args.guards.allow_hosts.clone();
     options.max_request_bytes = args.guards.max_request_bytes;
     // Refused before anything loads: an address off loopback without a token.
-    seam_host::sandbox::http_guard::check_bind(args.http, options.bearer_token.as_deref())?;
+    seam_host::sandbox::http_guard::check_bind(args.http, options.token.as_deref())?;
     with_host_store(config_store(&config)?, |host| async move {
         args.metrics.start(&host, &interrupt).await?;
         load_for_use(&host, &config, &interrupt).await?;

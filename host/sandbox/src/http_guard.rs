@@ -264,6 +264,18 @@ pub struct Guards {
 pub type Refusal = Response<Full<Bytes>>;
 
 impl Guards {
+    /// Loopback-only defaults for a server at `bound`: no token, no other origin or host,
+    /// [`DEFAULT_MAX_REQUEST_BYTES`].
+    pub fn new(bound: SocketAddr) -> Self {
+        Self {
+            bound,
+            token: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+        }
+    }
+
     /// `request` with its body read, if every guard lets it through; else the refusal to send
     /// (the body read and dropped within its cap, or the connection closed past it).
     pub async fn admit<B>(&self, request: Request<B>) -> Result<Request<Bytes>, Refusal>

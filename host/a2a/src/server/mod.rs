@@ -55,34 +55,9 @@ pub use settings::{A2aSettings, SettingsError};
 /// Connections served at once; past it the listener waits for one to close.
 const MAX_CONNECTIONS: usize = 256;
 
-/// How `seam a2a --http` serves.
-#[derive(Debug, Clone)]
-pub struct HttpOptions {
-    /// Where to listen.
-    pub addr: SocketAddr,
-    /// The bearer token every request must carry; required when `addr` is not loopback.
-    pub bearer_token: Option<String>,
-    /// Browser origins allowed besides the loopback ones, each with its scheme.
-    pub allowed_origins: Vec<String>,
-    /// `Host` names (or `host:port`) allowed besides the loopback ones. Off loopback with none
-    /// given, any `Host` is accepted: the token is then what guards the server.
-    pub allowed_hosts: Vec<String>,
-    /// The largest request body accepted.
-    pub max_request_bytes: usize,
-}
-
-impl HttpOptions {
-    /// Loopback-only defaults for `addr`: no token, 4 MiB requests.
-    pub fn new(addr: SocketAddr) -> Self {
-        Self {
-            addr,
-            bearer_token: None,
-            allowed_origins: Vec::new(),
-            allowed_hosts: Vec::new(),
-            max_request_bytes: http_guard::DEFAULT_MAX_REQUEST_BYTES,
-        }
-    }
-}
+/// How `seam a2a --http` serves: where (`bound`), and its guards (a token, required off
+/// loopback; the origins and hosts allowed; the largest request body).
+pub type HttpOptions = http_guard::Guards;
 
 /// Why `seam a2a` cannot start.
 #[derive(Debug, Error)]
@@ -125,7 +100,7 @@ impl A2aServer {
         host: A2aHost,
         settings: A2aSettings,
     ) -> Result<Self, ServeError> {
-        http_guard::check_bind(options.addr, options.bearer_token.as_deref())?;
+        http_guard::check_bind(options.bound, options.token.as_deref())?;
         settings.validate()?;
         let skills = settings
             .skills
@@ -138,10 +113,10 @@ impl A2aServer {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let listener =
-            TcpListener::bind(options.addr)
+            TcpListener::bind(options.bound)
                 .await
                 .map_err(|source| ServeError::Bind {
-                    addr: options.addr,
+                    addr: options.bound,
                     source,
                 })?;
         Ok(Self {
@@ -191,13 +166,7 @@ impl A2aServer {
             .approvals
             .add_surface(Arc::new(approval::Clients::new(&contexts)));
         let guard = Arc::new(Guard {
-            guards: http_guard::Guards {
-                bound: self.options.addr,
-                token: self.options.bearer_token.clone(),
-                allowed_origins: self.options.allowed_origins.clone(),
-                allowed_hosts: self.options.allowed_hosts.clone(),
-                max_request_bytes: self.options.max_request_bytes,
-            },
+            guards: self.options.clone(),
             card,
             served: served.clone(),
         });
