@@ -23,12 +23,16 @@ fn kind_index(kind: PluginKind) -> usize {
         .unwrap_or_default()
 }
 
-/// What every world links: WASI (with the host's shadows of what it must count or log) and
-/// `wasi:http`, which refuses every origin the entry does not grant.
+/// What every world links: WASI 0.2 and 0.3 (with the host's shadows of what it must count or
+/// log) and `wasi:http` of both, which refuse every origin the entry does not grant. Both in one
+/// linker: a component built for 0.3 still imports 0.2 from Rust's and Python's standard
+/// libraries.
 fn base(engine: &Engine) -> wasmtime::Result<Linker<StoreData>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    wasmtime_wasi::p3::add_to_linker(&mut linker)?;
+    wasmtime_wasi_http::p3::add_to_linker(&mut linker)?;
     crate::wasi::add_to_linker(&mut linker)?;
     Ok(linker)
 }
