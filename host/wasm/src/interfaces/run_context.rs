@@ -9,7 +9,7 @@ use wasmtime_wasi::p2::{subscribe, DynPollable, Pollable};
 
 use crate::sandbox::gate::blocks_size;
 use crate::sandbox::Limit;
-use crate::store::context::MESSAGE_OVERHEAD;
+use crate::store::context::{RunEnv, MESSAGE_OVERHEAD};
 use crate::store::view::{HasPlugin, PluginCtxView, PluginView};
 use crate::versions::convert::SubagentFailure;
 use crate::versions::latest::provider_world::seam::plugin::run_context as wit;
@@ -47,6 +47,72 @@ pub fn add_to_linker<T: PluginView + 'static>(linker: &mut Linker<T>) -> wasmtim
     wit::add_to_linker::<_, HasPlugin>(linker, T::plugin)
 }
 
+/// What a `run-context` call that refers to no run says: the store serves none, or several
+/// (`share_instance`), whose calls name their run through `runs`.
+const NO_RUN: &str = "run-context is only available in an instance serving one run; an instance \
+                      shared by several runs (`share_instance`) names its run through `runs`";
+
+/// Reports `update` as the progress of the run `env` serves: it counts against the run's
+/// output cap, and past it is dropped (logged once), not buffered.
+pub(crate) fn report_progress(env: &mut RunEnv, update: Vec<wit_types::ContentBlock>) {
+    let update: Vec<ContentBlock> = update.into_iter().map(Into::into).collect();
+    // Progress crosses into the host and out to every listener. Each block counts its overhead
+    // too, so that a flood of empty updates is not free.
+    let size = blocks_size(&update) + MESSAGE_OVERHEAD * update.len().max(1);
+    let max = env.max_output_bytes;
+    if env.progress_bytes.saturating_add(size) > max {
+        if !env.progress_cut {
+            env.progress_cut = true;
+            env.quota.hit(Limit::Output {
+                max,
+                size: env.progress_bytes.saturating_add(size),
+            });
+        }
+        return;
+    }
+    env.progress_bytes += size;
+    env.ctx.progress(update);
+}
+
+/// Charges a model call the run made itself to its tree; fails with `budget-exhausted` (and
+/// stops the run) once the tree's budget has nothing left.
+pub(crate) fn report_usage(
+    ctx: &RunContext,
+    usage: wit_types::ModelUsage,
+) -> Result<(), SubagentFailure> {
+    let cost = match usage.cost_usd {
+        None => 0,
+        Some(usd) if usd.is_finite() && usd >= 0.0 => (usd * 1_000_000.0).ceil() as u64,
+        Some(usd) => {
+            return Err(wit_types::SubagentError::InvalidRequest(format!(
+                "report-usage: cost-usd must be a non-negative number of dollars, not {usd}"
+            ))
+            .into())
+        }
+    };
+    let used = seam_core::types::Usage {
+        prompt_tokens: usage.input_tokens,
+        completion_tokens: usage.output_tokens,
+    };
+    let account = ctx.account().clone();
+    ctx.store()
+        .commit_later(account.charge(seam_core::spend::Spent::model_call(used, cost)));
+    // Spent already: what is left decides whether the run may go on.
+    if let Err(why) = account.check() {
+        let text = why.to_string();
+        ctx.stop_for_budget(why);
+        return Err(wit_types::SubagentError::BudgetExhausted(text).into());
+    }
+    Ok(())
+}
+
+/// The output tokens the run's tree may still spend, when its budget bounds them.
+pub(crate) fn output_tokens_left(ctx: &RunContext) -> Option<u64> {
+    ctx.account()
+        .remaining()
+        .get(seam_core::spend::Dimension::OutputTokens)
+}
+
 impl PluginCtxView<'_> {
     fn run_ctx(&self) -> Option<&RunContext> {
         self.serving.run.as_ref().map(|env| &env.ctx)
@@ -55,9 +121,7 @@ impl PluginCtxView<'_> {
     /// A pollable on the run's cancel or inbox, charged to the plugin while it lives.
     fn watch(&mut self, what: Watched) -> wasmtime::Result<Resource<DynPollable>> {
         let Some(env) = self.serving.run.as_ref() else {
-            return Err(wasmtime::Error::msg(
-                "run-context is only available while serving a run",
-            ));
+            return Err(wasmtime::Error::msg(NO_RUN));
         };
         let watch = Watch {
             ctx: env.ctx.clone(),
@@ -86,27 +150,9 @@ impl wit::Host for PluginCtxView<'_> {
     }
 
     async fn progress(&mut self, update: Vec<wit_types::ContentBlock>) -> wasmtime::Result<()> {
-        let Some(env) = self.serving.run.as_mut() else {
-            return Ok(());
-        };
-        let update: Vec<ContentBlock> = update.into_iter().map(Into::into).collect();
-        // Progress crosses into the host and out to every listener: it counts against the
-        // run's output cap, and past it is dropped (logged once), not buffered. Each block
-        // counts its overhead too, so that a flood of empty updates is not free.
-        let size = blocks_size(&update) + MESSAGE_OVERHEAD * update.len().max(1);
-        let max = env.max_output_bytes;
-        if env.progress_bytes.saturating_add(size) > max {
-            if !env.progress_cut {
-                env.progress_cut = true;
-                env.quota.hit(Limit::Output {
-                    max,
-                    size: env.progress_bytes.saturating_add(size),
-                });
-            }
-            return Ok(());
+        if let Some(env) = self.serving.run.as_mut() {
+            report_progress(env, update);
         }
-        env.progress_bytes += size;
-        env.ctx.progress(update);
         Ok(())
     }
 
@@ -127,42 +173,13 @@ impl wit::Host for PluginCtxView<'_> {
 
     async fn report_usage(&mut self, usage: wit_types::ModelUsage) -> Result<(), SubagentFailure> {
         let Some(ctx) = self.run_ctx() else {
-            return Err(
-                wasmtime::Error::msg("run-context is only available while serving a run").into(),
-            );
+            return Err(wasmtime::Error::msg(NO_RUN).into());
         };
-        let cost = match usage.cost_usd {
-            None => 0,
-            Some(usd) if usd.is_finite() && usd >= 0.0 => (usd * 1_000_000.0).ceil() as u64,
-            Some(usd) => {
-                return Err(wit_types::SubagentError::InvalidRequest(format!(
-                    "report-usage: cost-usd must be a non-negative number of dollars, not {usd}"
-                ))
-                .into())
-            }
-        };
-        let used = seam_core::types::Usage {
-            prompt_tokens: usage.input_tokens,
-            completion_tokens: usage.output_tokens,
-        };
-        let account = ctx.account().clone();
-        ctx.store()
-            .commit_later(account.charge(seam_core::spend::Spent::model_call(used, cost)));
-        // Spent already: what is left decides whether the run may go on.
-        if let Err(why) = account.check() {
-            let text = why.to_string();
-            ctx.stop_for_budget(why);
-            return Err(wit_types::SubagentError::BudgetExhausted(text).into());
-        }
-        Ok(())
+        report_usage(ctx, usage)
     }
 
     async fn output_tokens_left(&mut self) -> wasmtime::Result<Option<u64>> {
-        Ok(self.run_ctx().and_then(|ctx| {
-            ctx.account()
-                .remaining()
-                .get(seam_core::spend::Dimension::OutputTokens)
-        }))
+        Ok(self.run_ctx().and_then(output_tokens_left))
     }
 
     async fn sleep(&mut self, ms: u64) -> wasmtime::Result<bool> {

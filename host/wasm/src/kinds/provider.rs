@@ -18,7 +18,7 @@ use crate::store::{Serving, StoreData, Stores};
 use crate::versions::delegate::Convert;
 use crate::versions::exports::{
     mismatched, per_version, per_version_arms, raw_instance, versioned, wit_result, Answer,
-    GuestError,
+    GuestError, RunCall,
 };
 use crate::versions::latest::provider_world::seam::plugin::types as new;
 use crate::versions::{convert, for_each_version, rows_with};
@@ -95,11 +95,10 @@ impl Provider for WasmProvider {
             let (Some(agents), Some(subagents)) = (agents, subagents) else {
                 return Err(RunFailure::ShuttingDown);
             };
-            let run_id = ctx.id().to_string();
             // Shared with the store, for the imports that read it.
             let request = Arc::new(request);
             let env = RunEnv {
-                ctx,
+                ctx: ctx.clone(),
                 request: request.clone(),
                 agents,
                 quota: Quota::of(stores.plugin.clone(), &stores.sandbox),
@@ -116,7 +115,12 @@ impl Provider for WasmProvider {
             let instance = pre.instantiate(&mut store).await.map_err(|e| {
                 RunFailure::Instantiate(GuestFault::from_store_error(&e, store.data()).to_string())
             })?;
-            match instance.run(&mut store, &config, &run_id, &request).await {
+            let call = RunCall {
+                config: &config,
+                ctx: &ctx,
+                request: &request,
+            };
+            match instance.run(&mut store, call).await {
                 Ok(Ok(result)) => Ok(result),
                 Ok(Err(GuestError(message))) => Err(RunFailure::Refused(message)),
                 Err(e) => Err(RunFailure::GuestFault(
@@ -146,9 +150,9 @@ impl ProviderPre {
         per_version!(Provider: self, pre, v => {
             use v::provider_world::seam::plugin::types as t;
             let i = raw_instance(pre.instance_pre(), store).await?;
-            mismatched!(store, &i, (Provider, version), "provider",
-                "describe": (&str) -> wit_result!(t::ProviderDescriptor),
-                "run": (&str, &str, &t::StartRequest) -> wit_result!(t::SubagentResult),
+            mismatched!(@ store, &i, (Provider, version), "provider",
+                "describe": [(&str,)] -> wit_result!(t::ProviderDescriptor),
+                "run": [v::RunParams<'_>] -> wit_result!(t::SubagentResult),
             )
         })
     }
@@ -169,19 +173,21 @@ impl ProviderInstance {
             .map_err(GuestError)))
     }
 
-    /// `provider.run`.
+    /// `provider.run`, on an instance of its own run.
     pub async fn run(
         &self,
         store: &mut wasmtime::Store<StoreData>,
-        config: &str,
-        run_id: &str,
-        request: &StartRequest,
+        call: RunCall<'_>,
     ) -> Answer<SubagentResult> {
-        per_version!(Provider: self, i, _v => Ok(i
-            .seam_plugin_provider()
-            .call_run(store, config, run_id, &convert::request_to_wit(request).convert())
-            .await?
-            .map(|r| convert::result_from_wit(r.convert()))
-            .map_err(GuestError)))
+        per_version!(Provider: self, i, v => v::call_run(i, store, call).await)
+    }
+
+    /// `provider.run`, as one call among others on a store shared by several runs.
+    pub async fn run_concurrent(
+        &self,
+        accessor: &wasmtime::component::Accessor<StoreData>,
+        call: RunCall<'_>,
+    ) -> Answer<SubagentResult> {
+        per_version!(Provider: self, i, v => v::call_run_concurrent(i, accessor, call).await)
     }
 }

@@ -45,6 +45,9 @@ pub struct Serving {
     pub run: Option<RunEnv>,
     /// One tool call: `subagents` answers from it.
     pub call: Option<CallEnv>,
+    /// The runs of an instance that serves several at once (`share_instance`), by run id:
+    /// `runs` answers from the one a call names.
+    pub shared: Option<std::collections::HashMap<String, RunEnv>>,
 }
 
 impl Serving {
@@ -53,6 +56,7 @@ impl Serving {
         Self {
             run: Some(env),
             call: None,
+            shared: None,
         }
     }
 
@@ -61,6 +65,23 @@ impl Serving {
         Self {
             run: None,
             call: Some(env),
+            shared: None,
+        }
+    }
+
+    /// A store for the runs of a shared instance, none yet.
+    pub fn shared() -> Self {
+        Self {
+            shared: Some(Default::default()),
+            ..Self::default()
+        }
+    }
+
+    /// The run named `id`, if this store serves it: its own run, or one of a shared instance's.
+    pub fn run_named(&mut self, id: &str) -> Option<&mut RunEnv> {
+        match &mut self.run {
+            Some(env) if env.ctx.id() == id => Some(env),
+            _ => self.shared.as_mut()?.get_mut(id),
         }
     }
 

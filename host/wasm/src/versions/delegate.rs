@@ -44,7 +44,7 @@ macro_rules! same {
         })*
     };
 }
-same!(String, bool, u32, i32, u64, (), wasmtime::Error);
+same!(String, bool, u32, i32, u64, f64, (), wasmtime::Error);
 
 impl<T: 'static> Convert<Resource<T>> for Resource<T> {
     fn convert(self) -> Self {

@@ -20,6 +20,67 @@ pub struct GuestError(pub String);
 /// A call's outcome: the trap or host error, or the guest's own answer.
 pub(crate) type Answer<T> = wasmtime::Result<Result<T, GuestError>>;
 
+/// One provider run, as each version's `run` export is called with it (each version module's
+/// `call_run` and `call_run_concurrent`).
+pub(crate) struct RunCall<'a> {
+    /// The plugin's config (a JSON object).
+    pub config: &'a str,
+    /// The run.
+    pub ctx: &'a seam_core::subagent::RunContext,
+    /// What it was started with.
+    pub request: &'a seam_core::types::StartRequest,
+}
+
+/// Declares, in a version module whose `provider.run` is blocking (0.1.0 to 0.4.0), how it is
+/// called: `call_run` on an instance of its own run (the guest reads its cancel and messages
+/// through `run-context`); `call_run_concurrent` refuses, since such a `run` cannot share an
+/// instance (`CONCURRENT_RUN`, checked at load). A version whose `run` is async writes these
+/// itself.
+macro_rules! blocking_run {
+    () => {
+        /// Whether one instance can serve several runs at once: not with a blocking `run`.
+        pub(crate) const CONCURRENT_RUN: bool = false;
+
+        /// `provider.run`'s parameters, to name a mismatch in them.
+        pub(crate) type RunParams<'a> = (
+            &'a str,
+            &'a str,
+            &'a provider_world::seam::plugin::types::StartRequest,
+        );
+
+        /// `provider.run`, blocking, on an instance of its own run.
+        pub(crate) async fn call_run(
+            i: &provider_world::ProviderPlugin,
+            store: &mut wasmtime::Store<$crate::store::StoreData>,
+            call: $crate::versions::exports::RunCall<'_>,
+        ) -> $crate::versions::exports::Answer<seam_core::types::SubagentResult> {
+            use $crate::versions::convert;
+            use $crate::versions::delegate::Convert;
+            Ok(i.seam_plugin_provider()
+                .call_run(
+                    store,
+                    call.config,
+                    call.ctx.id(),
+                    &convert::request_to_wit(call.request).convert(),
+                )
+                .await?
+                .map(|r| convert::result_from_wit(r.convert()))
+                .map_err($crate::versions::exports::GuestError))
+        }
+
+        /// A blocking `run` cannot share an instance: the load refuses `share_instance`.
+        pub(crate) async fn call_run_concurrent(
+            _i: &provider_world::ProviderPlugin,
+            _accessor: &wasmtime::component::Accessor<$crate::store::StoreData>,
+            _call: $crate::versions::exports::RunCall<'_>,
+        ) -> $crate::versions::exports::Answer<seam_core::types::SubagentResult> {
+            Err(wasmtime::Error::msg(
+                "this version's `provider.run` is blocking: it cannot share an instance",
+            ))
+        }
+    };
+}
+
 /// The WIT's `result<T, string>` as wasmtime lifts it: the type of a guest export's answer,
 /// named only to check a component's exports against this host's.
 macro_rules! wit_result {
@@ -33,7 +94,13 @@ macro_rules! wit_result {
 /// 4 fields, found 3 fields`). Each `name: (params) -> results` is checked in order.
 macro_rules! mismatched {
     ($store:expr, $instance:expr, $export:expr, $short:literal,
-     $($name:literal : ($($param:ty),*) -> $result:ty),* $(,)?) => {{
+     $($name:literal : ($($param:ty),*) -> $result:ty),* $(,)?) => {
+        $crate::versions::exports::mismatched!(@ $store, $instance, $export, $short,
+            $($name : [($($param,)*)] -> $result),*)
+    };
+    // Each function's parameters as one tuple type (`[(A, B,)]`, or a version's alias of one).
+    (@ $store:expr, $instance:expr, $export:expr, $short:literal,
+     $($name:literal : [$params:ty] -> $result:ty),* $(,)?) => {{
         let store: &mut wasmtime::Store<$crate::store::StoreData> = $store;
         let instance: &wasmtime::component::Instance = $instance;
         let export = $crate::versions::export_name($export.0, $export.1);
@@ -45,7 +112,7 @@ macro_rules! mismatched {
                     found = match instance.get_export_index(&mut *store, Some(&iface), $name) {
                         None => Some(format!("{}.{}: missing", $short, $name)),
                         Some(index) => instance
-                            .get_typed_func::<($($param,)*), ($result,)>(&mut *store, &index)
+                            .get_typed_func::<$params, ($result,)>(&mut *store, &index)
                             .err()
                             .map(|e| format!("{}.{}: {}", $short, $name, crate::fault::one_line(&format!("{e:#}")))),
                     };
@@ -189,4 +256,4 @@ macro_rules! per_version {
 // A kind's own module (`crate::kinds::<kind>`) declares its `versioned!` enums and its export
 // calls with these, so a new kind touches no file here. A consumer is called by name, so a
 // module that uses one imports it, with `for_each_version` and `rows_with`.
-pub(crate) use {mismatched, per_version, per_version_arms, versioned, wit_result};
+pub(crate) use {blocking_run, mismatched, per_version, per_version_arms, versioned, wit_result};

@@ -34,6 +34,7 @@ macro_rules! for_each_version {
             V0_2_0 v0_2_0 "0.2.0" ["seam.wit", "deps/io/poll.wit"] {Provider Tool Observer},
             V0_3_0 v0_3_0 "0.3.0" ["seam.wit", "deps/io/poll.wit"] {Provider Tool Observer},
             V0_4_0 v0_4_0 "0.4.0" ["seam.wit", "deps/io/poll.wit"] {Provider Tool Observer},
+            V0_5_0 v0_5_0 "0.5.0" ["seam.wit", "deps/io/poll.wit"] {Provider Tool Observer},
         }
     };
 }
@@ -98,7 +99,7 @@ macro_rules! declare_versions {
             /// Every supported version, oldest first.
             pub const ALL: [WitVersion; [$(stringify!($variant)),+].len()] = [$(Self::$variant),+];
 
-            /// The version as the package spells it (`0.4.0`).
+            /// The version as the package spells it (`0.5.0`).
             pub fn as_str(self) -> &'static str {
                 match self {
                     $(Self::$variant => $number,)+
@@ -145,17 +146,20 @@ macro_rules! latest_module {
 /// `host` interfaces; the tool and observer worlds reuse them through `with`, so one Rust type
 /// stands for each WIT type. WIT resources map onto types owned by `seam-core`, never onto the
 /// modules that use these bindings; `provider` and `tool` list what else a version's worlds map
-/// (its versions differ in which world declares `subagents.run`). Every version's WIT errors are
-/// the latest's failures (`crate::store::view::ImportError`), which each converts.
+/// (its versions differ in which world declares `subagents.run`), and `provider_imports` the
+/// provider world's imports that need more than the default flags (a stream handed to the host
+/// needs the store). Every version's WIT errors are the latest's failures
+/// (`crate::store::view::ImportError`), which each converts.
 macro_rules! bindings {
-    ($path:literal, provider { $($provider:tt)* }, tool { $($tool:tt)* }) => {
+    ($path:literal, provider { $($provider:tt)* }, tool { $($tool:tt)* }
+     $(, provider_imports { $($imports:tt)* })?) => {
         #[allow(missing_docs)]
         pub mod provider_world {
             wasmtime::component::bindgen!({
                 path: $path,
                 world: "provider-plugin",
                 // Resource handles are looked up in a table, which can fail: imports may trap.
-                imports: { default: async | trappable },
+                imports: { $($($imports)*)? default: async | trappable },
                 exports: { default: async },
                 trappable_error_type: {
                     "seam:plugin/types.subagent-error" => crate::versions::convert::SubagentFailure,
@@ -203,6 +207,7 @@ use bindings;
 pub mod convert;
 pub mod delegate;
 pub mod exports;
+pub(crate) mod signals;
 for_each_version!(declare_versions);
 
 use std::path::{Path, PathBuf};
@@ -259,7 +264,7 @@ impl std::str::FromStr for WitVersion {
     }
 }
 
-/// The supported versions in words: `0.1.0, 0.2.0, 0.3.0 and 0.4.0`.
+/// The supported versions in words: `0.1.0, 0.2.0, 0.3.0, 0.4.0 and 0.5.0`.
 pub fn supported_versions() -> String {
     let names: Vec<&str> = WitVersion::ALL.iter().map(|v| v.as_str()).collect();
     match names.split_last() {
@@ -297,7 +302,7 @@ pub fn export_name(kind: PluginKind, version: WitVersion) -> String {
 pub enum Recognised {
     /// A plugin of this kind, built against this supported version.
     Plugin(PluginKind, WitVersion),
-    /// A Seam world of a version this host does not link (`0.5.0`).
+    /// A Seam world of a version this host does not link (`9.9.0`).
     Unsupported(String),
     /// No Seam world at all.
     Foreign,
@@ -432,7 +437,7 @@ mod tests {
             ]),
             Recognised::Plugin(PluginKind::Tool, WitVersion::V0_4_0)
         );
-        assert_eq!(supported_versions(), "0.1.0, 0.2.0, 0.3.0 and 0.4.0");
+        assert_eq!(supported_versions(), "0.1.0, 0.2.0, 0.3.0, 0.4.0 and 0.5.0");
     }
 
     /// A consumer that lists the numbers of the rows it is given.
@@ -489,9 +494,9 @@ mod tests {
         // A new variant made LATEST without joining ALL is caught here.
         assert_eq!(WitVersion::LATEST.index(), WitVersion::ALL.len() - 1);
         assert_eq!(
-            "0.5.0".parse::<WitVersion>(),
+            "9.9.0".parse::<WitVersion>(),
             Err(UnsupportedVersion {
-                version: "0.5.0".into()
+                version: "9.9.0".into()
             })
         );
     }

@@ -12,3 +12,5 @@ super::bindings!(
     provider {},
     tool { "seam:plugin/subagents.run": seam_core::SubagentRun }
 );
+
+crate::versions::exports::blocking_run!();

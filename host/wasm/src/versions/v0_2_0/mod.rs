@@ -11,3 +11,5 @@ super::bindings!(
     },
     tool { "seam:plugin/subagents": super::provider_world::seam::plugin::subagents }
 );
+
+crate::versions::exports::blocking_run!();

@@ -1,5 +1,7 @@
-//! Bindings for `seam:plugin@0.4.0`, the latest version (`super::convert` converts its types to
-//! and from `seam-core`'s).
+//! Bindings for `seam:plugin@0.4.0`, frozen (`wit/v0.4.0`), and its host imports, which convert
+//! its types to and from the latest's and delegate to the latest implementation.
+
+pub mod imports;
 
 super::bindings!(
     "../../wit/v0.4.0",
@@ -9,3 +11,5 @@ super::bindings!(
     },
     tool { "seam:plugin/subagents": super::provider_world::seam::plugin::subagents }
 );
+
+crate::versions::exports::blocking_run!();
