@@ -126,7 +126,13 @@ pub struct PluginEntry {
     /// `config.record` of an entry: `false` keeps its components' clock, random and HTTP live
     /// in a recording and in a replay (taken out of `config`, as `budget` is).
     pub record: bool,
+    /// `config.share_instance`: the most runs one instance of this provider serves at once
+    /// (`true` is [`seam_wasm::DEFAULT_SHARED_RUNS`]); `None`, the default, is an instance per run.
+    pub share_instance: Option<usize>,
 }
+
+/// The most runs `config.share_instance` may put on one instance.
+pub const MAX_SHARED_RUNS: u64 = 10_000;
 
 /// What an entry loads: a component (a file, or from a registry), or an entry of a kind that
 /// is not a component, which its [`crate::entries::EntryBackend`] answers for. A kind this
@@ -591,6 +597,7 @@ impl Config {
                 approve: None,
                 approver: None,
                 record: true,
+                share_instance: None,
             };
             if let Some((grants, limits)) = sandbox {
                 if let Some(grants) = grants {
@@ -627,8 +634,30 @@ impl Config {
                     ))
                 }
             };
+            entry.share_instance = match entry.config.get("share_instance") {
+                None | Some(serde_json::Value::Bool(false)) => None,
+                Some(serde_json::Value::Bool(true)) => Some(seam_wasm::DEFAULT_SHARED_RUNS),
+                Some(serde_json::Value::Number(n))
+                    if n.as_u64().is_some_and(|n| (1..=MAX_SHARED_RUNS).contains(&n)) =>
+                {
+                    n.as_u64().map(|n| n as usize)
+                }
+                Some(_) => {
+                    return Err(entry_err(format!(
+                        "key `config.share_instance` must be true, false or the most runs one \
+                         instance serves at once (1 to {MAX_SHARED_RUNS})"
+                    )))
+                }
+            };
+            if let (Some(_), Some(what)) = (entry.share_instance, entry.source.not_compiled()) {
+                return Err(entry_err(format!(
+                    "key `config.share_instance`: this entry is {what}; an instance is shared \
+                     by the runs of a provider component"
+                )));
+            }
             if let Some(config) = entry.config.as_object_mut() {
                 config.remove("record");
+                config.remove("share_instance");
                 config.remove("budget");
                 config.remove("scope");
                 config.remove("approve");

@@ -58,6 +58,9 @@ pub struct Sandbox {
     approver: Option<seam_core::approval::Approver>,
     /// Whether its stores are recorded and replayed (an entry's `config.record`).
     record: bool,
+    /// The most runs one instance serves at once, when instances are shared (an entry's
+    /// `config.share_instance`); `None`: an instance per run.
+    shared_runs: Option<usize>,
 }
 
 impl Sandbox {
@@ -75,6 +78,7 @@ impl Sandbox {
             approve: None,
             approver: None,
             record: true,
+            shared_runs: None,
         }
     }
 
@@ -106,6 +110,18 @@ impl Sandbox {
     pub fn with_record(mut self, record: bool) -> Self {
         self.record = record;
         self
+    }
+
+    /// The sandbox whose provider serves up to `runs` runs from one instance (an entry's
+    /// `config.share_instance`), or one instance per run (`None`).
+    pub fn with_shared_runs(mut self, runs: Option<usize>) -> Self {
+        self.shared_runs = runs;
+        self
+    }
+
+    /// The most runs one instance serves at once, when its entry shares instances.
+    pub fn shared_runs(&self) -> Option<usize> {
+        self.shared_runs
     }
 
     /// Whether its stores' clock, random and HTTP are recorded and replayed.

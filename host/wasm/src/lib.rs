@@ -26,6 +26,7 @@ use seam_sandbox as sandbox;
 pub use cache::{cache_entries, clear_cache, prune_cache, CacheEntry, CacheStats};
 pub use engine::{Compiler, EngineError, EngineOptions};
 pub use fault::GuestFault;
+pub use kinds::shared::DEFAULT_SHARED_RUNS;
 pub use kinds::PluginError;
 pub use versions::WitVersion;
 

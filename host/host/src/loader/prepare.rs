@@ -142,7 +142,8 @@ impl Loader {
             .with_scope(entry.scope.clone())
             .with_approve(entry.approve.clone())
             .with_approver(entry.approver)
-            .with_record(entry.record);
+            .with_record(entry.record)
+            .with_shared_runs(entry.share_instance);
         let sandbox_limits = sandbox.limits().clone();
         let linked = link(
             &self.runtime,

@@ -114,6 +114,14 @@ pub(crate) fn output_tokens_left(ctx: &RunContext) -> Option<u64> {
 }
 
 impl PluginCtxView<'_> {
+    /// Traps in an instance shared by several runs, where no call names its run.
+    fn not_shared(&self) -> wasmtime::Result<()> {
+        match self.serving.shared {
+            Some(_) => Err(wasmtime::Error::msg(NO_RUN)),
+            None => Ok(()),
+        }
+    }
+
     fn run_ctx(&self) -> Option<&RunContext> {
         self.serving.run.as_ref().map(|env| &env.ctx)
     }
@@ -135,6 +143,7 @@ impl PluginCtxView<'_> {
 
 impl wit::Host for PluginCtxView<'_> {
     async fn ready(&mut self) -> wasmtime::Result<()> {
+        self.not_shared()?;
         if let Some(ctx) = self.run_ctx() {
             ctx.ready();
         }
@@ -142,14 +151,17 @@ impl wit::Host for PluginCtxView<'_> {
     }
 
     async fn cancel_reason(&mut self) -> wasmtime::Result<Option<String>> {
+        self.not_shared()?;
         Ok(self.run_ctx().and_then(RunContext::cancel_reason))
     }
 
     async fn is_cancelled(&mut self) -> wasmtime::Result<bool> {
+        self.not_shared()?;
         Ok(self.run_ctx().is_some_and(RunContext::is_cancelled))
     }
 
     async fn progress(&mut self, update: Vec<wit_types::ContentBlock>) -> wasmtime::Result<()> {
+        self.not_shared()?;
         if let Some(env) = self.serving.run.as_mut() {
             report_progress(env, update);
         }
@@ -157,10 +169,12 @@ impl wit::Host for PluginCtxView<'_> {
     }
 
     async fn cancelled(&mut self) -> wasmtime::Result<Resource<DynPollable>> {
+        self.not_shared()?;
         self.watch(Watched::Cancel)
     }
 
     async fn next_message(&mut self) -> wasmtime::Result<Option<Vec<wit_types::ContentBlock>>> {
+        self.not_shared()?;
         Ok(self
             .run_ctx()
             .and_then(RunContext::next_message)
@@ -168,10 +182,12 @@ impl wit::Host for PluginCtxView<'_> {
     }
 
     async fn message_waiting(&mut self) -> wasmtime::Result<Resource<DynPollable>> {
+        self.not_shared()?;
         self.watch(Watched::Message)
     }
 
     async fn report_usage(&mut self, usage: wit_types::ModelUsage) -> Result<(), SubagentFailure> {
+        self.not_shared()?;
         let Some(ctx) = self.run_ctx() else {
             return Err(wasmtime::Error::msg(NO_RUN).into());
         };
@@ -179,10 +195,12 @@ impl wit::Host for PluginCtxView<'_> {
     }
 
     async fn output_tokens_left(&mut self) -> wasmtime::Result<Option<u64>> {
+        self.not_shared()?;
         Ok(self.run_ctx().and_then(output_tokens_left))
     }
 
     async fn sleep(&mut self, ms: u64) -> wasmtime::Result<bool> {
+        self.not_shared()?;
         let nap = tokio::time::sleep(std::time::Duration::from_millis(ms));
         Ok(match self.run_ctx() {
             Some(ctx) => {

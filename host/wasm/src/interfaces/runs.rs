@@ -88,7 +88,7 @@ impl<T: PluginView> StreamConsumer<T> for ProgressStream {
         if let Err(e) = source.read(&mut store, &mut item) {
             return Poll::Ready(Err(e));
         }
-        let mut view = store.data_mut().plugin();
+        let view = store.data_mut().plugin();
         let Some(env) = view.serving.run_named(&self.run_id) else {
             return Poll::Ready(Ok(StreamResult::Dropped));
         };

@@ -2,7 +2,8 @@
 //!
 //! One module per kind: [`provider`] (a component behind `seam_core::Provider`), [`tool`] (behind
 //! `seam_core::ToolSource`), [`observer`] (an event listener), and [`limited`], the run gate
-//! every provider, a component's or an ACP agent's, is wrapped in. A kind's module owns its
+//! every provider, a component's or an ACP agent's, is wrapped in; and [`shared`], the instances a
+//! provider with an async `run` may share between runs. A kind's module owns its
 //! world's exports in every version that has it (its `versioned!` enums and export calls).
 //!
 //! This module is the one place that treats the kinds differently, each an exhaustive `match`
@@ -17,6 +18,7 @@ pub mod limited;
 pub mod observer;
 pub mod provider;
 mod runtime;
+pub mod shared;
 pub mod tool;
 
 pub use error::{LinkFailure, PluginError};

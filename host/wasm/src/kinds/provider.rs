@@ -1,4 +1,5 @@
-//! A provider component: describe once at load, then one fresh instance per run.
+//! A provider component: describe once at load, then one fresh instance per run, or, where its
+//! entry shares instances and its `run` is async, a run on a shared instance (`super::shared`).
 
 use std::sync::{Arc, Weak};
 
@@ -10,6 +11,7 @@ use wasmtime::component::InstancePre;
 
 use super::error::PluginError;
 use super::runtime::Runtime;
+use super::shared::SharedPool;
 use crate::fault::GuestFault;
 use crate::sandbox::gate::RunGate;
 use crate::sandbox::Sandbox;
@@ -21,7 +23,7 @@ use crate::versions::exports::{
     GuestError, RunCall,
 };
 use crate::versions::latest::provider_world::seam::plugin::types as new;
-use crate::versions::{convert, for_each_version, rows_with};
+use crate::versions::{for_each_version, rows_with};
 
 /// A provider backed by a component.
 pub struct WasmProvider {
@@ -35,6 +37,8 @@ pub struct WasmProvider {
     subagents: Weak<SubagentService>,
     /// For the size of the requests its runs send through `subagents`.
     gate: RunGate,
+    /// The instances its runs share, when its entry says so (`config.share_instance`).
+    shared: Option<SharedPool>,
 }
 
 impl WasmProvider {
@@ -49,11 +53,31 @@ impl WasmProvider {
     ) -> wasmtime::Result<Self> {
         // A tiered host serves a component from the engine that compiled it.
         let engine = pre.engine().clone();
+        let pre = ProviderPre::new(version, pre)?;
+        let shared_runs = sandbox.shared_runs();
+        let stores = Stores::new(&engine, &runtime.live, plugin.clone(), sandbox);
+        let shared = match shared_runs {
+            None => None,
+            Some(_) if !pre.concurrent_run() => {
+                return Err(wasmtime::Error::msg(format!(
+                    "key `config.share_instance`: plugin `{plugin}` is built against \
+                     seam:plugin@{version}, whose `provider.run` is blocking; one instance can \
+                     serve several runs only with an async `run` (seam:plugin@0.5.0 or later)"
+                )))
+            }
+            Some(runs) => Some(SharedPool::new(
+                pre.clone(),
+                stores.clone(),
+                config.clone(),
+                runs,
+            )),
+        };
         Ok(Self {
             config,
-            pre: ProviderPre::new(version, pre)?,
-            gate: RunGate::new(plugin.clone(), sandbox.limits()),
-            stores: Stores::new(&engine, &runtime.live, plugin, sandbox),
+            pre,
+            shared,
+            gate: RunGate::new(plugin, stores.sandbox.limits()),
+            stores,
             agents: Arc::downgrade(&runtime.agents),
             subagents: Arc::downgrade(&runtime.subagents),
         })
@@ -86,6 +110,7 @@ impl Provider for WasmProvider {
         request: StartRequest,
     ) -> BoxFuture<'static, Result<SubagentResult, RunFailure>> {
         let pre = self.pre.clone();
+        let shared = self.shared.clone();
         let stores = self.stores.clone();
         let config = self.config.clone();
         let agents = self.agents.upgrade();
@@ -109,6 +134,9 @@ impl Provider for WasmProvider {
                 subagents,
                 gate,
             };
+            if let Some(shared) = shared.filter(|pool| pool.admits(&env)) {
+                return shared.run(env, request).await;
+            }
             // The store lives inside this future: when the host drops the future (dispose,
             // enforced cancel), the instance goes with it.
             let mut store = stores.make(Serving::run(env));
@@ -144,6 +172,11 @@ for_each_version!(
 );
 
 impl ProviderPre {
+    /// Whether its `run` is async, so that one instance can serve several runs at once.
+    fn concurrent_run(&self) -> bool {
+        per_version!(Provider: self, _i, v => v::CONCURRENT_RUN)
+    }
+
     async fn mismatch(&self, store: &mut wasmtime::Store<StoreData>) -> Option<String> {
         use seam_core::PluginKind::Provider;
         let version = self.version();
@@ -174,7 +207,7 @@ impl ProviderInstance {
     }
 
     /// `provider.run`, on an instance of its own run.
-    pub async fn run(
+    pub(crate) async fn run(
         &self,
         store: &mut wasmtime::Store<StoreData>,
         call: RunCall<'_>,
@@ -183,7 +216,7 @@ impl ProviderInstance {
     }
 
     /// `provider.run`, as one call among others on a store shared by several runs.
-    pub async fn run_concurrent(
+    pub(crate) async fn run_concurrent(
         &self,
         accessor: &wasmtime::component::Accessor<StoreData>,
         call: RunCall<'_>,

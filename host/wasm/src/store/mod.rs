@@ -249,6 +249,19 @@ impl Stores {
         )
     }
 
+    /// A fresh store for the runs of a shared instance (`share_instance`): its CPU budget is
+    /// `cpu_ms_per_call` for every run it has been given, which `budget` counts in ticks.
+    pub fn make_shared(&self, budget: Arc<std::sync::atomic::AtomicU64>) -> Store<StoreData> {
+        new_store(
+            &self.engine,
+            &self.live,
+            self.plugin.clone(),
+            Serving::shared(),
+            &self.sandbox,
+            CpuBudget::Shared(budget),
+        )
+    }
+
     /// A fresh store for `describe` or `bind`, with their smaller CPU budget.
     pub fn make_for_describe(&self) -> Store<StoreData> {
         new_store(
@@ -270,12 +283,30 @@ impl Stores {
 /// same ticks measure the guest's CPU time: the callback only runs while guest code does, so
 /// time spent blocked in a host import costs at most one tick per import call.
 /// Which CPU budget a store's guest code runs under.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub enum CpuBudget {
     /// `cpu_ms_per_call`: a run, a tool call, an observer's delivery.
     Call,
+    /// `cpu_ms_per_call` for each run a shared instance has been given: the ticks it may use,
+    /// raised as runs arrive.
+    Shared(Arc<std::sync::atomic::AtomicU64>),
     /// `describe_cpu_ms`: a `describe` or `bind` at load.
     Describe,
+}
+
+/// The epoch ticks a store's guest code may run: fixed, or a shared instance's, which grows.
+enum Ticks {
+    Fixed(u64),
+    Shared(Arc<std::sync::atomic::AtomicU64>),
+}
+
+impl Ticks {
+    fn get(&self) -> u64 {
+        match self {
+            Ticks::Fixed(n) => *n,
+            Ticks::Shared(n) => n.load(std::sync::atomic::Ordering::Relaxed),
+        }
+    }
 }
 
 /// A store of `plugin` serving `serving`: its WASI context from the grants, its limiter, its
@@ -350,13 +381,19 @@ pub fn new_store(
     store.set_epoch_deadline(1);
     let (budget, limit) = match cpu {
         CpuBudget::Call => (
-            sandbox.cpu_ticks(),
+            Ticks::Fixed(sandbox.cpu_ticks()),
+            Limit::Cpu {
+                budget: limits.cpu_per_call,
+            },
+        ),
+        CpuBudget::Shared(budget) => (
+            Ticks::Shared(budget),
             Limit::Cpu {
                 budget: limits.cpu_per_call,
             },
         ),
         CpuBudget::Describe => (
-            sandbox.describe_cpu_ticks(),
+            Ticks::Fixed(sandbox.describe_cpu_ticks()),
             Limit::DescribeCpu {
                 budget: limits.describe_cpu,
             },
@@ -365,7 +402,7 @@ pub fn new_store(
     store.epoch_deadline_callback(move |mut ctx| {
         let state = ctx.data_mut();
         state.ticks += 1;
-        if state.ticks > budget {
+        if state.ticks > budget.get() {
             let hit = LimitHit::new(&state.plugin, limit.clone());
             tracing::warn!(plugin = %state.plugin, limit = hit.limit.key(), "{hit}");
             return Err(wasmtime::Error::new(hit));

@@ -3,7 +3,6 @@
 //! carries the steering messages sent to it. Both read the run's [`RunContext`], so they need
 //! no store of their own: a shared instance's runs each have theirs.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
