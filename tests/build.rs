@@ -30,6 +30,7 @@ const GUESTS: &[&str] = &[
     "legacy-background-tool",
     "subagent-control",
     "http-agent-provider",
+    "async-provider",
 ];
 
 fn main() {

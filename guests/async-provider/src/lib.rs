@@ -9,6 +9,8 @@
 //! - `progress N`: reports `step 1` to `step N` through a progress stream, then answers
 //!   `progressed N`.
 //! - `trap`: panics (the instance traps).
+//! - `context`: answers `cancelled false` from `run-context.is-cancelled`, which names no run:
+//!   fine in an instance of its own run, a trap in a shared one.
 //! - anything else: answers `echo: PROMPT`.
 //!
 //! Every answer ends with ` [run #SEQ, peak P]`: the run's number in this instance (from 1) and
@@ -108,6 +110,10 @@ impl Guest for Provider {
                 (StopReason::Completed, format!("progressed {n}"))
             }
             (Some("trap"), _) => panic!("asked to trap"),
+            (Some("context"), _) => (
+                StopReason::Completed,
+                format!("cancelled {}", seam::plugin::run_context::is_cancelled()),
+            ),
             _ => (StopReason::Completed, format!("echo: {prompt}")),
         };
         let peak = PEAK.load(Ordering::Relaxed);

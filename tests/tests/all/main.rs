@@ -35,6 +35,7 @@ mod reload;
 mod run_ids;
 mod runs;
 mod session_stores;
+mod shared_instances;
 mod steering;
 mod structured;
 mod teardown;

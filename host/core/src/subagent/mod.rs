@@ -234,6 +234,7 @@ impl SubagentService {
             SubagentRun(r).dispose().await;
         }))
         .await;
+        entry.provider.close().await;
         self.events.emit(&Event::ProviderRemoved {
             name: name.to_string(),
         });
@@ -259,6 +260,7 @@ impl SubagentService {
                 let _ = SubagentRun(r).result().await;
             }))
             .await;
+            entry.provider.close().await;
             events.emit(&Event::ProviderRemoved { name });
         }))
     }

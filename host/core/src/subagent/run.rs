@@ -47,6 +47,13 @@ pub trait Provider: Send + Sync + 'static {
         ctx: RunContext,
         request: StartRequest,
     ) -> BoxFuture<'static, Result<SubagentResult, RunFailure>>;
+
+    /// Lets go of what the provider keeps between runs (a component's shared instances), once
+    /// it is unregistered and every run of it is disposed or settled: the host's quiescence
+    /// includes it. Most providers keep nothing.
+    fn close(&self) -> BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// A run's live child, as far as the run needs it: something that takes steering messages.

@@ -59,4 +59,8 @@ impl Provider for LimitedProvider {
             Ok(result)
         })
     }
+
+    fn close(&self) -> BoxFuture<'static, ()> {
+        self.inner.close()
+    }
 }

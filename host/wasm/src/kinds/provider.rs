@@ -157,6 +157,13 @@ impl Provider for WasmProvider {
             }
         })
     }
+
+    fn close(&self) -> BoxFuture<'static, ()> {
+        match &self.shared {
+            Some(pool) => Box::pin(pool.clone().close()),
+            None => Box::pin(async {}),
+        }
+    }
 }
 
 // The provider world's exports, in every version that has it: the versions' bindings are

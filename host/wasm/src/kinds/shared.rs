@@ -47,6 +47,8 @@ pub(crate) struct SharedPool {
     /// The most runs one instance serves at once.
     per_instance: usize,
     instances: Arc<Mutex<Vec<Arc<Instance>>>>,
+    /// The instances' tasks, for [`SharedPool::close`].
+    tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
 }
 
 /// One shared instance, as the pool sees it: only the pool holds its sender, so that dropping
@@ -84,6 +86,19 @@ impl SharedPool {
             config,
             per_instance: per_instance.max(1),
             instances: Arc::default(),
+            tasks: Arc::default(),
+        }
+    }
+
+    /// Ends every instance: the provider is unregistered and its runs are disposed, so a call
+    /// still in an instance is one the host gave up on, and goes with its store.
+    pub async fn close(self) {
+        lock(&self.instances).clear();
+        let tasks = std::mem::take(&mut *lock(&self.tasks));
+        for task in tasks {
+            task.abort();
+            // Cancelled or ended: either way its store is gone.
+            let _ = task.await;
         }
     }
 
@@ -137,13 +152,16 @@ impl SharedPool {
                     runs,
                     state: Arc::default(),
                 });
-                tokio::spawn(serve(
+                let task = tokio::spawn(serve(
                     self.pre.clone(),
                     self.stores.clone(),
                     self.config.clone(),
                     instance.state.clone(),
                     jobs,
                 ));
+                let mut tasks = lock(&self.tasks);
+                tasks.retain(|t| !t.is_finished());
+                tasks.push(task);
                 instances.push(instance.clone());
                 instance
             }
