@@ -144,9 +144,10 @@ async fn wait(
 ) -> (StopReason, String) {
     let next = Box::pin(async move { messages.next().await });
     match select(next, Box::pin(cancel.into_future())).await {
-        Either::Left((Some(message), _)) => {
-            (StopReason::Completed, format!("message: {}", text(&message)))
-        }
+        Either::Left((Some(message), _)) => (
+            StopReason::Completed,
+            format!("message: {}", text(&message)),
+        ),
         Either::Left((None, cancel)) => cancelled(cancel.await),
         Either::Right((reason, _)) => cancelled(reason),
     }

@@ -418,12 +418,13 @@ fn test_says_when_the_host_had_to_enforce_a_cancel() {
 /// The line `seam new` prints above its steps.
 const STEPS_HEADER: &str = "Next steps, from this folder (paste them as they are):";
 
-/// Runs `seam new KIND NAME --lang LANG` in `folder` as a user would (`seam` found on PATH), then
-/// pastes the steps it printed, as printed, into one `sh` in that same folder. `prepare` runs on
-/// the new project before the steps do. Returns what the steps printed.
+/// Runs `seam new KIND NAME --lang LANG` (and `extra`) in `folder` as a user would (`seam`
+/// found on PATH), then pastes the steps it printed, as printed, into one `sh` in that same
+/// folder. `prepare` runs on the new project before the steps do. Returns what the steps
+/// printed.
 fn follow_the_printed_steps(
     folder: &Path,
-    lang: &str,
+    (lang, extra): (&str, &[&str]),
     kind: &str,
     name: &str,
     prepare: impl FnOnce(&Path),
@@ -458,6 +459,7 @@ fn follow_the_printed_steps(
     };
     let out = shell("seam")
         .args(["new", kind, name, "--lang", lang])
+        .args(extra)
         .output()
         .expect("seam runs from PATH");
     assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
@@ -503,9 +505,81 @@ fn new_rust_projects_build_outside_the_repository_and_pass_seam_test() {
     std::fs::create_dir_all(&target).unwrap();
     for kind in ["provider", "tool", "observer"] {
         let name = format!("hello-{kind}");
-        follow_the_printed_steps(dir.path(), "rust", kind, &name, |project| {
+        follow_the_printed_steps(dir.path(), ("rust", &[]), kind, &name, |project| {
             std::os::unix::fs::symlink(&target, project.join("target")).unwrap();
         });
+    }
+}
+
+#[test]
+fn new_async_rust_provider_builds_for_wasi_0_3_and_shares_its_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = root().join("target").join("new-projects");
+    std::fs::create_dir_all(&target).unwrap();
+    let name = "async-helper";
+    let output = follow_the_printed_steps(
+        dir.path(),
+        ("rust", &["--async"]),
+        "provider",
+        name,
+        |project| std::os::unix::fs::symlink(&target, project.join("target")).unwrap(),
+    );
+    assert!(output.contains("[  ok] run: completed"), "{output}");
+    let project = dir.path().join(name);
+    let wit = std::fs::read_to_string(project.join("wit/seam.wit")).unwrap();
+    assert!(wit.contains("package seam:plugin@0.5.0;"), "{wit}");
+    // What it is built for, as `seam inspect` reads it: the async contract and WASI 0.3.
+    let wasm = project.join("target/wasm32-wasip2/release/async_helper.wasm");
+    let inspected = seam_tests::text(&seam(&["inspect", wasm.to_str().unwrap()]).stdout);
+    assert!(
+        inspected.contains("seam:plugin@0.5.0")
+            && inspected.contains("wasi:clocks/monotonic-clock@0.3"),
+        "{inspected}"
+    );
+    // Its seam.toml shares one instance between runs; a steering message answers a run early.
+    let out = Command::new(env!("CARGO_BIN_EXE_seam"))
+        .current_dir(&project)
+        .args([
+            "delegate",
+            "seam.toml",
+            "--provider",
+            name,
+            "--prompt",
+            "hi",
+        ])
+        .env(
+            "SEAM_CACHE_DIR",
+            root().join("target").join("seam-test-cache"),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(
+        seam_tests::text(&out.stdout).trim(),
+        "Hello from async-helper: hi",
+        "{}",
+        seam_tests::text(&out.stderr)
+    );
+    // The other languages say why they have no async template.
+    for (lang, why) in [
+        ("js", "componentize-js 0.23.0 cannot"),
+        ("python", "componentize-py 0.25.1 builds"),
+    ] {
+        let out = seam(&[
+            "new",
+            "provider",
+            "p",
+            "--lang",
+            lang,
+            "--async",
+            "--dir",
+            dir.path().join(lang).to_str().unwrap(),
+        ]);
+        let err = seam_tests::text(&out.stderr);
+        assert!(!out.status.success() && err.contains(why), "{lang}: {err}");
+        assert!(
+            !dir.path().join(lang).exists(),
+            "{lang}: nothing is written"
+        );
     }
 }
 
@@ -530,7 +604,7 @@ fn generated_projects_build_and_pass_seam_test(lang: &str) {
     let dir = tempfile::tempdir().unwrap();
     for kind in ["provider", "tool", "observer"] {
         let name = format!("{lang}-{kind}");
-        follow_the_printed_steps(dir.path(), lang, kind, &name, |_| {});
+        follow_the_printed_steps(dir.path(), (lang, &[]), kind, &name, |_| {});
         if kind == "provider" {
             // A slow run, so that `seam test` has a run to cancel mid-way.
             let wasm = dir.path().join(&name).join(format!("{name}.wasm"));

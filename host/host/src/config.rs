@@ -638,7 +638,8 @@ impl Config {
                 None | Some(serde_json::Value::Bool(false)) => None,
                 Some(serde_json::Value::Bool(true)) => Some(seam_wasm::DEFAULT_SHARED_RUNS),
                 Some(serde_json::Value::Number(n))
-                    if n.as_u64().is_some_and(|n| (1..=MAX_SHARED_RUNS).contains(&n)) =>
+                    if n.as_u64()
+                        .is_some_and(|n| (1..=MAX_SHARED_RUNS).contains(&n)) =>
                 {
                     n.as_u64().map(|n| n as usize)
                 }

@@ -11,7 +11,11 @@ use seam_tests::*;
 /// An entry of the async provider named like its id.
 fn async_provider(id: &str, extra: &str) -> String {
     let sep = if extra.is_empty() { "" } else { ", " };
-    entry(id, "async_provider", &format!("name = \"{id}\"{sep}{extra}"))
+    entry(
+        id,
+        "async_provider",
+        &format!("name = \"{id}\"{sep}{extra}"),
+    )
 }
 
 /// `N` and `P` of an answer's ` [run #N, peak P]`.
@@ -63,11 +67,17 @@ async fn one_instance_serves_a_thousand_concurrent_runs_each_cancellable() {
         let text = result.output_text();
         assert!(text.contains(" [run #"), "run {i}: {result:?}");
         let (seq, peak) = run_and_peak(&text);
-        assert_eq!(peak, RUNS as u64, "all runs were in the guest at once: {text}");
+        assert_eq!(
+            peak, RUNS as u64,
+            "all runs were in the guest at once: {text}"
+        );
         seqs.insert(seq);
         if i % 2 == 0 {
             assert_eq!(result.stop_reason, StopReason::Aborted, "{text}");
-            assert!(text.starts_with(&format!("cancelled: stop {i} [")), "{text}");
+            assert!(
+                text.starts_with(&format!("cancelled: stop {i} [")),
+                "{text}"
+            );
             // The guest saw its cancel and ended the run itself.
             assert_eq!(run.aborted(), Some(Aborted::Cancelled), "{text}");
         } else {
@@ -172,7 +182,10 @@ async fn a_trap_ends_the_shared_instance_and_the_next_run_gets_a_new_one() {
     waiting.started().await.unwrap();
     // `run-context` names no run in a shared instance: the guest traps, and the instance with
     // it, so the run waiting beside it fails too.
-    let context = host.subagents().start("shared", request("context")).unwrap();
+    let context = host
+        .subagents()
+        .start("shared", request("context"))
+        .unwrap();
     let failed = context.result().await.unwrap();
     assert_eq!(failed.stop_reason, StopReason::Error);
     diagnosed(&failed, "share_instance");
@@ -208,7 +221,11 @@ async fn share_instance_needs_an_async_run_and_a_valid_value() {
             && failures.contains("plugin `blocking`"),
         "{failures}"
     );
-    for bad in ["share_instance = 0", "share_instance = \"yes\"", "share_instance = 10001"] {
+    for bad in [
+        "share_instance = 0",
+        "share_instance = \"yes\"",
+        "share_instance = 10001",
+    ] {
         let text = async_provider("a", bad);
         let err = seam_host::Config::parse(&text, std::path::Path::new("t.toml"), &guest_dir())
             .unwrap_err()

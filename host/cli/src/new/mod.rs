@@ -46,6 +46,32 @@ pub(crate) enum Lang {
     Js,
 }
 
+impl Lang {
+    /// Its name, in words.
+    fn name(self) -> &'static str {
+        match self {
+            Lang::Rust => "Rust",
+            Lang::Python => "Python",
+            Lang::Js => "JavaScript",
+        }
+    }
+
+    /// Whether its toolchain can build a provider with an async `run` today, in words.
+    fn async_support(self) -> &'static str {
+        match self {
+            Lang::Rust => "supported",
+            Lang::Python => {
+                "componentize-py 0.25.1 builds an `async def run` against the 0.5.0 WIT (`seam \
+                 wit --version 0.5.0`); this kit has no template for it yet"
+            }
+            Lang::Js => {
+                "componentize-js 0.23.0 cannot build a component with an async export yet; keep \
+                 the blocking template (seam:plugin@0.4.0)"
+            }
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// What to generate.
@@ -58,6 +84,10 @@ pub(crate) struct Args {
     /// Where to create the project (default: `./NAME`); it must not exist yet.
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// A provider whose `run` is async (the latest contract and WASI 0.3), which one instance
+    /// can serve many runs of at once (`share_instance`). Rust only.
+    #[arg(long = "async")]
+    asynchronous: bool,
 }
 
 pub(crate) fn run(args: Args) -> Result<u8> {
@@ -79,7 +109,19 @@ pub(crate) fn run(args: Args) -> Result<u8> {
     if dir.exists() {
         bail!("`{}` already exists; choose another --dir", dir.display());
     }
-    let project = templates::project(args.lang, args.kind, &args.name);
+    let project = match (args.asynchronous, args.kind, args.lang) {
+        (false, kind, lang) => templates::project(lang, kind, &args.name),
+        (true, Kind::Provider, Lang::Rust) => templates::async_provider(&args.name),
+        (true, Kind::Provider, lang) => bail!(
+            "`--async` makes a Rust provider; for {}: {}",
+            lang.name(),
+            lang.async_support()
+        ),
+        (true, kind, _) => bail!(
+            "`--async` makes a provider, whose `run` may be async; a {} has no async export",
+            kind.name()
+        ),
+    };
     for (path, text) in &project.files {
         let path = dir.join(path);
         if let Some(parent) = path.parent() {
@@ -89,7 +131,7 @@ pub(crate) fn run(args: Args) -> Result<u8> {
         std::fs::write(&path, text)
             .with_context(|| format!("cannot write `{}`", path.display()))?;
     }
-    let wit = seam_host::versions::write_package(&dir.join("wit"), None)
+    let wit = seam_host::versions::write_package(&dir.join("wit"), Some(project.version.as_str()))
         .with_context(|| format!("cannot write the WIT into `{}`", dir.display()))?;
     for (path, _) in &project.files {
         outln!("{}", dir.join(path).display());

@@ -1,5 +1,7 @@
 //! The files of each generated project, from the templates embedded in the binary.
 
+use seam_host::WitVersion;
+
 use super::{test_config, Kind, Lang};
 
 /// What `seam new` writes, and how the result is built.
@@ -16,7 +18,15 @@ pub(super) struct Project {
     pub build: String,
     /// Where the built component lands, relative to the project.
     pub wasm: String,
+    /// The contract version it is written for, whose WIT `seam new` writes beside it.
+    pub version: WitVersion,
 }
+
+/// The contract version of the blocking templates (every language's) and of the guest SDK:
+/// 0.5.0 made `provider.run` async, which the SDK's traits, componentize-py's synchronous
+/// bindings and componentize-js (which cannot build an async export) do not use. The async
+/// template is written for the latest.
+pub(super) const BLOCKING_VERSION: WitVersion = WitVersion::V0_4_0;
 
 /// The wit-bindgen version the Rust projects pin: the one this host's own guests build with.
 const WIT_BINDGEN: &str = "0.63.0";
@@ -50,10 +60,10 @@ const SDK_SOURCES: &[(&str, &str)] = &[
     ),
 ];
 
-/// Where the SDK finds the WIT in this repository (the latest version's frozen folder), and
-/// where it is in a generated project.
+/// Where the SDK finds the WIT in this repository (its version's frozen folder), and where it
+/// is in a generated project.
 fn sdk_wit_in_repo() -> String {
-    format!("path: \"../../wit/v{}\"", seam_host::WitVersion::LATEST)
+    format!("path: \"../../wit/v{BLOCKING_VERSION}\"")
 }
 const SDK_WIT_IN_PROJECT: &str = "path: \"../wit\"";
 
@@ -109,6 +119,7 @@ fn python(kind: Kind, name: &str) -> Project {
             world(kind)
         ),
         wasm,
+        version: BLOCKING_VERSION,
     }
 }
 
@@ -131,6 +142,7 @@ fn js(kind: Kind, name: &str) -> Project {
         setup: None,
         build: "npm install && npm run build".into(),
         wasm,
+        version: BLOCKING_VERSION,
     }
 }
 
@@ -141,10 +153,7 @@ fn fill(template: &str, name: &str, kind: Kind, wasm: &str) -> String {
         .replace("{{WASM}}", wasm)
         .replace("{{TEST_CONFIG}}", test_config(kind))
         // The JS templates import interfaces by their versioned names: the WIT `seam new` writes.
-        .replace(
-            "{{WIT_VERSION}}",
-            seam_host::versions::WitVersion::LATEST.as_str(),
-        )
+        .replace("{{WIT_VERSION}}", BLOCKING_VERSION.as_str())
 }
 
 fn rust(kind: Kind, name: &str) -> Project {
@@ -197,6 +206,40 @@ fn rust(kind: Kind, name: &str) -> Project {
         setup: None,
         build: "cargo build --release --target wasm32-wasip2".into(),
         wasm,
+        version: BLOCKING_VERSION,
+    }
+}
+
+/// The files of a Rust provider with an async `run` (the latest contract, WASI 0.3), named
+/// `name`: no SDK, the bindings wit-bindgen makes of `wit/`.
+pub(super) fn async_provider(name: &str) -> Project {
+    let wasm = format!(
+        "target/wasm32-wasip2/release/{}.wasm",
+        name.replace('-', "_")
+    );
+    let template: &[(&str, &str)] = template!("rust/async-provider":
+        "Cargo.toml" as "Cargo.toml", "lib.rs" as "src/lib.rs", "seam.toml" as "seam.toml",
+        "README.md" as "README.md");
+    let mut files: Vec<(String, String)> = template
+        .iter()
+        .map(|(path, text)| {
+            let text = fill(text, name, Kind::Provider, &wasm)
+                .replace("{{WIT_VERSION}}", WitVersion::LATEST.as_str())
+                .replace("{{WIT_BINDGEN}}", WIT_BINDGEN);
+            (path.to_string(), text)
+        })
+        .collect();
+    files.push((
+        ".gitignore".into(),
+        include_str!("../../templates/rust/gitignore").into(),
+    ));
+    Project {
+        files,
+        toolchain: Some("rustup target add wasm32-wasip2"),
+        setup: None,
+        build: "cargo build --release --target wasm32-wasip2".into(),
+        wasm,
+        version: WitVersion::LATEST,
     }
 }
 

@@ -182,7 +182,9 @@ async fn serve(
     mut jobs: mpsc::UnboundedReceiver<Job>,
 ) {
     let ticks = stores.sandbox.cpu_ticks();
-    let budget = Arc::new(AtomicU64::new(0));
+    // One call's worth for making the instance (its start functions run guest code), then one
+    // more for each run it is given.
+    let budget = Arc::new(AtomicU64::new(ticks));
     let mut store = stores.make_shared(budget.clone());
     let instance = match pre.instantiate(&mut store).await {
         Ok(instance) => instance,

@@ -8,9 +8,7 @@ use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
 use seam_core::subagent::RunContext;
-use wasmtime::component::{
-    Destination, FutureReader, StreamProducer, StreamReader, StreamResult,
-};
+use wasmtime::component::{Destination, FutureReader, StreamProducer, StreamReader, StreamResult};
 use wasmtime::{AsContextMut, StoreContextMut};
 
 use super::latest::provider_world::seam::plugin::types as wit;
