@@ -23,9 +23,9 @@
 //! ```
 //!
 //! What is here:
-//! - [`bindings`]: the latest contract's imports (`host`, `run-context`, `agents`, `subagents`,
+//! - [`bindings`]: the imports of the blocking contract, 0.4.0 (`host`, `run-context`, `agents`, `subagents`,
 //!   `wasi:io/poll`) and its types, re-exported as [`types`], [`host`], [`run_context`],
-//!   [`agents`], [`subagents`] and [`poll`] (`seam:plugin@0.4.0`: [`subagents`] has the
+//!   [`agents`], [`subagents`] and [`poll`] (0.5.0's async `run` is for providers written without the SDK; [`subagents`] has the
 //!   continuable children's `list_agents`, `send_to_agent`, `interrupt_agent` and `report`);
 //! - [`Provider`], [`Tool`] and [`Observer`], with [`export_provider!`], [`export_tool!`] and
 //!   [`export_observer!`];

@@ -1,4 +1,4 @@
-//! CONTRACT section 12: the async contract (`seam:plugin@0.5.0`): a provider built for WASI 0.3
+//! CONTRACT section 20: the async contract (`seam:plugin@0.5.0`): a provider built for WASI 0.3
 //! whose `run` is async, on an instance of its own per run or, where its entry sets
 //! `share_instance`, many runs on one instance, each cancellable, steerable and disposed.
 
