@@ -23,10 +23,11 @@
 //! ```
 //!
 //! What is here:
-//! - [`bindings`]: the imports of the blocking contract, 0.4.0 (`host`, `run-context`, `agents`, `subagents`,
-//!   `wasi:io/poll`) and its types, re-exported as [`types`], [`host`], [`run_context`],
-//!   [`agents`], [`subagents`] and [`poll`] (0.5.0's async `run` is for providers written without the SDK; [`subagents`] has the
-//!   continuable children's `list_agents`, `send_to_agent`, `interrupt_agent` and `report`);
+//! - [`bindings`]: the imports of the blocking contract, `seam:plugin@0.4.0` (`host`,
+//!   `run-context`, `agents`, `subagents`, `wasi:io/poll`) and its types, re-exported as
+//!   [`types`], [`host`], [`run_context`], [`agents`], [`subagents`] and [`poll`] ([`subagents`]
+//!   has the continuable children's `list_agents`, `send_to_agent`, `interrupt_agent` and
+//!   `report`); 0.5.0's async `run` is written without the SDK (`seam new --async`);
 //! - [`Provider`], [`Tool`] and [`Observer`], with [`export_provider!`], [`export_tool!`] and
 //!   [`export_observer!`];
 //! - [`config::typed`]: the plugin's JSON config into a serde type, unknown keys refused (and
