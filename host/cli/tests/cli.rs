@@ -153,7 +153,8 @@ fn check_and_inspect_show_the_version_each_component_was_built_against() {
                 r#"toolName = "bg", provider = "v3""#,
             )
             + &entry("v3", "mock_provider", r#"name = "v3""#)
-            + &entry("v3old", "legacy_v3_provider", r#"name = "v3old""#),
+            + &entry("v3old", "legacy_v3_provider", r#"name = "v3old""#)
+            + &entry("v5", "async_provider", r#"name = "v5""#),
     )
     .unwrap();
     let expected = [
@@ -161,6 +162,7 @@ fn check_and_inspect_show_the_version_each_component_was_built_against() {
         ("v2", "0.2.0"),
         ("v3", "0.4.0"),
         ("v3old", "0.3.0"),
+        ("v5", "0.5.0"),
     ];
 
     let out = seam(&["check", config.to_str().unwrap(), "--json"]);
@@ -189,6 +191,7 @@ fn check_and_inspect_show_the_version_each_component_was_built_against() {
         ("legacy_background_tool", "0.2.0"),
         ("legacy_v3_provider", "0.3.0"),
         ("mock_provider", "0.4.0"),
+        ("async_provider", "0.5.0"),
     ] {
         let path = seam_tests::guest(guest);
         let out = seam(&["inspect", path.to_str().unwrap()]);
@@ -649,14 +652,14 @@ fn wit_writes_the_package_this_host_supports() {
     let o = seam(&["wit", "--out", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", seam_tests::text(&o.stderr));
     let written = std::fs::read_to_string(out.join("seam.wit")).unwrap();
-    let source = std::fs::read_to_string(root().join("wit/v0.4.0/seam.wit")).unwrap();
+    let source = std::fs::read_to_string(root().join("wit/v0.5.0/seam.wit")).unwrap();
     assert_eq!(written, source, "the embedded WIT is the repository's");
     assert!(seam_tests::text(&o.stdout).contains("seam.wit"));
     // Its dependency goes where wit-bindgen and componentize-py look for it.
     let poll = std::fs::read_to_string(out.join("deps/io/poll.wit")).unwrap();
     assert!(poll.contains("package wasi:io@0.2.0;"));
 
-    assert!(written.contains("package seam:plugin@0.4.0;"));
+    assert!(written.contains("package seam:plugin@0.5.0;"));
 
     // The frozen 0.1.0 and 0.2.0, unedited (0.2.0 with its dependency).
     let old = dir.path().join("old");

@@ -71,13 +71,13 @@ mod tests {
     }
 
     #[test]
-    fn the_guest_sdk_binds_the_latest_version() {
+    fn the_guest_sdk_binds_the_newest_blocking_version() {
         let found = sdk_versions();
         assert!(!found.is_empty(), "the SDK names no version of seam:plugin");
         for (version, line) in found {
             assert_eq!(
                 version,
-                WitVersion::LATEST.as_str(),
+                WitVersion::newest_blocking().as_str(),
                 "guests/sdk/src: {line}"
             );
         }

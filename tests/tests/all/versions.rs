@@ -296,12 +296,12 @@ async fn a_component_whose_types_do_not_match_its_version_is_refused_naming_the_
 async fn a_component_for_an_unknown_version_is_refused_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let host = host_with(&mock("good", "")).await;
-    for version in ["0.1.1", "0.5.0", "1.0.0"] {
+    for version in ["0.1.1", "0.6.0", "1.0.0"] {
         let path = rebuilt_for(version, dir.path());
         let err = host.inspect(&path, None).await.unwrap_err().to_string();
         assert!(
             err.contains(&format!("built for seam:plugin@{version}"))
-                && err.contains("this host supports 0.1.0, 0.2.0, 0.3.0 and 0.4.0"),
+                && err.contains("this host supports 0.1.0, 0.2.0, 0.3.0, 0.4.0 and 0.5.0"),
             "{err}"
         );
         let toml = format!(

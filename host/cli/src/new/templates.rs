@@ -23,10 +23,12 @@ pub(super) struct Project {
 }
 
 /// The contract version of the blocking templates (every language's) and of the guest SDK:
-/// 0.5.0 made `provider.run` async, which the SDK's traits, componentize-py's synchronous
-/// bindings and componentize-js (which cannot build an async export) do not use. The async
-/// template is written for the latest.
-pub(super) const BLOCKING_VERSION: WitVersion = WitVersion::V0_4_0;
+/// the newest whose `provider.run` is blocking (0.5.0 made it async, which the SDK's traits,
+/// componentize-py's synchronous bindings and componentize-js, which cannot build an async
+/// export, do not use). The async template is written for the latest.
+fn blocking_version() -> WitVersion {
+    WitVersion::newest_blocking()
+}
 
 /// The wit-bindgen version the Rust projects pin: the one this host's own guests build with.
 const WIT_BINDGEN: &str = "0.63.0";
@@ -63,7 +65,7 @@ const SDK_SOURCES: &[(&str, &str)] = &[
 /// Where the SDK finds the WIT in this repository (its version's frozen folder), and where it
 /// is in a generated project.
 fn sdk_wit_in_repo() -> String {
-    format!("path: \"../../wit/v{BLOCKING_VERSION}\"")
+    format!("path: \"../../wit/v{}\"", blocking_version())
 }
 const SDK_WIT_IN_PROJECT: &str = "path: \"../wit\"";
 
@@ -119,7 +121,7 @@ fn python(kind: Kind, name: &str) -> Project {
             world(kind)
         ),
         wasm,
-        version: BLOCKING_VERSION,
+        version: blocking_version(),
     }
 }
 
@@ -142,7 +144,7 @@ fn js(kind: Kind, name: &str) -> Project {
         setup: None,
         build: "npm install && npm run build".into(),
         wasm,
-        version: BLOCKING_VERSION,
+        version: blocking_version(),
     }
 }
 
@@ -153,7 +155,7 @@ fn fill(template: &str, name: &str, kind: Kind, wasm: &str) -> String {
         .replace("{{WASM}}", wasm)
         .replace("{{TEST_CONFIG}}", test_config(kind))
         // The JS templates import interfaces by their versioned names: the WIT `seam new` writes.
-        .replace("{{WIT_VERSION}}", BLOCKING_VERSION.as_str())
+        .replace("{{WIT_VERSION}}", blocking_version().as_str())
 }
 
 fn rust(kind: Kind, name: &str) -> Project {
@@ -206,7 +208,7 @@ fn rust(kind: Kind, name: &str) -> Project {
         setup: None,
         build: "cargo build --release --target wasm32-wasip2".into(),
         wasm,
-        version: BLOCKING_VERSION,
+        version: blocking_version(),
     }
 }
 

@@ -106,6 +106,14 @@ macro_rules! declare_versions {
                 }
             }
 
+            /// Whether its `provider.run` is async (0.5.0 on), so that one instance can serve
+            /// several runs at once.
+            pub fn async_run(self) -> bool {
+                match self {
+                    $(Self::$variant => $module::CONCURRENT_RUN,)+
+                }
+            }
+
             /// The plugin kinds whose worlds this version has.
             pub fn kinds(self) -> &'static [PluginKind] {
                 match self {
@@ -221,6 +229,16 @@ pub const PACKAGE: &str = "seam:plugin";
 impl WitVersion {
     /// The version new components are built against: the list's last.
     pub const LATEST: WitVersion = Self::ALL[Self::ALL.len() - 1];
+
+    /// The newest version whose `provider.run` is blocking: what the guest SDK and the
+    /// templates of `seam new` that use no async export are written for.
+    pub fn newest_blocking() -> WitVersion {
+        Self::ALL
+            .into_iter()
+            .rev()
+            .find(|v| !v.async_run())
+            .unwrap_or(Self::ALL[0])
+    }
 
     /// Its place in [`WitVersion::ALL`].
     pub fn index(self) -> usize {
