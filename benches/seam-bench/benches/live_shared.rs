@@ -36,8 +36,22 @@ fn main() {
         .expect("the bench config parses");
         let report = host.load(&config).await;
         assert!(report.is_ok(), "{}", report.failures());
+        let waiter = ProviderDescriptor {
+            name: "waiter".into(),
+            capabilities: Default::default(),
+            features: Default::default(),
+            inherits_parent_context: false,
+        };
+        host.register_provider(waiter, Arc::new(Waiter))
+            .await
+            .expect("the floor registers");
         host
     });
+    // `SEAM_BENCH_FLOOR=1` measures the in-process floor instead.
+    let provider = match std::env::var("SEAM_BENCH_FLOOR") {
+        Ok(v) if v == "1" => "waiter",
+        _ => "shared",
+    };
     let stats = on_worker(&rt, async move {
         let request = StartRequest::new("wait", ParentRef::top_level("bench", "/work"));
         // One run first, so that the first instance and lazily built host state are not
@@ -92,8 +106,10 @@ fn main() {
             "dispose_all_secs": dispose_secs,
         })
     });
-    eprintln!("live_shared: {stats}");
-    if live == LIVE_DEFAULT {
+    eprintln!("live_shared ({provider}): {stats}");
+    if provider == "waiter" {
+        write_result("live_floor", &stats);
+    } else if live == LIVE_DEFAULT {
         write_result("live_shared", &stats);
     } else {
         write_result(&format!("live_shared-{live}"), &stats);
