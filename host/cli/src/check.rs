@@ -277,6 +277,9 @@ fn print_human(config: &std::path::Path, plugins: &[PluginInfo], tools: &[ToolLi
         if let Some(grants) = &p.grants {
             outln!("      grants: {}", grants.summary());
         }
+        if let Some(runs) = p.shared_runs {
+            outln!("      shared: one instance serves up to {runs} runs at once (share_instance)");
+        }
         if let Some(limits) = &p.limits {
             if host_memory_only(p) {
                 outln!(

@@ -301,6 +301,7 @@ impl Loader {
             grants: None,
             limits: None,
             command: entry.source.command().map(<[String]>::to_vec),
+            shared_runs: entry.share_instance,
             about: None,
             host_memory: None,
             stale: None,

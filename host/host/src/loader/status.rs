@@ -142,6 +142,10 @@ pub struct PluginInfo {
     /// For an ACP entry: the agent program and its arguments.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
+    /// The most runs one instance of the provider serves at once (its entry's
+    /// `config.share_instance`), when its runs share instances.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_runs: Option<usize>,
     /// What the entry's peer said of itself at load (an A2A agent's card: its name, whether it
     /// streams, its skills).
     #[serde(skip_serializing_if = "Option::is_none")]
