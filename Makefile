@@ -4,8 +4,10 @@ CARGO  ?= cargo
 # The guest components, by package: those the tests load (the list in tests/build.rs) and the
 # benchmarks' probe. guests/sdk (seam-plugin) is a library they build with, not a component.
 GUESTS := -p mock-provider -p subagent-tool -p faulty-provider -p hostile-provider \
-          -p hostile-tool -p spawn-provider -p fork-provider -p observer-probe -p fuzz-provider \
-          -p legacy-provider -p legacy-v3-provider -p legacy-tool -p legacy-background-tool -p subagent-control -p http-agent-provider -p async-provider -p seam-probe
+          -p hostile-p3-provider -p hostile-tool -p spawn-provider -p fork-provider -p observer-probe \
+          -p fuzz-provider -p legacy-provider -p legacy-v3-provider -p legacy-tool \
+          -p legacy-background-tool -p subagent-control -p http-agent-provider -p async-provider \
+          -p seam-probe
 SEAM   := target/debug/seam
 # The pinned Python and JavaScript toolchains of the plugin kit (`seam new --lang python|js`),
 # under target/: the kit's tests build the projects it generates with them.

@@ -19,6 +19,7 @@ const GUESTS: &[&str] = &[
     "subagent-tool",
     "faulty-provider",
     "hostile-provider",
+    "hostile-p3-provider",
     "hostile-tool",
     "spawn-provider",
     "fork-provider",

@@ -20,15 +20,6 @@ pub struct Connection {
     _host: OwnedSemaphorePermit,
 }
 
-/// A socket a store made, by its handle in the store's table, which holds a connection.
-#[derive(Debug, Clone, Copy)]
-pub enum Socket {
-    /// A TCP socket.
-    Tcp(u32),
-    /// A UDP socket.
-    Udp(u32),
-}
-
 /// Why a connection was not opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refused {

@@ -1,24 +1,147 @@
 //! The hostile-guest suite: components that attack their sandbox or their limits. Each attack
 //! must end only its own run (or call, or load), with an outcome that names the plugin and the
 //! limit, while a well-behaved provider in the same host keeps serving.
+//!
+//! Every grant and limit of files, sockets, origins and the environment is asserted against two
+//! guests ([`Guest`]): the hostile provider, whose attacks go through Rust's std (WASI 0.2), and
+//! the hostile WASI 0.3 provider, whose attacks go through the WASI 0.3 interfaces. A sync
+//! export may not wait on a 0.3 call, so the 0.3 guest attacks from an async export of its own,
+//! called in a store made as a run's under its entry's grants and limits ([`Attacks`]).
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::Path;
+use std::sync::Arc;
 
-use seam_host::{Event, Host, ParentRef, PluginState, StartRequest, StopReason, SubagentRun};
+use seam_host::probe::{ProbeError, Template};
+use seam_host::{
+    Config, Event, Host, ParentRef, PluginState, StartRequest, StopReason, SubagentRun,
+};
 use seam_tests::*;
 use tokio_util::sync::CancellationToken;
 
-/// A hostile provider entry (`name` = id) with extra component config and extra TOML after the
-/// entry (its `[plugin.grants]` or `[plugin.limits]`).
+/// A hostile provider, by the WASI version its attacks go through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Guest {
+    /// `hostile_provider`: Rust's std, which binds WASI 0.2.
+    P2,
+    /// `hostile_p3_provider`: the WASI 0.3 interfaces (`wasip3`).
+    P3,
+}
+
+/// Both hostile providers: each grant and limit is asserted against each.
+pub(crate) const GUESTS: [Guest; 2] = [Guest::P2, Guest::P3];
+
+impl Guest {
+    /// The component's file name, without `.wasm`.
+    fn component(self) -> &'static str {
+        match self {
+            Guest::P2 => "hostile_provider",
+            Guest::P3 => "hostile_p3_provider",
+        }
+    }
+
+    /// An entry of this guest (`name` = id), as [`hostile`] makes the 0.2 guest's.
+    pub(crate) fn hostile(self, id: &str, extra: &str, tables: &str) -> String {
+        let sep = if extra.is_empty() { "" } else { ", " };
+        entry(
+            id,
+            self.component(),
+            &format!("name = \"{id}\"{sep}{extra}"),
+        ) + tables
+            + "\n"
+    }
+}
+
+/// A host loaded with a config of hostile entries, and the attacks made on it. A 0.2 guest
+/// attacks in a run; the 0.3 guest in its `attack` export, in a store made from its entry's
+/// sandbox (`Template::for_entry`), one sandbox per entry, so that an entry's attacks share its
+/// disk quota and connection slots as its runs do.
+pub(crate) struct Attacks {
+    pub(crate) host: Host,
+    config: Config,
+    templates: tokio::sync::Mutex<HashMap<String, Arc<Template>>>,
+}
+
+impl Attacks {
+    /// A host with `toml` loaded (every entry must load).
+    pub(crate) async fn load(toml: &str) -> Self {
+        Self {
+            host: host_with(toml).await,
+            config: config(toml),
+            templates: Default::default(),
+        }
+    }
+
+    /// Which guest entry `id` is.
+    fn guest(&self, id: &str) -> (Guest, &seam_host::PluginEntry) {
+        let entry = self
+            .config
+            .plugins
+            .iter()
+            .find(|e| e.id == id)
+            .unwrap_or_else(|| panic!("no entry `{id}`"));
+        let guest = if entry.component().ends_with("hostile_p3_provider.wasm") {
+            Guest::P3
+        } else {
+            Guest::P2
+        };
+        (guest, entry)
+    }
+
+    /// The 0.3 guest's sandboxed component for entry `id`, made once.
+    async fn template(&self, id: &str) -> Arc<Template> {
+        let mut templates = self.templates.lock().await;
+        if let Some(template) = templates.get(id) {
+            return template.clone();
+        }
+        let (_, entry) = self.guest(id);
+        let template = Arc::new(
+            Template::for_entry(&self.host, entry)
+                .await
+                .unwrap_or_else(|e| panic!("entry `{id}` cannot be probed: {e}")),
+        );
+        templates.insert(id.to_string(), template.clone());
+        template
+    }
+
+    /// Entry `id`'s attack, while the good provider is served: `Ok` with the attack's own
+    /// answer, or `Err` with why it ended otherwise (a run's diagnostic, or the fault of the
+    /// 0.3 guest's call).
+    pub(crate) async fn try_attack(&self, id: &str) -> Result<String, String> {
+        let (guest, entry) = self.guest(id);
+        match guest {
+            Guest::P2 => {
+                let (result, _) =
+                    while_serving(&self.host, run_once(&self.host, id, request("x"))).await;
+                if result.stop_reason == StopReason::Completed {
+                    Ok(words(&result))
+                } else {
+                    Err(result.diagnostic.unwrap_or_default())
+                }
+            }
+            Guest::P3 => {
+                let template = self.template(id).await;
+                let config = entry.config.to_string();
+                let (answer, _) =
+                    while_serving(&self.host, template.call_async("attack", &config)).await;
+                answer.map_err(|e: ProbeError| e.to_string())
+            }
+        }
+    }
+
+    /// Entry `id`'s attack, which must end with its own answer.
+    pub(crate) async fn attack(&self, id: &str) -> String {
+        self.try_attack(id)
+            .await
+            .unwrap_or_else(|e| panic!("attack `{id}` did not answer: {e}"))
+    }
+}
+
+/// A WASI 0.2 hostile provider entry (`name` = id) with extra component config and extra TOML
+/// after the entry (its `[plugin.grants]` or `[plugin.limits]`).
 pub(crate) fn hostile(id: &str, extra: &str, tables: &str) -> String {
-    let sep = if extra.is_empty() { "" } else { ", " };
-    entry(
-        id,
-        "hostile_provider",
-        &format!("name = \"{id}\"{sep}{extra}"),
-    ) + tables
-        + "\n"
+    Guest::P2.hostile(id, extra, tables)
 }
 
 /// A hostile tool entry under tool name `id`.
@@ -276,7 +399,6 @@ fn dirs_grant(root: &Path) -> String {
 
 #[tokio::test]
 async fn a_plugin_reads_only_inside_its_granted_directory() {
-    let dir = files();
     let reads = [
         ("mine", "/data/readme.txt"),
         ("passwd", "/etc/passwd"),
@@ -285,145 +407,175 @@ async fn a_plugin_reads_only_inside_its_granted_directory() {
         ("symlink", "/data/escape"),
         ("dirlink", "/data/up/secret.txt"),
     ];
-    let mut toml = good();
-    for (id, path) in reads {
-        toml += &hostile(
-            id,
-            &format!("mode = \"read-file\", path = \"{path}\""),
-            &dirs_grant(dir.path()),
+    for guest in GUESTS {
+        let dir = files();
+        let mut toml = good();
+        for (id, path) in reads {
+            toml += &guest.hostile(
+                id,
+                &format!("mode = \"read-file\", path = \"{path}\""),
+                &dirs_grant(dir.path()),
+            );
+        }
+        toml += &guest.hostile(
+            "nogrant",
+            "mode = \"read-file\", path = \"/etc/passwd\"",
+            "",
         );
-    }
-    toml += &hostile(
-        "nogrant",
-        "mode = \"read-file\", path = \"/etc/passwd\"",
-        "",
-    );
-    let host = host_with(&toml).await;
-    assert_eq!(attack_output(&host, "mine").await, "ok: granted content");
-    for id in [
-        "passwd", "dotdot", "dotdot2", "symlink", "dirlink", "nogrant",
-    ] {
-        let out = attack_output(&host, id).await;
-        assert!(out.starts_with("denied: "), "{id} escaped: {out}");
-        assert!(
-            !out.contains("root:") && !out.contains("top secret"),
-            "{id}: {out}"
+        let attacks = Attacks::load(&toml).await;
+        assert_eq!(
+            attacks.attack("mine").await,
+            "ok: granted content",
+            "{guest:?}"
         );
+        for id in [
+            "passwd", "dotdot", "dotdot2", "symlink", "dirlink", "nogrant",
+        ] {
+            let out = attacks.attack(id).await;
+            assert!(out.starts_with("denied: "), "{guest:?} {id} escaped: {out}");
+            assert!(
+                !out.contains("root:") && !out.contains("top secret"),
+                "{guest:?} {id}: {out}"
+            );
+        }
+        // The 0.3 guest asks the host for what its grant holds: the host refuses.
+        if guest == Guest::P3 {
+            for id in ["dotdot", "dotdot2", "symlink", "dirlink"] {
+                let out = attacks.attack(id).await;
+                assert_eq!(out, "denied: ErrorCode::NotPermitted", "{id}");
+            }
+        }
+        assert_quiescent(&attacks.host);
     }
-    assert_quiescent(&host);
 }
 
 #[tokio::test]
 async fn a_plugin_cannot_write_to_a_read_only_grant() {
-    let dir = files();
-    let toml = good()
-        + &hostile(
-            "ro",
-            "mode = \"write-file\", path = \"/data/new.txt\"",
-            &dirs_grant(dir.path()),
-        )
-        + &hostile(
-            "overwrite",
-            "mode = \"write-file\", path = \"/data/readme.txt\"",
-            &dirs_grant(dir.path()),
-        )
-        + &hostile(
-            "rw",
-            "mode = \"write-file\", path = \"/out/new.txt\"",
-            &dirs_grant(dir.path()),
+    for guest in GUESTS {
+        let dir = files();
+        let toml = good()
+            + &guest.hostile(
+                "ro",
+                "mode = \"write-file\", path = \"/data/new.txt\"",
+                &dirs_grant(dir.path()),
+            )
+            + &guest.hostile(
+                "overwrite",
+                "mode = \"write-file\", path = \"/data/readme.txt\"",
+                &dirs_grant(dir.path()),
+            )
+            + &guest.hostile(
+                "rw",
+                "mode = \"write-file\", path = \"/out/new.txt\"",
+                &dirs_grant(dir.path()),
+            );
+        let attacks = Attacks::load(&toml).await;
+        for id in ["ro", "overwrite"] {
+            let out = attacks.attack(id).await;
+            assert!(out.starts_with("denied: "), "{guest:?} {id}: {out}");
+        }
+        assert!(!dir.path().join("data/new.txt").exists(), "{guest:?}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("data/readme.txt")).unwrap(),
+            "granted content"
         );
-    let host = host_with(&toml).await;
-    for id in ["ro", "overwrite"] {
-        let out = attack_output(&host, id).await;
-        assert!(out.starts_with("denied: "), "{id}: {out}");
+        // The writable grant works, so the denials above are the sandbox's doing.
+        assert_eq!(attacks.attack("rw").await, "ok: written", "{guest:?}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("out/new.txt")).unwrap(),
+            "pwned"
+        );
     }
-    assert!(!dir.path().join("data/new.txt").exists());
-    assert_eq!(
-        std::fs::read_to_string(dir.path().join("data/readme.txt")).unwrap(),
-        "granted content"
-    );
-    // The writable grant works, so the denials above are the sandbox's doing.
-    assert_eq!(attack_output(&host, "rw").await, "ok: written");
-    assert_eq!(
-        std::fs::read_to_string(dir.path().join("out/new.txt")).unwrap(),
-        "pwned"
-    );
 }
 
 #[tokio::test]
 async fn a_plugin_without_grants_sees_no_filesystem() {
-    let toml = good() + &hostile("ls", "mode = \"list-dir\", path = \"/\"", "");
-    let host = host_with(&toml).await;
-    let out = attack_output(&host, "ls").await;
-    assert!(out.starts_with("denied: "), "{out}");
+    for guest in GUESTS {
+        let toml = good() + &guest.hostile("ls", "mode = \"list-dir\", path = \"/\"", "");
+        let attacks = Attacks::load(&toml).await;
+        let out = attacks.attack("ls").await;
+        assert!(out.starts_with("denied: "), "{guest:?}: {out}");
+    }
+    // With a grant, the 0.3 guest lists it through the host: the denial above is the grant's.
+    let dir = files();
+    let toml = good()
+        + &Guest::P3.hostile(
+            "ls",
+            "mode = \"list-dir\", path = \"/data\"",
+            &dirs_grant(dir.path()),
+        );
+    let attacks = Attacks::load(&toml).await;
+    assert_eq!(attacks.attack("ls").await, "ok: escape,readme.txt,up");
 }
 
 // --- Network and environment --------------------------------------------------------------
 
 #[tokio::test(flavor = "current_thread")]
 async fn sockets_and_name_lookup_need_a_grant() {
-    let (log, _guard) = CapturedLog::start();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let other_addr = other.local_addr().unwrap();
-    let grant = format!("[plugin.grants]\nnetwork = [\"{addr}\"]\n");
-    let toml = good()
-        + &hostile(
+    for guest in GUESTS {
+        let (log, _guard) = CapturedLog::start();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let other_addr = other.local_addr().unwrap();
+        let grant = format!("[plugin.grants]\nnetwork = [\"{addr}\"]\n");
+        let toml = good()
+            + &guest.hostile(
+                "connect",
+                &format!("mode = \"connect\", addr = \"{addr}\""),
+                "",
+            )
+            + &guest.hostile("resolve", "mode = \"resolve\", host = \"localhost\"", "")
+            + &guest.hostile(
+                "granted",
+                &format!("mode = \"connect\", addr = \"{addr}\""),
+                &grant,
+            )
+            + &guest.hostile(
+                "elsewhere",
+                &format!("mode = \"connect\", addr = \"{other_addr}\""),
+                &grant,
+            )
+            + &guest.hostile(
+                "lookup-with-socket-grant",
+                "mode = \"resolve\", host = \"localhost\"",
+                &grant,
+            );
+        let attacks = Attacks::load(&toml).await;
+        for id in [
             "connect",
-            &format!("mode = \"connect\", addr = \"{addr}\""),
-            "",
-        )
-        + &hostile("resolve", "mode = \"resolve\", host = \"localhost\"", "")
-        + &hostile(
-            "granted",
-            &format!("mode = \"connect\", addr = \"{addr}\""),
-            &grant,
-        )
-        + &hostile(
+            "resolve",
             "elsewhere",
-            &format!("mode = \"connect\", addr = \"{other_addr}\""),
-            &grant,
-        )
-        + &hostile(
             "lookup-with-socket-grant",
-            "mode = \"resolve\", host = \"localhost\"",
-            &grant,
+        ] {
+            let out = attacks.attack(id).await;
+            assert!(out.starts_with("denied: "), "{guest:?} {id}: {out}");
+        }
+        // The granted address connects, so the denials are the sandbox's doing.
+        let out = attacks.attack("granted").await;
+        assert!(out.starts_with("ok: connected"), "{guest:?}: {out}");
+        // A denied address outside a plugin's grant is named, with the grant to add.
+        let warned = log.of_plugin("elsewhere", &format!("add \"{other_addr}\" to `network`"));
+        assert_eq!(warned.len(), 1, "{guest:?}: {:#?}", log.lines());
+        // A socket without a `network` grant, and a name lookup without `dns`, are named too.
+        let warned = log.of_plugin("connect", "opened a TCP socket");
+        assert_eq!(warned.len(), 1, "{guest:?}: {:#?}", log.lines());
+        assert!(
+            warned[0].contains("to `network` under [plugin.grants]"),
+            "{warned:?}"
         );
-    let host = host_with(&toml).await;
-    for id in [
-        "connect",
-        "resolve",
-        "elsewhere",
-        "lookup-with-socket-grant",
-    ] {
-        let out = attack_output(&host, id).await;
-        assert!(out.starts_with("denied: "), "{id}: {out}");
+        for id in ["resolve", "lookup-with-socket-grant"] {
+            let warned = log.of_plugin(id, "looked up the name `localhost`");
+            assert_eq!(warned.len(), 1, "{guest:?} {id}: {:#?}", log.lines());
+            assert!(warned[0].contains("set `dns = true`"), "{warned:?}");
+        }
+        // A granted socket is not warned about.
+        assert!(
+            log.of_plugin("granted", "opened a").is_empty(),
+            "{guest:?}: {:#?}",
+            log.lines()
+        );
     }
-    // The granted address connects, so the denials are the sandbox's doing.
-    let out = attack_output(&host, "granted").await;
-    assert!(out.starts_with("ok: connected"), "{out}");
-    // A denied address outside a plugin's grant is named, with the grant to add.
-    let warned = log.of_plugin("elsewhere", &format!("add \"{other_addr}\" to `network`"));
-    assert_eq!(warned.len(), 1, "{:#?}", log.lines());
-    // A socket without a `network` grant, and a name lookup without `dns`, are named too.
-    let warned = log.of_plugin("connect", "opened a TCP socket");
-    assert_eq!(warned.len(), 1, "{:#?}", log.lines());
-    assert!(
-        warned[0].contains("to `network` under [plugin.grants]"),
-        "{warned:?}"
-    );
-    for id in ["resolve", "lookup-with-socket-grant"] {
-        let warned = log.of_plugin(id, "looked up the name `localhost`");
-        assert_eq!(warned.len(), 1, "{id}: {:#?}", log.lines());
-        assert!(warned[0].contains("set `dns = true`"), "{warned:?}");
-    }
-    // A granted socket is not warned about.
-    assert!(
-        log.of_plugin("granted", "opened a").is_empty(),
-        "{:#?}",
-        log.lines()
-    );
 }
 
 #[tokio::test]
@@ -431,27 +583,67 @@ async fn a_plugin_sees_only_the_environment_it_is_granted() {
     // PATH and HOME are set for any test process; only PATH is granted.
     assert!(std::env::var("PATH").is_ok());
     let grant = "[plugin.grants]\nenv = [\"PATH\", \"SEAM_TEST_SURELY_UNSET_VARIABLE\"]\n";
+    for guest in GUESTS {
+        let toml = good()
+            + &guest.hostile("all", "mode = \"env-all\"", grant)
+            + &guest.hostile("home", "mode = \"env\", var = \"HOME\"", grant)
+            + &guest.hostile("path", "mode = \"env\", var = \"PATH\"", grant)
+            + &guest.hostile("none", "mode = \"env-all\"", "");
+        let attacks = Attacks::load(&toml).await;
+        assert_eq!(attacks.attack("all").await, "vars: [PATH]", "{guest:?}");
+        assert_eq!(attacks.attack("home").await, "unset", "{guest:?}");
+        assert_eq!(
+            attacks.attack("path").await,
+            format!("set: {}", std::env::var("PATH").unwrap()),
+            "{guest:?}"
+        );
+        assert_eq!(attacks.attack("none").await, "vars: []", "{guest:?}");
+        // What was granted, as `seam check` reports it.
+        let plugins = attacks.host.plugins().await;
+        let all = plugins.iter().find(|p| p.id == "all").unwrap();
+        let grants = all.grants.as_ref().unwrap();
+        assert_eq!(grants.env, ["PATH"]);
+        assert_eq!(grants.env_unset, ["SEAM_TEST_SURELY_UNSET_VARIABLE"]);
+        let none = plugins.iter().find(|p| p.id == "none").unwrap();
+        assert!(none.grants.as_ref().unwrap().is_empty());
+    }
+}
+
+// --- WASI 0.3 through the contract's sync exports -------------------------------------------
+
+/// A 0.3 component is a provider like any (0.4.0's world): it loads, describes and runs under
+/// its grants, and a 0.3 call that answers at once works from its sync `run`. One that would
+/// wait cannot: a sync export may not block before it returns (the component model's rule,
+/// which wasmtime enforces), so the run ends `error` naming that, and only that run.
+#[tokio::test]
+async fn a_wasi_0_3_provider_runs_and_may_not_wait_in_a_sync_export() {
+    let dir = files();
+    let grant = "[plugin.grants]\nenv = [\"PATH\"]\n";
     let toml = good()
-        + &hostile("all", "mode = \"env-all\"", grant)
-        + &hostile("home", "mode = \"env\", var = \"HOME\"", grant)
-        + &hostile("path", "mode = \"env\", var = \"PATH\"", grant)
-        + &hostile("none", "mode = \"env-all\"", "");
+        + &Guest::P3.hostile("env", "mode = \"env-all\"", grant)
+        + &Guest::P3.hostile(
+            "reader",
+            "mode = \"read-file\", path = \"/data/readme.txt\"",
+            &dirs_grant(dir.path()),
+        );
     let host = host_with(&toml).await;
-    assert_eq!(attack_output(&host, "all").await, "vars: [PATH]");
-    assert_eq!(attack_output(&host, "home").await, "unset");
-    assert_eq!(
-        attack_output(&host, "path").await,
-        format!("set: {}", std::env::var("PATH").unwrap())
-    );
-    assert_eq!(attack_output(&host, "none").await, "vars: []");
-    // What was granted, as `seam check` reports it.
-    let plugins = host.plugins().await;
-    let all = plugins.iter().find(|p| p.id == "all").unwrap();
-    let grants = all.grants.as_ref().unwrap();
-    assert_eq!(grants.env, ["PATH"]);
-    assert_eq!(grants.env_unset, ["SEAM_TEST_SURELY_UNSET_VARIABLE"]);
-    let none = plugins.iter().find(|p| p.id == "none").unwrap();
-    assert!(none.grants.as_ref().unwrap().is_empty());
+    let info = host.plugins().await;
+    let env = info.iter().find(|p| p.id == "env").unwrap();
+    assert_eq!(env.name.as_deref(), Some("env"));
+    assert_eq!(env.version, Some(seam_host::WitVersion::V0_4_0));
+    assert_eq!(attack_output(&host, "env").await, "vars: [PATH]");
+    let (result, _) = while_serving(&host, run_once(&host, "reader", request("x"))).await;
+    assert_eq!(result.stop_reason, StopReason::Error, "{result:?}");
+    diagnosed(&result, "cannot block a synchronous task before returning");
+    assert_quiescent(&host);
+    // The same attack from the guest's async export reads the file: the trap was the sync
+    // export's, not the grant's.
+    let attacks = Attacks {
+        host,
+        config: config(&toml),
+        templates: Default::default(),
+    };
+    assert_eq!(attacks.attack("reader").await, "ok: granted content");
 }
 
 // --- Faults at each step ------------------------------------------------------------------

@@ -219,3 +219,36 @@ async fn a_component_calling_a_model_is_held_to_the_trees_budget_through_its_usa
     assert_eq!(result.stop_reason, StopReason::Budget, "{result:?}");
     assert_eq!(server.seen().len(), 2, "no model call was made");
 }
+
+/// The same exfiltration attempt by a WASI 0.3 component (`wasi:http/client.send`, the hostile
+/// 0.3 guest): refused before any byte leaves, and logged with the grant to add, as 0.2's is;
+/// granted the origin, the same request goes through.
+#[tokio::test]
+async fn a_wasi_0_3_request_to_an_ungranted_origin_is_refused_and_logged() {
+    use crate::hostile::{good, Attacks, Guest};
+    let (log, _guard) = CapturedLog::start();
+    let server = Server::start(vec![ok(completion("fine"))]).await;
+    let origin = origin(&server);
+    let authority = origin.trim_start_matches("http://");
+    let get = format!("mode = \"http-get\", authority = \"{authority}\"");
+    let toml = Guest::P3.hostile(
+        "exfil",
+        &get,
+        "[plugin.grants]\nhttp = [\"https://api.example.com\"]\n",
+    ) + &Guest::P3.hostile(
+        "allowed",
+        &get,
+        &format!("[plugin.grants]\nhttp = [{}]\n", granted(&server)),
+    ) + &good();
+    let attacks = Attacks::load(&toml).await;
+    assert_eq!(
+        attacks.attack("exfil").await,
+        "refused: ErrorCode::HttpRequestDenied"
+    );
+    assert!(server.seen().is_empty(), "nothing reached the server");
+    let lines = log.of_plugin("exfil", &format!("add \"{origin}\" to `http`"));
+    assert_eq!(lines.len(), 1, "{:#?}", log.lines());
+    assert_eq!(attacks.attack("allowed").await, "status 200");
+    assert_eq!(server.seen().len(), 1);
+    assert_eq!(server.seen()[0].method, "GET");
+}

@@ -22,7 +22,7 @@ use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::sandbox::connections::{Connection, Socket};
+use crate::sandbox::connections::Connection;
 use crate::sandbox::{DiskQuota, Limit, LimitHit, Sandbox, SocketWatch};
 use context::{CallEnv, RunEnv};
 use http::HttpHooks;
@@ -150,6 +150,21 @@ impl Serving {
             .map(|account| account.scopes())
             .unwrap_or_default()
     }
+}
+
+/// A socket a store made, which holds one of the plugin's connections (`crate::wasi::sockets`):
+/// its handle in the store's table, and the WASI version whose resource type it is (0.2's and
+/// 0.3's differ).
+#[derive(Debug, Clone, Copy)]
+pub enum Socket {
+    /// A 0.2 TCP socket.
+    Tcp(u32),
+    /// A 0.2 UDP socket.
+    Udp(u32),
+    /// A 0.3 TCP socket.
+    Tcp3(u32),
+    /// A 0.3 UDP socket.
+    Udp3(u32),
 }
 
 /// The data of every plugin store.

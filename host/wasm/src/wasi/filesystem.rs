@@ -1,10 +1,10 @@
 //! The disk quota of writable grants (`max_write_mb`, `max_files`) on top of wasmtime-wasi's
-//! `wasi:filesystem/types`.
+//! `wasi:filesystem/types@0.2` (`super::filesystem_p3` is 0.3's).
 //!
 //! wasmtime-wasi has no hook for a quota, so [`add_to_linker`] shadows, in the linker, every
 //! function of `wasi:filesystem/types` that makes a plugin keep more on disk, counts against the
-//! plugin's [`DiskQuota`] (shared by all its stores) and delegates to wasmtime-wasi's own
-//! implementation:
+//! plugin's disk quota (shared by all its stores, counted by `super::disk` for both versions)
+//! and delegates to wasmtime-wasi's own implementation:
 //!
 //! - `descriptor.write` counts its bytes, plus the hole it leaves when it starts past the end;
 //! - `descriptor.set-size` counts the growth over the current size (a sparse file counts by its
@@ -22,8 +22,6 @@
 //! or renaming gives nothing back, and an operation that fails for another reason gives back
 //! what it counted. Only the first refusal of a plugin is logged (`warn`, naming the limit).
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use wasmtime::component::{Linker, Resource};
 use wasmtime::StoreContextMut;
@@ -35,17 +33,12 @@ use wasmtime_wasi::p2::{
     DynOutputStream, FsError, OutputStream, Pollable, StreamError, StreamResult,
 };
 
-use crate::sandbox::{DiskQuota, Limit, LimitHit};
+use super::disk::{self, Charge, Quota, QuotaExceeded, StreamQuota};
 use crate::store::StoreData;
 
 /// The instance wasmtime-wasi defines (`wasmtime_wasi::p2::add_to_linker_async`); components
 /// importing an older 0.2 version are linked to it too.
 const INTERFACE: &str = "wasi:filesystem/types@0.2.12";
-
-/// The error of a stream write the quota refused; `filesystem-error-code` reads it as `quota`.
-#[derive(Debug, thiserror::Error)]
-#[error("disk quota exceeded")]
-struct QuotaExceeded;
 
 type Store<'a> = StoreContextMut<'a, StoreData>;
 type Answer<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
@@ -102,12 +95,12 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                 if let Err(code) = approve_write(data).await {
                     return Ok((Err(code),));
                 }
-                let disk = data.disk.clone();
-                if let Err(e) = refuse(data, disk.charge_file()) {
-                    return Ok((Err(e),));
-                }
+                let charge = match quota(Quota::of(data).file()) {
+                    Ok(charge) => charge,
+                    Err(code) => return Ok((Err(code),)),
+                };
                 let done = data.filesystem().create_directory_at(fd, path).await;
-                answer(done, || disk.refund_file())
+                answer(done, charge)
             })
         },
     )?;
@@ -119,12 +112,12 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                 if let Err(code) = approve_write(data).await {
                     return Ok((Err(code),));
                 }
-                let disk = data.disk.clone();
-                if let Err(e) = refuse(data, disk.charge_file()) {
-                    return Ok((Err(e),));
-                }
+                let charge = match quota(Quota::of(data).file()) {
+                    Ok(charge) => charge,
+                    Err(code) => return Ok((Err(code),)),
+                };
                 let done = data.filesystem().symlink_at(fd, old, new).await;
-                answer(done, || disk.refund_file())
+                answer(done, charge)
             })
         },
     )?;
@@ -143,15 +136,15 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                 if let Err(code) = approve_write(data).await {
                     return Ok((Err(code),));
                 }
-                let disk = data.disk.clone();
-                if let Err(e) = refuse(data, disk.charge_file()) {
-                    return Ok((Err(e),));
-                }
+                let charge = match quota(Quota::of(data).file()) {
+                    Ok(charge) => charge,
+                    Err(code) => return Ok((Err(code),)),
+                };
                 let done = data
                     .filesystem()
                     .link_at(fd, old_flags, old, new_fd, new)
                     .await;
-                answer(done, || disk.refund_file())
+                answer(done, charge)
             })
         },
     )?;
@@ -164,7 +157,8 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                 if let Err(code) = approve_write(data).await {
                     return Ok((Err(code),));
                 }
-                answer(data.filesystem().unlink_file_at(fd, path).await, || ())
+                let charge = Charge::none(&Quota::of(data));
+                answer(data.filesystem().unlink_file_at(fd, path).await, charge)
             })
         },
     )?;
@@ -176,7 +170,11 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                 if let Err(code) = approve_write(data).await {
                     return Ok((Err(code),));
                 }
-                answer(data.filesystem().remove_directory_at(fd, path).await, || ())
+                let charge = Charge::none(&Quota::of(data));
+                answer(
+                    data.filesystem().remove_directory_at(fd, path).await,
+                    charge,
+                )
             })
         },
     )?;
@@ -189,10 +187,8 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                 if let Err(code) = approve_write(data).await {
                     return Ok((Err(code),));
                 }
-                answer(
-                    data.filesystem().rename_at(fd, old, new_fd, new).await,
-                    || (),
-                )
+                let charge = Charge::none(&Quota::of(data));
+                answer(data.filesystem().rename_at(fd, old, new_fd, new).await, charge)
             })
         },
     )?;
@@ -214,53 +210,30 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
 }
 
 /// Waits for the yes `[approvals] write` asks before a call or run first changes its
-/// directories; `Err` with the code a refusal answers.
+/// directories; `Err` with the code a refusal answers. The future holds nothing of `data`.
 fn approve_write(data: &StoreData) -> impl std::future::Future<Output = Result<(), ErrorCode>> {
-    let approvals = data
-        .approvals
-        .clone()
-        .filter(|a| a.needs(seam_core::approval::GrantClass::Write));
-    let plugin = data.plugin.clone();
-    async move {
-        let Some(approvals) = approvals else {
-            return Ok(());
-        };
-        approvals.check_write().await.map_err(|refused| {
-            tracing::warn!(plugin = %plugin, "{refused}");
-            ErrorCode::NotPermitted
-        })
-    }
+    let approval = disk::approve_write(data);
+    async move { approval.await.map_err(|_| ErrorCode::NotPermitted) }
 }
 
 /// The guest's answer to a delegated call: its error as an error code (or a trap), after
-/// `undo` gave back what a failed call had counted.
-fn answer<T>(done: Result<T, FsError>, undo: impl FnOnce()) -> Answer<T> {
+/// `charge` gave back what a failed call had counted.
+fn answer<T>(done: Result<T, FsError>, charge: Charge) -> Answer<T> {
     match done {
-        Ok(value) => Ok((Ok(value),)),
+        Ok(value) => {
+            charge.keep();
+            Ok((Ok(value),))
+        }
         Err(e) => {
-            undo();
+            charge.refund();
             Ok((Err(e.downcast()?),))
         }
     }
 }
 
-/// `quota` for a refused charge, logging the plugin's first refusal.
-fn refuse(data: &StoreData, charged: Result<(), Limit>) -> Result<(), ErrorCode> {
-    charged.map_err(|limit| {
-        refused(&data.plugin, &data.disk, limit);
-        ErrorCode::Quota
-    })
-}
-
-fn refused(plugin: &str, disk: &DiskQuota, limit: Limit) {
-    if disk.first_refusal() {
-        let hit = LimitHit::new(plugin, limit);
-        tracing::warn!(
-            plugin = %plugin,
-            limit = hit.limit.key(),
-            "{hit} (refused with the error `quota`; later refusals are not logged)"
-        );
-    }
+/// `quota` for a charge the quota refused.
+fn quota<T>(charged: Result<T, QuotaExceeded>) -> Result<T, ErrorCode> {
+    charged.map_err(|QuotaExceeded| ErrorCode::Quota)
 }
 
 /// The size of the file `fd` is open on.
@@ -270,10 +243,6 @@ async fn size(data: &mut StoreData, fd: &Resource<Descriptor>) -> Result<u64, Fs
         .stat(Resource::new_borrow(fd.rep()))
         .await?;
     Ok(stat.size)
-}
-
-fn len(bytes: usize) -> u64 {
-    u64::try_from(bytes).unwrap_or(u64::MAX)
 }
 
 async fn write(
@@ -286,18 +255,18 @@ async fn write(
         Ok(size) => size,
         Err(e) => return Ok((Err(e.downcast()?),)),
     };
-    let bytes = len(buffer.len());
+    let bytes = disk::len(buffer.len());
     let asked = bytes.saturating_add(offset.saturating_sub(size));
-    let disk = data.disk.clone();
-    if let Err(e) = refuse(data, disk.charge_bytes(asked)) {
-        return Ok((Err(e),));
-    }
+    let mut charge = match quota(Quota::of(data).bytes(asked)) {
+        Ok(charge) => charge,
+        Err(code) => return Ok((Err(code),)),
+    };
     let done = data.filesystem().write(fd, buffer, offset).await;
     if let Ok(written) = done {
         // A short write keeps only what it wrote.
-        disk.refund_bytes(bytes.saturating_sub(written));
+        charge.refund_bytes(bytes.saturating_sub(written));
     }
-    answer(done, || disk.refund_bytes(asked))
+    answer(done, charge)
 }
 
 async fn set_size(data: &mut StoreData, fd: Resource<Descriptor>, new: u64) -> Answer<()> {
@@ -305,13 +274,12 @@ async fn set_size(data: &mut StoreData, fd: Resource<Descriptor>, new: u64) -> A
         Ok(size) => size,
         Err(e) => return Ok((Err(e.downcast()?),)),
     };
-    let asked = new.saturating_sub(size);
-    let disk = data.disk.clone();
-    if let Err(e) = refuse(data, disk.charge_bytes(asked)) {
-        return Ok((Err(e),));
-    }
+    let charge = match quota(Quota::of(data).bytes(new.saturating_sub(size))) {
+        Ok(charge) => charge,
+        Err(code) => return Ok((Err(code),)),
+    };
     let done = data.filesystem().set_size(fd, new).await;
-    answer(done, || disk.refund_bytes(asked))
+    answer(done, charge)
 }
 
 /// `write-via-stream` at `offset`, or `append-via-stream` without one.
@@ -320,16 +288,18 @@ async fn write_via_stream(
     fd: Resource<Descriptor>,
     offset: Option<u64>,
 ) -> Answer<Resource<DynOutputStream>> {
-    let disk = data.disk.clone();
-    let mut hole = 0;
+    let quota_of = Quota::of(data);
+    let mut hole = Charge::none(&quota_of);
     if let Some(offset) = offset {
-        hole = match size(data, &fd).await {
-            Ok(size) => offset.saturating_sub(size),
+        let size = match size(data, &fd).await {
+            Ok(size) => size,
             Err(e) => return Ok((Err(e.downcast()?),)),
         };
-        if let Err(e) = refuse(data, disk.charge_bytes(hole)) {
-            return Ok((Err(e),));
-        }
+        // Counted now, so that the call (not a later write) is refused with `quota`.
+        hole = match quota(quota_of.bytes(offset.saturating_sub(size))) {
+            Ok(charge) => charge,
+            Err(code) => return Ok((Err(code),)),
+        };
     }
     // The file, for a stream at an offset: its writes past the end count the hole they leave.
     let file = match (offset, data.filesystem().table.get(&fd)?) {
@@ -343,17 +313,17 @@ async fn write_via_stream(
     let stream = match done {
         Ok(stream) => stream,
         Err(e) => {
-            disk.refund_bytes(hole);
+            hole.refund();
             return Ok((Err(e.downcast()?),));
         }
     };
+    hole.keep();
     // The stream is no child of anything yet: take it out and put the wrapped one back.
     let inner = data.table().delete(stream)?;
     let wrapped: DynOutputStream = Box::new(QuotaStream {
         inner,
-        disk,
-        plugin: data.plugin.clone(),
-        at: file,
+        // The hole up to the offset is counted: the stream counts from there.
+        quota: StreamQuota::new(quota_of, file, offset.unwrap_or(0)),
     });
     Ok((Ok(data.table().push(wrapped)?),))
 }
@@ -361,37 +331,16 @@ async fn write_via_stream(
 /// A file's output stream that counts what is written through it against the quota.
 struct QuotaStream {
     inner: DynOutputStream,
-    disk: Arc<DiskQuota>,
-    plugin: Arc<str>,
-    /// For a stream writing at an offset: the file and where the next write goes, so that a
-    /// write past the file's end counts the hole it leaves. `None` when appending.
-    at: Option<(Arc<std::fs::File>, u64)>,
+    quota: StreamQuota,
 }
 
 impl QuotaStream {
-    /// Counts a write of `bytes`, or refuses it.
+    /// Counts a write of `bytes`, or refuses it with an error `filesystem-error-code` reads as
+    /// `quota`.
     fn charge(&mut self, bytes: usize) -> StreamResult<u64> {
-        let bytes = len(bytes);
-        let hole = match &self.at {
-            Some((file, at)) => {
-                let size = file.metadata().map_or(*at, |m| m.len());
-                at.saturating_sub(size)
-            }
-            None => 0,
-        };
-        let asked = bytes.saturating_add(hole);
-        self.disk.charge_bytes(asked).map_err(|limit| {
-            refused(&self.plugin, &self.disk, limit);
-            StreamError::LastOperationFailed(wasmtime::Error::new(QuotaExceeded))
-        })?;
-        Ok(bytes)
-    }
-
-    /// After a write of `bytes` went through: the next one goes after it.
-    fn advance(&mut self, bytes: u64) {
-        if let Some((_, at)) = &mut self.at {
-            *at = at.saturating_add(bytes);
-        }
+        self.quota
+            .charge(bytes)
+            .map_err(|e| StreamError::LastOperationFailed(wasmtime::Error::new(e)))
     }
 }
 
@@ -407,7 +356,7 @@ impl OutputStream for QuotaStream {
     fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
         let n = self.charge(bytes.len())?;
         self.inner.write(bytes)?;
-        self.advance(n);
+        self.quota.advance(n);
         Ok(())
     }
 
@@ -422,14 +371,14 @@ impl OutputStream for QuotaStream {
     async fn blocking_write_and_flush(&mut self, bytes: Bytes) -> StreamResult<()> {
         let n = self.charge(bytes.len())?;
         self.inner.blocking_write_and_flush(bytes).await?;
-        self.advance(n);
+        self.quota.advance(n);
         Ok(())
     }
 
     fn write_zeroes(&mut self, nelem: usize) -> StreamResult<()> {
         let n = self.charge(nelem)?;
         self.inner.write_zeroes(nelem)?;
-        self.advance(n);
+        self.quota.advance(n);
         Ok(())
     }
 
@@ -450,7 +399,6 @@ async fn open_at(
     open_flags: OpenFlags,
     flags: DescriptorFlags,
 ) -> Answer<Resource<Descriptor>> {
-    let disk = data.disk.clone();
     let writes = flags.contains(DescriptorFlags::WRITE)
         || open_flags.intersects(OpenFlags::CREATE | OpenFlags::TRUNCATE);
     // The first write of a call or run waits for a yes when `[approvals] write` asks.
@@ -459,7 +407,8 @@ async fn open_at(
             return Ok((Err(code),));
         }
     }
-    let mut counted = false;
+    let quota_of = Quota::of(data);
+    let mut charge = Charge::none(&quota_of);
     if open_flags.contains(OpenFlags::CREATE) {
         // A path that is there already is opened, not created (a race with another store
         // creating it only counts one file too many).
@@ -470,19 +419,15 @@ async fn open_at(
                 .await
                 .is_ok();
         if !exists {
-            if let Err(e) = refuse(data, disk.charge_file()) {
-                return Ok((Err(e),));
-            }
-            counted = true;
+            charge = match quota(quota_of.file()) {
+                Ok(charge) => charge,
+                Err(code) => return Ok((Err(code),)),
+            };
         }
     }
     let done = data
         .filesystem()
         .open_at(fd, path_flags, path, open_flags, flags)
         .await;
-    answer(done, || {
-        if counted {
-            disk.refund_file();
-        }
-    })
+    answer(done, charge)
 }

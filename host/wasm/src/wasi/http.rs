@@ -1,9 +1,11 @@
-//! `wasi:http/outgoing-handler.handle`, shadowed to count connections: each request takes one of
-//! the plugin's `max_http_connections` slots (and one of the host's descriptors) before
-//! wasmtime-wasi-http sends it, and holds it until its connection closes (the store's hooks,
-//! `crate::store::http`, carry it there). A guest past its cap traps with a `LimitHit` naming
-//! the key; a request refused because the host has no descriptors to spare gets the wasi:http
-//! `connection-limit-reached` error, and the plugin goes on.
+//! `wasi:http/outgoing-handler.handle` (0.2), shadowed to count connections, and [`open_slot`],
+//! the count itself, which `super::http_p3` takes for 0.3's `wasi:http/client.send` too: each
+//! request takes one of the plugin's `max_http_connections` slots (and one of the host's
+//! descriptors) before wasmtime-wasi-http sends it, and holds it until its connection closes
+//! (the store's hooks, `crate::store::http`, carry it there: both versions send through them).
+//! A guest past its cap traps with a `LimitHit` naming the key; a request refused because the
+//! host has no descriptors to spare gets the wasi:http `connection-limit-reached` error, and
+//! the plugin goes on.
 
 use wasmtime::component::{Linker, Resource};
 use wasmtime::StoreContextMut;
@@ -36,17 +38,25 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-fn handle(
-    data: &mut StoreData,
-    request: Resource<HostOutgoingRequest>,
-    options: Option<Resource<RequestOptions>>,
-) -> Answer {
+/// Why a request got no connection slot.
+pub enum NoSlot {
+    /// The plugin holds all its `max_http_connections`: the guest traps with this.
+    Plugin(LimitHit),
+    /// Plugins hold every descriptor the host gives them: the request fails with
+    /// `connection-limit-reached` (logged).
+    Host,
+}
+
+/// Takes a connection slot for the request about to be sent, into the hooks (`pending`), where
+/// [`wasmtime_wasi_http::WasiHttpHooks::send_request`] takes it for the connection.
+pub fn open_slot(data: &mut StoreData) -> Result<(), NoSlot> {
     let hooks = data.http_hooks();
     match hooks.connections.open() {
-        Ok(connection) => hooks.pending = Some(connection),
-        Err(Refused::Plugin(limit)) => {
-            return Err(wasmtime::Error::new(LimitHit::logged(&data.plugin, limit)))
+        Ok(connection) => {
+            hooks.pending = Some(connection);
+            Ok(())
         }
+        Err(Refused::Plugin(limit)) => Err(NoSlot::Plugin(LimitHit::logged(&data.plugin, limit))),
         Err(Refused::Host { budget }) => {
             tracing::warn!(
                 plugin = %data.plugin,
@@ -55,12 +65,29 @@ fn handle(
                  keeps the rest for itself",
                 data.plugin
             );
-            return Ok((Err(ErrorCode::ConnectionLimitReached),));
+            Err(NoSlot::Host)
         }
+    }
+}
+
+/// Gives back the slot [`open_slot`] took, if the request was refused before the hooks took it.
+pub fn close_unused_slot(data: &mut StoreData) {
+    data.http_hooks().pending = None;
+}
+
+fn handle(
+    data: &mut StoreData,
+    request: Resource<HostOutgoingRequest>,
+    options: Option<Resource<RequestOptions>>,
+) -> Answer {
+    match open_slot(data) {
+        Ok(()) => {}
+        Err(NoSlot::Plugin(hit)) => return Err(wasmtime::Error::new(hit)),
+        Err(NoSlot::Host) => return Ok((Err(ErrorCode::ConnectionLimitReached),)),
     }
     let sent = outgoing_handler::Host::handle(&mut data.http(), request, options);
     // A request refused before it was sent gives its slot back at once.
-    data.http_hooks().pending = None;
+    close_unused_slot(data);
     match sent {
         Ok(response) => Ok((Ok(response),)),
         Err(e) => Ok((Err(e.downcast()?),)),

@@ -1,5 +1,8 @@
-//! Denied socket use a developer can see: `wasi:sockets` calls that a grant would allow are
-//! logged at `warn`, naming the plugin, what it attempted and the grant key to add.
+//! Denied socket use a developer can see, and the connection slots sockets hold, for
+//! `wasi:sockets@0.2` (`super::sockets_p3` shadows 0.3's with the same functions of this
+//! module): `wasi:sockets` calls that a grant would allow are logged at `warn`, naming the
+//! plugin, what it attempted and the grant key to add, and each socket takes one of the
+//! plugin's `max_http_connections` slots while the guest holds it.
 //!
 //! wasmtime-wasi refuses a name lookup without `dns = true`, and a socket without a `network`
 //! grant, silently. [`add_to_linker`] shadows the three functions where that happens
@@ -18,9 +21,29 @@ use wasmtime_wasi::p2::bindings::sockets::udp_create_socket::Host as _;
 use wasmtime_wasi::p2::{Network, SocketError, TcpSocket, UdpSocket};
 use wasmtime_wasi::sockets::WasiSocketsView;
 
-use crate::sandbox::connections::{Connection, Refused, Socket};
+use crate::sandbox::connections::{Connection, Refused};
 use crate::sandbox::{Denial, LimitHit};
-use crate::store::StoreData;
+use crate::store::{Socket, StoreData};
+
+/// Whether `socket`'s handle still names a socket of its type: wasmtime-wasi drops a socket
+/// without telling.
+fn still_held(data: &mut StoreData, socket: Socket) -> bool {
+    let table = data.table();
+    match socket {
+        Socket::Tcp(rep) => table.get(&Resource::<TcpSocket>::new_borrow(rep)).is_ok(),
+        Socket::Udp(rep) => table.get(&Resource::<UdpSocket>::new_borrow(rep)).is_ok(),
+        Socket::Tcp3(rep) => table
+            .get(&Resource::<wasmtime_wasi::sockets::TcpSocket>::new_borrow(
+                rep,
+            ))
+            .is_ok(),
+        Socket::Udp3(rep) => table
+            .get(&Resource::<wasmtime_wasi::sockets::UdpSocket>::new_borrow(
+                rep,
+            ))
+            .is_ok(),
+    }
+}
 
 /// The version wasmtime-wasi defines; components importing an older 0.2 link to it too.
 const VERSION: &str = "0.2.12";
@@ -38,11 +61,7 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
             "resolve-addresses",
             |mut store: Store<'_>, (network, name): (Resource<Network>, String)| {
                 let data = store.data_mut();
-                if !data.socket_watch.dns() {
-                    let plugin = data.plugin.clone();
-                    data.socket_watch
-                        .warn(&plugin, Denial::Lookup(name.clone()));
-                }
+                denied_lookup(data, &name);
                 answer::<Resource<ResolveAddressStream>>(ip_name_lookup::Host::resolve_addresses(
                     &mut data.sockets(),
                     network,
@@ -94,29 +113,25 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     Ok(())
 }
 
+/// Why a new socket got no connection slot.
+pub enum NoSlot {
+    /// The plugin holds all its `max_http_connections`: the guest traps with this.
+    Plugin(LimitHit),
+    /// Plugins hold every descriptor the host gives them: the socket is refused (logged).
+    Host,
+}
+
 /// A connection slot for a new socket. The slots of sockets the guest has dropped since are
 /// given back first: wasmtime-wasi drops a socket without telling, so they are found by their
 /// handles, which no longer name a socket. (A handle reused by another socket keeps its slot a
 /// little longer: the count errs on the side of the host.)
-fn open<T>(data: &mut StoreData) -> Result<Connection, Answer<T>> {
+pub fn open_slot(data: &mut StoreData) -> Result<Connection, NoSlot> {
     let mut held = std::mem::take(&mut data.sockets_held);
-    held.retain(|(socket, _)| match *socket {
-        Socket::Tcp(rep) => data
-            .table()
-            .get(&Resource::<TcpSocket>::new_borrow(rep))
-            .is_ok(),
-        Socket::Udp(rep) => data
-            .table()
-            .get(&Resource::<UdpSocket>::new_borrow(rep))
-            .is_ok(),
-    });
+    held.retain(|(socket, _)| still_held(data, *socket));
     data.sockets_held = held;
     match data.http_hooks().connections.open() {
         Ok(connection) => Ok(connection),
-        Err(Refused::Plugin(limit)) => Err(Err(wasmtime::Error::new(LimitHit::logged(
-            &data.plugin,
-            limit,
-        )))),
+        Err(Refused::Plugin(limit)) => Err(NoSlot::Plugin(LimitHit::logged(&data.plugin, limit))),
         Err(Refused::Host { budget }) => {
             tracing::warn!(
                 plugin = %data.plugin,
@@ -124,16 +139,33 @@ fn open<T>(data: &mut StoreData) -> Result<Connection, Answer<T>> {
                  host gives them; it was refused, and the host keeps the rest for itself",
                 data.plugin
             );
-            Err(Ok((Err(ErrorCode::NewSocketLimit),)))
+            Err(NoSlot::Host)
         }
     }
 }
 
+/// [`open_slot`] as 0.2's functions answer it: a trap, or `new-socket-limit`.
+fn open<T>(data: &mut StoreData) -> Result<Connection, Answer<T>> {
+    open_slot(data).map_err(|refused| match refused {
+        NoSlot::Plugin(hit) => Err(wasmtime::Error::new(hit)),
+        NoSlot::Host => Ok((Err(ErrorCode::NewSocketLimit),)),
+    })
+}
+
 /// Warns when a store without a `network` grant opens a socket.
-fn denied_socket(data: &mut StoreData, protocol: &'static str) {
+pub fn denied_socket(data: &mut StoreData, protocol: &'static str) {
     if !data.socket_watch.network() {
         let plugin = data.plugin.clone();
         data.socket_watch.warn(&plugin, Denial::Socket(protocol));
+    }
+}
+
+/// Warns when a store without `dns = true` looks `name` up.
+pub fn denied_lookup(data: &mut StoreData, name: &str) {
+    if !data.socket_watch.dns() {
+        let plugin = data.plugin.clone();
+        data.socket_watch
+            .warn(&plugin, Denial::Lookup(name.to_string()));
     }
 }
 
