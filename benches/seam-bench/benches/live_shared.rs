@@ -5,11 +5,34 @@
 //! A process of its own, so that VmHWM is this benchmark's alone.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
+use futures::future::BoxFuture;
 use seam_bench::write_result;
 use seam_bench::{guest_dir, on_worker, options, proc_status_kib, runtime, smaps_rollup_kib};
-use seam_host::{Config, Host, ParentRef, StartRequest};
+use seam_host::subagent::{Provider, RunContext, RunFailure};
+use seam_host::{
+    Config, Host, ParentRef, ProviderDescriptor, StartRequest, StopReason, SubagentResult,
+};
+
+/// The floor: a provider written in Rust, in-process, whose run waits for its cancel as the
+/// async provider's `wait` does. What a live run costs the host with no component at all.
+struct Waiter;
+
+impl Provider for Waiter {
+    fn run(
+        &self,
+        ctx: RunContext,
+        _request: StartRequest,
+    ) -> BoxFuture<'static, Result<SubagentResult, RunFailure>> {
+        Box::pin(async move {
+            ctx.ready();
+            ctx.cancelled().await;
+            Ok(SubagentResult::text(StopReason::Aborted, "cancelled"))
+        })
+    }
+}
 
 /// Live runs by default; `SEAM_BENCH_LIVE` sets another count.
 const LIVE_DEFAULT: usize = 10_000;
@@ -58,7 +81,7 @@ fn main() {
         // counted per run.
         let warm = host
             .subagents()
-            .start("shared", request.clone())
+            .start(provider, request.clone())
             .expect("starts");
         warm.started().await.expect("ready");
         warm.dispose().await;
@@ -69,7 +92,7 @@ fn main() {
         let runs: Vec<_> = (0..live)
             .map(|_| {
                 host.subagents()
-                    .start("shared", request.clone())
+                    .start(provider, request.clone())
                     .expect("starts")
             })
             .collect();
@@ -81,6 +104,11 @@ fn main() {
         let live_instances = host.live_instances();
         let live_rss = proc_status_kib("VmRSS").unwrap_or(0);
         let live_pss = smaps_rollup_kib("Pss").unwrap_or(0);
+        if let Some(path) = std::env::var_os("SEAM_BENCH_SMAPS") {
+            // Where the memory of the live runs is, mapping by mapping, for profiling.
+            let smaps = std::fs::read("/proc/self/smaps").unwrap_or_default();
+            std::fs::write(path, smaps).expect("cannot write the smaps copy");
+        }
 
         let t = Instant::now();
         futures::future::join_all(runs.iter().map(|r| r.dispose())).await;

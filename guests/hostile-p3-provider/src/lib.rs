@@ -2,15 +2,10 @@
 //! WASI 0.3 interfaces (`wasi:filesystem@0.3`, `wasi:sockets@0.3`, `wasi:http@0.3`,
 //! `wasi:cli@0.3`) instead of Rust's std (which binds 0.2), for the hostile-guest suite.
 //!
-//! It is a `seam:plugin@0.4.0` provider, and it also exports `attack: async func(config) ->
-//! string` (the world below). Both run the same attack, chosen by the config's `mode`:
-//!
-//! - `run` (sync, as 0.4.0 declares it) drives the attack with `wit_bindgen::block_on`. A sync
-//!   export may not block before it returns (the component model's rule, which wasmtime 48
-//!   enforces), so an attack whose WASI 0.3 call has to wait traps with "cannot block a
-//!   synchronous task before returning"; one whose calls all answer at once (`env`) completes.
-//! - `attack` is async, so it may wait: every attack runs to its outcome. The tests call it
-//!   in a store made as a run's (`seam_host::probe::Template::for_entry`).
+//! It is a `seam:plugin@0.5.0` provider: its `run` is async, so the attack may wait on a WASI
+//! 0.3 call (a blocking `run`, 0.4.0's, may not: the component model forbids a synchronous
+//! export to block before it returns, and wasmtime 48 traps it). Each run makes the attack its
+//! config's `mode` names, in an instance of its own, as any run of a provider.
 //!
 //! The outcome says whether the sandbox held: `ok: ...` or `denied: ...` where an attack can
 //! succeed or fail. Modes (keys as `guests/hostile-provider`'s):
@@ -35,18 +30,8 @@
 //! longest prefix; a path under none is denied here, as libc denies it.
 
 wit_bindgen::generate!({
-    path: "../../wit/v0.4.0",
-    inline: r#"
-        package seam-test:hostile-p3;
-
-        world hostile-p3-provider {
-            include seam:plugin/provider-plugin@0.4.0;
-
-            /// Runs the attack the config's `mode` names and answers its outcome.
-            export attack: async func(config: string) -> string;
-        }
-    "#,
-    world: "seam-test:hostile-p3/hostile-p3-provider",
+    path: "../../wit/v0.5.0",
+    world: "provider-plugin",
     generate_all,
 });
 
@@ -55,7 +40,7 @@ use std::pin::Pin;
 use std::task::Poll;
 
 use exports::seam::plugin::provider::Guest as ProviderGuest;
-use seam::plugin::run_context;
+use seam::plugin::runs;
 use seam::plugin::types::{
     Capabilities, ContentBlock, ProviderDescriptor, RuntimeFeatures, StartRequest, StopReason,
     SubagentResult,
@@ -65,7 +50,8 @@ use wasip3::filesystem::preopens;
 use wasip3::filesystem::types::{Descriptor, DescriptorFlags, ErrorCode, OpenFlags, PathFlags};
 use wasip3::http::types::{Fields, Request, Response, Scheme};
 use wasip3::sockets::types::{IpAddressFamily, IpSocketAddress, Ipv4SocketAddress, TcpSocket};
-use wasip3::{wit_future, wit_stream};
+// The WASI crate's own futures and streams (of bytes, of HTTP trailers), beside this world's.
+use wasip3::{wit_future as wasi_future, wit_stream as wasi_stream};
 
 const KEYS: &[&str] = &[
     "mode",
@@ -188,7 +174,7 @@ async fn write_stream(
     content: &[u8],
     total: u64,
 ) -> (u64, Result<(), ErrorCode>) {
-    let (mut tx, rx) = wit_stream::new::<u8>();
+    let (mut tx, rx) = wasi_stream::new::<u8>();
     let done = match at {
         At::Offset(offset) => file.write_via_stream(rx, offset),
         At::End => file.append_via_stream(rx),
@@ -298,7 +284,7 @@ async fn resolve(host: &str) -> Result<String, String> {
 
 /// A `GET /` to `authority` (as given, user information and all) over plain HTTP.
 fn http_request(authority: &str) -> Result<Request, String> {
-    let (trailers_tx, trailers) = wit_future::new(|| Ok(None));
+    let (trailers_tx, trailers) = wasi_future::new(|| Ok(None));
     // Dropped, it sends its default: no trailers.
     drop(trailers_tx);
     let (request, _sent) = Request::new(Fields::new(), None, trailers, None);
@@ -453,17 +439,6 @@ fn text(s: String) -> SubagentResult {
     }
 }
 
-impl Guest for HostileP3 {
-    async fn attack(config: String) -> String {
-        match Settings::parse(&config) {
-            Ok(settings) => attack(&settings)
-                .await
-                .unwrap_or_else(|e| format!("error: {e}")),
-            Err(e) => format!("error: {e}"),
-        }
-    }
-}
-
 impl ProviderGuest for HostileP3 {
     fn describe(config: String) -> Result<ProviderDescriptor, String> {
         let settings = Settings::parse(&config)?;
@@ -483,14 +458,15 @@ impl ProviderGuest for HostileP3 {
         })
     }
 
-    fn run(
+    async fn run(
         config: String,
-        _run_id: String,
+        run_id: String,
         _request: StartRequest,
+        _cancel: wit_bindgen::FutureReader<Option<String>>,
+        _messages: wit_bindgen::StreamReader<Vec<ContentBlock>>,
     ) -> Result<SubagentResult, String> {
         let settings = Settings::parse(&config)?;
-        run_context::ready();
-        // A sync export: this returns only if no WASI 0.3 call of the attack has to wait.
-        wit_bindgen::block_on(attack(&settings)).map(text)
+        runs::ready(&run_id);
+        attack(&settings).await.map(text)
     }
 }

@@ -1,9 +1,7 @@
 //! Probes: a component instantiated in a store made exactly as a run's is (same engine, linker,
 //! sandbox and default limits), without a run around it. For measuring what instantiation and a
-//! host-to-guest call cost on their own (the benchmarks use it), for embedders who want to
-//! check that a component instantiates under the host's limits, and for calling an export of
-//! a component's own under a config entry's grants and limits
-//! ([`Template::for_entry`], [`Template::call_async`]).
+//! host-to-guest call cost on their own (the benchmarks use it), and for embedders who want to
+//! check that a component instantiates under the host's limits.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,11 +9,9 @@ use std::sync::Arc;
 use wasmtime::component::{InstancePre, TypedFunc};
 use wasmtime::Store;
 
-use crate::config::{EntrySource, PluginEntry};
 use crate::engine::EngineError;
 use crate::fault::GuestFault;
 use crate::host::Host;
-use crate::loader::LoadError;
 use crate::sandbox::{Granted, Sandbox};
 use crate::versions::latest::provider_world::{ProviderPlugin, ProviderPluginPre};
 use seam_core::types::PluginKind;
@@ -39,12 +35,6 @@ pub enum ProbeError {
     /// The guest answered with an error of its own.
     #[error("the guest refused: {0}")]
     Refused(String),
-    /// The entry cannot be sandboxed as its config says (a grant the host cannot honour).
-    #[error(transparent)]
-    Sandbox(Box<LoadError>),
-    /// The entry names no component file.
-    #[error("entry `{0}` is not a component file")]
-    NotAComponent(String),
 }
 
 fn guest_fault(e: &wasmtime::Error) -> ProbeError {
@@ -87,61 +77,6 @@ impl Template {
             ),
             pre,
         })
-    }
-
-    /// The component of `entry` (a component file), sandboxed as the loader sandboxes the
-    /// entry: its grants checked against the host, its limits over the host's defaults, and its
-    /// id as the plugin's; linked with the linker of the world and version it exports. Its
-    /// stores share one disk quota and one set of connection slots, as an entry's runs do. The
-    /// entry need not be loaded.
-    pub async fn for_entry(host: &Host, entry: &PluginEntry) -> Result<Self, ProbeError> {
-        let EntrySource::Component(path) = &entry.source else {
-            return Err(ProbeError::NotAComponent(entry.id.clone()));
-        };
-        let inner = &host.inner;
-        let (compiled, kind, version) = inner
-            .cache
-            .compile_and_recognise(path, None, crate::cache::Tiering::Optimised)
-            .await?;
-        let pre = inner
-            .runtime
-            .linkers
-            .of(kind, version)
-            .ok_or_else(|| ProbeError::Link(format!("{} {kind:?} has no world", version.as_str())))?
-            .instantiate_pre(&compiled.component)
-            .map_err(|e| ProbeError::Link(format!("{e:#}")))?;
-        let mut info = crate::loader::Loader::info_for(entry);
-        let sandbox = inner
-            .loader
-            .sandbox_for(entry, &mut info)
-            .map_err(|e| ProbeError::Sandbox(Box::new(e)))?;
-        Ok(Self {
-            host: host.clone(),
-            plugin: entry.id.as_str().into(),
-            sandbox,
-            pre,
-        })
-    }
-
-    /// Calls `name`, an export `async func(string) -> string` of the component's own (outside
-    /// its Seam world), with `arg`, in a fresh store and instance made as a run's but serving
-    /// no run (so no `[approvals]` are asked: they ask on a run's or a call's behalf). A trap,
-    /// or a limit the call hit, is a [`ProbeError::Fault`].
-    pub async fn call_async(&self, name: &str, arg: &str) -> Result<String, ProbeError> {
-        let mut store = self.store();
-        let instance = self
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| guest_fault(&e))?;
-        let export = instance
-            .get_typed_func::<(String,), (String,)>(&mut store, name)
-            .map_err(|_| ProbeError::NoExport("async func(string) -> string"))?;
-        let (answer,) = export
-            .call_async(&mut store, (arg.to_string(),))
-            .await
-            .map_err(|e| ProbeError::Fault(GuestFault::from_store_error(&e, store.data())))?;
-        Ok(answer)
     }
 
     fn store(&self) -> Store<StoreData> {

@@ -4,16 +4,12 @@
 //!
 //! Every grant and limit of files, sockets, origins and the environment is asserted against two
 //! guests ([`Guest`]): the hostile provider, whose attacks go through Rust's std (WASI 0.2), and
-//! the hostile WASI 0.3 provider, whose attacks go through the WASI 0.3 interfaces. A sync
-//! export may not wait on a 0.3 call, so the 0.3 guest attacks from an async export of its own,
-//! called in a store made as a run's under its entry's grants and limits ([`Attacks`]).
+//! the hostile WASI 0.3 provider (`seam:plugin@0.5.0`, an async `run`), whose attacks go through
+//! the WASI 0.3 interfaces. Both attack in a run, through the host's API ([`Attacks`]).
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::path::Path;
-use std::sync::Arc;
 
-use seam_host::probe::{ProbeError, Template};
 use seam_host::{
     Config, Event, Host, ParentRef, PluginState, StartRequest, StopReason, SubagentRun,
 };
@@ -53,14 +49,10 @@ impl Guest {
     }
 }
 
-/// A host loaded with a config of hostile entries, and the attacks made on it. A 0.2 guest
-/// attacks in a run; the 0.3 guest in its `attack` export, in a store made from its entry's
-/// sandbox (`Template::for_entry`), one sandbox per entry, so that an entry's attacks share its
-/// disk quota and connection slots as its runs do.
+/// A host loaded with a config of hostile entries, and the attacks made on it: each a run of
+/// the entry's provider, whichever guest it is.
 pub(crate) struct Attacks {
     pub(crate) host: Host,
-    config: Config,
-    templates: tokio::sync::Mutex<HashMap<String, Arc<Template>>>,
 }
 
 impl Attacks {
@@ -68,65 +60,17 @@ impl Attacks {
     pub(crate) async fn load(toml: &str) -> Self {
         Self {
             host: host_with(toml).await,
-            config: config(toml),
-            templates: Default::default(),
         }
     }
 
-    /// Which guest entry `id` is.
-    fn guest(&self, id: &str) -> (Guest, &seam_host::PluginEntry) {
-        let entry = self
-            .config
-            .plugins
-            .iter()
-            .find(|e| e.id == id)
-            .unwrap_or_else(|| panic!("no entry `{id}`"));
-        let guest = if entry.component().ends_with("hostile_p3_provider.wasm") {
-            Guest::P3
-        } else {
-            Guest::P2
-        };
-        (guest, entry)
-    }
-
-    /// The 0.3 guest's sandboxed component for entry `id`, made once.
-    async fn template(&self, id: &str) -> Arc<Template> {
-        let mut templates = self.templates.lock().await;
-        if let Some(template) = templates.get(id) {
-            return template.clone();
-        }
-        let (_, entry) = self.guest(id);
-        let template = Arc::new(
-            Template::for_entry(&self.host, entry)
-                .await
-                .unwrap_or_else(|e| panic!("entry `{id}` cannot be probed: {e}")),
-        );
-        templates.insert(id.to_string(), template.clone());
-        template
-    }
-
-    /// Entry `id`'s attack, while the good provider is served: `Ok` with the attack's own
-    /// answer, or `Err` with why it ended otherwise (a run's diagnostic, or the fault of the
-    /// 0.3 guest's call).
+    /// Entry `id`'s attack, a run of it, while the good provider is served: `Ok` with the
+    /// attack's own answer, or `Err` with the run's diagnostic when it ended otherwise.
     pub(crate) async fn try_attack(&self, id: &str) -> Result<String, String> {
-        let (guest, entry) = self.guest(id);
-        match guest {
-            Guest::P2 => {
-                let (result, _) =
-                    while_serving(&self.host, run_once(&self.host, id, request("x"))).await;
-                if result.stop_reason == StopReason::Completed {
-                    Ok(words(&result))
-                } else {
-                    Err(result.diagnostic.unwrap_or_default())
-                }
-            }
-            Guest::P3 => {
-                let template = self.template(id).await;
-                let config = entry.config.to_string();
-                let (answer, _) =
-                    while_serving(&self.host, template.call_async("attack", &config)).await;
-                answer.map_err(|e: ProbeError| e.to_string())
-            }
+        let (result, _) = while_serving(&self.host, run_once(&self.host, id, request("x"))).await;
+        if result.stop_reason == StopReason::Completed {
+            Ok(words(&result))
+        } else {
+            Err(result.diagnostic.unwrap_or_default())
         }
     }
 
@@ -609,14 +553,12 @@ async fn a_plugin_sees_only_the_environment_it_is_granted() {
     }
 }
 
-// --- WASI 0.3 through the contract's sync exports -------------------------------------------
+// --- WASI 0.3 through the contract's exports ----------------------------------------------
 
-/// A 0.3 component is a provider like any (0.4.0's world): it loads, describes and runs under
-/// its grants, and a 0.3 call that answers at once works from its sync `run`. One that would
-/// wait cannot: a sync export may not block before it returns (the component model's rule,
-/// which wasmtime enforces), so the run ends `error` naming that, and only that run.
+/// A 0.3 component is a provider like any (0.5.0's world, its `run` async): it loads,
+/// describes and runs under its grants, and its WASI 0.3 calls may wait.
 #[tokio::test]
-async fn a_wasi_0_3_provider_runs_and_may_not_wait_in_a_sync_export() {
+async fn a_wasi_0_3_provider_runs_under_its_grants() {
     let dir = files();
     let grant = "[plugin.grants]\nenv = [\"PATH\"]\n";
     let toml = good()
@@ -626,24 +568,14 @@ async fn a_wasi_0_3_provider_runs_and_may_not_wait_in_a_sync_export() {
             "mode = \"read-file\", path = \"/data/readme.txt\"",
             &dirs_grant(dir.path()),
         );
-    let host = host_with(&toml).await;
-    let info = host.plugins().await;
+    let attacks = Attacks::load(&toml).await;
+    let info = attacks.host.plugins().await;
     let env = info.iter().find(|p| p.id == "env").unwrap();
     assert_eq!(env.name.as_deref(), Some("env"));
-    assert_eq!(env.version, Some(seam_host::WitVersion::V0_4_0));
-    assert_eq!(attack_output(&host, "env").await, "vars: [PATH]");
-    let (result, _) = while_serving(&host, run_once(&host, "reader", request("x"))).await;
-    assert_eq!(result.stop_reason, StopReason::Error, "{result:?}");
-    diagnosed(&result, "cannot block a synchronous task before returning");
-    assert_quiescent(&host);
-    // The same attack from the guest's async export reads the file: the trap was the sync
-    // export's, not the grant's.
-    let attacks = Attacks {
-        host,
-        config: config(&toml),
-        templates: Default::default(),
-    };
+    assert_eq!(env.version, Some(seam_host::WitVersion::V0_5_0));
+    assert_eq!(attacks.attack("env").await, "vars: [PATH]");
     assert_eq!(attacks.attack("reader").await, "ok: granted content");
+    assert_quiescent(&attacks.host);
 }
 
 // --- Faults at each step ------------------------------------------------------------------

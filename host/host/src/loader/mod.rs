@@ -288,7 +288,7 @@ impl Loader {
             .collect()
     }
 
-    pub(crate) fn info_for(entry: &PluginEntry) -> PluginInfo {
+    fn info_for(entry: &PluginEntry) -> PluginInfo {
         PluginInfo {
             id: entry.id.clone(),
             component: entry.component(),

@@ -219,9 +219,8 @@ impl Loader {
 
     /// The entry's sandbox: its limits over the host's defaults, its grants checked against the
     /// host (directories exist and open, environment values read now); `info` gets what it
-    /// granted, its limits and its host-memory budget. A probe of the entry
-    /// (`crate::probe::Template::for_entry`) is sandboxed by it too.
-    pub(crate) fn sandbox_for(
+    /// granted, its limits and its host-memory budget.
+    fn sandbox_for(
         &self,
         entry: &PluginEntry,
         info: &mut PluginInfo,

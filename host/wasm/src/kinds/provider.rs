@@ -38,7 +38,7 @@ pub struct WasmProvider {
     /// For the size of the requests its runs send through `subagents`.
     gate: RunGate,
     /// The instances its runs share, when its entry says so (`config.share_instance`).
-    shared: Option<SharedPool>,
+    shared: Option<Arc<SharedPool>>,
 }
 
 impl WasmProvider {
@@ -65,12 +65,12 @@ impl WasmProvider {
                      serve several runs only with an async `run` (seam:plugin@0.5.0 or later)"
                 )))
             }
-            Some(runs) => Some(SharedPool::new(
+            Some(runs) => Some(Arc::new(SharedPool::new(
                 pre.clone(),
                 stores.clone(),
                 config.clone(),
                 runs,
-            )),
+            ))),
         };
         Ok(Self {
             config,
@@ -109,34 +109,34 @@ impl Provider for WasmProvider {
         ctx: RunContext,
         request: StartRequest,
     ) -> BoxFuture<'static, Result<SubagentResult, RunFailure>> {
-        let pre = self.pre.clone();
-        let shared = self.shared.clone();
+        let (Some(agents), Some(subagents)) = (self.agents.upgrade(), self.subagents.upgrade())
+        else {
+            return Box::pin(async { Err(RunFailure::ShuttingDown) });
+        };
+        // Shared with the store, for the imports that read it.
+        let request = Arc::new(request);
         let stores = self.stores.clone();
+        let env = RunEnv {
+            ctx: ctx.clone(),
+            request: request.clone(),
+            agents,
+            quota: Quota::of(stores.plugin.clone(), &stores.sandbox),
+            max_output_bytes: stores.sandbox.limits().max_output_bytes,
+            progress_bytes: 0,
+            progress_cut: false,
+            runs: Arc::default(),
+            subagents,
+            gate: self.gate.clone(),
+        };
+        // A run on a shared instance is a small future of its own: the one below holds a whole
+        // instantiation and call, kilobytes that a live shared run would carry for nothing.
+        if let Some(shared) = self.shared.as_ref().filter(|pool| pool.admits(&env)) {
+            let shared = shared.clone();
+            return Box::pin(async move { shared.run(env, request).await });
+        }
+        let pre = self.pre.clone();
         let config = self.config.clone();
-        let agents = self.agents.upgrade();
-        let subagents = self.subagents.upgrade();
-        let gate = self.gate.clone();
         Box::pin(async move {
-            let (Some(agents), Some(subagents)) = (agents, subagents) else {
-                return Err(RunFailure::ShuttingDown);
-            };
-            // Shared with the store, for the imports that read it.
-            let request = Arc::new(request);
-            let env = RunEnv {
-                ctx: ctx.clone(),
-                request: request.clone(),
-                agents,
-                quota: Quota::of(stores.plugin.clone(), &stores.sandbox),
-                max_output_bytes: stores.sandbox.limits().max_output_bytes,
-                progress_bytes: 0,
-                progress_cut: false,
-                runs: Arc::default(),
-                subagents,
-                gate,
-            };
-            if let Some(shared) = shared.filter(|pool| pool.admits(&env)) {
-                return shared.run(env, request).await;
-            }
             // The store lives inside this future: when the host drops the future (dispose,
             // enforced cancel), the instance goes with it.
             let mut store = stores.make(Serving::run(env));
@@ -160,7 +160,10 @@ impl Provider for WasmProvider {
 
     fn close(&self) -> BoxFuture<'static, ()> {
         match &self.shared {
-            Some(pool) => Box::pin(pool.clone().close()),
+            Some(pool) => {
+                let pool = pool.clone();
+                Box::pin(async move { pool.close().await })
+            }
             None => Box::pin(async {}),
         }
     }

@@ -38,17 +38,16 @@ use wasmtime::component::Accessor;
 /// Default of `config.share_instance = true`: the most runs one instance serves at once.
 pub const DEFAULT_SHARED_RUNS: usize = 256;
 
-/// A provider's shared instances (cloned into each run's future: the instances are one list).
-#[derive(Clone)]
+/// A provider's shared instances.
 pub(crate) struct SharedPool {
     pre: ProviderPre,
     stores: Stores,
     config: Arc<str>,
     /// The most runs one instance serves at once.
     per_instance: usize,
-    instances: Arc<Mutex<Vec<Arc<Instance>>>>,
+    instances: Mutex<Vec<Arc<Instance>>>,
     /// The instances' tasks, for [`SharedPool::close`].
-    tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 /// One shared instance, as the pool sees it: only the pool holds its sender, so that dropping
@@ -85,14 +84,14 @@ impl SharedPool {
             stores,
             config,
             per_instance: per_instance.max(1),
-            instances: Arc::default(),
-            tasks: Arc::default(),
+            instances: Mutex::default(),
+            tasks: Mutex::default(),
         }
     }
 
     /// Ends every instance: the provider is unregistered and its runs are disposed, so a call
     /// still in an instance is one the host gave up on, and goes with its store.
-    pub async fn close(self) {
+    pub async fn close(&self) {
         lock(&self.instances).clear();
         let tasks = std::mem::take(&mut *lock(&self.tasks));
         for task in tasks {
