@@ -98,6 +98,9 @@ struct Shared {
     runs: Mutex<HashMap<String, Held>>,
     /// Where the progress of each going run is sent, by the worker's own run id.
     progress: Mutex<HashMap<String, mpsc::Sender<Vec<ContentBlock>>>>,
+    /// The bus the progress is heard on: flushed at a run's end, so that a store that delivers
+    /// a run's events after their group commit has delivered its progress.
+    events: Arc<EventBus>,
     /// Live runs per provider, counted against its capacity.
     live: Mutex<HashMap<String, u32>>,
 }
@@ -171,6 +174,7 @@ impl Worker {
             unheard_since: Mutex::default(),
             runs: Mutex::default(),
             progress: Mutex::default(),
+            events: events.clone(),
             live: Mutex::default(),
         });
 
@@ -635,7 +639,11 @@ impl Shared {
                     None => progress_open = false,
                 },
                 outcome = &mut result => {
-                    // Whatever progress was queued before the end goes first.
+                    // Whatever progress was queued before the end goes first: delivered by
+                    // the bus (a batching store delivers after its commit), then sent.
+                    if let Err(e) = self.events.flush() {
+                        tracing::warn!(run = %run.id(), error = %e, "the session store could not write a run's events");
+                    }
                     while let Ok(content) = progress.try_recv() {
                         self.send(&out, &mut seq, OutBody::Progress { content }).await;
                     }
