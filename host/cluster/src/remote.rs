@@ -157,6 +157,7 @@ async fn run(
         request: snapshot,
         resume: seed.as_ref().map(|h| h.token.clone()),
         lease_ms: Some((front.heartbeat * LEASE_BEATS).as_millis() as u64),
+        early: true,
     };
     let body = serde_json::to_vec(&start).map_err(|e| failure(e.to_string()))?;
     fits(
@@ -205,7 +206,12 @@ async fn run(
         taken = ask.retry(backoff).when(|e| matches!(e, NotTaken::Busy(_))) => taken,
         () = ctx.cancelled() => return Err(RunFailure::CancelledWaiting),
     };
-    let (worker, leases) = match taken {
+    let Taken {
+        worker,
+        leases,
+        ready,
+        settled,
+    } = match taken {
         Ok(taken) => taken,
         Err(NotTaken::Busy(reason)) => {
             return Err(RunFailure::LimitHit {
@@ -226,6 +232,13 @@ async fn run(
         lease,
     });
     drop(seed);
+    if ready {
+        ctx.ready();
+    }
+    // Settled before the worker answered: its end came with the answer.
+    if let Some(body) = settled {
+        return settle(&ctx, &held, &worker, *body);
+    }
 
     let send = |control: Control| {
         let client = front.client.clone();
@@ -269,21 +282,7 @@ async fn run(
                 match message.body {
                     OutBody::Ready => ctx.ready(),
                     OutBody::Progress { content } => ctx.progress(content),
-                    OutBody::Result { result, resumable, spent } => {
-                        // Spent on the worker, spent here: by the run and every ancestor. Its
-                        // wall time is the run's own, which this side counts.
-                        if let Some(spent) = spent {
-                            let spent = seam_core::spend::Spent { wall_ms: 0, ..spent };
-                            ctx.store().commit_later(ctx.account().charge(spent));
-                        }
-                        if resumable {
-                            ctx.keep_for_resume(ResumeSeed::new(RemoteSeed(held.clone())));
-                        }
-                        return Ok(result);
-                    }
-                    OutBody::Failed { message } => {
-                        return Err(failure(format!("worker `{worker}`: {message}")));
-                    }
+                    end => return settle(&ctx, &held, &worker, end),
                 }
             }
             () = ctx.cancelled(), if !told_cancel => {
@@ -313,6 +312,50 @@ async fn run(
     }
 }
 
+/// How a run ends on the worker's word: its result (what it spent charged here, its child kept
+/// for a resume), or its failure. `end` is a [`OutBody::Result`] or [`OutBody::Failed`].
+fn settle(
+    ctx: &RunContext,
+    held: &Arc<Held>,
+    worker: &str,
+    end: OutBody,
+) -> Result<SubagentResult, RunFailure> {
+    match end {
+        OutBody::Result {
+            result,
+            resumable,
+            spent,
+        } => {
+            // Spent on the worker, spent here: by the run and every ancestor. Its wall time is
+            // the run's own, which this side counts.
+            if let Some(spent) = spent {
+                let spent = seam_core::spend::Spent {
+                    wall_ms: 0,
+                    ..spent
+                };
+                ctx.store().commit_later(ctx.account().charge(spent));
+            }
+            if resumable {
+                ctx.keep_for_resume(ResumeSeed::new(RemoteSeed(held.clone())));
+            }
+            Ok(result)
+        }
+        OutBody::Failed { message } => Err(failure(format!("worker `{worker}`: {message}"))),
+        OutBody::Ready | OutBody::Progress { .. } => Err(failure(format!(
+            "worker `{worker}` answered a start with a run's end that is not one"
+        ))),
+    }
+}
+
+/// A worker's acceptance of a start: who took it, whether it keeps leases, and what the answer
+/// told of the run already ([`Start::early`](crate::wire::Start::early)).
+struct Taken {
+    worker: String,
+    leases: bool,
+    ready: bool,
+    settled: Option<Box<OutBody>>,
+}
+
 /// Asks for a start once.
 async fn ask(
     front: &FrontShared,
@@ -320,7 +363,7 @@ async fn ask(
     subject: String,
     body: Bytes,
     traceparent: Option<String>,
-) -> Result<(String, bool), NotTaken> {
+) -> Result<Taken, NotTaken> {
     let mut request = async_nats::Request::new()
         .payload(body)
         .timeout(Some(front.start_timeout));
@@ -348,7 +391,18 @@ async fn ask(
         }
     };
     match serde_json::from_slice::<StartReply>(&reply.payload) {
-        Ok(StartReply::Accepted { worker, leases }) => Ok((worker, leases)),
+        Ok(StartReply::Accepted {
+            worker,
+            leases,
+            ready,
+            settled,
+        }) => Ok(Taken {
+            worker,
+            leases,
+            // A run's end comes only after its readiness.
+            settled: settled.filter(|_| ready),
+            ready,
+        }),
         Ok(StartReply::Busy { reason, .. }) => Err(NotTaken::Busy(reason)),
         // The worker's registry's own error: the start fails with its code, as a local one.
         Ok(StartReply::Refused {

@@ -35,6 +35,20 @@ pub const DEFAULT_KEEP_FINISHED: Duration = Duration::from_secs(600);
 /// warning), never the run's end.
 const PROGRESS_QUEUE: usize = 256;
 
+/// How long a worker waits for a run's readiness before it answers a start that asked for it
+/// ([`Start::early`]): far below any front-end's start timeout, and long enough for a run that
+/// becomes ready at once to be told in the answer.
+const EARLY_WAIT: Duration = Duration::from_millis(5);
+
+/// What the start's answer told the front-end of a run already.
+#[derive(Debug, Clone, Copy)]
+struct Told {
+    /// Its readiness.
+    ready: bool,
+    /// Its end.
+    answered: bool,
+}
+
 /// The shortest lease a worker keeps to: a front-end asking for less (its heartbeat set very
 /// low) would see its runs cancelled by any stall.
 pub const MIN_LEASE: Duration = Duration::from_secs(1);
@@ -576,17 +590,71 @@ impl Shared {
                 settled: false,
             },
         );
+        // A front-end that takes them is told readiness, and the end of a run that settled at
+        // once, in the answer: the run's task (started just above, on this thread) usually has
+        // run by the time this one is polled again. A run not ready by `EARLY_WAIT` is answered
+        // without, and tells its readiness on `out` as any run does.
+        let mut ready = false;
+        let mut settled = None;
+        if start.early {
+            ready = matches!(
+                tokio::time::timeout(EARLY_WAIT, run.started()).await,
+                Ok(Ok(()))
+            );
+            // Progress goes before the end, on `out`: a run that reported some is not ended here
+            // (its progress is all in the queue once the bus has delivered what it holds).
+            if ready && run.try_result().is_some() {
+                if let Err(e) = self.events.flush() {
+                    tracing::warn!(run = %run.id(), error = %e, "the session store could not write a run's events");
+                }
+            }
+            if ready && progress_rx.is_empty() {
+                settled = run
+                    .try_result()
+                    .map(|outcome| Box::new(self.end_of(&run, outcome)));
+            }
+        }
+        let answered = settled.is_some();
         self.reply(
             &msg,
             StartReply::Accepted {
                 worker: self.id.clone(),
                 leases: lease.is_some(),
+                ready,
+                settled,
             },
         )
         .await;
         let provider = served.name.clone();
-        self.drive(start.token, provider, run, control, progress_rx, lease)
-            .await;
+        let told = Told { ready, answered };
+        self.drive(
+            start.token,
+            provider,
+            run,
+            control,
+            progress_rx,
+            lease,
+            told,
+        )
+        .await;
+    }
+
+    /// The message that tells a front-end how `run` ended.
+    fn end_of(
+        &self,
+        run: &SubagentRun,
+        outcome: Result<seam_core::types::SubagentResult, SubagentError>,
+    ) -> OutBody {
+        match outcome {
+            Ok(result) => OutBody::Result {
+                result,
+                resumable: run.resume_state().is_some(),
+                spent: Some(run.account().spent()),
+            },
+            Err(e) => OutBody::Failed {
+                message: e.to_string(),
+            },
+        }
     }
 
     fn release(&self, provider: &str) {
@@ -609,10 +677,11 @@ impl Shared {
         mut control: async_nats::Subscriber,
         mut progress: mpsc::Receiver<Vec<ContentBlock>>,
         lease: Option<Duration>,
+        told: Told,
     ) {
         let out = self.subjects.out(&token);
         let mut seq = 0u64;
-        let mut started = Some(run.started());
+        let mut started = (!told.ready).then(|| run.started());
         let mut result = run.result();
         let mut progress_open = true;
         // Renewed by every word from the front-end; without a lease it never runs out.
@@ -648,15 +717,11 @@ impl Shared {
                         self.send(&out, &mut seq, OutBody::Progress { content }).await;
                     }
                     let resumable = run.resume_state().is_some();
-                    let body = match outcome {
-                        Ok(result) => OutBody::Result {
-                            result,
-                            resumable,
-                            spent: Some(run.account().spent()),
-                        },
-                        Err(e) => OutBody::Failed { message: e.to_string() },
-                    };
-                    self.send(&out, &mut seq, body).await;
+                    // An end told in the start's answer is not told again.
+                    if !told.answered {
+                        let body = self.end_of(&run, outcome);
+                        self.send(&out, &mut seq, body).await;
+                    }
                     // A kept run whose front-end is gone has nobody to resume it.
                     break resumable && !lapsed;
                 }

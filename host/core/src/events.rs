@@ -433,6 +433,12 @@ impl EventBus {
                 body: event.to_json(),
             });
         }
+        // Nothing to commit (a store that keeps no journal, and no record of this run): the
+        // listeners have it at once, the last of them this very copy.
+        if writes.is_empty() {
+            deliver_owned(event, listeners);
+            return Ok(());
+        }
         let failures = self.failures.clone();
         let then: Then = Box::new(move |outcome| {
             let sessions = || {
@@ -443,7 +449,7 @@ impl EventBus {
             match outcome {
                 // A session that failed since the event was emitted hears nothing more.
                 Ok(()) if failures.any() && failures.behind(&sessions()) => {}
-                Ok(()) => deliver(&event, listeners),
+                Ok(()) => deliver_owned(event, listeners),
                 Err(e) => {
                     let e = failures.record(e, &sessions());
                     tracing::error!(event = event.name(), error = %e, "the session store failed a write: the event is not delivered");
@@ -604,20 +610,32 @@ impl FailureState {
 /// Delivers `event` to each of `listeners` in turn, each with its own copy, each contained.
 fn deliver(event: &Event, listeners: Vec<Listener>) {
     for listener in listeners {
-        let copy = event.clone();
-        match catch_unwind(AssertUnwindSafe(|| listener(copy))) {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(event = event.name(), error = %e, "event listener failed")
-            }
-            Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "non-string panic".into());
-                tracing::warn!(event = event.name(), panic = %msg, "event listener panicked")
-            }
+        call(listener, event.clone());
+    }
+}
+
+/// [`deliver`], handing the last listener `event` itself rather than a copy of it.
+fn deliver_owned(event: Event, mut listeners: Vec<Listener>) {
+    let Some(last) = listeners.pop() else {
+        return;
+    };
+    deliver(&event, listeners);
+    call(last, event);
+}
+
+/// Calls one listener with its copy, containing its error or panic.
+fn call(listener: Listener, copy: Event) {
+    let name = copy.name();
+    match catch_unwind(AssertUnwindSafe(|| listener(copy))) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(event = name, error = %e, "event listener failed"),
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic".into());
+            tracing::warn!(event = name, panic = %msg, "event listener panicked")
         }
     }
 }

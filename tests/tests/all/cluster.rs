@@ -364,6 +364,8 @@ async fn play_worker(
             let reply = StartReply::Accepted {
                 worker: worker.into(),
                 leases: false,
+                ready: false,
+                settled: None,
             };
             fake.publish(
                 msg.reply.expect("a reply subject"),
