@@ -12,7 +12,7 @@
 //! counts the front-end gone and cancels the run, so that none is left live that nobody waits
 //! for. A worker's refusal comes back typed: the start fails with the code a local one would.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,6 +59,9 @@ struct Held {
     token: String,
     /// Renews the run's lease, for a worker that takes leases.
     lease: Option<tokio::task::JoinHandle<()>>,
+    /// Whether the worker let go of the run by itself (it ended, not to be resumed): nothing
+    /// is left there to dispose of, so no message is sent for it.
+    let_go: AtomicBool,
 }
 
 impl Held {
@@ -89,6 +92,9 @@ impl Drop for Held {
     fn drop(&mut self) {
         if let Some(lease) = self.lease.take() {
             lease.abort();
+        }
+        if self.let_go.load(Ordering::Acquire) {
+            return;
         }
         let client = self.client.clone();
         let control = std::mem::take(&mut self.control);
@@ -230,6 +236,7 @@ async fn run(
         worker: worker.clone(),
         token,
         lease,
+        let_go: AtomicBool::new(false),
     });
     drop(seed);
     if ready {
@@ -337,6 +344,8 @@ fn settle(
             }
             if resumable {
                 ctx.keep_for_resume(ResumeSeed::new(RemoteSeed(held.clone())));
+            } else {
+                held.let_go.store(true, Ordering::Release);
             }
             Ok(result)
         }
