@@ -40,12 +40,15 @@ const PROGRESS_QUEUE: usize = 256;
 /// becomes ready at once to be told in the answer.
 const EARLY_WAIT: Duration = Duration::from_millis(5);
 
-/// What the start's answer told the front-end of a run already.
+/// How a run's driving begins: its lease, and what the start's answer told the front-end of
+/// it already.
 #[derive(Debug, Clone, Copy)]
-struct Told {
-    /// Its readiness.
+struct Begun {
+    /// How long the run lasts without word from its front-end, if the start gave a lease.
+    lease: Option<Duration>,
+    /// Its readiness was told.
     ready: bool,
-    /// Its end.
+    /// Its end was told.
     answered: bool,
 }
 
@@ -626,17 +629,13 @@ impl Shared {
         )
         .await;
         let provider = served.name.clone();
-        let told = Told { ready, answered };
-        self.drive(
-            start.token,
-            provider,
-            run,
-            control,
-            progress_rx,
+        let begun = Begun {
             lease,
-            told,
-        )
-        .await;
+            ready,
+            answered,
+        };
+        self.drive(start.token, provider, run, control, progress_rx, begun)
+            .await;
     }
 
     /// The message that tells a front-end how `run` ended.
@@ -676,12 +675,12 @@ impl Shared {
         run: SubagentRun,
         mut control: async_nats::Subscriber,
         mut progress: mpsc::Receiver<Vec<ContentBlock>>,
-        lease: Option<Duration>,
-        told: Told,
+        begun: Begun,
     ) {
+        let lease = begun.lease;
         let out = self.subjects.out(&token);
         let mut seq = 0u64;
-        let mut started = (!told.ready).then(|| run.started());
+        let mut started = (!begun.ready).then(|| run.started());
         let mut result = run.result();
         let mut progress_open = true;
         // Renewed by every word from the front-end; without a lease it never runs out.
@@ -718,7 +717,7 @@ impl Shared {
                     }
                     let resumable = run.resume_state().is_some();
                     // An end told in the start's answer is not told again.
-                    if !told.answered {
+                    if !begun.answered {
                         let body = self.end_of(&run, outcome);
                         self.send(&out, &mut seq, body).await;
                     }

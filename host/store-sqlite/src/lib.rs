@@ -605,7 +605,7 @@ impl Inner {
                 let long = !queue.listened;
                 queue = self
                     .queued
-                    .wait_timeout_while(queue, window, |q| !q.closing && !(long && q.listened))
+                    .wait_timeout_while(queue, window, |q| !(q.closing || long && q.listened))
                     .map_or_else(|p| p.into_inner().0, |(q, _)| q);
                 drop(queue);
             }
