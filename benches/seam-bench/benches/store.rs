@@ -3,18 +3,22 @@
 //! - `store/run_memory`, `store/run_sqlite`: the full mock-component run of `run/seam`, on a host
 //!   keeping its run records and journal in memory, then in SQLite (WAL, a file in a temp dir
 //!   under `target/`): what durability costs a run. With no listener, the run's records go to the
-//!   store's writer thread, batched; `store/run_sqlite_observed` subscribes one listener (doing
-//!   nothing), so that every event is committed before it is delivered, as in `seam run`;
+//!   store's writer thread, batched; `store/run_sqlite_observed` subscribes one listener
+//!   (counting what it is given), so that every event is committed before it is delivered, as in
+//!   `seam run`: the run's events are group-committed by the writer thread, which then delivers
+//!   them (the run does not wait for the commit); the count is checked after a flush;
 //! - `store/append`: one session event committed (its own transaction): the inverse is
 //!   appends per second;
 //! - `store/reload_10k`: a top-level agent continuing a 10,000-event session (read and parsed
 //!   from SQLite, its completed turns kept), then disposed.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use seam_bench::{host_with_store, options, repo, runtime, time_runs, MOCK};
 use seam_host::session_store::{MemoryStore, SessionStore, SqliteStore, StoreLimits, Write};
+use seam_host::Event;
 
 fn sqlite(dir: &tempfile::TempDir, name: &str) -> Arc<SqliteStore> {
     let limits = StoreLimits {
@@ -64,12 +68,30 @@ fn store(c: &mut Criterion) {
         ("run_sqlite_observed", observed),
     ] {
         let host = rt.block_on(host_with_store(options(1000), store));
+        let heard = Arc::new(AtomicU64::new(0));
         if name == "run_sqlite_observed" {
-            host.events().subscribe(|_| Ok(()));
+            let heard = heard.clone();
+            host.events().subscribe(move |event| {
+                if matches!(
+                    event,
+                    Event::SubagentStart { .. } | Event::SubagentEnd { .. }
+                ) {
+                    heard.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            });
         }
         group.bench_function(name, |b| {
             b.iter_custom(|iters| time_runs(&rt, &host, MOCK, iters))
         });
+        if name == "run_sqlite_observed" {
+            // Every run's start and end reached the listener, once committed.
+            host.events()
+                .flush()
+                .expect("the store writes what is queued");
+            let heard = heard.load(Ordering::Relaxed);
+            assert!(heard > 0 && heard % 2 == 0, "{heard} events heard");
+        }
         rt.block_on(host.unload_all());
     }
 

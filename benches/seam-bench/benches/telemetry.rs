@@ -14,37 +14,52 @@ use std::convert::Infallible;
 use criterion::{criterion_group, criterion_main, Criterion};
 use seam_bench::{host, options, runtime, time_runs, MOCK};
 
-/// An OTLP sink on loopback: reads each request whole and answers 200.
-fn sink(rt: &tokio::runtime::Runtime) -> u16 {
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("a port");
-    let port = listener.local_addr().expect("its address").port();
-    rt.spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    |request: hyper::Request<hyper::body::Incoming>| async move {
-                        use http_body_util::BodyExt as _;
-                        let _ = request.into_body().collect().await;
-                        Ok::<_, Infallible>(hyper::Response::new(http_body_util::Full::new(
-                            bytes::Bytes::new(),
-                        )))
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
+/// An OTLP sink on loopback: reads each request whole and answers 200. It runs on a runtime of
+/// its own, on its own thread, as a collector would in a process of its own: on the benchmark's
+/// runtime, its connection tasks took turns with the runs being timed on the same two workers.
+fn sink() -> u16 {
+    let (port_tx, port_rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("otlp-sink".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("the sink's runtime starts");
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("a port");
+                let port = listener.local_addr().expect("its address").port();
+                port_tx
+                    .send(port)
+                    .expect("the benchmark waits for the port");
+                while let Ok((stream, _)) = listener.accept().await {
+                    tokio::spawn(async move {
+                        let service = hyper::service::service_fn(
+                            |request: hyper::Request<hyper::body::Incoming>| async move {
+                                use http_body_util::BodyExt as _;
+                                let _ = request.into_body().collect().await;
+                                Ok::<_, Infallible>(hyper::Response::new(
+                                    http_body_util::Full::new(bytes::Bytes::new()),
+                                ))
+                            },
+                        );
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
             });
-        }
-    });
-    port
+        })
+        .expect("the sink's thread starts");
+    port_rx.recv().expect("the sink listens")
 }
 
 fn telemetry(c: &mut Criterion) {
     let rt = runtime();
     let mut group = c.benchmark_group("telemetry");
-    let port = sink(&rt);
+    let port = sink();
     for name in ["off", "on"] {
         if name == "on" {
             // Read once, by the exporter being built now.

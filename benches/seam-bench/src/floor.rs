@@ -25,12 +25,13 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use bindings::seam::plugin::types as wit;
 use bindings::{ProviderPlugin, ProviderPluginPre};
 
-/// Typed bindings of the provider world over the repository's WIT (the current version), for
-/// the `run` export and the types of its arguments; the imports are linked by hand below.
+/// Typed bindings of the provider world over the repository's WIT (the version the plugin kit's
+/// SDK, and so the mock, is built for), for the `run` export and the types of its arguments;
+/// the imports are linked by hand below.
 #[allow(missing_docs, dead_code)]
 mod bindings {
     wasmtime::component::bindgen!({
-        path: "../../wit/v0.3.0",
+        path: "../../wit/v0.4.0",
         world: "provider-plugin",
         exports: { default: async },
         with: {
@@ -210,5 +211,6 @@ fn wit_request(r: &seam_host::StartRequest) -> wit::StartRequest {
         max_depth: None,
         tool_filter: None,
         persona: None,
+        scope: None,
     }
 }

@@ -58,6 +58,11 @@ impl Recording {
 
     /// Stops recording.
     pub(crate) fn finish(self, host: &Host) -> Recorded {
+        // A batching store delivers a run's events after their commit: every one emitted
+        // before now is heard first.
+        if let Err(e) = host.events().flush() {
+            tracing::warn!(error = %e, "the session store could not write the last events");
+        }
         host.events().unsubscribe(self.listener);
         let events = std::mem::take(&mut *self.seen.lock().unwrap_or_else(|p| p.into_inner()));
         Recorded {

@@ -12,7 +12,7 @@
 //! counts the front-end gone and cancels the run, so that none is left live that nobody waits
 //! for. A worker's refusal comes back typed: the start fails with the code a local one would.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,6 +59,9 @@ struct Held {
     token: String,
     /// Renews the run's lease, for a worker that takes leases.
     lease: Option<tokio::task::JoinHandle<()>>,
+    /// Whether the worker let go of the run by itself (it ended, not to be resumed): nothing
+    /// is left there to dispose of, so no message is sent for it.
+    let_go: AtomicBool,
 }
 
 impl Held {
@@ -89,6 +92,9 @@ impl Drop for Held {
     fn drop(&mut self) {
         if let Some(lease) = self.lease.take() {
             lease.abort();
+        }
+        if self.let_go.load(Ordering::Acquire) {
+            return;
         }
         let client = self.client.clone();
         let control = std::mem::take(&mut self.control);
@@ -157,6 +163,7 @@ async fn run(
         request: snapshot,
         resume: seed.as_ref().map(|h| h.token.clone()),
         lease_ms: Some((front.heartbeat * LEASE_BEATS).as_millis() as u64),
+        early: true,
     };
     let body = serde_json::to_vec(&start).map_err(|e| failure(e.to_string()))?;
     fits(
@@ -205,7 +212,12 @@ async fn run(
         taken = ask.retry(backoff).when(|e| matches!(e, NotTaken::Busy(_))) => taken,
         () = ctx.cancelled() => return Err(RunFailure::CancelledWaiting),
     };
-    let (worker, leases) = match taken {
+    let Taken {
+        worker,
+        leases,
+        ready,
+        settled,
+    } = match taken {
         Ok(taken) => taken,
         Err(NotTaken::Busy(reason)) => {
             return Err(RunFailure::LimitHit {
@@ -224,8 +236,16 @@ async fn run(
         worker: worker.clone(),
         token,
         lease,
+        let_go: AtomicBool::new(false),
     });
     drop(seed);
+    if ready {
+        ctx.ready();
+    }
+    // Settled before the worker answered: its end came with the answer.
+    if let Some(body) = settled {
+        return settle(&ctx, &held, &worker, *body);
+    }
 
     let send = |control: Control| {
         let client = front.client.clone();
@@ -269,21 +289,7 @@ async fn run(
                 match message.body {
                     OutBody::Ready => ctx.ready(),
                     OutBody::Progress { content } => ctx.progress(content),
-                    OutBody::Result { result, resumable, spent } => {
-                        // Spent on the worker, spent here: by the run and every ancestor. Its
-                        // wall time is the run's own, which this side counts.
-                        if let Some(spent) = spent {
-                            let spent = seam_core::spend::Spent { wall_ms: 0, ..spent };
-                            ctx.store().commit_later(ctx.account().charge(spent));
-                        }
-                        if resumable {
-                            ctx.keep_for_resume(ResumeSeed::new(RemoteSeed(held.clone())));
-                        }
-                        return Ok(result);
-                    }
-                    OutBody::Failed { message } => {
-                        return Err(failure(format!("worker `{worker}`: {message}")));
-                    }
+                    end => return settle(&ctx, &held, &worker, end),
                 }
             }
             () = ctx.cancelled(), if !told_cancel => {
@@ -313,6 +319,52 @@ async fn run(
     }
 }
 
+/// How a run ends on the worker's word: its result (what it spent charged here, its child kept
+/// for a resume), or its failure. `end` is a [`OutBody::Result`] or [`OutBody::Failed`].
+fn settle(
+    ctx: &RunContext,
+    held: &Arc<Held>,
+    worker: &str,
+    end: OutBody,
+) -> Result<SubagentResult, RunFailure> {
+    match end {
+        OutBody::Result {
+            result,
+            resumable,
+            spent,
+        } => {
+            // Spent on the worker, spent here: by the run and every ancestor. Its wall time is
+            // the run's own, which this side counts.
+            if let Some(spent) = spent {
+                let spent = seam_core::spend::Spent {
+                    wall_ms: 0,
+                    ..spent
+                };
+                ctx.store().commit_later(ctx.account().charge(spent));
+            }
+            if resumable {
+                ctx.keep_for_resume(ResumeSeed::new(RemoteSeed(held.clone())));
+            } else {
+                held.let_go.store(true, Ordering::Release);
+            }
+            Ok(result)
+        }
+        OutBody::Failed { message } => Err(failure(format!("worker `{worker}`: {message}"))),
+        OutBody::Ready | OutBody::Progress { .. } => Err(failure(format!(
+            "worker `{worker}` answered a start with a run's end that is not one"
+        ))),
+    }
+}
+
+/// A worker's acceptance of a start: who took it, whether it keeps leases, and what the answer
+/// told of the run already ([`Start::early`](crate::wire::Start::early)).
+struct Taken {
+    worker: String,
+    leases: bool,
+    ready: bool,
+    settled: Option<Box<OutBody>>,
+}
+
 /// Asks for a start once.
 async fn ask(
     front: &FrontShared,
@@ -320,7 +372,7 @@ async fn ask(
     subject: String,
     body: Bytes,
     traceparent: Option<String>,
-) -> Result<(String, bool), NotTaken> {
+) -> Result<Taken, NotTaken> {
     let mut request = async_nats::Request::new()
         .payload(body)
         .timeout(Some(front.start_timeout));
@@ -348,7 +400,18 @@ async fn ask(
         }
     };
     match serde_json::from_slice::<StartReply>(&reply.payload) {
-        Ok(StartReply::Accepted { worker, leases }) => Ok((worker, leases)),
+        Ok(StartReply::Accepted {
+            worker,
+            leases,
+            ready,
+            settled,
+        }) => Ok(Taken {
+            worker,
+            leases,
+            // A run's end comes only after its readiness.
+            settled: settled.filter(|_| ready),
+            ready,
+        }),
         Ok(StartReply::Busy { reason, .. }) => Err(NotTaken::Busy(reason)),
         // The worker's registry's own error: the start fails with its code, as a local one.
         Ok(StartReply::Refused {

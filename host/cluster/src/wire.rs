@@ -12,8 +12,9 @@ use seam_core::types::{ContentBlock, ProviderDescriptor, RequestSnapshot, Subage
 ///
 /// Within a version, additions are optional fields and a control message a peer asks for: an
 /// older peer leaves them out or ignores them, and a newer one then does what the older
-/// protocol did (leases, [`Control::Lease`], and typed refusals, [`StartReply::Refused`]'s
-/// `error`, came this way).
+/// protocol did (leases, [`Control::Lease`], typed refusals, [`StartReply::Refused`]'s
+/// `error`, and answers that carry readiness and a settled run, [`Start::early`], came this
+/// way).
 pub const PROTOCOL: u32 = 1;
 
 /// A worker's advert of one provider, the value of its key-value entry, put again at every
@@ -61,6 +62,13 @@ pub struct Start {
     /// control message) for that long. Absent from a front-end that sends no leases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_ms: Option<u64>,
+    /// The front-end takes the run's readiness, and its end when it has settled, in the
+    /// start's answer ([`StartReply::Accepted`]'s `ready` and `settled`): a worker then waits
+    /// briefly for readiness before it answers, so that a run that settles at once costs one
+    /// request and its answer instead of three messages more. Absent from an older front-end,
+    /// which is told both on the run's `out` subject.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub early: bool,
 }
 
 /// A worker's answer to a [`Start`].
@@ -76,6 +84,14 @@ pub enum StartReply {
         /// it would log as garbage.
         #[serde(default)]
         leases: bool,
+        /// The child exists already (only to a start that asked, [`Start::early`]): the run's
+        /// messages on `out` then begin after its `ready`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        ready: bool,
+        /// The run settled already, and this is its end ([`OutBody::Result`] or
+        /// [`OutBody::Failed`]; only after `ready`): nothing more comes on `out`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        settled: Option<Box<OutBody>>,
     },
     /// At capacity or draining: another replica may take it.
     Busy {
@@ -266,9 +282,11 @@ mod tests {
             request,
             resume: None,
             lease_ms: None,
+            early: false,
         };
         let json = serde_json::to_value(&start).expect("a start serializes");
         assert!(json.get("lease-ms").is_none(), "{json}");
+        assert!(json.get("early").is_none(), "{json}");
         let back: Start = serde_json::from_value(json).expect("and back");
         assert_eq!(back.lease_ms, None);
         assert_eq!(

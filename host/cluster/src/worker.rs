@@ -35,6 +35,23 @@ pub const DEFAULT_KEEP_FINISHED: Duration = Duration::from_secs(600);
 /// warning), never the run's end.
 const PROGRESS_QUEUE: usize = 256;
 
+/// How long a worker waits for a run's readiness before it answers a start that asked for it
+/// ([`Start::early`]): far below any front-end's start timeout, and long enough for a run that
+/// becomes ready at once to be told in the answer.
+const EARLY_WAIT: Duration = Duration::from_millis(5);
+
+/// How a run's driving begins: its lease, and what the start's answer told the front-end of
+/// it already.
+#[derive(Debug, Clone, Copy)]
+struct Begun {
+    /// How long the run lasts without word from its front-end, if the start gave a lease.
+    lease: Option<Duration>,
+    /// Its readiness was told.
+    ready: bool,
+    /// Its end was told.
+    answered: bool,
+}
+
 /// The shortest lease a worker keeps to: a front-end asking for less (its heartbeat set very
 /// low) would see its runs cancelled by any stall.
 pub const MIN_LEASE: Duration = Duration::from_secs(1);
@@ -98,6 +115,9 @@ struct Shared {
     runs: Mutex<HashMap<String, Held>>,
     /// Where the progress of each going run is sent, by the worker's own run id.
     progress: Mutex<HashMap<String, mpsc::Sender<Vec<ContentBlock>>>>,
+    /// The bus the progress is heard on: flushed at a run's end, so that a store that delivers
+    /// a run's events after their group commit has delivered its progress.
+    events: Arc<EventBus>,
     /// Live runs per provider, counted against its capacity.
     live: Mutex<HashMap<String, u32>>,
 }
@@ -171,6 +191,7 @@ impl Worker {
             unheard_since: Mutex::default(),
             runs: Mutex::default(),
             progress: Mutex::default(),
+            events: events.clone(),
             live: Mutex::default(),
         });
 
@@ -572,17 +593,67 @@ impl Shared {
                 settled: false,
             },
         );
+        // A front-end that takes them is told readiness, and the end of a run that settled at
+        // once, in the answer: the run's task (started just above, on this thread) usually has
+        // run by the time this one is polled again. A run not ready by `EARLY_WAIT` is answered
+        // without, and tells its readiness on `out` as any run does.
+        let mut ready = false;
+        let mut settled = None;
+        if start.early {
+            ready = matches!(
+                tokio::time::timeout(EARLY_WAIT, run.started()).await,
+                Ok(Ok(()))
+            );
+            // Progress goes before the end, on `out`: a run that reported some is not ended here
+            // (its progress is all in the queue once the bus has delivered what it holds).
+            if ready && run.try_result().is_some() {
+                if let Err(e) = self.events.flush() {
+                    tracing::warn!(run = %run.id(), error = %e, "the session store could not write a run's events");
+                }
+            }
+            if ready && progress_rx.is_empty() {
+                settled = run
+                    .try_result()
+                    .map(|outcome| Box::new(self.end_of(&run, outcome)));
+            }
+        }
+        let answered = settled.is_some();
         self.reply(
             &msg,
             StartReply::Accepted {
                 worker: self.id.clone(),
                 leases: lease.is_some(),
+                ready,
+                settled,
             },
         )
         .await;
         let provider = served.name.clone();
-        self.drive(start.token, provider, run, control, progress_rx, lease)
+        let begun = Begun {
+            lease,
+            ready,
+            answered,
+        };
+        self.drive(start.token, provider, run, control, progress_rx, begun)
             .await;
+    }
+
+    /// The message that tells a front-end how `run` ended.
+    fn end_of(
+        &self,
+        run: &SubagentRun,
+        outcome: Result<seam_core::types::SubagentResult, SubagentError>,
+    ) -> OutBody {
+        match outcome {
+            Ok(result) => OutBody::Result {
+                result,
+                resumable: run.resume_state().is_some(),
+                spent: Some(run.account().spent()),
+            },
+            Err(e) => OutBody::Failed {
+                message: e.to_string(),
+            },
+        }
     }
 
     fn release(&self, provider: &str) {
@@ -604,11 +675,12 @@ impl Shared {
         run: SubagentRun,
         mut control: async_nats::Subscriber,
         mut progress: mpsc::Receiver<Vec<ContentBlock>>,
-        lease: Option<Duration>,
+        begun: Begun,
     ) {
+        let lease = begun.lease;
         let out = self.subjects.out(&token);
         let mut seq = 0u64;
-        let mut started = Some(run.started());
+        let mut started = (!begun.ready).then(|| run.started());
         let mut result = run.result();
         let mut progress_open = true;
         // Renewed by every word from the front-end; without a lease it never runs out.
@@ -635,20 +707,20 @@ impl Shared {
                     None => progress_open = false,
                 },
                 outcome = &mut result => {
-                    // Whatever progress was queued before the end goes first.
+                    // Whatever progress was queued before the end goes first: delivered by
+                    // the bus (a batching store delivers after its commit), then sent.
+                    if let Err(e) = self.events.flush() {
+                        tracing::warn!(run = %run.id(), error = %e, "the session store could not write a run's events");
+                    }
                     while let Ok(content) = progress.try_recv() {
                         self.send(&out, &mut seq, OutBody::Progress { content }).await;
                     }
                     let resumable = run.resume_state().is_some();
-                    let body = match outcome {
-                        Ok(result) => OutBody::Result {
-                            result,
-                            resumable,
-                            spent: Some(run.account().spent()),
-                        },
-                        Err(e) => OutBody::Failed { message: e.to_string() },
-                    };
-                    self.send(&out, &mut seq, body).await;
+                    // An end told in the start's answer is not told again.
+                    if !begun.answered {
+                        let body = self.end_of(&run, outcome);
+                        self.send(&out, &mut seq, body).await;
+                    }
                     // A kept run whose front-end is gone has nobody to resume it.
                     break resumable && !lapsed;
                 }

@@ -9,6 +9,15 @@
 //! event whose commit the store fails (a full disk, a lost server) is delivered to no listener,
 //! and neither is any later event of a session whose write failed (see [`EventBus::emit_with`]),
 //! so that what listeners saw is what the store holds.
+//!
+//! A run's events ([`EventBus::emit_made`]) do not wait for their commit on a store that
+//! batches (SQLite): they are handed to [`SessionStore::commit_then`], committed with whatever
+//! else is queued in one transaction (group commit), and delivered once it is durable, in the
+//! order they were emitted. Every other event, commit or read of the store first commits and
+//! delivers what is queued before it, so an emitter's events still reach each listener in the
+//! order it emitted them, and no listener ever sees an event the store does not hold. A caller
+//! awaiting a run's result may then have it before the listeners have `subagent/end`;
+//! [`EventBus::flush`] waits for them.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -18,7 +27,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use serde::Serialize;
 
-use crate::store::{MemoryStore, SessionStore, StoreError, Write};
+use crate::store::{MemoryStore, SessionStore, StoreError, Then, Write};
 use crate::sync;
 use crate::types::{ContentBlock, ParentRef, PluginKind, StopReason};
 
@@ -258,9 +267,18 @@ pub struct EventBus {
     listeners: RwLock<Vec<(ListenerId, Listener)>>,
     next_id: AtomicU64,
     store: Arc<dyn SessionStore>,
+    /// What the store failed to write: shared with the deliveries of a batching store, which
+    /// record a failure (and skip a session that failed) after the emitter has moved on.
+    failures: Arc<FailureState>,
+}
+
+/// The store's failures, and whether there ever was one.
+struct FailureState {
     /// Whether the store ever failed a write: until it does, no emit looks at `failed`.
     any_failed: AtomicBool,
     failed: Mutex<Failures>,
+    /// The store's name, for the failures it reports without it.
+    store: Arc<str>,
 }
 
 /// What the store failed to write.
@@ -288,20 +306,31 @@ impl EventBus {
         Self {
             listeners: RwLock::default(),
             next_id: AtomicU64::new(0),
+            failures: Arc::new(FailureState {
+                any_failed: AtomicBool::new(false),
+                failed: Mutex::default(),
+                store: store.name().into(),
+            }),
             store,
-            any_failed: AtomicBool::new(false),
-            failed: Mutex::default(),
         }
+    }
+
+    /// Waits until every event emitted before has been committed and delivered (a batching
+    /// store delivers a run's events after their commit, see the module's doc): for a process
+    /// about to exit, or a caller that read a run's result and wants its listeners to have
+    /// seen its end. Fails, naming the store, if what was queued could not be written.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.store.flush()
     }
 
     /// The first write the store failed (a full disk, a lost server), naming the store: events
     /// from then on may not have been delivered (see [`EventBus::emit_with`]). A session's write
     /// refused by a limit is not a failure.
     pub fn store_failure(&self) -> Option<StoreError> {
-        if !self.any_failed.load(Ordering::Acquire) {
+        if !self.failures.any_failed.load(Ordering::Acquire) {
             return None;
         }
-        sync::lock(&self.failed).first.clone()
+        sync::lock(&self.failures.failed).first.clone()
     }
 
     /// Commits `writes` that no event tells of (an agent's step that nobody is to hear of yet),
@@ -369,12 +398,74 @@ impl EventBus {
     /// [`EventBus::emit_with`] for an event that is made only if someone is to see it: a
     /// listener, or the store's journal. With neither, only `writes` are committed, and an
     /// event that costs copies of its ids (a run's, on every run) costs nothing.
+    ///
+    /// Its emitter does not wait for the commit: with listeners and writes no limit can refuse,
+    /// the event is handed to [`SessionStore::commit_then`] and delivered once its commit is
+    /// durable, which a batching store makes for many events at once (see the module's doc).
+    /// A failure of that commit is then recorded as [`EventBus::emit_with`] records one, but
+    /// not returned.
     pub fn emit_made(
         &self,
         make: impl FnOnce() -> Event,
-        writes: Vec<Write>,
+        mut writes: Vec<Write>,
     ) -> Result<(), StoreError> {
-        self.emit_inner(make, writes)
+        if writes.iter().any(Write::can_be_refused) {
+            return self.emit_inner(make, writes);
+        }
+        let listeners = self.listeners();
+        if listeners.is_empty() {
+            return self.emit_inner(make, writes);
+        }
+        let event = make();
+        if self.failures.any_failed.load(Ordering::Acquire) {
+            self.check(&writes, &sessions_of(Some(&event), &writes))?;
+        }
+        // The sessions the writes are about (an inbox's; most events have none, and an empty
+        // list costs no allocation), for a failure found after the emitter has moved on.
+        let written: Vec<String> = writes
+            .iter()
+            .filter_map(Write::session)
+            .map(str::to_string)
+            .collect();
+        if self.store.journals() {
+            writes.push(Write::Bus {
+                name: event.name().to_string(),
+                body: event.to_json(),
+            });
+        }
+        // Nothing to commit (a store that keeps no journal, and no record of this run): the
+        // listeners have it at once, the last of them this very copy.
+        if writes.is_empty() {
+            deliver_owned(event, listeners);
+            return Ok(());
+        }
+        let failures = self.failures.clone();
+        let then: Then = Box::new(move |outcome| {
+            let sessions = || {
+                let mut all = written.clone();
+                all.extend(event.session().map(str::to_string));
+                all
+            };
+            match outcome {
+                // A session that failed since the event was emitted hears nothing more.
+                Ok(()) if failures.any() && failures.behind(&sessions()) => {}
+                Ok(()) => deliver_owned(event, listeners),
+                Err(e) => {
+                    let e = failures.record(e, &sessions());
+                    tracing::error!(event = event.name(), error = %e, "the session store failed a write: the event is not delivered");
+                }
+            }
+        });
+        self.store.commit_then(writes, then);
+        Ok(())
+    }
+
+    /// The listeners subscribed now.
+    fn listeners(&self) -> Vec<Listener> {
+        sync::read(&self.listeners)
+            .iter()
+            .map(|(_, f)| f.clone())
+            .collect()
     }
 
     fn emit_inner<E: Borrow<Event>>(
@@ -384,10 +475,7 @@ impl EventBus {
     ) -> Result<(), StoreError> {
         // The listeners are those subscribed when the event is emitted: whoever is to see it
         // is known before the commit is made, so none sees it before it is durable.
-        let listeners: Vec<Listener> = sync::read(&self.listeners)
-            .iter()
-            .map(|(_, f)| f.clone())
-            .collect();
+        let listeners = self.listeners();
         if listeners.is_empty() && !self.store.journals() {
             return self.commit_unobserved(writes);
         }
@@ -402,7 +490,7 @@ impl EventBus {
             });
         }
         if writes.is_empty() {
-            self.deliver(event, listeners);
+            deliver(event, listeners);
             return Ok(());
         }
         if listeners.is_empty() && !writes.iter().any(Write::can_be_refused) {
@@ -415,7 +503,7 @@ impl EventBus {
             .flatten();
         let refused = match self.store.commit(writes) {
             Ok(()) => {
-                self.deliver(event, listeners);
+                deliver(event, listeners);
                 return Ok(());
             }
             Err(e) if e.is_failure() => {
@@ -433,7 +521,7 @@ impl EventBus {
                 return Err(e);
             }
         }
-        self.deliver(event, listeners);
+        deliver(event, listeners);
         Err(refused)
     }
 
@@ -461,10 +549,10 @@ impl EventBus {
     /// Refuses writes of a session whose write the store failed, with that failure. A session
     /// opened again by these writes (an agent continuing it from the store) is written again.
     fn check(&self, writes: &[Write], sessions: &[String]) -> Result<(), StoreError> {
-        if !self.any_failed.load(Ordering::Acquire) {
+        if !self.failures.any_failed.load(Ordering::Acquire) {
             return Ok(());
         }
-        let mut failed = sync::lock(&self.failed);
+        let mut failed = sync::lock(&self.failures.failed);
         for w in writes {
             if let Write::OpenSession { id, .. } = w {
                 failed.sessions.remove(id);
@@ -479,7 +567,20 @@ impl EventBus {
     /// Names the store in `e`; a failure of the store (not a limit's refusal) is recorded, and
     /// the `sessions` it was about are behind from now on.
     fn record_failure(&self, e: StoreError, sessions: &[String]) -> StoreError {
-        let e = e.in_store(self.store.name());
+        self.failures.record(e, sessions)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<(ListenerId, Listener)>> {
+        // A panicking listener never holds this lock, so poisoning cannot leave bad state.
+        sync::write(&self.listeners)
+    }
+}
+
+impl FailureState {
+    /// Names the store in `e`; a failure of the store (not a limit's refusal) is recorded, and
+    /// the `sessions` it was about are behind from now on.
+    fn record(&self, e: StoreError, sessions: &[String]) -> StoreError {
+        let e = e.in_store(&self.store);
         if e.is_failure() {
             let mut failed = sync::lock(&self.failed);
             failed.first.get_or_insert_with(|| e.clone());
@@ -494,29 +595,48 @@ impl EventBus {
         e
     }
 
-    fn deliver(&self, event: &Event, listeners: Vec<Listener>) {
-        for listener in listeners {
-            let copy = event.clone();
-            match catch_unwind(AssertUnwindSafe(|| listener(copy))) {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    tracing::warn!(event = event.name(), error = %e, "event listener failed")
-                }
-                Err(panic) => {
-                    let msg = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "non-string panic".into());
-                    tracing::warn!(event = event.name(), panic = %msg, "event listener panicked")
-                }
-            }
-        }
+    /// Whether the store ever failed a write.
+    fn any(&self) -> bool {
+        self.any_failed.load(Ordering::Acquire)
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<(ListenerId, Listener)>> {
-        // A panicking listener never holds this lock, so poisoning cannot leave bad state.
-        sync::write(&self.listeners)
+    /// Whether one of `sessions` is behind (a write of it failed).
+    fn behind(&self, sessions: &[String]) -> bool {
+        let failed = sync::lock(&self.failed);
+        sessions.iter().any(|s| failed.sessions.contains_key(s))
+    }
+}
+
+/// Delivers `event` to each of `listeners` in turn, each with its own copy, each contained.
+fn deliver(event: &Event, listeners: Vec<Listener>) {
+    for listener in listeners {
+        call(listener, event.clone());
+    }
+}
+
+/// [`deliver`], handing the last listener `event` itself rather than a copy of it.
+fn deliver_owned(event: Event, mut listeners: Vec<Listener>) {
+    let Some(last) = listeners.pop() else {
+        return;
+    };
+    deliver(&event, listeners);
+    call(last, event);
+}
+
+/// Calls one listener with its copy, containing its error or panic.
+fn call(listener: Listener, copy: Event) {
+    let name = copy.name();
+    match catch_unwind(AssertUnwindSafe(|| listener(copy))) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(event = name, error = %e, "event listener failed"),
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic".into());
+            tracing::warn!(event = name, panic = %msg, "event listener panicked")
+        }
     }
 }
 

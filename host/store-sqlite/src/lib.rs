@@ -15,10 +15,22 @@
 //!
 //! Writes nothing waits on ([`SessionStore::commit_later`], and every run's start) go to a queue
 //! that a writer thread of the store's own commits in batches, many runs a transaction: a run
-//! then pays for no transaction of its own. Everything else commits at once, and takes the queue
-//! with it first, in the same transaction, so the file always holds a prefix of what was written:
-//! whatever a listener saw is in it, and so is everything written before.
+//! then pays for no transaction of its own. So do the events of runs that listeners are to see
+//! ([`SessionStore::commit_then`]): each is queued with what to call once it is durable, and the
+//! writer commits whatever is queued in one transaction (group commit) and then releases the
+//! listeners of every event of the batch, in the order they were queued. Everything else commits
+//! at once, and takes the queue with it first, in the same transaction, so the file always holds
+//! a prefix of what was written: whatever a listener saw is in it, and so is everything written
+//! before.
+//!
+//! Those callbacks are called by one thread at a time, one after the other, in commit order
+//! (the store's *turn*): the writer thread, or a thread whose commit or read took the queue with
+//! it, which calls them before it returns. A callback may use the store again on the same thread
+//! (its listeners may read or commit): the turn is re-entered, and the callbacks that commit
+//! releases are called after the running one returns, by the thread that holds the turn.
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -30,7 +42,7 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use seam_core::approval::{Answer, ApprovalRecord, Status as ApprovalStatus};
 use seam_core::store::{
     now_ms, RunKey, RunRecord, RunStart, RunStatus, SessionStore, SessionSummary, SpendRecord,
-    StoreError, StoreLimits, StoredEvent, Write,
+    StoreError, StoreLimits, StoredEvent, Then, Write,
 };
 use seam_core::sync::lock;
 
@@ -165,6 +177,12 @@ struct Inner {
     conn: Mutex<Connection>,
     queue: Mutex<Queue>,
     queued: Condvar,
+    /// Held while committing and then calling the callbacks of what was committed, so that
+    /// they are called in commit order (see the module's doc); re-entered by its holder.
+    turn: Mutex<()>,
+    /// Callbacks of committed (or failed) [`Deferred::Then`] items, in commit order, waiting
+    /// for the turn's holder to call them.
+    ready: Mutex<VecDeque<(Then, Result<(), StoreError>)>>,
     limits: StoreLimits,
     holder: i64,
     /// The database file, as errors name it.
@@ -179,6 +197,9 @@ struct Queue {
     /// Whether the writer thread was woken for what is queued (and will take it): later writes
     /// wake it no more, so that a batch costs one wake-up, not one a write.
     woken: bool,
+    /// Whether an event whose listeners wait for its commit is queued: the writer then lets
+    /// the batch gather for [`LISTENED_WINDOW`] only.
+    listened: bool,
 }
 
 impl Queue {
@@ -187,12 +208,56 @@ impl Queue {
         self.items.extend(items);
         !std::mem::replace(&mut self.woken, true)
     }
+
+    /// Queues an event's writes and its callback; whether the writer thread must be woken (also
+    /// from a long wait for writes nobody listens to).
+    fn push_then(&mut self, at: i64, writes: Vec<Write>, then: Then) -> bool {
+        self.items.push((at, Deferred::Then(writes, then)));
+        let first = !std::mem::replace(&mut self.listened, true);
+        let unwoken = !std::mem::replace(&mut self.woken, true);
+        first || unwoken
+    }
+
+    /// Everything queued, for one transaction.
+    fn take(&mut self) -> Vec<(i64, Deferred)> {
+        self.listened = false;
+        std::mem::take(&mut self.items)
+    }
 }
 
 /// One queued write.
 enum Deferred {
     Write(Write),
     Start(RunKey, Box<RunStart>),
+    /// An event's writes, and what to call once they are durable (or were not made).
+    Then(Vec<Write>, Then),
+}
+
+thread_local! {
+    /// The stores whose turn this thread holds (by address), innermost last.
+    static TURNS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A store's turn, held by this thread until dropped (nothing, if it already held it).
+struct Turn<'a> {
+    _guard: Option<MutexGuard<'a, ()>>,
+}
+
+impl Turn<'_> {
+    /// Whether this thread took the turn here, rather than holding it already (inside a
+    /// callback): only the outermost holder calls callbacks, so that none is called while
+    /// another is still running (a listener is never re-entered).
+    fn outermost(&self) -> bool {
+        self._guard.is_some()
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        if self._guard.is_some() {
+            TURNS.with(|t| t.borrow_mut().pop());
+        }
+    }
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -274,6 +339,8 @@ impl SqliteStore {
             conn: Mutex::new(conn),
             queue: Mutex::default(),
             queued: Condvar::new(),
+            turn: Mutex::default(),
+            ready: Mutex::default(),
             limits,
             holder,
             name: path.display().to_string(),
@@ -318,45 +385,121 @@ const KEY_BITS: u32 = 32;
 /// can take of writes that nobody saw.
 const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(2);
 
+/// How long the writer thread lets a batch gather once an event that listeners wait for is
+/// queued: how late, at most, they see it (its commit aside). Long enough to commit many runs'
+/// events at once, short enough that nobody watching notices.
+const LISTENED_WINDOW: std::time::Duration = std::time::Duration::from_micros(250);
+
 /// How long the writer thread waits before it tries a batch that failed (a full disk) again.
 const RETRY_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Inner {
-    /// The connection, with everything queued committed: what a read or an immediate commit
-    /// starts from.
-    fn settled(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
-        let mut conn = lock(&self.conn);
-        let queued = std::mem::take(&mut lock(&self.queue).items);
-        if !queued.is_empty() {
-            self.commit_with(&mut conn, queued, &[])??;
+    /// This store's turn (see the module's doc), waiting for it unless this thread holds it.
+    fn turn(&self) -> Turn<'_> {
+        let me = self as *const Inner as usize;
+        if TURNS.with(|t| t.borrow().contains(&me)) {
+            return Turn { _guard: None };
         }
-        Ok(conn)
+        let guard = lock(&self.turn);
+        TURNS.with(|t| t.borrow_mut().push(me));
+        Turn {
+            _guard: Some(guard),
+        }
     }
 
-    /// Commits `queued`, then `writes` (all or none), in one transaction. The outer error: the
-    /// transaction failed, nothing was written, and `queued` is queued again (in front, so that
-    /// the file still holds a prefix of what was written); the inner one: `writes` were refused,
-    /// and the queue was committed without them.
+    /// Commits `writes` (all or none) after everything queued, in one transaction, then calls
+    /// the callbacks of what was queued: an immediate commit, or (with no writes) what a read
+    /// starts from. The outer error: the transaction failed; the inner one: `writes` were
+    /// refused, and the queue was committed without them.
+    fn commit_now(&self, writes: &[Write]) -> Result<Result<(), StoreError>, StoreError> {
+        let turn = self.turn();
+        let outcome = {
+            let mut conn = lock(&self.conn);
+            let queued = lock(&self.queue).take();
+            if queued.is_empty() && writes.is_empty() {
+                Ok(Ok(()))
+            } else {
+                self.commit_with(&mut conn, queued, writes)
+            }
+        };
+        if turn.outermost() {
+            self.call_ready();
+        }
+        outcome
+    }
+
+    /// The connection, with everything queued committed and its callbacks called: what a read
+    /// starts from.
+    fn settled(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
+        self.commit_now(&[])??;
+        Ok(lock(&self.conn))
+    }
+
+    /// Calls the callbacks of what was committed, in commit order; the caller holds the turn.
+    /// One at a time, the queue's lock not held, so that a callback may use the store.
+    fn call_ready(&self) {
+        loop {
+            let next = lock(&self.ready).pop_front();
+            let Some((then, outcome)) = next else {
+                return;
+            };
+            then(outcome);
+        }
+    }
+
+    /// Commits `queued`, then `writes` (all or none), in one transaction, and puts the callbacks
+    /// of the queued events in line to be called (the caller holds the connection, so they are
+    /// in commit order). The outer error: the transaction failed, nothing was written, the
+    /// queued writes are queued again (in front, so that the file still holds a prefix of what
+    /// was written) and the queued events fail (their listeners never see them, as for an event
+    /// committed at once); the inner one: `writes` were refused, and the queue was committed
+    /// without them.
     fn commit_with(
         &self,
         conn: &mut Connection,
         queued: Vec<(i64, Deferred)>,
         writes: &[Write],
     ) -> Result<Result<(), StoreError>, StoreError> {
-        let outcome = self.transact(conn, &queued, writes);
-        if outcome.is_err() && !queued.is_empty() {
-            let mut queue = lock(&self.queue);
-            let later = std::mem::replace(&mut queue.items, queued);
-            queue.items.extend(later);
+        let mut refused = Vec::new();
+        let outcome = self.transact(conn, &queued, writes, &mut refused);
+        if queued.is_empty() {
+            return outcome;
+        }
+        let mut ready = lock(&self.ready);
+        match &outcome {
+            Ok(_) => {
+                let mut refused = refused.into_iter();
+                for (_, item) in queued {
+                    if let Deferred::Then(_, then) = item {
+                        let refusal = refused.next().flatten();
+                        ready.push_back((then, refusal.map_or(Ok(()), Err)));
+                    }
+                }
+            }
+            Err(e) => {
+                let mut again = Vec::with_capacity(queued.len());
+                for (at, item) in queued {
+                    match item {
+                        Deferred::Then(_, then) => ready.push_back((then, Err(e.clone()))),
+                        item => again.push((at, item)),
+                    }
+                }
+                let mut queue = lock(&self.queue);
+                let later = std::mem::replace(&mut queue.items, again);
+                queue.items.extend(later);
+            }
         }
         outcome
     }
 
+    /// One transaction: `queued` (each write kept or skipped alone), then `writes`. `refused`
+    /// gets, for each queued event, the error that kept its writes out, if one did.
     fn transact(
         &self,
         conn: &mut Connection,
         queued: &[(i64, Deferred)],
         writes: &[Write],
+        refused: &mut Vec<Option<StoreError>>,
     ) -> Result<Result<(), StoreError>, StoreError> {
         let now = now_ms() as i64;
         let mut tx = conn.transaction().map_err(|e| self.fail(e))?;
@@ -367,7 +510,7 @@ impl Inner {
             return Ok(Ok(()));
         }
         // The queue is kept whatever becomes of the writes, which are all or none.
-        self.apply_queued(&tx, queued)?;
+        self.apply_queued(&tx, queued, refused)?;
         let outcome = {
             let sp = tx.savepoint().map_err(|e| self.fail(e))?;
             apply(&sp).and_then(|()| sp.commit().map_err(|e| self.fail(e)))
@@ -388,11 +531,27 @@ impl Inner {
     /// run's record with it (they are writes nothing waited on, so nobody else can be told).
     /// A failure that ended the transaction (SQLite rolls it back itself when the disk is full)
     /// fails them all: the rest would otherwise be written one by one, outside it.
-    fn apply_queued(&self, tx: &Connection, queued: &[(i64, Deferred)]) -> Result<(), StoreError> {
+    fn apply_queued(
+        &self,
+        tx: &Connection,
+        queued: &[(i64, Deferred)],
+        refused: &mut Vec<Option<StoreError>>,
+    ) -> Result<(), StoreError> {
         for (at, item) in queued {
             let outcome = match item {
                 Deferred::Write(w) => self.apply(tx, w, *at),
                 Deferred::Start(key, run) => self.insert_run(tx, *key, run, *at),
+                // An event's writes stop at the first that fails, and its listeners are told
+                // nothing (the writes before it are kept, as a queued write's are).
+                Deferred::Then(writes, _) => {
+                    let outcome = writes.iter().try_for_each(|w| self.apply(tx, w, *at));
+                    if let Err(e) = &outcome {
+                        refused.push(Some(e.clone()));
+                    } else {
+                        refused.push(None);
+                    }
+                    outcome
+                }
             };
             if let Err(e) = outcome {
                 if tx.is_autocommit() {
@@ -423,22 +582,35 @@ impl Inner {
                     queue.woken = false;
                     queue = self.queued.wait(queue).unwrap_or_else(|p| p.into_inner());
                 }
-                // A store that cannot write what is queued at its close gives up on it.
+                // A store that cannot write what is queued at its close gives up on it; the
+                // listeners of its events are told nothing.
                 if queue.items.is_empty() || (queue.closing && failing) {
+                    let left = queue.take();
+                    drop(queue);
+                    self.give_up(left);
                     return;
                 }
                 // Let a batch gather: many runs then share one transaction, and a commit made
                 // meanwhile (an event someone listens to) takes the queue with it instead. A
                 // failed batch is queued again: it is tried again a while later, not at once.
-                let window = if failing { RETRY_WINDOW } else { BATCH_WINDOW };
+                // Listeners wait for an event: its batch gathers briefly, and one queued
+                // during a longer wait ends it.
+                let window = if failing {
+                    RETRY_WINDOW
+                } else if queue.listened {
+                    LISTENED_WINDOW
+                } else {
+                    BATCH_WINDOW
+                };
+                let long = !queue.listened;
                 queue = self
                     .queued
-                    .wait_timeout_while(queue, window, |q| !q.closing)
+                    .wait_timeout_while(queue, window, |q| !(q.closing || long && q.listened))
                     .map_or_else(|p| p.into_inner().0, |(q, _)| q);
                 drop(queue);
             }
-            failing = match self.settled() {
-                Ok(_) => false,
+            failing = match self.commit_now(&[]).and_then(|refused| refused) {
+                Ok(()) => false,
                 Err(e) => {
                     tracing::error!(error = %e, "the session store could not commit queued writes");
                     true
@@ -449,6 +621,27 @@ impl Inner {
 }
 
 impl Inner {
+    /// Drops writes the store could not commit before it closed, failing the events among
+    /// them.
+    fn give_up(&self, left: Vec<(i64, Deferred)>) {
+        let turn = self.turn();
+        {
+            let mut ready = lock(&self.ready);
+            for (_, item) in left {
+                if let Deferred::Then(_, then) = item {
+                    let e = StoreError::Failed {
+                        store: self.name.clone(),
+                        message: "the store closed before it could write this".into(),
+                    };
+                    ready.push_back((then, Err(e)));
+                }
+            }
+        }
+        if turn.outermost() {
+            self.call_ready();
+        }
+    }
+
     /// A failure of this store's database, naming its file.
     fn fail(&self, e: rusqlite::Error) -> StoreError {
         StoreError::Failed {
@@ -926,13 +1119,19 @@ impl SessionStore for SqliteStore {
     }
 
     fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {
-        let mut conn = lock(&self.inner.conn);
-        let queued = std::mem::take(&mut lock(&self.inner.queue).items);
-        self.inner.commit_with(&mut conn, queued, &writes)?
+        self.inner.commit_now(&writes)?
     }
 
     fn flush(&self) -> Result<(), StoreError> {
-        self.inner.settled().map(drop)
+        self.inner.commit_now(&[])?
+    }
+
+    /// Queues the event's writes for the writer thread's next batch (see the module's doc).
+    fn commit_then(&self, writes: Vec<Write>, then: Then) {
+        let wake = lock(&self.inner.queue).push_then(now_ms() as i64, writes, then);
+        if wake {
+            self.inner.queued.notify_one();
+        }
     }
 
     fn commit_later(&self, writes: Vec<Write>) {
@@ -1284,6 +1483,99 @@ mod tests {
         StoreLimits {
             max_session_bytes: 64,
         }
+    }
+
+    /// An event for [`SessionStore::commit_then`]: its journal entry, and a callback that
+    /// records its number and whether the store held the entry when it was called (read
+    /// through the store from inside the callback, as a listener may).
+    fn listened(
+        store: &Arc<SqliteStore>,
+        n: usize,
+        seen: &Arc<Mutex<Vec<(usize, bool)>>>,
+        done: Option<std::sync::mpsc::Sender<()>>,
+    ) {
+        let body = format!("{{\"n\":{n}}}");
+        let (reader, seen) = (store.clone(), seen.clone());
+        let entry = body.clone();
+        store.commit_then(
+            vec![Write::Bus {
+                name: "subagent/start".into(),
+                body,
+            }],
+            Box::new(move |outcome| {
+                outcome.expect("committed");
+                let held = reader.journal().expect("the journal").contains(&entry);
+                seen.lock().unwrap().push((n, held));
+                if let Some(done) = done {
+                    let _ = done.send(());
+                }
+            }),
+        );
+    }
+
+    #[test]
+    fn events_are_released_in_order_once_committed_by_the_writer_or_any_later_commit() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let store = Arc::new(SqliteStore::open(&dir.path().join("then.db"), small()).unwrap());
+        let seen: Arc<Mutex<Vec<(usize, bool)>>> = Arc::default();
+
+        // The writer thread releases them by itself, after their commit.
+        let (tx, rx) = std::sync::mpsc::channel();
+        for n in 0..3 {
+            listened(&store, n, &seen, (n == 2).then(|| tx.clone()));
+        }
+        rx.recv().expect("the writer thread released the last one");
+        assert_eq!(*seen.lock().unwrap(), [(0, true), (1, true), (2, true)]);
+
+        // A commit made at once releases what was queued before it, before it returns.
+        for n in 3..6 {
+            listened(&store, n, &seen, None);
+        }
+        store
+            .commit(vec![Write::Bus {
+                name: "subagent/end".into(),
+                body: "{}".into(),
+            }])
+            .expect("a commit");
+        let now: Vec<usize> = seen.lock().unwrap().iter().map(|(n, _)| *n).collect();
+        assert_eq!(now, [0, 1, 2, 3, 4, 5]);
+
+        // So do a read and a flush.
+        listened(&store, 6, &seen, None);
+        store.journal().expect("a read");
+        listened(&store, 7, &seen, None);
+        store.flush().expect("a flush");
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 8);
+        assert!(
+            seen.iter().enumerate().all(|(i, s)| *s == (i, true)),
+            "{seen:?}"
+        );
+    }
+
+    #[test]
+    fn events_queued_at_the_close_are_committed_and_released_before_it_ends() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("close.db");
+        let store = SqliteStore::open(&path, small()).unwrap();
+        let released: Arc<Mutex<Vec<usize>>> = Arc::default();
+        for n in 0..4 {
+            let released = released.clone();
+            store.commit_then(
+                vec![Write::Bus {
+                    name: "subagent/start".into(),
+                    body: format!("{n}"),
+                }],
+                Box::new(move |outcome| {
+                    outcome.expect("committed");
+                    released.lock().unwrap().push(n);
+                }),
+            );
+        }
+        drop(store);
+        assert_eq!(*released.lock().unwrap(), [0, 1, 2, 3]);
+        let store = SqliteStore::open(&path, small()).unwrap();
+        assert_eq!(store.journal().unwrap(), ["0", "1", "2", "3"]);
     }
 
     #[test]

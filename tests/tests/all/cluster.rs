@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use seam_host::cluster::wire::{Advert, Out, OutBody, StartReply, PROTOCOL};
+use seam_host::cluster::wire::{Advert, Control, Out, OutBody, Start, StartReply, PROTOCOL};
 use seam_host::cluster::{ClusterConfig, Served, Worker, WorkerOptions};
 use seam_host::{ContentBlock, Event, Host, StopReason};
 use seam_tests::nats::NatsServer;
@@ -125,6 +125,84 @@ async fn a_front_end_runs_on_a_provider_only_a_worker_loads_with_its_events_in_o
     w.drain(Duration::from_secs(5)).await;
     front.unload_all().await;
     worker_host.unload_all().await;
+}
+
+/// A run that settles at once is told in the start's answer (its readiness and its end: one
+/// message back instead of three) to a front-end that asks for it; a front-end that does not
+/// ask (an older one) is told both on the run's `out` subject, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_settles_at_once_is_told_in_the_starts_answer_when_asked() {
+    let server = NatsServer::start();
+    let (worker_host, w) = worker(
+        &server,
+        "w1",
+        &mock("quick", r#"reply = "at once""#),
+        &[("quick", 4, true)],
+    )
+    .await;
+    let client = async_nats::connect(server.url.as_str())
+        .await
+        .expect("connects");
+    for early in [true, false] {
+        let token = format!("early-{early}");
+        let mut out = client
+            .subscribe(format!("seam.t.run.{token}.out"))
+            .await
+            .expect("subscribes");
+        let start = Start {
+            token: token.clone(),
+            provider: "quick".into(),
+            request: seam_host::RequestSnapshot::of(&request("now")),
+            resume: None,
+            lease_ms: None,
+            early,
+        };
+        let reply = client
+            .request(
+                "seam.t.start.quick",
+                serde_json::to_vec(&start).expect("json").into(),
+            )
+            .await
+            .expect("answered");
+        let reply: StartReply = serde_json::from_slice(&reply.payload).expect("an answer");
+        let StartReply::Accepted { ready, settled, .. } = reply else {
+            panic!("not accepted: {reply:?}");
+        };
+        let end = if early {
+            assert!(ready, "ready in the answer");
+            *settled.expect("the end in the answer")
+        } else {
+            assert!(
+                !ready && settled.is_none(),
+                "an older front-end is told on `out`"
+            );
+            assert_eq!(next_out(&mut out).await.body, OutBody::Ready);
+            next_out(&mut out).await.body
+        };
+        let OutBody::Result { result, .. } = end else {
+            panic!("not a result: {end:?}");
+        };
+        assert_eq!(words(&result), "at once");
+        client
+            .publish(
+                format!("seam.t.run.{token}.ctl"),
+                serde_json::to_vec(&Control::Dispose).expect("json").into(),
+            )
+            .await
+            .expect("sends");
+    }
+    assert!(
+        seam_tests::eventually(|| w.runs() == 0).await,
+        "the worker still holds a run"
+    );
+    w.drain(Duration::from_secs(5)).await;
+    worker_host.unload_all().await;
+}
+
+/// The next message of a run's `out` subject.
+async fn next_out(out: &mut async_nats::Subscriber) -> Out {
+    let msg = out.next().await.expect("a message");
+    serde_json::from_slice(&msg.payload).expect("a run's message")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -364,6 +442,8 @@ async fn play_worker(
             let reply = StartReply::Accepted {
                 worker: worker.into(),
                 leases: false,
+                ready: false,
+                settled: None,
             };
             fake.publish(
                 msg.reply.expect("a reply subject"),

@@ -223,6 +223,81 @@ async fn the_bus_writes_before_it_delivers_and_a_stored_session_continues() {
     core.agents.dispose(again.id()).await;
 }
 
+/// A run's events on a store that batches (SQLite) do not wait for their commit: each is
+/// delivered after the group commit that made it durable (in the journal when seen), every
+/// run's in the order it emitted them, and all of them by the time the bus is flushed.
+#[tokio::test]
+async fn a_runs_events_are_delivered_after_their_group_commit_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn SessionStore> =
+        Arc::new(SqliteStore::open(&dir.path().join("g.db"), StoreLimits::default()).unwrap());
+    let core = Core::with_store(Duration::from_millis(100), store.clone());
+    core.register(
+        "talker",
+        all_caps(),
+        Fake::new(|ctx, _| async move {
+            ctx.ready();
+            for n in 0..3 {
+                ctx.progress(vec![ContentBlock::text(format!("step {n}"))]);
+                tokio::task::yield_now().await;
+            }
+            Ok(seam_core::SubagentResult::text(
+                StopReason::Completed,
+                "done",
+            ))
+        }),
+    );
+    let seen: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let missing: Arc<Mutex<Vec<String>>> = Arc::default();
+    {
+        let (store, seen, missing) = (store.clone(), seen.clone(), missing.clone());
+        core.events.subscribe(move |event: Event| {
+            if !store.journal()?.contains(&event.to_json()) {
+                seam_core::sync::lock(&missing).push(event.to_json());
+            }
+            let (name, id) = match &event {
+                Event::SubagentStart { id, .. } => ("start", id),
+                Event::SubagentProgress { id, .. } => ("progress", id),
+                Event::SubagentEnd { id, .. } => ("end", id),
+                _ => return Ok(()),
+            };
+            seam_core::sync::lock(&seen).push((id.clone(), name.to_string()));
+            Ok(())
+        });
+    }
+    let parent = seam_core::ParentRef::top_level("lead", "/work");
+    let runs: Vec<_> = (0..20)
+        .map(|_| {
+            core.subagents
+                .start("talker", seam_core::StartRequest::new("go", parent.clone()))
+                .unwrap()
+        })
+        .collect();
+    for run in &runs {
+        let result = within("a run", run.result()).await.unwrap();
+        assert_eq!(result.stop_reason, StopReason::Completed);
+    }
+    for run in &runs {
+        run.dispose().await;
+    }
+    core.events.flush().unwrap();
+    assert!(seam_core::sync::lock(&missing).is_empty(), "{missing:?}");
+    let seen = seam_core::sync::lock(&seen).clone();
+    for run in &runs {
+        let of_run: Vec<&str> = seen
+            .iter()
+            .filter(|(id, _)| id == run.id())
+            .map(|(_, name)| name.as_str())
+            .collect();
+        assert_eq!(
+            of_run,
+            ["start", "progress", "progress", "progress", "end"],
+            "run {}",
+            run.id()
+        );
+    }
+}
+
 /// A session past its limit ends the turn `error`, naming the limit, instead of growing.
 #[tokio::test]
 async fn a_turn_whose_session_outgrows_its_limit_ends_error_naming_the_limit() {

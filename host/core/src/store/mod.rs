@@ -297,6 +297,9 @@ pub struct StoredEvent {
     pub at_ms: u64,
 }
 
+/// What [`SessionStore::commit_then`] calls once its writes are durable (or were not made).
+pub type Then = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+
 /// Where sessions, run records and journaled events are kept.
 ///
 /// Every method is synchronous and quick (a local write); a backend that is remote batches
@@ -332,9 +335,24 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
         }
     }
 
-    /// Commits whatever [`SessionStore::commit_later`] and [`SessionStore::start_run`] left
-    /// queued: for a process about to exit, which may not drop its store. The default has
-    /// nothing queued.
+    /// Commits `writes` (none of which a limit can refuse), then calls `then` with the outcome:
+    /// for an event that listeners are to see once it is durable, and whose emitter does not
+    /// wait for it. The default commits at once and calls `then` before it returns.
+    ///
+    /// A store that batches (SQLite) may queue them instead, after everything written before
+    /// them, commit them in one transaction with whatever else is queued (group commit), and call
+    /// `then` once that transaction is durable: the callbacks of a batch are called in the order
+    /// they were queued, and every callback queued before a [`SessionStore::commit`],
+    /// [`SessionStore::flush`] or read has been called when that returns. `then` may be called
+    /// on another thread (the store's writer); it is called exactly once, with the failure
+    /// naming the store when the writes were not made.
+    fn commit_then(&self, writes: Vec<Write>, then: Then) {
+        then(self.commit(writes));
+    }
+
+    /// Commits whatever [`SessionStore::commit_later`], [`SessionStore::commit_then`] and
+    /// [`SessionStore::start_run`] left queued, and calls the callbacks waiting for it: for a
+    /// process about to exit, which may not drop its store. The default has nothing queued.
     fn flush(&self) -> Result<(), StoreError> {
         Ok(())
     }

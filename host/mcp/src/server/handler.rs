@@ -199,10 +199,15 @@ impl ServerHandler for McpServer {
             .execute(&name, caller, arguments.to_string(), context.ct.clone())
             .await;
         if let Some((id, forwarding)) = listener {
-            // The run's progress events were all emitted before it settled: once the listener
-            // (and its sender) is gone, the task sends what is queued and ends, so every
-            // notification goes out before the answer (a client drops progress that comes
-            // after). A cancelled call's task has stopped at the cancel, sending nothing more.
+            // The run's progress events were all emitted before it settled, and the flush has
+            // delivered them (a batching store delivers a run's events after their commit):
+            // once the listener (and its sender) is gone, the task sends what is queued and
+            // ends, so every notification goes out before the answer (a client drops progress
+            // that comes after). A cancelled call's task has stopped at the cancel, sending
+            // nothing more.
+            if let Err(e) = inner.host.events().flush() {
+                tracing::warn!(error = %e, "the session store could not write the call's events");
+            }
             inner.host.events().unsubscribe(id);
             let _ = forwarding.await;
         }
