@@ -10,9 +10,7 @@
 use std::future::Future;
 use std::path::Path;
 
-use seam_host::{
-    Config, Event, Host, ParentRef, PluginState, StartRequest, StopReason, SubagentRun,
-};
+use seam_host::{Event, Host, ParentRef, PluginState, StartRequest, StopReason, SubagentRun};
 use seam_tests::*;
 use tokio_util::sync::CancellationToken;
 
