@@ -341,7 +341,11 @@ async fn inspect_tells_the_world_and_the_declaration() {
         .exports
         .iter()
         .any(|e| e == "seam:plugin/provider@0.4.0"));
+    // The mock is built with the SDK, for the newest contract whose `run` is blocking.
+    assert_eq!(info.version, seam_host::WitVersion::newest_blocking());
+    let info = host.inspect(&guest("async_provider"), None).await.unwrap();
     assert_eq!(info.version, seam_host::WitVersion::LATEST);
+    assert!(info.version.async_run());
     let info = host
         .inspect(
             &guest("subagent_tool"),
