@@ -6,11 +6,10 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
 
 use futures::future::BoxFuture;
 use seam_bench::write_result;
-use seam_bench::{guest_dir, on_worker, options, proc_status_kib, runtime, smaps_rollup_kib};
+use seam_bench::{guest_dir, hold_live, on_worker, options, runtime};
 use seam_host::subagent::{Provider, RunContext, RunFailure};
 use seam_host::{
     Config, Host, ParentRef, ProviderDescriptor, StartRequest, StopReason, SubagentResult,
@@ -77,62 +76,9 @@ fn main() {
     };
     let stats = on_worker(&rt, async move {
         let request = StartRequest::new("wait", ParentRef::top_level("bench", "/work"));
-        // One run first, so that the first instance and lazily built host state are not
-        // counted per run.
-        let warm = host
-            .subagents()
-            .start(provider, request.clone())
-            .expect("starts");
-        warm.started().await.expect("ready");
-        warm.dispose().await;
-        let base_rss = proc_status_kib("VmRSS").unwrap_or(0);
-        let base_pss = smaps_rollup_kib("Pss").unwrap_or(0);
-
-        let t = Instant::now();
-        let runs: Vec<_> = (0..live)
-            .map(|_| {
-                host.subagents()
-                    .start(provider, request.clone())
-                    .expect("starts")
-            })
-            .collect();
-        for r in futures::future::join_all(runs.iter().map(|r| r.started())).await {
-            r.expect("every run becomes ready");
-        }
-        let start_secs = t.elapsed().as_secs_f64();
-        let live_runs = host.live_runs();
-        let live_instances = host.live_instances();
-        let live_rss = proc_status_kib("VmRSS").unwrap_or(0);
-        let live_pss = smaps_rollup_kib("Pss").unwrap_or(0);
-        if let Some(path) = std::env::var_os("SEAM_BENCH_SMAPS") {
-            // Where the memory of the live runs is, mapping by mapping, for profiling.
-            let smaps = std::fs::read("/proc/self/smaps").unwrap_or_default();
-            std::fs::write(path, smaps).expect("cannot write the smaps copy");
-        }
-
-        let t = Instant::now();
-        futures::future::join_all(runs.iter().map(|r| r.dispose())).await;
-        let dispose_secs = t.elapsed().as_secs_f64();
-        let after_rss = proc_status_kib("VmRSS").unwrap_or(0);
-        let hwm = proc_status_kib("VmHWM").unwrap_or(0);
-        assert_eq!(host.live_runs(), 0, "every run is disposed");
-        host.unload_all().await;
-        serde_json::json!({
-            "live": live,
-            "per_instance": PER_INSTANCE,
-            "live_runs": live_runs,
-            "live_instances": live_instances,
-            "base_rss_kib": base_rss,
-            "live_rss_kib": live_rss,
-            "after_dispose_rss_kib": after_rss,
-            "peak_rss_kib": hwm,
-            "per_run_kib": (live_rss.saturating_sub(base_rss)) as f64 / live as f64,
-            "base_pss_kib": base_pss,
-            "live_pss_kib": live_pss,
-            "per_run_pss_kib": (live_pss.saturating_sub(base_pss)) as f64 / live as f64,
-            "start_all_secs": start_secs,
-            "dispose_all_secs": dispose_secs,
-        })
+        let mut stats = hold_live(&host, provider, request, live).await;
+        stats["per_instance"] = PER_INSTANCE.into();
+        stats
     });
     eprintln!("live_shared ({provider}): {stats}");
     if provider == "waiter" {

@@ -90,7 +90,7 @@ fn store(c: &mut Criterion) {
                 .flush()
                 .expect("the store writes what is queued");
             let heard = heard.load(Ordering::Relaxed);
-            assert!(heard > 0 && heard % 2 == 0, "{heard} events heard");
+            assert!(heard > 0 && heard.is_multiple_of(2), "{heard} events heard");
         }
         rt.block_on(host.unload_all());
     }

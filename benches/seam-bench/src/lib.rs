@@ -329,3 +329,70 @@ pub fn proc_status_kib(field: &str) -> Option<u64> {
         rest.trim().strip_suffix("kB")?.trim().parse().ok()
     })
 }
+
+/// Holds `live` runs of `provider` live at once (each must stay blocked until it is disposed),
+/// after one warm-up run so that lazily built host state is not counted per run, and reports
+/// the process's memory with them live and after they are disposed: what the `live` and
+/// `live_shared` benchmarks write. `SEAM_BENCH_SMAPS=FILE` copies `/proc/self/smaps` there while
+/// they are live, for profiling.
+pub async fn hold_live(
+    host: &Host,
+    provider: &str,
+    request: StartRequest,
+    live: usize,
+) -> serde_json::Value {
+    let warm = host
+        .subagents()
+        .start(provider, request.clone())
+        .expect("starts");
+    warm.started().await.expect("ready");
+    warm.dispose().await;
+    let base_rss = proc_status_kib("VmRSS").unwrap_or(0);
+    let base_pss = smaps_rollup_kib("Pss").unwrap_or(0);
+
+    let t = Instant::now();
+    let runs: Vec<_> = (0..live)
+        .map(|_| {
+            host.subagents()
+                .start(provider, request.clone())
+                .expect("starts")
+        })
+        .collect();
+    for r in futures::future::join_all(runs.iter().map(|r| r.started())).await {
+        r.expect("every run becomes ready");
+    }
+    let start_secs = t.elapsed().as_secs_f64();
+    let live_runs = host.live_runs();
+    let live_instances = host.live_instances();
+    let live_rss = proc_status_kib("VmRSS").unwrap_or(0);
+    // RSS counts the memory image's clean pages once per instance mapping them; PSS divides
+    // them among the instances, so it is what a live run really costs.
+    let live_pss = smaps_rollup_kib("Pss").unwrap_or(0);
+    if let Some(path) = std::env::var_os("SEAM_BENCH_SMAPS") {
+        let smaps = std::fs::read("/proc/self/smaps").unwrap_or_default();
+        std::fs::write(path, smaps).expect("cannot write the smaps copy");
+    }
+
+    let t = Instant::now();
+    futures::future::join_all(runs.iter().map(|r| r.dispose())).await;
+    let dispose_secs = t.elapsed().as_secs_f64();
+    let after_rss = proc_status_kib("VmRSS").unwrap_or(0);
+    let hwm = proc_status_kib("VmHWM").unwrap_or(0);
+    assert_eq!(host.live_runs(), 0, "every run is disposed");
+    host.unload_all().await;
+    serde_json::json!({
+        "live": live,
+        "live_runs": live_runs,
+        "live_instances": live_instances,
+        "base_rss_kib": base_rss,
+        "live_rss_kib": live_rss,
+        "after_dispose_rss_kib": after_rss,
+        "peak_rss_kib": hwm,
+        "per_run_kib": (live_rss.saturating_sub(base_rss)) as f64 / live as f64,
+        "base_pss_kib": base_pss,
+        "live_pss_kib": live_pss,
+        "per_run_pss_kib": (live_pss.saturating_sub(base_pss)) as f64 / live as f64,
+        "start_all_secs": start_secs,
+        "dispose_all_secs": dispose_secs,
+    })
+}

@@ -13,9 +13,11 @@ use crate::engine::EngineError;
 use crate::fault::GuestFault;
 use crate::host::Host;
 use crate::sandbox::{Granted, Sandbox};
-use crate::versions::latest::provider_world::{ProviderPlugin, ProviderPluginPre};
+use crate::versions::{Recognised, WitVersion};
 use seam_core::types::PluginKind;
+use seam_wasm::kinds::provider::{ProviderInstance as Versioned, ProviderPre};
 use seam_wasm::store::{new_store, CpuBudget, Serving, StoreData};
+use seam_wasm::versions::exports::GuestError;
 
 /// Why a probe could not be made or called.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +49,9 @@ pub struct Template {
     plugin: Arc<str>,
     sandbox: Sandbox,
     pre: InstancePre<StoreData>,
+    /// The contract version it is a provider of, or the latest for a component of no Seam
+    /// world (one exporting `noop`).
+    version: WitVersion,
 }
 
 impl Template {
@@ -58,12 +63,21 @@ impl Template {
             .cache
             .compile(path, None, crate::cache::Tiering::Optimised)?
             .component;
+        let exports: Vec<String> = component
+            .component_type()
+            .exports(component.engine())
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let version = match crate::versions::recognise(exports.iter().map(String::as_str)) {
+            Recognised::Plugin(PluginKind::Provider, version) => version,
+            _ => WitVersion::LATEST,
+        };
         let pre = host
             .inner
             .runtime
             .linkers
-            .of(PluginKind::Provider, crate::versions::WitVersion::LATEST)
-            .ok_or_else(|| ProbeError::Link("the latest version has no provider world".into()))?
+            .of(PluginKind::Provider, version)
+            .ok_or_else(|| ProbeError::Link(format!("{version} has no provider world")))?
             .instantiate_pre(&component)
             .map_err(|e| ProbeError::Link(format!("{e:#}")))?;
         let options = &host.inner.options;
@@ -76,6 +90,7 @@ impl Template {
                 options.engine.epoch_tick,
             ),
             pre,
+            version,
         })
     }
 
@@ -93,11 +108,11 @@ impl Template {
 
     /// A fresh store and instance of a provider component.
     pub async fn provider(&self) -> Result<ProviderInstance, ProbeError> {
-        let pre = ProviderPluginPre::new(self.pre.clone())
+        let pre = ProviderPre::new(self.version, self.pre.clone())
             .map_err(|e| ProbeError::Link(format!("{e:#}")))?;
         let mut store = self.store();
         let plugin = pre
-            .instantiate_async(&mut store)
+            .instantiate(&mut store)
             .await
             .map_err(|e| guest_fault(&e))?;
         Ok(ProviderInstance { store, plugin })
@@ -121,20 +136,15 @@ impl Template {
 /// A live provider instance in its own store.
 pub struct ProviderInstance {
     store: Store<StoreData>,
-    plugin: ProviderPlugin,
+    plugin: Versioned,
 }
 
 impl ProviderInstance {
     /// Calls `describe(config)` and returns the descriptor's name.
     pub async fn describe(&mut self, config: &str) -> Result<String, ProbeError> {
-        match self
-            .plugin
-            .seam_plugin_provider()
-            .call_describe(&mut self.store, config)
-            .await
-        {
+        match self.plugin.describe(&mut self.store, config).await {
             Ok(Ok(d)) => Ok(d.name),
-            Ok(Err(message)) => Err(ProbeError::Refused(message)),
+            Ok(Err(GuestError(message))) => Err(ProbeError::Refused(message)),
             Err(e) => Err(guest_fault(&e)),
         }
     }
