@@ -17,6 +17,7 @@ mod error;
 pub mod limited;
 pub mod observer;
 pub mod provider;
+mod provider_exports;
 mod runtime;
 pub mod shared;
 pub mod tool;

@@ -28,7 +28,7 @@ use seam_core::sync::lock;
 use seam_core::types::{StartRequest, SubagentResult};
 use tokio::sync::{mpsc, oneshot};
 
-use super::provider::{ProviderInstance, ProviderPre};
+use super::provider_exports::{ProviderInstance, ProviderPre};
 use crate::fault::GuestFault;
 use crate::store::context::RunEnv;
 use crate::store::{StoreData, Stores};
