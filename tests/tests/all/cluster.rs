@@ -128,8 +128,9 @@ async fn a_front_end_runs_on_a_provider_only_a_worker_loads_with_its_events_in_o
 }
 
 /// A run that settles at once is told in the start's answer (its readiness and its end: one
-/// message back instead of three) to a front-end that asks for it; a front-end that does not
-/// ask (an older one) is told both on the run's `out` subject, as before.
+/// message back instead of three) to a front-end that asks for it, as far as the worker's short
+/// wait allows, and the rest on `out`, each once; a front-end that does not ask (an older one)
+/// is told both on the run's `out` subject, as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_that_settles_at_once_is_told_in_the_starts_answer_when_asked() {
     let server = NatsServer::start();
@@ -169,8 +170,17 @@ async fn a_run_that_settles_at_once_is_told_in_the_starts_answer_when_asked() {
             panic!("not accepted: {reply:?}");
         };
         let end = if early {
-            assert!(ready, "ready in the answer");
-            *settled.expect("the end in the answer")
+            // The worker waits a few milliseconds at most for what it can put in the answer: on
+            // a loaded machine the run may not be ready, or not ended, by then. Whatever is not
+            // in the answer comes on `out`, once: never both, never neither.
+            if !ready {
+                assert!(settled.is_none(), "an end in the answer without readiness");
+                assert_eq!(next_out(&mut out).await.body, OutBody::Ready);
+            }
+            match settled {
+                Some(end) => *end,
+                None => next_out(&mut out).await.body,
+            }
         } else {
             assert!(
                 !ready && settled.is_none(),
