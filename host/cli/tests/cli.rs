@@ -154,7 +154,7 @@ fn check_and_inspect_show_the_version_each_component_was_built_against() {
             )
             + &entry("v3", "mock_provider", r#"name = "v3""#)
             + &entry("v3old", "legacy_v3_provider", r#"name = "v3old""#)
-            + &entry("v5", "async_provider", r#"name = "v5""#),
+            + &entry("v5", "async_provider", r#"name = "v5", share_instance = 4"#),
     )
     .unwrap();
     let expected = [
@@ -185,6 +185,13 @@ fn check_and_inspect_show_the_version_each_component_was_built_against() {
             .unwrap_or_else(|| panic!("{id} is listed: {human}"));
         assert!(line.contains(version), "{line}");
     }
+    // A provider sharing its instances says so, and only it.
+    let shared: Vec<&str> = human.lines().filter(|l| l.contains("shared:")).collect();
+    assert_eq!(
+        shared,
+        ["      shared: one instance serves up to 4 runs at once (share_instance)"],
+        "{human}"
+    );
 
     for (guest, version) in [
         ("legacy_provider", "0.1.0"),
