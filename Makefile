@@ -43,6 +43,12 @@ A2A_PY          := 1.3.0
 A2A_STAMP       := $(TOOLCHAINS)/python/.a2a-sdk-$(A2A_PY)
 A2A_JS          := 1.3.0
 A2A_JS_STAMP    := $(TOOLCHAINS)/a2a-js/.a2a-js-sdk-$(A2A_JS)
+# Headless Chromium from Debian (with a font, for the screenshots) and puppeteer-core, pinned,
+# for the console's tests (host/cli/tests/ui.rs), which drive `seam ui`'s page over the DevTools
+# protocol (tests/fixtures/browser.mjs). puppeteer-core downloads no browser.
+CHROMIUM_STAMP  := /usr/bin/chromium-headless-shell
+PUPPETEER       := 24.43.1
+BROWSER_STAMP   := $(TOOLCHAINS)/browser/.puppeteer-core-$(PUPPETEER)
 
 .DEFAULT_GOAL := build
 .PHONY: setup setup-kit guests fixtures build demo install test lint docs bench bench-setup bench-guests profile
@@ -53,7 +59,7 @@ setup:
 
 # The plugin kit's Python and JavaScript projects need componentize-py and componentize-js
 # (python3 with venv, and Node.js 20+ with npm). The tests build such projects; the demo does not.
-setup-kit: $(PY_STAMP) $(PY_WHEEL) $(JS_STAMP) $(ACP_STAMP) $(NATS_STAMP) $(MCP_STAMP) $(OTLP_STAMP) $(REGISTRY_STAMP) $(A2A_STAMP) $(A2A_JS_STAMP)
+setup-kit: $(PY_STAMP) $(PY_WHEEL) $(JS_STAMP) $(ACP_STAMP) $(NATS_STAMP) $(MCP_STAMP) $(OTLP_STAMP) $(REGISTRY_STAMP) $(A2A_STAMP) $(A2A_JS_STAMP) $(CHROMIUM_STAMP) $(BROWSER_STAMP)
 
 # componentize-py, pinned, in a virtual environment of its own.
 $(PY_STAMP):
@@ -92,6 +98,16 @@ $(A2A_JS_STAMP):
 	mkdir -p $(TOOLCHAINS)/a2a-js
 	cd $(TOOLCHAINS)/a2a-js && echo '{"private": true, "type": "module"}' > package.json && \
 	  npm install --no-audit --no-fund --loglevel=error --save-exact @a2a-js/sdk@$(A2A_JS)
+	touch $@
+
+$(CHROMIUM_STAMP):
+	DEBIAN_FRONTEND=noninteractive apt-get install -y chromium-headless-shell fonts-dejavu-core || \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium-headless-shell fonts-dejavu-core)
+
+$(BROWSER_STAMP):
+	mkdir -p $(TOOLCHAINS)/browser
+	cd $(TOOLCHAINS)/browser && echo '{"private": true, "type": "module"}' > package.json && \
+	  npm install --no-audit --no-fund --loglevel=error --save-exact puppeteer-core@$(PUPPETEER)
 	touch $@
 
 $(OTLP_STAMP): $(PY_STAMP)

@@ -8,6 +8,7 @@ use std::time::Duration;
 use seam_host::{Config, EngineOptions, Event, Host, HostOptions, LoadReport};
 use tokio::sync::watch;
 
+pub mod browser;
 pub mod nats;
 pub mod oci;
 pub mod otlp;

@@ -46,6 +46,7 @@ mod run;
 mod sessions;
 mod trace;
 mod tree;
+mod ui;
 mod wit;
 mod worker;
 
@@ -136,6 +137,9 @@ enum Command {
     /// Serve the config's top-level agent as an A2A 1.0 agent over HTTP (JSON-RPC, with its
     /// agent card): a context is a top-level session, a task one of its turns.
     A2a(a2a::Args),
+    /// Serve the console: a local web page where a person watches the sessions of the config's
+    /// store live, and steers, interrupts, approves and replays their trees.
+    Ui(ui::Args),
     /// Serve the config's providers to a NATS cluster until SIGTERM or Ctrl-C, then drain.
     Worker(worker::Args),
     /// Serve every mounted tool (Wasm tools, subagent tools, background control tools) to an
@@ -181,6 +185,7 @@ impl Command {
             | Command::Cache(_)
             | Command::Acp(_)
             | Command::A2a(_)
+            | Command::Ui(_)
             | Command::Worker(_)
             | Command::Mcp(_)
             | Command::Dev(_) => return None,
@@ -221,7 +226,7 @@ fn main() -> ExitCode {
     let (code, failed) = runtime.block_on(async move {
         let (interrupt, signalled) = watch_signals();
         // A server whose normal end is a signal: it winds down and exits 0.
-        let ends_on_signal = matches!(cli.command, Command::A2a(_));
+        let ends_on_signal = matches!(cli.command, Command::A2a(_) | Command::Ui(_));
         let outcome = match cli.command {
             Command::Inspect(args) => inspect::run(args, &interrupt).await,
             Command::Check(args) => check::run(args, &interrupt).await,
@@ -239,6 +244,7 @@ fn main() -> ExitCode {
             Command::Dev(args) => dev::run(args, interrupt.clone()).await,
             Command::Acp(args) => acp::run(args, interrupt.clone()).await,
             Command::A2a(args) => a2a::run(args, interrupt.clone()).await,
+            Command::Ui(args) => ui::run(args, interrupt.clone()).await,
             Command::Worker(args) => worker::run(args, interrupt.clone()).await,
             Command::Mcp(args) => mcp::run(args, interrupt.clone()).await,
             Command::Lock(args) => oci::lock::run(args).await,

@@ -89,24 +89,40 @@ fn load(args: &Args) -> Result<Recorded> {
         });
     }
     let open = super::sessions::open_named(args.store.as_deref(), args.config.as_deref())?;
-    let session = &args.target;
-    if open.store.session(session)?.is_none() {
+    load_stored(
+        open.store.as_ref(),
+        &open.name,
+        &args.target,
+        args.config.as_deref(),
+        args.model.clone(),
+    )
+}
+
+/// The recording of the top-level session `session` of `store` (called `name` in messages),
+/// with `config` (default: the one it was recorded with) and `model` (default: the recorded
+/// one).
+fn load_stored(
+    store: &dyn SessionStore,
+    name: &str,
+    session: &str,
+    config: Option<&Path>,
+    model: Option<String>,
+) -> Result<Recorded> {
+    let Some(summary) = store.session(session)? else {
         bail!(
-            "`{session}` is neither a cassette file nor a session in {} (`seam sessions list` \
-             shows them)",
-            open.name
+            "`{session}` is neither a cassette file nor a session in {name} (`seam sessions \
+             list` shows them)"
         );
-    }
-    let entries = open.store.tape(session)?;
+    };
+    let entries = store.tape(session)?;
     if entries.is_empty() {
         bail!(
-            "session `{session}` in {} has no recording: it ran with `[recording] enabled = \
-             false`, or before sessions were recorded",
-            open.name
+            "session `{session}` in {name} has no recording: it ran with `[recording] enabled = \
+             false`, or before sessions were recorded"
         );
     }
     let meta = last_meta(&entries)?;
-    let config = match (&args.config, &meta) {
+    let config = match (config, &meta) {
         (Some(c), _) => read_config(c)?,
         (None, Some(meta)) => read_config(&meta.config).with_context(|| {
             format!("the config session `{session}` was recorded with (give another with --config)")
@@ -115,14 +131,11 @@ fn load(args: &Args) -> Result<Recorded> {
     };
     Ok(Recorded {
         config,
-        model: args
-            .model
-            .clone()
-            .or_else(|| meta.as_ref().and_then(|m| m.model.clone())),
+        model: model.or_else(|| meta.as_ref().and_then(|m| m.model.clone())),
         working_directory: meta
             .map(|m| m.working_directory)
-            .unwrap_or_else(|| ".".into()),
-        prompts: prompts_of(open.store.as_ref(), session)?,
+            .unwrap_or(summary.working_directory),
+        prompts: prompts_of(store, session)?,
         entries,
         gaps: Vec::new(),
     })
@@ -141,7 +154,7 @@ struct Cut {
 
 /// What a replay found.
 #[derive(serde::Serialize)]
-struct Report {
+pub(crate) struct Report {
     identical: bool,
     /// Model steps replayed.
     steps: u64,
@@ -160,10 +173,34 @@ struct Report {
 
 /// Replays what `args` names; the report.
 async fn replay(args: &Args, interrupt: CancellationToken) -> Result<Report> {
-    let recorded = load(args)?;
+    replay_recorded(load(args)?, args.until, interrupt).await
+}
+
+/// Replays the top-level session `session` of `store` with `config` (for `seam ui`); the
+/// report as `--json` prints it.
+pub(crate) async fn replay_session(
+    store: Arc<dyn SessionStore>,
+    session: &str,
+    config: &Path,
+    until: Option<u64>,
+) -> Result<serde_json::Value> {
+    let name = store.name().to_string();
+    let recorded = tokio::task::block_in_place(|| {
+        load_stored(store.as_ref(), &name, session, Some(config), None)
+    })?;
+    let report = replay_recorded(recorded, until, CancellationToken::new()).await?;
+    Ok(serde_json::to_value(report)?)
+}
+
+/// Replays `recorded` (stopping after `until` model steps if given); the report.
+async fn replay_recorded(
+    recorded: Recorded,
+    until: Option<u64>,
+    interrupt: CancellationToken,
+) -> Result<Report> {
     // The replay writes to a store of its own: the recorded session is left as it was.
     let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new(StoreLimits::default()));
-    let tape = Tape::player(recorded.entries.clone(), args.until);
+    let tape = Tape::player(recorded.entries.clone(), until);
     let report = with_host_store(store, |host| {
         let tape = tape.clone();
         let recorded = &recorded;

@@ -13,9 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use seam_host::cluster::{ClusterConfig, JetStreamStore};
 use seam_host::config::{SessionsConfig, StoreSpec};
-use seam_host::session_store::{
-    now_ms, MemoryStore, RunRecord, SessionStore, SqliteStore, StoreLimits,
-};
+use seam_host::session_store::{now_ms, MemoryStore, SessionStore, SqliteStore, StoreLimits};
 
 use super::{read_config, EXIT_OK};
 
@@ -234,7 +232,7 @@ pub(crate) fn run(args: Args) -> Result<u8> {
         }
         SessionsCommand::Tree { id } => {
             known(&open, &id)?;
-            let tree = tree(store, &id, 0)?;
+            let tree = seam_host::session_store::tree::tree(store, &id)?;
             // What the whole tree spent, over every process that ran it, and its budget.
             let spend = store.spend(&id)?.unwrap_or_default();
             // The requests for approval made anywhere in the tree, kept with its top session.
@@ -366,30 +364,6 @@ fn list(store: &dyn SessionStore, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// The runs `session`'s agent started, each with the runs below it.
-fn tree(store: &dyn SessionStore, session: &str, depth: usize) -> Result<Vec<serde_json::Value>> {
-    // Sessions link one way, parent to child; a bound keeps a damaged store from looping.
-    if depth > 64 {
-        return Ok(Vec::new());
-    }
-    let mut out = Vec::new();
-    for run in store.runs_of(session)? {
-        let (children, spent) = match &run.child_session {
-            Some(child) => (
-                tree(store, child, depth + 1)?,
-                store.spend(child)?.map(|r| r.spent),
-            ),
-            None => (Vec::new(), None),
-        };
-        let mut json = run_json(&run, children);
-        if let Some(spent) = spent {
-            json["spent"] = spent.report();
-        }
-        out.push(json);
-    }
-    Ok(out)
-}
-
 /// `: N tokens (I in, O out), $C`, what a tree spent (as [`Spent::report`] gives it), or
 /// nothing when it spent no tokens.
 ///
@@ -408,22 +382,6 @@ fn spent_words(report: &serde_json::Value) -> String {
         ": {} tokens ({input} in, {output} out){cost}",
         input + output
     )
-}
-
-fn run_json(run: &RunRecord, children: Vec<serde_json::Value>) -> serde_json::Value {
-    serde_json::json!({
-        "run": run.start.run_id,
-        "provider": run.start.provider,
-        "status": run.status.as_str(),
-        "stop-reason": run.stop_reason,
-        "diagnostic": run.diagnostic,
-        "session": run.child_session,
-        "started-ms": run.started_ms,
-        "ended-ms": run.ended_ms,
-        "scope": run.start.request.scope,
-        "approver": run.start.request.approver,
-        "runs": children,
-    })
 }
 
 fn print_tree(runs: &[serde_json::Value], depth: usize) {

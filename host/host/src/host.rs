@@ -471,6 +471,17 @@ impl Host {
         )
     }
 
+    /// The handle `seam ui` serves: this host's agents, events, approvals and providers.
+    #[cfg(feature = "console")]
+    pub fn console_host(&self) -> seam_console::ConsoleHost {
+        seam_console::ConsoleHost::new(
+            self.inner.events.clone(),
+            self.inner.runtime.agents.clone(),
+            self.inner.runtime.subagents.clone(),
+            self.inner.runtime.cancel_grace,
+        )
+    }
+
     /// Mounted tools, as the model sees them.
     pub fn tool_descriptors(&self) -> Vec<ToolDescriptor> {
         self.inner.tools.list()

@@ -9,7 +9,7 @@
 //! depends on this crate alone: `seam-core` (the seam's vocabulary, runs, events, tools, agents;
 //! its modules keep their names here), `seam-wasm` (the engine and the plugin kinds),
 //! `seam-sandbox` and `seam-process`, and behind cargo features (all on by default) `seam-acp`
-//! (`acp`), `seam-mcp` (`mcp`), `seam-a2a` (`a2a`), `seam-oci` (`oci`), `seam-telemetry` (`telemetry`) and
+//! (`acp`), `seam-mcp` (`mcp`), `seam-a2a` (`a2a`), `seam-console` (`console`), `seam-oci` (`oci`), `seam-telemetry` (`telemetry`) and
 //! `seam-cluster` (`cluster`). With `--no-default-features` it runs components and in-process
 //! agents with none of those stacks; an entry that needs one is refused by name.
 
@@ -27,6 +27,8 @@ pub use seam_a2a as a2a;
 pub use seam_acp as acp;
 #[cfg(feature = "cluster")]
 pub use seam_cluster as cluster;
+#[cfg(feature = "console")]
+pub use seam_console as console;
 #[cfg(feature = "mcp")]
 pub use seam_mcp as mcp;
 #[cfg(feature = "oci")]

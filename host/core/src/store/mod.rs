@@ -12,6 +12,7 @@
 
 mod error;
 mod memory;
+pub mod tree;
 
 pub use error::StoreError;
 pub use memory::MemoryStore;

@@ -120,8 +120,10 @@ impl SubagentService {
         self.events.store()
     }
 
-    /// A run of this process by its record.
-    fn live_run(&self, key: RunKey) -> Option<SubagentRun> {
+    /// The run of this process whose record in the store is `key`, if it is not yet disposed
+    /// (run ids are unique in their process only; record keys in the store): what a console
+    /// acts on.
+    pub fn live_run(&self, key: RunKey) -> Option<SubagentRun> {
         self.read().iter().find_map(|e| {
             lock(&e.runs)
                 .values()

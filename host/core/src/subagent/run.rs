@@ -1236,6 +1236,12 @@ impl SubagentRun {
         }
     }
 
+    /// Whether the run takes steering messages ([`SubagentRun::send_message`]): its provider
+    /// declares `steering`.
+    pub fn steerable(&self) -> bool {
+        self.0.features.steering
+    }
+
     /// The progress the run reported so far (bounded; the oldest updates go first).
     pub fn progress(&self) -> Vec<ContentBlock> {
         lock(&self.0.progress).so_far()

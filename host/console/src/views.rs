@@ -1,0 +1,364 @@
+//! What the page shows, read from the store: the sessions (with their first prompt and how
+//! they stand), a session's turns and conversation, and its delegation tree with what this
+//! process knows of its live runs laid over it (their progress, whether they take messages).
+
+use std::collections::HashMap;
+
+use seam_agent::session::SessionEvent;
+use seam_core::approval::Status;
+use seam_core::store::{SessionStore, SessionSummary, StoredEvent};
+use seam_core::subagent::SubagentService;
+use seam_core::types::blocks_text;
+use serde_json::{json, Value};
+
+use crate::error::ApiError;
+
+/// How many top-level sessions the list reads (the most recently written first).
+const LISTED: usize = 200;
+
+/// How a top-level session stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum State {
+    /// A turn runs (here or in another process).
+    Running,
+    /// A turn runs and waits for an answer to a request for approval.
+    Waiting,
+    /// No turn runs.
+    Idle,
+    /// Its last turn was cut short by the end of the process that ran it.
+    Interrupted,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Waiting => "waiting",
+            Self::Idle => "idle",
+            Self::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// The events of a session, parsed (an entry this version cannot read is left out).
+fn parsed(events: &[StoredEvent]) -> Vec<(u64, u64, SessionEvent)> {
+    events
+        .iter()
+        .filter_map(|e| {
+            serde_json::from_str::<SessionEvent>(&e.body)
+                .ok()
+                .map(|p| (e.seq, e.at_ms, p))
+        })
+        .collect()
+}
+
+/// A session's turns: each with its prompt, its answer, its stop reason and times.
+fn turns(events: &[(u64, u64, SessionEvent)]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for (_, at, event) in events {
+        match event {
+            SessionEvent::TurnStart { turn } => out.push(json!({
+                "turn": turn, "prompt": Value::Null, "answer": Value::Null,
+                "stop-reason": Value::Null, "started-ms": at, "ended-ms": Value::Null,
+            })),
+            SessionEvent::UserMessage { content } => {
+                if let Some(turn) = out.last_mut().filter(|t| t["prompt"].is_null()) {
+                    turn["prompt"] = json!(blocks_text(content));
+                }
+            }
+            SessionEvent::AssistantMessage { text, .. } => {
+                if let Some(turn) = out.last_mut() {
+                    if !text.is_empty() {
+                        turn["answer"] = json!(text);
+                    }
+                }
+            }
+            SessionEvent::TurnEnd { reason, usage, .. } => {
+                if let Some(turn) = out.last_mut() {
+                    turn["stop-reason"] = json!(reason);
+                    turn["ended-ms"] = json!(at);
+                    if let Some(usage) = usage {
+                        turn["usage"] = json!(usage);
+                    }
+                }
+            }
+            SessionEvent::ToolResult { .. } | SessionEvent::RemoteTask { .. } => {}
+        }
+    }
+    out
+}
+
+/// Whether the last turn of `turns` has not ended.
+fn open_turn(turns: &[Value]) -> bool {
+    turns.last().is_some_and(|t| t["ended-ms"].is_null())
+}
+
+/// How a session stands: `running_here` says whether this process runs a turn of it.
+fn state(summary: &SessionSummary, turns: &[Value], running_here: bool, pending: usize) -> State {
+    let running = running_here || (open_turn(turns) && !summary.interrupted);
+    match (running, pending > 0) {
+        (true, true) => State::Waiting,
+        (true, false) => State::Running,
+        (false, _) if summary.interrupted => State::Interrupted,
+        (false, _) => State::Idle,
+    }
+}
+
+/// One session as the list shows it.
+fn listing(
+    summary: &SessionSummary,
+    turns: &[Value],
+    running_here: bool,
+    held_here: bool,
+    pending: usize,
+) -> Value {
+    let prompt = turns
+        .iter()
+        .find_map(|t| t["prompt"].as_str())
+        .unwrap_or_default();
+    json!({
+        "id": summary.id,
+        "agent": summary.agent,
+        "parent": summary.parent,
+        "working-directory": summary.working_directory,
+        "created-ms": summary.created_ms,
+        "updated-ms": summary.updated_ms,
+        "events": summary.events,
+        "interrupted": summary.interrupted,
+        "prompt": prompt,
+        "turns": turns.len(),
+        "state": state(summary, turns, running_here, pending).as_str(),
+        "here": held_here,
+        "pending-approvals": pending,
+    })
+}
+
+/// What this process holds of the sessions: which it has open, which run a turn here.
+pub(crate) trait Here {
+    /// Whether this process has the session open (its agent is held here).
+    fn holds(&self, session: &str) -> bool;
+    /// Whether this process runs a turn of the session.
+    fn runs(&self, session: &str) -> bool;
+}
+
+/// The pending requests for approval of every tree, by top-level session.
+fn pending_by_root(store: &dyn SessionStore) -> Result<HashMap<String, usize>, ApiError> {
+    let mut out = HashMap::new();
+    for r in store.approvals(None)? {
+        if r.status == Status::Pending {
+            *out.entry(r.root).or_default() += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// The top-level sessions, most recently written first, whose id, first prompt or state
+/// contains `query` (ignoring case; every one for an empty query).
+pub(crate) fn sessions(
+    store: &dyn SessionStore,
+    here: &dyn Here,
+    query: &str,
+) -> Result<Vec<Value>, ApiError> {
+    let query = query.trim().to_lowercase();
+    let pending = pending_by_root(store)?;
+    let mut out = Vec::new();
+    for summary in store
+        .sessions()?
+        .into_iter()
+        .filter(|s| s.parent.is_none())
+        .take(LISTED)
+    {
+        let events = parsed(&store.events(&summary.id)?);
+        let turns = turns(&events);
+        let row = listing(
+            &summary,
+            &turns,
+            here.runs(&summary.id),
+            here.holds(&summary.id),
+            pending.get(&summary.id).copied().unwrap_or(0),
+        );
+        let matches = query.is_empty()
+            || ["id", "prompt", "state"].iter().any(|k| {
+                row[*k]
+                    .as_str()
+                    .is_some_and(|v| v.to_lowercase().contains(&query))
+            });
+        if matches {
+            out.push(row);
+        }
+    }
+    Ok(out)
+}
+
+/// Everything the page shows of one session (top-level or a child's): its listing, turns,
+/// conversation, tree of runs, what it spent against its budget, and the requests for
+/// approval of its tree.
+pub(crate) fn session(
+    store: &dyn SessionStore,
+    subagents: &SubagentService,
+    here: &dyn Here,
+    id: &str,
+) -> Result<Value, ApiError> {
+    let Some(summary) = store.session(id)? else {
+        return Err(ApiError::not_found(format!(
+            "no session `{id}` in {}",
+            store.name()
+        )));
+    };
+    let stored = store.events(id)?;
+    let events = parsed(&stored);
+    let turns = turns(&events);
+    // The requests of a tree are kept with its top-level session.
+    let root = root_of(store, &summary)?;
+    let approvals = store.approvals(Some(&root))?;
+    let pending = approvals
+        .iter()
+        .filter(|r| r.status == Status::Pending)
+        .count();
+    let mut runs = seam_core::store::tree::tree(store, id)?;
+    overlay(subagents, &mut runs);
+    answer_runs(&mut runs, id, &answers(store, &root));
+    let spend = store.spend(id)?.unwrap_or_default();
+    let conversation: Vec<Value> = stored
+        .iter()
+        .map(|e| {
+            json!({
+                "seq": e.seq,
+                "at-ms": e.at_ms,
+                "event": serde_json::from_str::<Value>(&e.body).unwrap_or(Value::Null),
+            })
+        })
+        .collect();
+    Ok(json!({
+        "session": listing(&summary, &turns, here.runs(id), here.holds(id), pending),
+        "root": root,
+        "turns": turns,
+        "conversation": conversation,
+        "runs": runs,
+        "spent": spend.spent.report(),
+        "budget": spend.budget,
+        "approvals": approvals_json(&approvals),
+    }))
+}
+
+/// The top-level session above `summary` (itself for a top-level one).
+fn root_of(store: &dyn SessionStore, summary: &SessionSummary) -> Result<String, ApiError> {
+    let mut current = summary.clone();
+    // Sessions link one way, child to parent here; a bound keeps a damaged store from looping.
+    for _ in 0..64 {
+        let Some(parent) = current.parent.clone() else {
+            break;
+        };
+        match store.session(&parent)? {
+            Some(p) => current = p,
+            None => break,
+        }
+    }
+    Ok(current.id)
+}
+
+/// Marks each running run of the tree that is live in this process (`live`), with whether it
+/// takes messages (`steerable`) and its latest progress (`progress`), found by its record's key
+/// (run ids are unique in their process only).
+fn overlay(subagents: &SubagentService, runs: &mut [Value]) {
+    for node in runs {
+        let live = node["key"].as_i64().and_then(|key| subagents.live_run(key));
+        match live {
+            Some(run) if node["status"] == "running" => {
+                node["live"] = json!(true);
+                node["steerable"] = json!(run.steerable());
+                if let Some(last) = run.progress().last() {
+                    node["progress"] = json!(blocks_text(std::slice::from_ref(last)));
+                }
+            }
+            _ => node["live"] = json!(false),
+        }
+        if let Some(children) = node["runs"].as_array_mut() {
+            overlay(subagents, children);
+        }
+    }
+}
+
+/// Whether the session `id`'s last turn is open in the store and not interrupted: a turn that
+/// another process runs, when this one does not.
+pub(crate) fn runs_elsewhere(store: &dyn SessionStore, id: &str) -> Result<bool, ApiError> {
+    let Some(summary) = store.session(id)? else {
+        return Ok(false);
+    };
+    Ok(!summary.interrupted && open_turn(&turns(&parsed(&store.events(id)?))))
+}
+
+/// Requests for approval as the page shows them: each record with what it asks, in words
+/// (`what`).
+pub(crate) fn approvals_json(records: &[seam_core::approval::ApprovalRecord]) -> Vec<Value> {
+    records
+        .iter()
+        .map(|r| {
+            let mut json = serde_json::to_value(r).unwrap_or(Value::Null);
+            json["what"] = json!(r.subject.describe());
+            json
+        })
+        .collect()
+}
+
+/// The answers of the runs of the tree under `root`, from the journal of the processes that
+/// ran it (`subagent/end`'s last message), by the calling session and the run id: each
+/// `(stop reason, text)`, oldest first. A store that cannot tell has none.
+fn answers(
+    store: &dyn SessionStore,
+    root: &str,
+) -> HashMap<(String, String), Vec<(Value, String)>> {
+    let mut out: HashMap<(String, String), Vec<(Value, String)>> = HashMap::new();
+    for line in store.journal_of(root).unwrap_or_default() {
+        let Ok(event) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if event["event"] != "subagent/end" {
+            continue;
+        }
+        let (Some(id), Some(session)) =
+            (event["id"].as_str(), event["parent"]["session-id"].as_str())
+        else {
+            continue;
+        };
+        let text = event["last-assistant-message"]
+            .as_array()
+            .map(|blocks| {
+                blocks
+                    .iter()
+                    .filter_map(|b| b["value"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default();
+        out.entry((session.to_string(), id.to_string()))
+            .or_default()
+            .push((event["stop-reason"].clone(), text));
+    }
+    out
+}
+
+/// Gives each ended run of `runs` (started by the session `session`) its answer (`answer`):
+/// the latest one the journal has for its id that ended as it did (run ids are unique in their
+/// process only).
+fn answer_runs(
+    runs: &mut [Value],
+    session: &str,
+    answers: &HashMap<(String, String), Vec<(Value, String)>>,
+) {
+    for node in runs {
+        let id = node["run"].as_str().unwrap_or_default().to_string();
+        if let Some(found) = answers.get(&(session.to_string(), id)) {
+            let reason = &node["stop-reason"];
+            if let Some((_, text)) = found.iter().rev().find(|(r, _)| r == reason) {
+                if !text.is_empty() {
+                    node["answer"] = json!(text);
+                }
+            }
+        }
+        let child = node["session"].as_str().map(str::to_string);
+        if let (Some(child), Some(below)) = (child, node["runs"].as_array_mut()) {
+            answer_runs(below, &child, answers);
+        }
+    }
+}
