@@ -109,6 +109,25 @@ function spentWords(spent, budget) {
   return out;
 }
 
+// The tokens and cost a run's tree reported at its end (a run without a kept session), and
+// the budget it was started with.
+function usageWords(run) {
+  const parts = [];
+  if (run.usage) parts.push(tokenWords(run.usage));
+  if (run["cost-usd"]) parts.push(`$${Number(run["cost-usd"]).toFixed(4)}`);
+  if (run.budget && Object.keys(run.budget).length) {
+    parts.push(`budget ${Object.entries(run.budget).map(([k, v]) => `${k} ${v}`).join(", ")}`);
+  }
+  return parts.join(", ");
+}
+
+// A model usage (`prompt-tokens`, `completion-tokens`) in words.
+function tokenWords(usage) {
+  const input = usage["prompt-tokens"] || 0;
+  const output = usage["completion-tokens"] || 0;
+  return `${input + output} tokens (${input} in, ${output} out)`;
+}
+
 // How a run stands: running, or its stop reason, or interrupted.
 function runState(run) {
   if (run.status === "running") return "running";
@@ -155,13 +174,22 @@ function refresh() {
     });
 }
 
+// What was last drawn, to draw again only what changed (a redraw under a person's pointer
+// would swallow a click).
+const drawn = { list: null, detail: null };
+
 async function readAll() {
   const q = state.query ? `?q=${encodeURIComponent(state.query)}` : "";
   const list = await api("GET", `/api/sessions${q}`);
-  drawSessions(list.sessions);
+  const listed = JSON.stringify([list, state.session]);
+  if (listed !== drawn.list) {
+    drawn.list = listed;
+    drawSessions(list.sessions);
+  }
   if (!state.session) {
     $("detail").hidden = true;
     $("empty").hidden = false;
+    drawn.detail = null;
     return;
   }
   const detail = await api("GET", `/api/sessions/${encodeURIComponent(state.session)}`);
@@ -172,8 +200,11 @@ async function readAll() {
     state.runDetail =
       run && run.session ? await api("GET", `/api/sessions/${encodeURIComponent(run.session)}`) : null;
   }
-  drawDetail(detail, run);
-  document.body.dataset.ready = "true";
+  const shown = JSON.stringify([detail, run, state.runDetail && state.runDetail.conversation]);
+  if (shown !== drawn.detail) {
+    drawn.detail = shown;
+    drawDetail(detail, run);
+  }
 }
 
 function findRun(runs, key) {
@@ -270,7 +301,7 @@ function drawApprovals(list, approvals) {
 
 function drawRun(run) {
   const st = runState(run);
-  const spent = run.spent ? spentWords(run.spent, run.budget) : "";
+  const spent = run.spent ? spentWords(run.spent, run.budget) : usageWords(run);
   const node = el(
     "div",
     {
@@ -356,7 +387,7 @@ function drawConversation(list, events) {
         items.push(el("li", { class: "turn" }, `turn ${e.turn} started ${time(entry["at-ms"])}`));
         break;
       case "turn/end":
-        items.push(el("li", { class: "turn" }, `turn ${e.turn} ended: ${e.reason}${e.usage ? `, ${(e.usage.prompt_tokens || 0) + (e.usage.completion_tokens || 0)} tokens` : ""}`));
+        items.push(el("li", { class: "turn" }, `turn ${e.turn} ended: ${e.reason}${e.usage ? `, ${tokenWords(e.usage)}` : ""}`));
         break;
       case "user-message":
         items.push(el("li", { class: "message user" }, el("span", { class: "who" }, "user"), el("pre", { class: "prompt" }, text(e.content))));
@@ -414,7 +445,7 @@ function drawRunBox(run, detail) {
     ["report", run.report],
     ["diagnostic", run.diagnostic],
     ["session", run.session],
-    ["spent", run.spent ? spentWords(run.spent, run.budget) : null],
+    ["spent", run.spent ? spentWords(run.spent, run.budget) : usageWords(run) || null],
     ["scope", run.scope ? JSON.stringify(run.scope) : null],
     ["approver", run.approver ? JSON.stringify(run.approver) : null],
   ];

@@ -217,7 +217,7 @@ pub(crate) fn session(
         .count();
     let mut runs = seam_core::store::tree::tree(store, id)?;
     overlay(subagents, &mut runs);
-    answer_runs(&mut runs, id, &answers(store, &root));
+    from_journal(&mut runs, id, &journal(store, &root));
     let spend = store.spend(id)?.unwrap_or_default();
     let conversation: Vec<Value> = stored
         .iter()
@@ -301,64 +301,84 @@ pub(crate) fn approvals_json(records: &[seam_core::approval::ApprovalRecord]) ->
         .collect()
 }
 
-/// The answers of the runs of the tree under `root`, from the journal of the processes that
-/// ran it (`subagent/end`'s last message), by the calling session and the run id: each
-/// `(stop reason, text)`, oldest first. A store that cannot tell has none.
-fn answers(
-    store: &dyn SessionStore,
-    root: &str,
-) -> HashMap<(String, String), Vec<(Value, String)>> {
-    let mut out: HashMap<(String, String), Vec<(Value, String)>> = HashMap::new();
+/// What the journal of the processes that ran the tree under `root` says of each run, by the
+/// calling session and the run id: its ends (`subagent/end`, oldest first) and its latest
+/// progress. A store that cannot tell has nothing.
+#[derive(Default)]
+struct Journal {
+    ends: HashMap<(String, String), Vec<Value>>,
+    progress: HashMap<(String, String), String>,
+}
+
+/// The text of the content blocks of a journaled event's `key`.
+fn blocks_of(event: &Value, key: &str) -> String {
+    event[key]
+        .as_array()
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b["value"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+fn journal(store: &dyn SessionStore, root: &str) -> Journal {
+    let mut out = Journal::default();
     for line in store.journal_of(root).unwrap_or_default() {
         let Ok(event) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
-        if event["event"] != "subagent/end" {
-            continue;
-        }
         let (Some(id), Some(session)) =
             (event["id"].as_str(), event["parent"]["session-id"].as_str())
         else {
             continue;
         };
-        let text = event["last-assistant-message"]
-            .as_array()
-            .map(|blocks| {
-                blocks
-                    .iter()
-                    .filter_map(|b| b["value"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default();
-        out.entry((session.to_string(), id.to_string()))
-            .or_default()
-            .push((event["stop-reason"].clone(), text));
+        let key = (session.to_string(), id.to_string());
+        match event["event"].as_str() {
+            Some("subagent/end") => out.ends.entry(key).or_default().push(event),
+            Some("subagent/progress") => {
+                out.progress.insert(key, blocks_of(&event, "content"));
+            }
+            _ => {}
+        }
     }
     out
 }
 
-/// Gives each ended run of `runs` (started by the session `session`) its answer (`answer`):
-/// the latest one the journal has for its id that ended as it did (run ids are unique in their
-/// process only).
-fn answer_runs(
-    runs: &mut [Value],
-    session: &str,
-    answers: &HashMap<(String, String), Vec<(Value, String)>>,
-) {
+/// Gives each run of `runs` (started by the session `session`) what the journal says of it:
+/// an ended run its answer (`answer`) and the tokens and cost its tree reported (`usage`,
+/// `cost-usd`), from the latest end the journal has for its id that ended as it did (run ids
+/// are unique in their process only); a running one its latest progress, when this process
+/// does not run it.
+fn from_journal(runs: &mut [Value], session: &str, journal: &Journal) {
     for node in runs {
-        let id = node["run"].as_str().unwrap_or_default().to_string();
-        if let Some(found) = answers.get(&(session.to_string(), id)) {
-            let reason = &node["stop-reason"];
-            if let Some((_, text)) = found.iter().rev().find(|(r, _)| r == reason) {
-                if !text.is_empty() {
-                    node["answer"] = json!(text);
+        let key = (
+            session.to_string(),
+            node["run"].as_str().unwrap_or_default().to_string(),
+        );
+        if node["status"] == "running" {
+            if let (Some(text), true) = (journal.progress.get(&key), node["progress"].is_null()) {
+                node["progress"] = json!(text);
+            }
+        } else if let Some(ends) = journal.ends.get(&key) {
+            let reason = node["stop-reason"].clone();
+            if let Some(end) = ends.iter().rev().find(|e| e["stop-reason"] == reason) {
+                let answer = blocks_of(end, "last-assistant-message");
+                if !answer.is_empty() {
+                    node["answer"] = json!(answer);
+                }
+                for field in ["usage", "cost-usd"] {
+                    if !end[field].is_null() {
+                        node[field] = end[field].clone();
+                    }
                 }
             }
         }
         let child = node["session"].as_str().map(str::to_string);
         if let (Some(child), Some(below)) = (child, node["runs"].as_array_mut()) {
-            answer_runs(below, &child, answers);
+            from_journal(below, &child, journal);
         }
     }
 }
