@@ -70,7 +70,7 @@ CRATE_LAYERS = [
     # Backends of core's traits.
     ["store-sqlite", "model-openai"],
     ["process", "sandbox"],
-    ["wasm", "acp", "mcp", "a2a", "oci", "telemetry", "cluster"],
+    ["wasm", "acp", "mcp", "a2a", "console", "oci", "telemetry", "cluster"],
     ["host"],
     ["cli"],
 ]
