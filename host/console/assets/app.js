@@ -158,33 +158,43 @@ function go(session, run) {
 
 let reading = false;
 let again = false;
+let againList = false;
 
-function refresh() {
+// Reads what the page shows again: the session shown, and the list too unless `list` is false
+// (most events change a tree, few change how a session stands).
+function refresh(list = true) {
   if (reading) {
     again = true;
+    againList = againList || list;
     return;
   }
   reading = true;
   again = false;
-  readAll()
+  againList = false;
+  readAll(list)
     .catch(showError)
     .finally(() => {
       reading = false;
-      if (again) refresh();
+      if (again) refresh(againList);
     });
 }
+
+// The bus events after which the list of sessions may read otherwise.
+const LISTED = new Set(["agent/created", "agent/turn-start", "agent/turn-end", "approval/requested", "approval/resolved"]);
 
 // What was last drawn, to draw again only what changed (a redraw under a person's pointer
 // would swallow a click).
 const drawn = { list: null, detail: null };
 
-async function readAll() {
-  const q = state.query ? `?q=${encodeURIComponent(state.query)}` : "";
-  const list = await api("GET", `/api/sessions${q}`);
-  const listed = JSON.stringify([list, state.session]);
-  if (listed !== drawn.list) {
-    drawn.list = listed;
-    drawSessions(list.sessions);
+async function readAll(withList) {
+  if (withList || drawn.list === null) {
+    const q = state.query ? `?q=${encodeURIComponent(state.query)}` : "";
+    const list = await api("GET", `/api/sessions${q}`);
+    const listed = JSON.stringify([list, state.session]);
+    if (listed !== drawn.list) {
+      drawn.list = listed;
+      drawSessions(list.sessions);
+    }
   }
   if (!state.session) {
     $("detail").hidden = true;
@@ -552,7 +562,16 @@ function follow() {
     mark("live");
     refresh();
   });
-  for (const kind of ["bus", "console", "store", "lagged"]) stream.addEventListener(kind, () => refresh());
+  stream.addEventListener("bus", (message) => {
+    let name = "";
+    try {
+      name = JSON.parse(message.data).event || "";
+    } catch (_) {
+      name = "";
+    }
+    refresh(LISTED.has(name));
+  });
+  for (const kind of ["console", "store", "lagged"]) stream.addEventListener(kind, () => refresh());
   stream.onerror = () => mark("reconnecting");
 }
 
