@@ -454,6 +454,18 @@ config = {{ action = "output" }}
 /// is stopped (a failed assertion must not leave a server behind).
 pub struct Served(pub std::process::Child);
 
+impl Served {
+    /// Stops the server as Ctrl-C does (SIGINT) and returns its exit code once it has exited.
+    pub fn interrupt(mut self) -> Option<i32> {
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &self.0.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill -INT {}", self.0.id());
+        self.0.wait().expect("the server is waited for").code()
+    }
+}
+
 impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.0.kill();

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use seam_host::a2a::server::{A2aServer, HttpOptions};
+use seam_host::a2a::server::A2aServer;
 use tokio_util::sync::CancellationToken;
 
 use super::{
@@ -41,13 +41,7 @@ pub(crate) struct Args {
 pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> {
     let cwd = working_directory()?;
     let config = read_config(&args.config)?;
-    let mut options = HttpOptions::new(args.http);
-    options.token = args.guards.token()?;
-    options.allowed_origins = args.guards.allow_origins.clone();
-    options.allowed_hosts = args.guards.allow_hosts.clone();
-    options.max_request_bytes = args.guards.max_request_bytes;
-    // Refused before anything loads: an address off loopback without a token.
-    seam_host::sandbox::http_guard::check_bind(args.http, options.token.as_deref())?;
+    let options = args.guards.guards(args.http)?;
     with_host_store(config_store(&config)?, |host| async move {
         args.metrics.start(&host, &interrupt).await?;
         load_for_use(&host, &config, &interrupt).await?;

@@ -2,7 +2,7 @@
 //! same way for both.
 
 use anyhow::{Context, Result};
-use seam_host::sandbox::http_guard::DEFAULT_MAX_REQUEST_BYTES;
+use seam_host::sandbox::http_guard::{self, Guards, DEFAULT_MAX_REQUEST_BYTES};
 
 /// `--token-env`, `--allow-origin`, `--allow-host`, `--max-request-bytes`.
 #[derive(Debug, clap::Args)]
@@ -32,5 +32,17 @@ impl GuardArgs {
                     .with_context(|| format!("--token-env {var}: the variable is not set"))
             })
             .transpose()
+    }
+
+    /// The guards of a server at `addr`, checked before anything loads: an address off
+    /// loopback without a token is refused.
+    pub fn guards(&self, addr: std::net::SocketAddr) -> Result<Guards> {
+        let mut guards = Guards::new(addr);
+        guards.token = self.token()?;
+        guards.allowed_origins = self.allow_origins.clone();
+        guards.allowed_hosts = self.allow_hosts.clone();
+        guards.max_request_bytes = self.max_request_bytes;
+        http_guard::check_bind(addr, guards.token.as_deref())?;
+        Ok(guards)
     }
 }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use seam_host::console::{ConsoleServer, HttpOptions, ReplayFailed, Replayer};
+use seam_host::console::{ConsoleServer, ReplayFailed, Replayer};
 use seam_host::session_store::SessionStore;
 use tokio_util::sync::CancellationToken;
 
@@ -71,13 +71,7 @@ pub(crate) async fn run(args: Args, interrupt: CancellationToken) -> Result<u8> 
         Some(addr) => addr,
         None => DEFAULT_ADDR.parse().context("the default address")?,
     };
-    let mut options = HttpOptions::new(addr);
-    options.token = args.guards.token()?;
-    options.allowed_origins = args.guards.allow_origins.clone();
-    options.allowed_hosts = args.guards.allow_hosts.clone();
-    options.max_request_bytes = args.guards.max_request_bytes;
-    // Refused before anything loads: an address off loopback without a token.
-    seam_host::sandbox::http_guard::check_bind(addr, options.token.as_deref())?;
+    let options = args.guards.guards(addr)?;
     let config_path = std::path::absolute(&args.config).unwrap_or_else(|_| args.config.clone());
     with_host_store(config_store(&config)?, |host| async move {
         args.metrics.start(&host, &interrupt).await?;

@@ -48,13 +48,8 @@ fn served(command: Command) -> (Served, std::sync::mpsc::Receiver<String>, Strin
 }
 
 /// Stops `seam` as Ctrl-C does: it must wind down and exit 0. Returns what else it printed.
-fn stop(mut seam: Served, lines: std::sync::mpsc::Receiver<String>) -> String {
-    let kill = Command::new("kill")
-        .args(["-INT", &seam.0.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    assert_eq!(seam.0.wait().unwrap().code(), Some(0));
+fn stop(seam: Served, lines: std::sync::mpsc::Receiver<String>) -> String {
+    assert_eq!(seam.interrupt(), Some(0));
     let mut rest = String::new();
     while let Ok(line) = lines.recv_timeout(Duration::from_secs(60)) {
         rest += &line;

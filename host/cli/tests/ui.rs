@@ -5,7 +5,6 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use seam_tests::browser::Browser;
 use seam_tests::{entry, guest, Served};
@@ -62,13 +61,8 @@ fn serve(config: &Path, args: &[&str]) -> (Served, std::sync::mpsc::Receiver<Str
 }
 
 /// Stops `seam ui` as Ctrl-C does: it must wind down and exit 0.
-fn stop(mut seam: Served) {
-    let kill = Command::new("kill")
-        .args(["-INT", &seam.0.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    assert_eq!(seam.0.wait().unwrap().code(), Some(0));
+fn stop(seam: Served) {
+    assert_eq!(seam.interrupt(), Some(0));
 }
 
 /// An HTTP/1.1 exchange on its own connection: the status, the head, the body.

@@ -16,11 +16,8 @@ use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
-use seam_sandbox::http_guard::{self, BindRefused, Guards};
-use thiserror::Error;
+use seam_sandbox::http_guard::{self, Guards};
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{Console, Page, Reply};
@@ -40,21 +37,9 @@ pub type HttpOptions = Guards;
 
 type Body = UnsyncBoxBody<Bytes, Infallible>;
 
-/// Why `seam ui` cannot start.
-#[derive(Debug, Error)]
-pub enum ServeError {
-    /// The guards refuse the address or the token.
-    #[error(transparent)]
-    Guard(#[from] BindRefused),
-    /// The address cannot be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
-}
+/// Why `seam ui` cannot start: the guards refuse the address or the token, or it cannot be
+/// bound.
+pub type ServeError = http_guard::ListenError;
 
 /// A bound console, not yet serving.
 pub struct ConsoleServer {
@@ -66,14 +51,7 @@ pub struct ConsoleServer {
 impl ConsoleServer {
     /// Checks the guards (a token off loopback) and binds the address.
     pub async fn bind(guards: HttpOptions, host: ConsoleHost) -> Result<Self, ServeError> {
-        http_guard::check_bind(guards.bound, guards.token.as_deref())?;
-        let listener =
-            TcpListener::bind(guards.bound)
-                .await
-                .map_err(|source| ServeError::Bind {
-                    addr: guards.bound,
-                    source,
-                })?;
+        let listener = http_guard::listen(guards.bound, guards.token.as_deref()).await?;
         Ok(Self {
             listener,
             guards,
@@ -107,32 +85,16 @@ impl ConsoleServer {
             console,
         });
         let acceptor = http_guard::Acceptor::new(self.listener, MAX_CONNECTIONS, "seam ui");
-        let mut connections = JoinSet::new();
-        while let Some((stream, slot)) = acceptor.next(&shutdown).await {
+        let connections = http_guard::serve_http1(acceptor, &shutdown, move |request| {
             let guard = guard.clone();
-            let stop = shutdown.clone();
-            connections.spawn(async move {
-                let _slot = slot;
-                let serve = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let guard = guard.clone();
-                    async move { Ok::<_, Infallible>(guard.serve(request).await) }
-                });
-                let connection = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), serve);
-                tokio::pin!(connection);
-                tokio::select! {
-                    _ = connection.as_mut() => {}
-                    () = stop.cancelled() => connection.as_mut().graceful_shutdown(),
-                }
-            });
-            while connections.try_join_next().is_some() {}
-        }
+            async move { guard.serve(request).await }
+        })
+        .await;
         drop(surface);
         self.host.events.unsubscribe(listener_id);
         watcher.abort();
         held.shut_down().await;
-        connections.abort_all();
-        while connections.join_next().await.is_some() {}
+        connections.close().await;
     }
 }
 
@@ -217,18 +179,15 @@ impl Guard {
         }
         match (parts.method, assets::asset(path)) {
             (Method::GET, Some(asset)) => {
-                let mut response =
-                    Response::new(Full::new(Bytes::from_static(asset.bytes)).boxed_unsync());
-                let headers = response.headers_mut();
-                headers.insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static(asset.content_type),
+                let mut response = answer(
+                    StatusCode::OK,
+                    asset.content_type,
+                    Bytes::from_static(asset.bytes),
                 );
-                headers.insert(
+                response.headers_mut().insert(
                     header::CONTENT_SECURITY_POLICY,
                     HeaderValue::from_static(assets::CONTENT_SECURITY_POLICY),
                 );
-                secure(headers);
                 response
             }
             _ => text(
@@ -263,25 +222,22 @@ fn secure(headers: &mut http::HeaderMap) {
 }
 
 fn json(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from(value.to_string())).boxed_unsync());
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    secure(headers);
-    response
+    answer(status, "application/json", Bytes::from(value.to_string()))
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())).boxed_unsync());
+    answer(
+        status,
+        "text/plain; charset=utf-8",
+        Bytes::from_static(body.as_bytes()),
+    )
+}
+
+fn answer(status: StatusCode, content_type: &'static str, body: Bytes) -> Response<Body> {
+    let mut response = Response::new(Full::new(body).boxed_unsync());
     *response.status_mut() = status;
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     secure(headers);
     response
 }

@@ -52,6 +52,34 @@ pub fn check_bind(addr: SocketAddr, token: Option<&str>) -> Result<(), BindRefus
     Ok(())
 }
 
+/// Why a server cannot listen.
+#[derive(Debug, Error)]
+pub enum ListenError {
+    /// The guards refuse the address or the token (off loopback without a token, an empty
+    /// token).
+    #[error(transparent)]
+    Refused(#[from] BindRefused),
+    /// The address cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Checks that `addr` may be served with `token` ([`check_bind`]), then binds it.
+pub async fn listen(
+    addr: SocketAddr,
+    token: Option<&str>,
+) -> Result<tokio::net::TcpListener, ListenError> {
+    check_bind(addr, token)?;
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ListenError::Bind { addr, source })
+}
+
 /// Compares in time that depends on the lengths only (a token's bytes are not leaked by how
 /// long a wrong guess takes).
 pub fn same_secret(a: &[u8], b: &[u8]) -> bool {
@@ -243,6 +271,57 @@ impl Acceptor {
             }
         }
     }
+}
+
+/// The connections a server has open, once it stops accepting.
+pub struct Connections(tokio::task::JoinSet<()>);
+
+impl Connections {
+    /// Drops whatever connection is still open, and waits for each to be gone.
+    pub async fn close(mut self) {
+        self.0.abort_all();
+        while self.0.join_next().await.is_some() {}
+    }
+}
+
+/// Serves HTTP/1.1 on each connection `acceptor` gives, answering every request with
+/// `answer`, until `shutdown` is cancelled; then each open connection is asked to end once its
+/// answer in flight has (a stream ends at its next frame), and the connections are returned
+/// for the server to close once it has wound down what their answers wait on.
+pub async fn serve_http1<F, Fut, B>(
+    acceptor: Acceptor,
+    shutdown: &tokio_util::sync::CancellationToken,
+    answer: F,
+) -> Connections
+where
+    F: Fn(Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Response<B>> + Send + 'static,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut connections = tokio::task::JoinSet::new();
+    while let Some((stream, slot)) = acceptor.next(shutdown).await {
+        let answer = answer.clone();
+        let stop = shutdown.clone();
+        connections.spawn(async move {
+            let _slot = slot;
+            let serve = hyper::service::service_fn(move |request| {
+                let reply = answer(request);
+                async move { Ok::<_, std::convert::Infallible>(reply.await) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), serve);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                () = stop.cancelled() => connection.as_mut().graceful_shutdown(),
+            }
+        });
+        // Finished connections are collected as they go, not kept until shutdown.
+        while connections.try_join_next().is_some() {}
+    }
+    Connections(connections)
 }
 
 /// What a server's guards are set to.

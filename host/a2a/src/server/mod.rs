@@ -40,11 +40,9 @@ use bytes::Bytes;
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
-use seam_sandbox::http_guard::{self, BindRefused};
+use seam_sandbox::http_guard;
 use thiserror::Error;
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::wire;
@@ -62,23 +60,15 @@ pub type HttpOptions = http_guard::Guards;
 /// Why `seam a2a` cannot start.
 #[derive(Debug, Error)]
 pub enum ServeError {
-    /// The guards refuse the address or the token.
+    /// The guards refuse the address or the token, or the address cannot be bound.
     #[error(transparent)]
-    Guard(#[from] BindRefused),
+    Listen(#[from] http_guard::ListenError),
     /// A key of `[a2a]` has a value that cannot be used.
     #[error("[a2a]: {0}")]
     Settings(#[from] SettingsError),
     /// `[a2a] skills` names a provider that is not loaded.
     #[error("[a2a]: key `skills`: no provider `{0}` is loaded")]
     UnknownSkill(String),
-    /// The address cannot be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
 }
 
 /// A bound A2A endpoint, not yet serving.
@@ -100,7 +90,9 @@ impl A2aServer {
         host: A2aHost,
         settings: A2aSettings,
     ) -> Result<Self, ServeError> {
-        http_guard::check_bind(options.bound, options.token.as_deref())?;
+        // Refused before the settings are read: an address off loopback without a token.
+        http_guard::check_bind(options.bound, options.token.as_deref())
+            .map_err(http_guard::ListenError::from)?;
         settings.validate()?;
         let skills = settings
             .skills
@@ -112,13 +104,7 @@ impl A2aServer {
                     .ok_or_else(|| ServeError::UnknownSkill(name.clone()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let listener =
-            TcpListener::bind(options.bound)
-                .await
-                .map_err(|source| ServeError::Bind {
-                    addr: options.bound,
-                    source,
-                })?;
+        let listener = http_guard::listen(options.bound, options.token.as_deref()).await?;
         Ok(Self {
             listener,
             options,
@@ -171,33 +157,15 @@ impl A2aServer {
             served: served.clone(),
         });
         let acceptor = http_guard::Acceptor::new(self.listener, MAX_CONNECTIONS, "seam a2a");
-        let mut connections = JoinSet::new();
-        while let Some((stream, slot)) = acceptor.next(&shutdown).await {
+        let connections = http_guard::serve_http1(acceptor, &shutdown, move |request| {
             let guard = guard.clone();
-            let stop = shutdown.clone();
-            connections.spawn(async move {
-                let _slot = slot;
-                let serve = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let guard = guard.clone();
-                    async move { Ok::<_, Infallible>(guard.serve(request).await) }
-                });
-                let connection = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), serve);
-                tokio::pin!(connection);
-                tokio::select! {
-                    _ = connection.as_mut() => {}
-                    // Open streams end with the server.
-                    () = stop.cancelled() => connection.as_mut().graceful_shutdown(),
-                }
-            });
-            // Finished connections are collected as they go, not kept until shutdown.
-            while connections.try_join_next().is_some() {}
-        }
+            async move { guard.serve(request).await }
+        })
+        .await;
         drop(surface);
         self.host.events.unsubscribe(listener_id);
         served.shut_down().await;
-        connections.abort_all();
-        while connections.join_next().await.is_some() {}
+        connections.close().await;
     }
 }
 

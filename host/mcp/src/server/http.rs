@@ -29,13 +29,10 @@ use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use seam_sandbox::http_guard::{self, BindRefused};
-use thiserror::Error;
+use seam_sandbox::http_guard;
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::handler::McpServer;
@@ -80,22 +77,9 @@ impl HttpOptions {
     }
 }
 
-/// Why the HTTP server cannot start.
-#[derive(Debug, Error)]
-pub enum HttpError {
-    /// The guards refuse the address or the token (off loopback without a token, an empty
-    /// token).
-    #[error(transparent)]
-    Guard(#[from] BindRefused),
-    /// The address cannot be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
-}
+/// Why the HTTP server cannot start: the guards refuse the address or the token, or it cannot
+/// be bound.
+pub type HttpError = http_guard::ListenError;
 
 /// A bound MCP HTTP endpoint, not yet serving.
 pub struct McpHttp {
@@ -108,13 +92,7 @@ type Body = BoxBody<Bytes, Infallible>;
 impl McpHttp {
     /// Checks the options and binds the address.
     pub async fn bind(options: HttpOptions) -> Result<Self, HttpError> {
-        http_guard::check_bind(options.addr, options.bearer_token.as_deref())?;
-        let listener = TcpListener::bind(options.addr)
-            .await
-            .map_err(|source| HttpError::Bind {
-                addr: options.addr,
-                source,
-            })?;
+        let listener = http_guard::listen(options.addr, options.bearer_token.as_deref()).await?;
         Ok(Self { listener, options })
     }
 
@@ -171,23 +149,12 @@ impl McpHttp {
             sessions,
         });
         let acceptor = http_guard::Acceptor::new(self.listener, MAX_CONNECTIONS, "seam mcp");
-        let mut connections = JoinSet::new();
-        while let Some((stream, slot)) = acceptor.next(&shutdown).await {
+        let connections = http_guard::serve_http1(acceptor, &shutdown, move |request| {
             let (service, guard) = (service.clone(), guard.clone());
-            connections.spawn(async move {
-                let _slot = slot;
-                let serve = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let (service, guard) = (service.clone(), guard.clone());
-                    async move { Ok::<_, Infallible>(guard.serve(&service, request).await) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), serve)
-                    .await;
-            });
-            // Finished connections are collected as they go, not kept until shutdown.
-            while connections.try_join_next().is_some() {}
-        }
-        connections.shutdown().await;
+            async move { guard.serve(&service, request).await }
+        })
+        .await;
+        connections.close().await;
     }
 }
 
@@ -247,13 +214,15 @@ mod tests {
         let refused = McpHttp::bind(HttpOptions::new(addr)).await;
         assert!(matches!(
             refused,
-            Err(HttpError::Guard(BindRefused::TokenRequired(_)))
+            Err(HttpError::Refused(http_guard::BindRefused::TokenRequired(
+                _
+            )))
         ));
         let mut options = HttpOptions::new(addr);
         options.bearer_token = Some(String::new());
         assert!(matches!(
             McpHttp::bind(options).await,
-            Err(HttpError::Guard(BindRefused::EmptyToken))
+            Err(HttpError::Refused(http_guard::BindRefused::EmptyToken))
         ));
     }
 }
