@@ -175,11 +175,19 @@ fn a_person_watches_a_live_tree_approves_steers_interrupts_and_replays_it() {
     page.wait_text("#approvals [data-approval]", "call tool `secret`");
     page.screenshot("approval");
 
+    // The running turn is steered: the model reads the message before its next call.
+    page.type_into("#steer-text", "also this");
+    page.click("#steer-send");
+    page.wait_js("document.querySelector('#steer-text').value === ''");
+
     // Approved: the run goes on, the vault answers, the turn ends.
     page.click("#approvals button[data-answer=\"allow\"]");
     page.wait(".run-node[data-provider=\"vault\"][data-state=\"completed\"]");
     page.wait("#detail[data-state=\"idle\"]");
-    page.wait_text("#conversation .assistant", "the secret");
+    page.wait_text("#conversation .result", "the secret");
+    // The steering reached the model after the tool's answer, before its next call.
+    page.wait_text("#conversation .user .prompt", "also this");
+    page.wait_text("#conversation .assistant", "done:");
     assert_eq!(page.count("#approvals-box:not([hidden])"), 0);
 
     // The prompt is text everywhere: no script ran, no element was made of it.
@@ -402,6 +410,10 @@ fn the_json_api_refuses_bad_requests_by_name_and_guards_like_the_other_servers()
     assert_eq!(status, 404, "{answer}");
     let (status, answer) = post(&url, "/api/sessions/nope/interrupt", json!({}));
     assert_eq!(status, 409, "{answer}");
+    let (status, answer) = post(&url, "/api/sessions/nope/messages", json!({"text": "hi"}));
+    assert_eq!(status, 409, "{answer}");
+    let (status, answer) = post(&url, "/api/sessions/nope/messages", json!({"text": " "}));
+    assert_eq!(status, 400, "{answer}");
     let (status, _) = get(&url, "/api/nothing");
     assert_eq!(status, 404);
     let (status, _) = post(&url, "/api/sessions/nope", json!({}));

@@ -273,6 +273,7 @@ function drawDetail(detail, run) {
   $("session-spent").textContent = spentWords(detail.spent, detail.budget);
   const running = s.state === "running" || s.state === "waiting";
   $("interrupt-turn").hidden = !(running && s.here);
+  $("steer").hidden = !(running && s.here);
   $("continue").hidden = running || !!s.parent;
   $("replay").hidden = running || !!s.parent;
   drawApprovals($("approvals"), detail.approvals.filter((a) => a.status === "pending"));
@@ -332,7 +333,7 @@ function drawRun(run) {
       " ",
       badge(st),
       run.background ? el("span", { class: "muted small" }, " background") : null,
-      el("span", { class: "muted small" }, ` ${took(run["started-ms"], run["ended-ms"])}`),
+      el("span", { class: "muted small", "data-since": run.status === "running" ? run["started-ms"] : null }, ` ${took(run["started-ms"], run["ended-ms"])}`),
       spent ? el("span", { class: "muted small" }, ` · ${spent}`) : null,
     ),
     run.prompt ? el("div", { class: "prompt small" }, run.prompt) : null,
@@ -497,6 +498,21 @@ function wire() {
     const out = await act(() => api("POST", `/api/sessions/${encodeURIComponent(state.session)}/turns`, { prompt }));
     if (out) $("continue-prompt").value = "";
   });
+  $("steer").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const textValue = $("steer-text").value;
+    const out = await act(() => api("POST", `/api/sessions/${encodeURIComponent(state.session)}/messages`, { text: textValue }));
+    if (out) $("steer-text").value = "";
+  });
+  // Ctrl+Enter (or Cmd+Enter) sends a prompt box's form.
+  for (const id of ["new-prompt", "continue-prompt"]) {
+    $(id).addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+        event.preventDefault();
+        $(id).form.requestSubmit();
+      }
+    });
+  }
   $("interrupt-turn").addEventListener("click", () =>
     act(() => api("POST", `/api/sessions/${encodeURIComponent(state.session)}/interrupt`, {})),
   );
@@ -575,6 +591,15 @@ function follow() {
   stream.onerror = () => mark("reconnecting");
 }
 
+// The durations of what runs go on counting between redraws (text only: nothing is replaced
+// under a person's pointer).
+function tick() {
+  for (const node of document.querySelectorAll("[data-since]")) {
+    node.textContent = ` ${took(Number(node.dataset.since))}`;
+  }
+}
+
 wire();
 follow();
 route();
+setInterval(tick, 1000);

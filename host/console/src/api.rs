@@ -1,6 +1,6 @@
 //! The JSON API behind the page, which a person can script as well (documented in the book's
 //! console chapter). Every action goes through the host API the CLI and the control tools use:
-//! a turn is an agent's `run_turn`, an interrupt a run's cancel (or the durable child's
+//! a turn is an agent's `run_turn` (steered with `steer`), an interrupt a run's cancel (or the durable child's
 //! `interrupt_agent`), a message a run's steering (or `send_to_agent`), an answer the approvals
 //! engine's `answer`.
 
@@ -92,6 +92,12 @@ fn query_value(query: Option<&str>, key: &str) -> Option<String> {
 #[serde(deny_unknown_fields)]
 struct Prompt {
     prompt: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Steering {
+    text: String,
 }
 
 #[derive(Deserialize)]
@@ -196,6 +202,12 @@ impl Console {
                     StatusCode::ACCEPTED,
                     json!({ "session": session }),
                 ))
+            }
+            (&Method::POST, ["sessions", id, "messages"]) => {
+                let id = segment(id)?;
+                let Steering { text } = body(bytes)?;
+                self.held.steer(&id, text)?;
+                Ok(ok(json!({ "session": id, "delivery": "steered" })))
             }
             (&Method::POST, ["sessions", id, "interrupt"]) => {
                 let id = segment(id)?;
@@ -392,6 +404,7 @@ fn index() -> Value {
             "POST /api/sessions {\"prompt\"}",
             "GET /api/sessions/SESSION",
             "POST /api/sessions/SESSION/turns {\"prompt\"}",
+            "POST /api/sessions/SESSION/messages {\"text\"}",
             "POST /api/sessions/SESSION/interrupt",
             "POST /api/sessions/SESSION/replay {\"until\"?}",
             "POST /api/runs/KEY/interrupt",

@@ -216,6 +216,28 @@ impl Held {
         Ok(())
     }
 
+    /// Steers the turn running in `session` with `text`: the model reads it before its next
+    /// call (as A2A's message to a running task, or ACP's prompt during a turn).
+    pub fn steer(&self, session: &str, text: String) -> Result<(), ApiError> {
+        if text.trim().is_empty() {
+            return Err(ApiError::bad_request("`text`: the message is empty"));
+        }
+        let open = lock(&self.open);
+        match open.get(session) {
+            Some(Open {
+                agent,
+                running: Some(_),
+                ..
+            }) => {
+                agent.steer(vec![ContentBlock::text(text)]);
+                Ok(())
+            }
+            _ => Err(ApiError::conflict(format!(
+                "session `{session}` runs no turn in this process: continue it with a new prompt"
+            ))),
+        }
+    }
+
     /// Whether a turn of `session` runs here.
     pub fn running(&self, session: &str) -> bool {
         lock(&self.open)
