@@ -174,10 +174,17 @@ function refresh(list = true) {
   readAll(list)
     .catch(showError)
     .finally(() => {
-      reading = false;
-      if (again) refresh(againList);
+      // A storm of events (a run streaming progress) is read a few times a second, not once
+      // an event.
+      setTimeout(() => {
+        reading = false;
+        if (again) refresh(againList);
+      }, READ_GAP_MS);
     });
 }
+
+// The least time between two reads.
+const READ_GAP_MS = 100;
 
 // The bus events after which the list of sessions may read otherwise.
 const LISTED = new Set(["agent/created", "agent/turn-start", "agent/turn-end", "approval/requested", "approval/resolved"]);
@@ -254,6 +261,7 @@ function drawSessions(sessions) {
     ),
   );
   $("sessions").replaceChildren(...items);
+  $("no-sessions").textContent = state.query ? "No session matches." : "No session yet: start one above.";
   $("no-sessions").hidden = items.length > 0;
 }
 
@@ -465,11 +473,12 @@ function drawRunBox(run, detail) {
   );
   $("run-interrupt").hidden = !run.live;
   $("run-message").hidden = !(run.live || detail.session.here);
-  drawApprovals(
-    $("run-approvals"),
-    detail.approvals.filter((a) => (a.path || []).includes(run.run) || (run.session && a.session === run.session)),
-  );
-  drawConversation($("run-conversation"), state.runDetail ? state.runDetail.conversation : []);
+  const asked = detail.approvals.filter((a) => (a.path || []).includes(run.run) || (run.session && a.session === run.session));
+  drawApprovals($("run-approvals"), asked);
+  $("run-approvals-box").hidden = asked.length === 0;
+  const conversation = state.runDetail ? state.runDetail.conversation : [];
+  drawConversation($("run-conversation"), conversation);
+  $("run-conversation-box").hidden = conversation.length === 0;
 }
 
 // --- actions ---

@@ -382,3 +382,96 @@ fn from_journal(runs: &mut [Value], session: &str, journal: &Journal) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seam_core::types::{ContentBlock, StopReason, ToolCall};
+
+    fn summary(interrupted: bool) -> SessionSummary {
+        SessionSummary {
+            id: "s1-1".into(),
+            agent: "agent:1".into(),
+            parent: None,
+            working_directory: "/w".into(),
+            created_ms: 1,
+            updated_ms: 2,
+            events: 0,
+            bytes: 0,
+            interrupted,
+        }
+    }
+
+    fn text(s: &str) -> Vec<ContentBlock> {
+        vec![ContentBlock::text(s)]
+    }
+
+    #[test]
+    fn turns_carry_their_prompt_answer_and_end() {
+        let events = vec![
+            (1, 10, SessionEvent::TurnStart { turn: 1 }),
+            (
+                2,
+                11,
+                SessionEvent::UserMessage {
+                    content: text("<b>hi</b>"),
+                },
+            ),
+            (
+                3,
+                12,
+                SessionEvent::AssistantMessage {
+                    text: "calling".into(),
+                    tool_calls: vec![ToolCall {
+                        id: "c".into(),
+                        name: "t".into(),
+                        arguments: "{}".into(),
+                    }],
+                },
+            ),
+            // A steering message later in the turn is not its prompt.
+            (
+                4,
+                13,
+                SessionEvent::UserMessage {
+                    content: text("also"),
+                },
+            ),
+            (
+                5,
+                14,
+                SessionEvent::AssistantMessage {
+                    text: "done".into(),
+                    tool_calls: Vec::new(),
+                },
+            ),
+            (
+                6,
+                15,
+                SessionEvent::TurnEnd {
+                    turn: 1,
+                    reason: StopReason::Completed,
+                    usage: None,
+                },
+            ),
+            (7, 16, SessionEvent::TurnStart { turn: 2 }),
+        ];
+        let turns = turns(&events);
+        assert_eq!(turns.len(), 2);
+        assert_eq!(turns[0]["prompt"], "<b>hi</b>");
+        assert_eq!(turns[0]["answer"], "done");
+        assert_eq!(turns[0]["stop-reason"], "completed");
+        assert_eq!(turns[0]["ended-ms"], 15);
+        assert!(open_turn(&turns));
+        // An open turn runs (here or elsewhere), or was cut short by its process's end.
+        assert_eq!(state(&summary(false), &turns, false, 0), State::Running);
+        assert_eq!(state(&summary(false), &turns, false, 1), State::Waiting);
+        assert_eq!(state(&summary(true), &turns, false, 0), State::Interrupted);
+        assert_eq!(state(&summary(true), &turns, true, 0), State::Running);
+        assert_eq!(state(&summary(false), &turns[..1], false, 0), State::Idle);
+        let listed = listing(&summary(false), &turns, false, true, 0);
+        assert_eq!(listed["prompt"], "<b>hi</b>");
+        assert_eq!(listed["state"], "running");
+        assert_eq!(listed["here"], true);
+    }
+}
