@@ -65,6 +65,20 @@ fn stop(seam: Served) {
     assert_eq!(seam.interrupt(), Some(0));
 }
 
+/// `config` with its `[sessions] store = "sqlite:..."` replaced by `replacement`.
+fn with_store(config: &Path, replacement: &str) -> PathBuf {
+    let text = std::fs::read_to_string(config).unwrap();
+    let start = text.find("store = \"sqlite:").unwrap();
+    let end = start + text[start..].find('\n').unwrap();
+    let path = config.with_file_name("other-store.toml");
+    std::fs::write(
+        &path,
+        format!("{}{replacement}{}", &text[..start], &text[end..]),
+    )
+    .unwrap();
+    path
+}
+
 /// An HTTP/1.1 exchange on its own connection: the status, the head, the body.
 fn http(
     url: &str,
@@ -537,4 +551,102 @@ fn the_json_api_refuses_bad_requests_by_name_and_guards_like_the_other_servers()
         ]));
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("bad.toml"), "{err}");
+}
+
+#[test]
+fn a_jetstream_store_is_listed_followed_and_answered_like_a_file() {
+    let nats = seam_tests::nats::NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let steps = r#"  { text = "asking", tool_calls = [{ name = "secret", arguments = { description = "d", prompt = "open" } }] },
+  { text = "read: {tool_results}" },"#;
+    let sqlite = config(dir.path(), steps, "kept", "[approvals]\nfrom_store = true");
+    let config = with_store(
+        &sqlite,
+        &format!(
+            "store = \"nats\"\n\n[cluster]\nnats = \"{}\"\nname = \"ui\"",
+            nats.url
+        ),
+    );
+    let (seam, _lines, url) = serve(&config, &[]);
+    let mut events = Events::follow(&url);
+
+    // Another process runs a session on the same JetStream store; it asks for approval there.
+    let other = seam_tests::seam_command(env!("CARGO_BIN_EXE_seam"))
+        .args(["run", config.to_str().unwrap(), "from another process"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The console sees the store change until the request is there.
+    let pending = loop {
+        events.until("store", |_| true);
+        let (_, listed) = get(&url, "/api/approvals");
+        let pending: Vec<String> = listed["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["status"] == "pending")
+            .map(|a| a["id"].as_str().unwrap().to_string())
+            .collect();
+        if let [one] = pending.as_slice() {
+            break one.clone();
+        }
+    };
+    let (_, listed) = get(&url, "/api/sessions?q=another");
+    let session = &listed["sessions"][0];
+    assert_eq!(session["state"], "waiting", "{listed}");
+    assert_eq!(session["here"], false, "{listed}");
+    let session = session["id"].as_str().unwrap().to_string();
+    // Not this process's turn: it can be answered, not interrupted or continued.
+    let (status, _) = post(
+        &url,
+        &format!("/api/sessions/{session}/interrupt"),
+        json!({}),
+    );
+    assert_eq!(status, 409);
+    let (status, answer) = post(
+        &url,
+        &format!("/api/sessions/{session}/turns"),
+        json!({"prompt": "x"}),
+    );
+    assert_eq!(status, 409, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("another process"),
+        "{answer}"
+    );
+
+    let (status, answered) = post(
+        &url,
+        &format!("/api/approvals/{pending}"),
+        json!({"answer": "allow"}),
+    );
+    assert_eq!(status, 200, "{answered}");
+    assert_eq!(answered["approval"]["by"], "seam ui");
+    let out = other.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("read: kept"), "{stdout}");
+    let (_, view) = get(&url, &format!("/api/sessions/{session}"));
+    assert_eq!(view["session"]["state"], "idle", "{view}");
+    assert_eq!(view["runs"][0]["provider"], "vault", "{view}");
+    assert_eq!(view["runs"][0]["stop-reason"], "completed", "{view}");
+    // Answered once: a second answer is refused, naming who answered.
+    let (status, again) = post(
+        &url,
+        &format!("/api/approvals/{pending}"),
+        json!({"answer": "deny"}),
+    );
+    assert_eq!(status, 409, "{again}");
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("seam ui"),
+        "{again}"
+    );
+    stop(seam);
 }
