@@ -7,14 +7,8 @@
 use seam_bench::MOCK;
 use seam_bench::{hold_live, host, on_worker, options, request, runtime, write_result};
 
-/// Live runs by default; `SEAM_BENCH_LIVE` sets another count (the pool is sized for it).
-const LIVE_DEFAULT: usize = 10_000;
-
 fn main() {
-    let live = std::env::var("SEAM_BENCH_LIVE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(LIVE_DEFAULT);
+    let live = seam_bench::live_count();
     let rt = runtime();
     // A delay far longer than the benchmark: every run stays blocked until it is disposed.
     let host = rt.block_on(host(
@@ -28,7 +22,7 @@ fn main() {
     );
     eprintln!("live: {stats}");
     // A count other than the default is reported apart, so the tables keep the default's.
-    if live == LIVE_DEFAULT {
+    if live == seam_bench::LIVE_DEFAULT {
         write_result("live", &stats);
     } else {
         write_result(&format!("live-{live}"), &stats);

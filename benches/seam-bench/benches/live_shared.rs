@@ -33,16 +33,11 @@ impl Provider for Waiter {
     }
 }
 
-/// Live runs by default; `SEAM_BENCH_LIVE` sets another count.
-const LIVE_DEFAULT: usize = 10_000;
 /// Runs one instance serves at once.
 const PER_INSTANCE: usize = 1_000;
 
 fn main() {
-    let live = std::env::var("SEAM_BENCH_LIVE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(LIVE_DEFAULT);
+    let live = seam_bench::live_count();
     let rt = runtime();
     let host = rt.block_on(async move {
         let host = Host::new(options(64)).expect("the bench host starts");
@@ -83,7 +78,7 @@ fn main() {
     eprintln!("live_shared ({provider}): {stats}");
     if provider == "waiter" {
         write_result("live_floor", &stats);
-    } else if live == LIVE_DEFAULT {
+    } else if live == seam_bench::LIVE_DEFAULT {
         write_result("live_shared", &stats);
     } else {
         write_result(&format!("live_shared-{live}"), &stats);

@@ -265,6 +265,17 @@ impl Provider for NativeMock {
     }
 }
 
+/// Live runs a memory benchmark holds by default (reported in the tables).
+pub const LIVE_DEFAULT: usize = 10_000;
+
+/// Live runs a memory benchmark holds: [`LIVE_DEFAULT`], or the count `SEAM_BENCH_LIVE` sets.
+pub fn live_count() -> usize {
+    std::env::var("SEAM_BENCH_LIVE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(LIVE_DEFAULT)
+}
+
 /// The runtime the benchmarks run in: multi-threaded, one worker per core, as the `seam` CLI.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

@@ -17,7 +17,8 @@ fn component(name: &str) -> String {
 /// A config keeping its sessions in `dir/sessions.db`, with the lead's `steps` and the plugins
 /// the tests use: `worker` starts `waiter` (the async provider: `wait` waits for a message or
 /// a cancel) in the background; `secret` asks for approval, then runs `vault` (a mock answering
-/// `reply`); `lookup` runs `vault` without asking.
+/// `reply`); `lookup` runs `vault` without asking; `digger` starts a child agent on `spawn`
+/// (script `child`, given in `extra`) in the background.
 fn config(dir: &Path, steps: &str, reply: &str, extra: &str) -> PathBuf {
     let text = format!(
         "[agent]\nmodel = \"scripted:lead\"\n\n[sessions]\nstore = \"sqlite:{db}\"\n\n{extra}\n\n\
@@ -43,6 +44,13 @@ fn config(dir: &Path, steps: &str, reply: &str, extra: &str) -> PathBuf {
             "worker",
             &component("subagent_tool"),
             "provider = \"waiter\", toolName = \"worker\", runInBackground = true",
+        )
+        + &entry("spawn", &component("spawn_provider"), "")
+        + &entry(
+            "digger",
+            &component("subagent_tool"),
+            "provider = \"spawn\", toolName = \"digger\", \
+             agentOptions = { model = \"scripted:child\" }, runInBackground = true",
         );
     let path = dir.join("ui.toml");
     std::fs::write(&path, text).unwrap();
@@ -133,8 +141,9 @@ impl Events {
     }
 
     /// Reads events until one of `kind` whose data `done` accepts; returns that data.
-    fn until(&mut self, kind: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let mut current = String::new();
+    /// The next event: its kind and data.
+    fn next(&mut self) -> (String, Value) {
+        let mut kind = String::new();
         loop {
             let mut line = String::new();
             assert!(
@@ -143,12 +152,39 @@ impl Events {
             );
             let line = line.trim_end();
             if let Some(k) = line.strip_prefix("event: ") {
-                current = k.to_string();
+                kind = k.to_string();
             } else if let Some(data) = line.strip_prefix("data: ") {
-                let data: Value = serde_json::from_str(data).unwrap_or(Value::Null);
-                if current == kind && done(&data) {
-                    return data;
+                return (kind, serde_json::from_str(data).unwrap_or(Value::Null));
+            }
+        }
+    }
+
+    fn until(&mut self, kind: &str, done: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let (k, data) = self.next();
+            if k == kind && done(&data) {
+                return data;
+            }
+        }
+    }
+
+    /// Reads events until the turn of `session` has ended and `runs` runs of `provider` have
+    /// ended (in either order).
+    fn turn_and_runs(&mut self, session: &str, provider: &str, runs: usize) {
+        let (mut turn, mut ended) = (false, 0);
+        while !turn || ended < runs {
+            match self.next() {
+                (k, d)
+                    if k == "console" && d["what"] == "turn-ended" && d["session"] == session =>
+                {
+                    turn = true
                 }
+                (k, d)
+                    if k == "bus" && d["event"] == "subagent/end" && d["provider"] == provider =>
+                {
+                    ended += 1
+                }
+                _ => {}
             }
         }
     }
@@ -648,5 +684,108 @@ fn a_jetstream_store_is_listed_followed_and_answered_like_a_file() {
             .contains("seam ui"),
         "{again}"
     );
+    stop(seam);
+}
+
+#[test]
+fn a_turn_and_a_child_are_interrupted_and_messaged_through_the_api() {
+    // A turn whose model takes its time: steered, then interrupted, it ends, and then takes no
+    // message.
+    let dir = tempfile::tempdir().unwrap();
+    let slow = config(
+        dir.path(),
+        r#"  { text = "slow", delay_ms = 600000 },"#,
+        "r",
+        "",
+    );
+    let (seam, _lines, url) = serve(&slow, &[]);
+    let mut events = Events::follow(&url);
+    let (_, started) = post(&url, "/api/sessions", json!({"prompt": "take your time"}));
+    let session = started["session"].as_str().unwrap().to_string();
+    events.until("console", |d| d["what"] == "turn-started");
+    let (status, steered) = post(
+        &url,
+        &format!("/api/sessions/{session}/messages"),
+        json!({"text": "hurry"}),
+    );
+    assert_eq!(status, 200, "{steered}");
+    let (status, interrupted) = post(
+        &url,
+        &format!("/api/sessions/{session}/interrupt"),
+        json!({}),
+    );
+    assert_eq!(status, 200, "{interrupted}");
+    assert_eq!(interrupted["interrupted"], true, "{interrupted}");
+    events.until("console", |d| d["what"] == "turn-ended");
+    let (_, view) = get(&url, &format!("/api/sessions/{session}"));
+    assert_eq!(view["session"]["state"], "idle", "{view}");
+    assert_eq!(view["turns"][0]["stop-reason"], "aborted", "{view}");
+    let (status, _) = post(
+        &url,
+        &format!("/api/sessions/{session}/messages"),
+        json!({"text": "late"}),
+    );
+    assert_eq!(status, 409);
+    stop(seam);
+
+    // A child agent in the background: once it has answered, a message wakes it through its
+    // parent, open here, and its new activation answers with it.
+    let dir = tempfile::tempdir().unwrap();
+    let steps = r#"  { text = "digging", tool_calls = [{ name = "digger", arguments = { description = "d", prompt = "dig", run_in_background = true } }] },
+  { text = "left it digging" },"#;
+    let child = "[models.scripts.child]\nsteps = [{ text = \"found: {user_messages}\" }]";
+    let config = config(dir.path(), steps, "r", child);
+    let (seam, _lines, url) = serve(&config, &[]);
+    let mut events = Events::follow(&url);
+    let (_, started) = post(&url, "/api/sessions", json!({"prompt": "go dig"}));
+    let session = started["session"].as_str().unwrap().to_string();
+    events.turn_and_runs(&session, "spawn", 1);
+    let (_, view) = get(&url, &format!("/api/sessions/{session}"));
+    let first = view["runs"][0].clone();
+    assert_eq!(first["stop-reason"], "completed", "{view}");
+    assert_eq!(first["live"], false, "{view}");
+    assert_eq!(first["answer"], "found: dig", "{view}");
+    let key = first["key"].as_i64().unwrap();
+
+    // Without its session, a child that no longer runs cannot be reached, and it says how.
+    let (status, refused) = post(
+        &url,
+        &format!("/api/runs/{key}/messages"),
+        json!({"text": "again"}),
+    );
+    assert_eq!(status, 404, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`session`"),
+        "{refused}"
+    );
+    let (status, sent) = post(
+        &url,
+        &format!("/api/runs/{key}/messages"),
+        json!({"text": "again", "session": session}),
+    );
+    assert_eq!(status, 200, "{sent}");
+    assert_eq!(sent["delivery"], "woken", "{sent}");
+    events.until("bus", |d| {
+        d["event"] == "subagent/end" && d["provider"] == "spawn"
+    });
+    let (_, view) = get(&url, &format!("/api/sessions/{session}"));
+    let runs = view["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "a second activation: {view}");
+    assert_eq!(
+        runs[1]["session"], first["session"],
+        "the same child: {view}"
+    );
+    assert!(
+        runs[1]["answer"].as_str().unwrap().contains("again"),
+        "{view}"
+    );
+    // The child's session is a session of its own, its parent and root named.
+    let child_session = first["session"].as_str().unwrap();
+    let (_, child) = get(&url, &format!("/api/sessions/{child_session}"));
+    assert_eq!(child["session"]["parent"], session.as_str(), "{child}");
+    assert_eq!(child["root"], session.as_str(), "{child}");
     stop(seam);
 }

@@ -117,6 +117,16 @@ impl Charge {
 
     /// Keeps what it counted: its operation went through.
     pub fn keep(self) {}
+
+    /// Keeps what it counted if `done` (its operation's outcome) succeeded, gives it back if
+    /// it failed; returns `done`.
+    pub fn settle<T, E>(self, done: Result<T, E>) -> Result<T, E> {
+        match &done {
+            Ok(_) => self.keep(),
+            Err(_) => self.refund(),
+        }
+        done
+    }
 }
 
 /// `bytes` as a count of the quota's.

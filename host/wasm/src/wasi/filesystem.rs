@@ -219,15 +219,9 @@ fn approve_write(data: &StoreData) -> impl std::future::Future<Output = Result<(
 /// The guest's answer to a delegated call: its error as an error code (or a trap), after
 /// `charge` gave back what a failed call had counted.
 fn answer<T>(done: Result<T, FsError>, charge: Charge) -> Answer<T> {
-    match done {
-        Ok(value) => {
-            charge.keep();
-            Ok((Ok(value),))
-        }
-        Err(e) => {
-            charge.refund();
-            Ok((Err(e.downcast()?),))
-        }
+    match charge.settle(done) {
+        Ok(value) => Ok((Ok(value),)),
+        Err(e) => Ok((Err(e.downcast()?),)),
     }
 }
 

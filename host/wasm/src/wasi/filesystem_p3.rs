@@ -105,14 +105,9 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
          (fd, path): (Resource<Descriptor>, String)|
          -> Shadowed<'_, ()> {
             Box::pin(async move {
-                let charge = match creates(accessor).await {
-                    Ok(charge) => charge,
-                    Err(code) => return Ok((Err(code),)),
-                };
-                answer(
-                    Fs::create_directory_at(&fs(accessor), fd, path).await,
-                    charge,
-                )
+                let fs = fs(accessor);
+                let call = Fs::create_directory_at(&fs, fd, path);
+                counted(accessor, Counts::OneMore, call).await
             })
         },
     )?;
@@ -122,11 +117,9 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
          (fd, old, new): (Resource<Descriptor>, String, String)|
          -> Shadowed<'_, ()> {
             Box::pin(async move {
-                let charge = match creates(accessor).await {
-                    Ok(charge) => charge,
-                    Err(code) => return Ok((Err(code),)),
-                };
-                answer(Fs::symlink_at(&fs(accessor), fd, old, new).await, charge)
+                let fs = fs(accessor);
+                let call = Fs::symlink_at(&fs, fd, old, new);
+                counted(accessor, Counts::OneMore, call).await
             })
         },
     )?;
@@ -142,12 +135,9 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
         )|
          -> Shadowed<'_, ()> {
             Box::pin(async move {
-                let charge = match creates(accessor).await {
-                    Ok(charge) => charge,
-                    Err(code) => return Ok((Err(code),)),
-                };
-                let done = Fs::link_at(&fs(accessor), fd, old_flags, old, new_fd, new).await;
-                answer(done, charge)
+                let fs = fs(accessor);
+                let call = Fs::link_at(&fs, fd, old_flags, old, new_fd, new);
+                counted(accessor, Counts::OneMore, call).await
             })
         },
     )?;
@@ -158,11 +148,9 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
          (fd, path): (Resource<Descriptor>, String)|
          -> Shadowed<'_, ()> {
             Box::pin(async move {
-                let charge = match approved(accessor).await {
-                    Ok(quota) => Charge::none(&quota),
-                    Err(code) => return Ok((Err(code),)),
-                };
-                answer(Fs::unlink_file_at(&fs(accessor), fd, path).await, charge)
+                let fs = fs(accessor);
+                let call = Fs::unlink_file_at(&fs, fd, path);
+                counted(accessor, Counts::Nothing, call).await
             })
         },
     )?;
@@ -172,14 +160,9 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
          (fd, path): (Resource<Descriptor>, String)|
          -> Shadowed<'_, ()> {
             Box::pin(async move {
-                let charge = match approved(accessor).await {
-                    Ok(quota) => Charge::none(&quota),
-                    Err(code) => return Ok((Err(code),)),
-                };
-                answer(
-                    Fs::remove_directory_at(&fs(accessor), fd, path).await,
-                    charge,
-                )
+                let fs = fs(accessor);
+                let call = Fs::remove_directory_at(&fs, fd, path);
+                counted(accessor, Counts::Nothing, call).await
             })
         },
     )?;
@@ -189,19 +172,41 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
          (fd, old, new_fd, new): (Resource<Descriptor>, String, Resource<Descriptor>, String)|
          -> Shadowed<'_, ()> {
             Box::pin(async move {
-                let charge = match approved(accessor).await {
-                    Ok(quota) => Charge::none(&quota),
-                    Err(code) => return Ok((Err(code),)),
-                };
-                answer(
-                    Fs::rename_at(&fs(accessor), fd, old, new_fd, new).await,
-                    charge,
-                )
+                let fs = fs(accessor);
+                let call = Fs::rename_at(&fs, fd, old, new_fd, new);
+                counted(accessor, Counts::Nothing, call).await
             })
         },
     )?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// What a call that changes the directories adds to the quota.
+enum Counts {
+    /// One more file, directory or link.
+    OneMore,
+    /// Nothing (removing, renaming).
+    Nothing,
+}
+
+/// Waits for the yes `[approvals] write` asks and counts what `counts` says, then makes `call`
+/// (wasmtime-wasi's function) and answers with its outcome, giving the count back if it failed.
+/// `call` is an `async fn`'s future, which does nothing before it is awaited: nothing of it
+/// runs unless the write was allowed and counted.
+async fn counted<T>(
+    accessor: &Accessor<StoreData>,
+    counts: Counts,
+    call: impl Future<Output = FilesystemResult<T>>,
+) -> Answer<T> {
+    let charge = match counts {
+        Counts::OneMore => creates(accessor).await,
+        Counts::Nothing => approved(accessor).await.map(|quota| Charge::none(&quota)),
+    };
+    match charge {
+        Ok(charge) => answer(call.await, charge),
+        Err(code) => Ok((Err(code),)),
+    }
 }
 
 /// The store's quota, once the yes `[approvals] write` asks (if it does) came; `not-permitted`
@@ -228,15 +233,9 @@ fn quota(QuotaExceeded: QuotaExceeded) -> ErrorCode {
 /// The guest's answer to a delegated call: its error as an error code (or a trap), after
 /// `charge` gave back what a failed call had counted.
 fn answer<T>(done: FilesystemResult<T>, charge: Charge) -> Answer<T> {
-    match done {
-        Ok(value) => {
-            charge.keep();
-            Ok((Ok(value),))
-        }
-        Err(e) => {
-            charge.refund();
-            Ok((Err(e.downcast()?),))
-        }
+    match charge.settle(done) {
+        Ok(value) => Ok((Ok(value),)),
+        Err(e) => Ok((Err(e.downcast()?),)),
     }
 }
 
