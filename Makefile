@@ -30,7 +30,7 @@ MCP_STAMP       := $(TOOLCHAINS)/python/.mcp-$(MCP_PY)-fastmcp-$(FASTMCP_PY)
 OTLP_PROTO      := 1.45.2
 OTLP_STAMP      := $(TOOLCHAINS)/python/.opentelemetry-proto-$(OTLP_PROTO)
 # Debian's docker-registry (the distribution registry, 2.8) for the OCI tests
-# (host/cli/tests/oci.rs), which start it on a free loopback port with a config of their own;
+# (host/cli/tests/all/oci.rs), which start it on a free loopback port with a config of their own;
 # installed with apt (as root, as CI runs) when the binary is missing.
 REGISTRY_STAMP  := /usr/bin/docker-registry
 # The same componentize-py as a wheel, for the venvs that the steps `seam new` prints make.
@@ -44,7 +44,7 @@ A2A_STAMP       := $(TOOLCHAINS)/python/.a2a-sdk-$(A2A_PY)
 A2A_JS          := 1.3.0
 A2A_JS_STAMP    := $(TOOLCHAINS)/a2a-js/.a2a-js-sdk-$(A2A_JS)
 # Headless Chromium from Debian (with a font, for the screenshots) and puppeteer-core, pinned,
-# for the console's tests (host/cli/tests/ui.rs), which drive `seam ui`'s page over the DevTools
+# for the console's tests (host/cli/tests/all/ui.rs), which drive `seam ui`'s page over the DevTools
 # protocol (tests/fixtures/browser.mjs). puppeteer-core downloads no browser.
 CHROMIUM_STAMP  := /usr/bin/chromium-headless-shell
 PUPPETEER       := 24.43.1
@@ -175,7 +175,7 @@ $(MDBOOK_STAMP):
 
 docs: setup $(MDBOOK_STAMP)
 	$(MDBOOK_ROOT)/bin/mdbook build docs
-	$(CARGO) test -p seam-cli --test docs -- links
+	$(CARGO) test -p seam-cli --test all -- docs::links
 
 # Runs each `cargo fuzz` target briefly from a fixed seed (needs `cargo install cargo-fuzz`; the
 # first build instruments wasmtime and takes long). CI runs the same bodies in `cargo test`.

@@ -1,4 +1,4 @@
-//! Headless Chromium for the console's tests (`host/cli/tests/ui.rs`), driven over the
+//! Headless Chromium for the console's tests (`host/cli/tests/all/ui.rs`), driven over the
 //! DevTools protocol by `tests/fixtures/browser.mjs` (puppeteer-core, pinned and installed by
 //! `make setup-kit` with Debian's `chromium-headless-shell`). Each call is one command to the
 //! driver and waits for its answer; the waits are the browser's own (DOM changes), bounded by a

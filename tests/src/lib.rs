@@ -395,7 +395,7 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// The config of the continuation tests (`host/cli/tests/sessions.rs`, `cluster.rs`): after
+/// The config of the continuation tests (`host/cli/tests/all/sessions.rs`, `cluster.rs`): after
 /// `preamble` (where the sessions are kept), the lead starts `research` (a child on `spawn`,
 /// running the script step `researcher`) in the background; the follow-up script wakes it with
 /// `send_message` and reads it with `subagent_output`.

@@ -12,7 +12,7 @@ use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 /// here, where a reviewer sees it.
 /// Four: the `kind = "mcp"` entries of the MCP chapter and the `kind = "a2a"` entry of the A2A
 /// chapter, which need their servers to load, and the two `oci://` configs of the registries
-/// chapter, which need a registry (host/cli/tests/oci.rs loads such configs against a real
+/// chapter, which need a registry (host/cli/tests/all/oci.rs loads such configs against a real
 /// one).
 const UNCHECKED: usize = 4;
 

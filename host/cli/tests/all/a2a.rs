@@ -12,7 +12,6 @@ use std::time::Duration;
 use serde_json::Value;
 
 /// `kind = "a2a"` entries, against the official Python SDK's server.
-#[path = "a2a/provider.rs"]
 mod provider;
 
 fn root() -> PathBuf {

@@ -101,7 +101,6 @@ fn dig_in_background(n: u32) -> String {
 }
 
 // Replaying components (HTTP, clock, random) shares these helpers.
-#[path = "replay/components.rs"]
 mod components;
 
 /// The python chat endpoint, and its base URL (`http://127.0.0.1:PORT/v1`).
