@@ -28,6 +28,8 @@ pub(crate) struct Console {
     pub host: ConsoleHost,
     pub held: Arc<Held>,
     pub live: Arc<Live>,
+    /// What the session list last read of each session's events.
+    pub gists: views::Gists,
     pub shutdown: CancellationToken,
 }
 
@@ -169,7 +171,7 @@ impl Console {
             (&Method::GET, ["sessions"]) => {
                 let q = query_value(query, "q").unwrap_or_default();
                 let rows = blocking(
-                    move |c| views::sessions(store.as_ref(), c.held.as_ref(), &q),
+                    move |c| views::sessions(store.as_ref(), &c.gists, c.held.as_ref(), &q),
                     self,
                 )
                 .await?;

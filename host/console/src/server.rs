@@ -78,6 +78,7 @@ impl ConsoleServer {
             host: self.host.clone(),
             held: held.clone(),
             live,
+            gists: Default::default(),
             shutdown: shutdown.clone(),
         });
         let guard = Arc::new(Guard {

@@ -3,6 +3,7 @@
 //! process knows of its live runs laid over it (their progress, whether they take messages).
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use seam_agent::session::SessionEvent;
 use seam_core::approval::Status;
@@ -93,9 +94,71 @@ fn open_turn(turns: &[Value]) -> bool {
     turns.last().is_some_and(|t| t["ended-ms"].is_null())
 }
 
+/// What the list shows of a session's events: its first prompt, how many turns it has, and
+/// whether its last turn has not ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Gist {
+    prompt: String,
+    turns: usize,
+    open: bool,
+}
+
+impl Gist {
+    fn of(turns: &[Value]) -> Self {
+        Self {
+            prompt: turns
+                .iter()
+                .find_map(|t| t["prompt"].as_str())
+                .unwrap_or_default()
+                .to_string(),
+            turns: turns.len(),
+            open: open_turn(turns),
+        }
+    }
+}
+
+/// The gists of the sessions listed last, each with the count and size of the events it was
+/// read from: a store's events are only ever appended, so a session whose count and size have
+/// not moved has the same gist, and a refresh of the list reads the events of only the
+/// sessions written since (rather than of all 200 every time).
+#[derive(Default)]
+pub(crate) struct Gists {
+    seen: Mutex<HashMap<String, (Mark, Gist)>>,
+}
+
+/// A session's count and size of events, which move whenever it is written.
+type Mark = (u64, u64);
+
+impl Gists {
+    /// The gist of `summary`'s session, read from the store only if it was written since.
+    fn of(&self, store: &dyn SessionStore, summary: &SessionSummary) -> Result<Gist, ApiError> {
+        let mark = (summary.events, summary.bytes);
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, gist)) = seen.get(&summary.id).filter(|(at, _)| *at == mark) {
+            return Ok(gist.clone());
+        }
+        drop(seen);
+        let gist = Gist::of(&turns(&parsed(&store.events(&summary.id)?)));
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(summary.id.clone(), (mark, gist.clone()));
+        Ok(gist)
+    }
+
+    /// Forgets the sessions not in `listed` (those no longer among the most recent).
+    fn keep(&self, listed: &[&str]) {
+        let listed: std::collections::HashSet<&str> = listed.iter().copied().collect();
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|id, _| listed.contains(id.as_str()));
+    }
+}
+
 /// How a session stands: `running_here` says whether this process runs a turn of it.
-fn state(summary: &SessionSummary, turns: &[Value], running_here: bool, pending: usize) -> State {
-    let running = running_here || (open_turn(turns) && !summary.interrupted);
+fn state(summary: &SessionSummary, gist: &Gist, running_here: bool, pending: usize) -> State {
+    let running = running_here || (gist.open && !summary.interrupted);
     match (running, pending > 0) {
         (true, true) => State::Waiting,
         (true, false) => State::Running,
@@ -107,15 +170,11 @@ fn state(summary: &SessionSummary, turns: &[Value], running_here: bool, pending:
 /// One session as the list shows it.
 fn listing(
     summary: &SessionSummary,
-    turns: &[Value],
+    gist: &Gist,
     running_here: bool,
     held_here: bool,
     pending: usize,
 ) -> Value {
-    let prompt = turns
-        .iter()
-        .find_map(|t| t["prompt"].as_str())
-        .unwrap_or_default();
     json!({
         "id": summary.id,
         "agent": summary.agent,
@@ -125,9 +184,9 @@ fn listing(
         "updated-ms": summary.updated_ms,
         "events": summary.events,
         "interrupted": summary.interrupted,
-        "prompt": prompt,
-        "turns": turns.len(),
-        "state": state(summary, turns, running_here, pending).as_str(),
+        "prompt": gist.prompt,
+        "turns": gist.turns,
+        "state": state(summary, gist, running_here, pending).as_str(),
         "here": held_here,
         "pending-approvals": pending,
     })
@@ -156,23 +215,24 @@ fn pending_by_root(store: &dyn SessionStore) -> Result<HashMap<String, usize>, A
 /// contains `query` (ignoring case; every one for an empty query).
 pub(crate) fn sessions(
     store: &dyn SessionStore,
+    gists: &Gists,
     here: &dyn Here,
     query: &str,
 ) -> Result<Vec<Value>, ApiError> {
     let query = query.trim().to_lowercase();
     let pending = pending_by_root(store)?;
-    let mut out = Vec::new();
-    for summary in store
+    let listed: Vec<SessionSummary> = store
         .sessions()?
         .into_iter()
         .filter(|s| s.parent.is_none())
         .take(LISTED)
-    {
-        let events = parsed(&store.events(&summary.id)?);
-        let turns = turns(&events);
+        .collect();
+    gists.keep(&listed.iter().map(|s| s.id.as_str()).collect::<Vec<_>>());
+    let mut out = Vec::new();
+    for summary in &listed {
         let row = listing(
-            &summary,
-            &turns,
+            summary,
+            &gists.of(store, summary)?,
             here.runs(&summary.id),
             here.holds(&summary.id),
             pending.get(&summary.id).copied().unwrap_or(0),
@@ -230,7 +290,13 @@ pub(crate) fn session(
         })
         .collect();
     Ok(json!({
-        "session": listing(&summary, &turns, here.runs(id), here.holds(id), pending),
+        "session": listing(
+            &summary,
+            &Gist::of(&turns),
+            here.runs(id),
+            here.holds(id),
+            pending
+        ),
         "root": root,
         "turns": turns,
         "conversation": conversation,
@@ -386,6 +452,7 @@ fn from_journal(runs: &mut [Value], session: &str, journal: &Journal) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use seam_core::store::{MemoryStore, Write};
     use seam_core::types::{ContentBlock, StopReason, ToolCall};
 
     fn summary(interrupted: bool) -> SessionSummary {
@@ -462,16 +529,115 @@ mod tests {
         assert_eq!(turns[0]["answer"], "done");
         assert_eq!(turns[0]["stop-reason"], "completed");
         assert_eq!(turns[0]["ended-ms"], 15);
-        assert!(open_turn(&turns));
+        let gist = Gist::of(&turns);
+        assert!(gist.open);
+        assert_eq!(gist.turns, 2);
         // An open turn runs (here or elsewhere), or was cut short by its process's end.
-        assert_eq!(state(&summary(false), &turns, false, 0), State::Running);
-        assert_eq!(state(&summary(false), &turns, false, 1), State::Waiting);
-        assert_eq!(state(&summary(true), &turns, false, 0), State::Interrupted);
-        assert_eq!(state(&summary(true), &turns, true, 0), State::Running);
-        assert_eq!(state(&summary(false), &turns[..1], false, 0), State::Idle);
-        let listed = listing(&summary(false), &turns, false, true, 0);
+        assert_eq!(state(&summary(false), &gist, false, 0), State::Running);
+        assert_eq!(state(&summary(false), &gist, false, 1), State::Waiting);
+        assert_eq!(state(&summary(true), &gist, false, 0), State::Interrupted);
+        assert_eq!(state(&summary(true), &gist, true, 0), State::Running);
+        let ended = Gist::of(&turns[..1]);
+        assert_eq!(state(&summary(false), &ended, false, 0), State::Idle);
+        let listed = listing(&summary(false), &gist, false, true, 0);
         assert_eq!(listed["prompt"], "<b>hi</b>");
         assert_eq!(listed["state"], "running");
         assert_eq!(listed["here"], true);
+    }
+
+    struct Nowhere;
+
+    impl Here for Nowhere {
+        fn holds(&self, _: &str) -> bool {
+            false
+        }
+        fn runs(&self, _: &str) -> bool {
+            false
+        }
+    }
+
+    fn append(store: &dyn SessionStore, session: &str, events: &[SessionEvent]) {
+        let writes = events
+            .iter()
+            .map(|e| Write::Append {
+                session: session.into(),
+                kind: e.kind().into(),
+                body: serde_json::to_string(e).expect("an event serialises"),
+            })
+            .collect();
+        store
+            .commit(writes)
+            .expect("the memory store takes the events");
+    }
+
+    fn open(store: &dyn SessionStore, id: &str, prompt: &str) {
+        store
+            .commit(vec![Write::OpenSession {
+                id: id.into(),
+                agent: "agent:1".into(),
+                parent: None,
+                working_directory: "/w".into(),
+            }])
+            .expect("the memory store opens a session");
+        append(
+            store,
+            id,
+            &[
+                SessionEvent::TurnStart { turn: 1 },
+                SessionEvent::UserMessage {
+                    content: text(prompt),
+                },
+                SessionEvent::TurnEnd {
+                    turn: 1,
+                    reason: StopReason::Completed,
+                    usage: None,
+                },
+            ],
+        );
+    }
+
+    fn row<'a>(rows: &'a [Value], id: &str) -> &'a Value {
+        rows.iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("`{id}` is not listed in {rows:?}"))
+    }
+
+    #[test]
+    fn the_list_follows_what_is_written_and_forgets_what_is_gone() {
+        let store = MemoryStore::new(Default::default());
+        let gists = Gists::default();
+        open(&store, "a", "first of a");
+        open(&store, "b", "first of b");
+        let rows = sessions(&store, &gists, &Nowhere, "").expect("listed");
+        assert_eq!(row(&rows, "a")["prompt"], "first of a");
+        assert_eq!(row(&rows, "a")["turns"], 1);
+        assert_eq!(row(&rows, "a")["state"], "idle");
+
+        // A new turn of `a`, still open: its row moves although its first prompt does not.
+        append(
+            &store,
+            "a",
+            &[
+                SessionEvent::TurnStart { turn: 2 },
+                SessionEvent::UserMessage {
+                    content: text("second"),
+                },
+            ],
+        );
+        let rows = sessions(&store, &gists, &Nowhere, "").expect("listed");
+        assert_eq!(row(&rows, "a")["prompt"], "first of a");
+        assert_eq!(row(&rows, "a")["turns"], 2);
+        assert_eq!(row(&rows, "a")["state"], "running");
+        assert_eq!(row(&rows, "b")["turns"], 1);
+        let searched = sessions(&store, &gists, &Nowhere, "OF B").expect("listed");
+        assert_eq!(searched.len(), 1);
+        assert_eq!(searched[0]["id"], "b");
+
+        // A removed session leaves the list and the console's memory of it.
+        assert!(store.remove("b").expect("removed"));
+        let rows = sessions(&store, &gists, &Nowhere, "").expect("listed");
+        assert_eq!(rows.len(), 1);
+        let seen = gists.seen.lock().expect("not poisoned");
+        assert_eq!(seen.keys().collect::<Vec<_>>(), ["a"]);
     }
 }
