@@ -395,6 +395,14 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The JSON a fixture client printed, after checking that it succeeded (its stderr, or what it
+/// printed instead of JSON, is the panic's message otherwise).
+pub fn json_of(out: &std::process::Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", text(&out.stdout), text(&out.stderr)))
+}
+
 /// The config of the continuation tests (`host/cli/tests/all/sessions.rs`, `cluster.rs`): after
 /// `preamble` (where the sessions are kept), the lead starts `research` (a child on `spawn`,
 /// running the script step `researcher`) in the background; the follow-up script wakes it with

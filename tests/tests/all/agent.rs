@@ -359,19 +359,34 @@ async fn structured_output_capture_retry_refusal_and_missing_capture() {
     assert_quiescent(&host);
 }
 
+/// Waits until the child agent of run `id` (it has the run's id) has begun a turn.
+async fn child_turn_started(events: &mut tokio::sync::watch::Receiver<Vec<Event>>, id: &str) {
+    wait_for(events, "the child's turn to start", |seen| {
+        seen.iter()
+            .any(|e| matches!(e, Event::AgentTurnStart { id: agent, .. } if agent == id))
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn cancel_mid_child_reaches_the_child_and_settles_aborted() {
     let toml = "[models.scripts.slow]\nsteps = [ { text = \"late\", delay_ms = 30000 } ]\n\n"
         .to_string()
         + &providers("");
-    let host = host_with(&toml).await;
+    // Patient: the child's own turn ends `aborted` only when the cancel reaches it before the
+    // grace runs out (an enforced cancel drops the turn), which a loaded machine can delay.
+    let host = patient_host_with(&toml).await;
     let seen = record(&host);
+    let mut events = watch_events(&host);
     let run = host
         .subagents()
         .start("spawn", on_model("x", "scripted:slow"))
         .unwrap();
     run.started().await.unwrap();
     assert_eq!(host.live_agents(), 1);
+    // Mid child: its turn has begun (a cancel between readiness and the prompt's send ends
+    // the run before the child has any turn to abort).
+    child_turn_started(&mut events, run.id()).await;
     run.cancel(Some("enough".into()));
     let result = run.result().await.unwrap();
     assert_eq!(result.stop_reason, StopReason::Aborted);
@@ -1023,14 +1038,18 @@ async fn unloading_an_in_process_provider_mid_run_aborts_and_disposes_its_runs()
         ("fork", "fork_provider", "spawn_provider"),
     ] {
         let remaining = format!("{scripts}{}", entry("stays", other, "name = \"stays\""));
-        let host = host_with(&(remaining.clone() + &entry(provider, component, ""))).await;
+        // Patient, for the child's own `aborted` turn end (as in
+        // `cancel_mid_child_reaches_the_child_and_settles_aborted`).
+        let host = patient_host_with(&(remaining.clone() + &entry(provider, component, ""))).await;
         let seen = record(&host);
+        let mut events = watch_events(&host);
         let run = host
             .subagents()
             .start(provider, on_model("x", "scripted:slow"))
             .unwrap();
         run.started().await.unwrap();
         assert_eq!(host.live_agents(), 1, "{provider}");
+        child_turn_started(&mut events, run.id()).await;
         let report = loaded(host.reconfigure(&config(&remaining)).await);
         assert_eq!(report.unloaded, [provider]);
         // Unloading returned only after the run was cancelled, settled and disposed.

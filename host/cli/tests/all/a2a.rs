@@ -65,14 +65,7 @@ fn client(args: &[&str]) -> Value {
         .current_dir(root())
         .output()
         .expect("the A2A client runs");
-    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}\n{}",
-            seam_tests::text(&out.stdout),
-            seam_tests::text(&out.stderr)
-        )
-    })
+    seam_tests::json_of(&out)
 }
 
 /// The texts of a task's, event's or message's parts (`parts`, or `status.message.parts`).

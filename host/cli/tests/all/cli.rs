@@ -833,14 +833,7 @@ fn acp_client_with(
         .envs(env.iter().copied())
         .output()
         .expect("the ACP client runs");
-    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}\n{}",
-            seam_tests::text(&out.stdout),
-            seam_tests::text(&out.stderr)
-        )
-    })
+    seam_tests::json_of(&out)
 }
 
 #[test]

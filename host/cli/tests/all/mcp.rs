@@ -58,14 +58,7 @@ fn client(args: &[&str]) -> serde_json::Value {
         .env("XDG_STATE_HOME", root().join("target/seam-test-state"))
         .output()
         .expect("the MCP client runs");
-    assert!(out.status.success(), "{}", seam_tests::text(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}\n{}",
-            seam_tests::text(&out.stdout),
-            seam_tests::text(&out.stderr)
-        )
-    })
+    seam_tests::json_of(&out)
 }
 
 /// What every transport must show of the same scenario; `events` is what seam printed.
