@@ -669,6 +669,12 @@ fn a_jetstream_store_is_listed_followed_and_answered_like_a_file() {
     let (_, view) = get(&url, &format!("/api/sessions/{session}"));
     assert_eq!(view["session"]["state"], "idle", "{view}");
     assert_eq!(view["runs"][0]["provider"], "vault", "{view}");
+    // The list read this session while its turn was open: what the other process wrote since
+    // moves its row too.
+    let (_, listed) = get(&url, "/api/sessions?q=another");
+    assert_eq!(listed["sessions"][0]["id"], session.as_str(), "{listed}");
+    assert_eq!(listed["sessions"][0]["state"], "idle", "{listed}");
+    assert_eq!(listed["sessions"][0]["turns"], 1, "{listed}");
     assert_eq!(view["runs"][0]["stop-reason"], "completed", "{view}");
     // Answered once: a second answer is refused, naming who answered.
     let (status, again) = post(
